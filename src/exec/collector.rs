@@ -1,0 +1,436 @@
+//! Bounded output collection for one stream of one command (T6, T8, T9, E5).
+//!
+//! A [`Collector`] keeps the last `max` bytes in memory and, from the first byte
+//! that does not fit, writes the whole stream to a spill file. Memory per stream is
+//! therefore bounded by `max` whatever the command prints; the spill file receives
+//! every byte at disk speed. It also remembers how far the stream has been read,
+//! so incremental reads never re-deliver and can tell when data was dropped.
+//!
+//! The file is written under the same lock as the tail. Writes go to the page cache
+//! and take microseconds, and readers of a running stream are rare, so a second
+//! writer thread would add a copy per chunk for no measurable gain.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where the full stream went once it outgrew memory.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Spill {
+    /// The stream never outgrew memory.
+    #[default]
+    None,
+    /// Every byte of the stream is in this file.
+    Written(PathBuf),
+    /// The stream outgrew memory but the file could not be made or written.
+    Unavailable(String),
+}
+
+impl Spill {
+    /// The path to show for this spill: the file, or `(unavailable)`.
+    pub fn display_path(&self) -> Option<String> {
+        match self {
+            Spill::None => None,
+            Spill::Written(p) => Some(p.display().to_string()),
+            Spill::Unavailable(_) => Some("(unavailable)".to_string()),
+        }
+    }
+}
+
+/// The collected output of a finished stream (E1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CollectedOutput {
+    /// The tail kept in memory, decoded lossily, never starting mid-character.
+    pub text: String,
+    /// The stream was longer than the memory bound.
+    pub truncated: bool,
+    pub spill: Spill,
+    /// Bytes the stream carried in total.
+    pub total_bytes: u64,
+}
+
+/// One incremental read of a stream (T8, T9).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamRead {
+    /// The bytes since the previous read, decoded lossily.
+    pub text: String,
+    /// Some bytes since the previous read were no longer in memory.
+    pub dropped: bool,
+    pub spill: Spill,
+}
+
+/// Where and under which name a stream may spill.
+#[derive(Debug, Clone)]
+pub struct SpillTarget {
+    pub dir: PathBuf,
+    pub file_name: String,
+}
+
+/// Bounded collector of one stream; shared by the reader that fills it and the
+/// callers that read it.
+#[derive(Debug)]
+pub struct Collector {
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    max: usize,
+    tail: VecDeque<u8>,
+    /// Bytes received so far.
+    total: u64,
+    /// Bytes delivered by `read_new` so far.
+    read_pos: u64,
+    target: Option<SpillTarget>,
+    file: Option<File>,
+    spill: Spill,
+    closed: bool,
+}
+
+impl Collector {
+    /// A collector keeping at most `max` bytes, spilling to `target` on overflow
+    /// (with no target an overflow is reported as unavailable).
+    pub fn new(max: usize, target: Option<SpillTarget>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                max,
+                tail: VecDeque::new(),
+                total: 0,
+                read_pos: 0,
+                target,
+                file: None,
+                spill: Spill::None,
+                closed: false,
+            }),
+        }
+    }
+
+    /// Appends bytes produced by the command.
+    pub fn push(&self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        let mut s = self.lock();
+        let s = &mut *s;
+        let overflows = s.total + chunk.len() as u64 > s.max as u64;
+        if overflows && s.spill == Spill::None {
+            // First overflow: nothing has been dropped yet, so the tail is the whole
+            // stream so far and the file starts complete.
+            s.spill = match open_spill(s.target.as_ref()) {
+                Ok((path, mut file)) => {
+                    let (a, b) = s.tail.as_slices();
+                    match file.write_all(a).and_then(|_| file.write_all(b)) {
+                        Ok(()) => {
+                            s.file = Some(file);
+                            Spill::Written(path)
+                        }
+                        Err(e) => Spill::Unavailable(format!("write {}: {e}", path.display())),
+                    }
+                }
+                Err(reason) => Spill::Unavailable(reason),
+            };
+        }
+        if let Some(file) = s.file.as_mut()
+            && let Err(e) = file.write_all(chunk)
+        {
+            s.spill = Spill::Unavailable(format!("write failed: {e}"));
+            s.file = None;
+        }
+        s.total += chunk.len() as u64;
+        if chunk.len() >= s.max {
+            s.tail.clear();
+            s.tail.extend(&chunk[chunk.len() - s.max..]);
+        } else {
+            let excess = (s.tail.len() + chunk.len()).saturating_sub(s.max);
+            s.tail.drain(..excess);
+            s.tail.extend(chunk);
+        }
+    }
+
+    /// Marks the stream as ended: a trailing partial character is then final.
+    pub fn close(&self) {
+        let mut s = self.lock();
+        s.closed = true;
+        s.file = None;
+    }
+
+    /// The bytes since the previous call, never re-delivered. A trailing partial
+    /// UTF-8 character is held back until it completes or the stream closes.
+    pub fn read_new(&self) -> StreamRead {
+        let mut s = self.lock();
+        let start = s.total - s.tail.len() as u64;
+        let dropped = s.read_pos < start;
+        let from = s.read_pos.max(start);
+        let offset = (from - start) as usize;
+        let bytes: Vec<u8> = s.tail.range(offset..).copied().collect();
+        let mut begin = 0;
+        if dropped {
+            // The read starts where memory starts, possibly mid-character; the
+            // whole character is in the spill file.
+            begin = skip_continuation(&bytes);
+        }
+        let end = if s.closed {
+            bytes.len()
+        } else {
+            complete_prefix_len(&bytes).max(begin)
+        };
+        s.read_pos = from + end as u64;
+        StreamRead {
+            text: String::from_utf8_lossy(&bytes[begin..end]).into_owned(),
+            dropped,
+            spill: if dropped {
+                s.spill.clone()
+            } else {
+                Spill::None
+            },
+        }
+    }
+
+    /// The final result of the stream: its tail and where the rest went.
+    pub fn collected(&self) -> CollectedOutput {
+        let s = self.lock();
+        let bytes: Vec<u8> = s.tail.iter().copied().collect();
+        let truncated = s.total > s.tail.len() as u64;
+        let begin = if truncated {
+            skip_continuation(&bytes)
+        } else {
+            0
+        };
+        CollectedOutput {
+            text: String::from_utf8_lossy(&bytes[begin..]).into_owned(),
+            truncated,
+            spill: s.spill.clone(),
+            total_bytes: s.total,
+        }
+    }
+
+    /// Bytes held in memory now (for tests of the memory bound).
+    #[cfg(test)]
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().tail.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the state inconsistent in a
+        // way that matters more than losing the output, so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn open_spill(target: Option<&SpillTarget>) -> Result<(PathBuf, File), String> {
+    let target = target.ok_or_else(|| "no spill directory".to_string())?;
+    ensure_private_dir(&target.dir)?;
+    let path = target.dir.join(&target.file_name);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| format!("create {}: {e}", path.display()))?;
+    Ok((path, file))
+}
+
+/// Creates `dir` as a 0700 directory, or checks that an existing one is a real
+/// directory (not a symlink) owned by us, and tightens its mode.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(e) => return Err(format!("create {}: {e}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.file_type().is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    if meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(format!("{} is owned by another user", dir.display()));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Number of leading UTF-8 continuation bytes (at most 3): the rest of a
+/// character whose start was dropped.
+fn skip_continuation(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+        .count()
+}
+
+/// Length of `bytes` without a trailing UTF-8 sequence that is valid so far but
+/// incomplete (it may complete with the next chunk).
+fn complete_prefix_len(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    for back in 1..=n.min(3) {
+        let b = bytes[n - back];
+        if (b & 0b1100_0000) == 0b1000_0000 {
+            continue; // continuation byte: keep looking for the lead byte
+        }
+        let need = match b {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return n, // ASCII or invalid lead: nothing to wait for
+        };
+        return if need > back { n - back } else { n };
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(dir: &Path) -> Option<SpillTarget> {
+        Some(SpillTarget {
+            dir: dir.join("spill"),
+            file_name: "t.stdout".into(),
+        })
+    }
+
+    #[test]
+    fn small_output_stays_in_memory() {
+        let c = Collector::new(16, None);
+        c.push(b"hello\n");
+        c.close();
+        let out = c.collected();
+        assert_eq!(out.text, "hello\n");
+        assert!(!out.truncated);
+        assert_eq!(out.spill, Spill::None);
+    }
+
+    #[test]
+    fn t6_overflow_keeps_tail_and_spills_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new(16, target(dir.path()));
+        for i in 0..10 {
+            c.push(format!("line {i:02}\n").as_bytes());
+        }
+        c.close();
+        let out = c.collected();
+        assert!(out.truncated);
+        assert_eq!(out.text, "line 08\nline 09\n");
+        let Spill::Written(path) = &out.spill else {
+            panic!("{:?}", out.spill)
+        };
+        let all: String = (0..10).map(|i| format!("line {i:02}\n")).collect();
+        assert_eq!(std::fs::read_to_string(path).unwrap(), all);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dmode = std::fs::metadata(path.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dmode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn t6_no_spill_dir_is_unavailable() {
+        let c = Collector::new(4, None);
+        c.push(b"0123456789");
+        let out = c.collected();
+        assert!(matches!(out.spill, Spill::Unavailable(_)));
+        assert_eq!(out.spill.display_path().unwrap(), "(unavailable)");
+    }
+
+    #[test]
+    fn t6_existing_spill_file_is_not_overwritten_or_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
+        std::fs::create_dir(&spill).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, spill.join("t.stdout")).unwrap();
+        let c = Collector::new(4, target(dir.path()));
+        c.push(b"0123456789");
+        assert!(matches!(c.collected().spill, Spill::Unavailable(_)));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    }
+
+    #[test]
+    fn t6_tail_never_starts_mid_character() {
+        let c = Collector::new(5, None);
+        c.push("aé€€".as_bytes()); // 1 + 2 + 3 + 3 bytes; the tail cuts into a "€"
+        let out = c.collected();
+        assert_eq!(out.text, "€");
+    }
+
+    #[test]
+    fn t6_invalid_utf8_is_lossy() {
+        let c = Collector::new(64, None);
+        c.push(b"ok \xff\xfe end");
+        c.close();
+        assert_eq!(c.collected().text, "ok \u{fffd}\u{fffd} end");
+    }
+
+    #[test]
+    fn t8_reads_are_incremental() {
+        let c = Collector::new(64, None);
+        c.push(b"one\n");
+        assert_eq!(c.read_new().text, "one\n");
+        assert_eq!(c.read_new().text, "");
+        c.push(b"two\n");
+        let r = c.read_new();
+        assert_eq!(r.text, "two\n");
+        assert!(!r.dropped);
+    }
+
+    #[test]
+    fn t8_partial_character_is_held_until_complete() {
+        let c = Collector::new(64, None);
+        let euro = "€".as_bytes();
+        c.push(&[b'x', euro[0], euro[1]]);
+        assert_eq!(c.read_new().text, "x");
+        c.push(&euro[2..]);
+        assert_eq!(c.read_new().text, "€");
+        c.push(&euro[..1]);
+        c.close();
+        assert_eq!(c.read_new().text, "\u{fffd}");
+    }
+
+    #[test]
+    fn t9_read_after_drop_is_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new(8, target(dir.path()));
+        c.push(b"0123456789abcdef");
+        let r = c.read_new();
+        assert!(r.dropped);
+        assert_eq!(r.text, "89abcdef");
+        assert!(matches!(r.spill, Spill::Written(_)));
+        c.push(b"gh");
+        let r = c.read_new();
+        assert!(!r.dropped);
+        assert_eq!(r.text, "gh");
+    }
+
+    #[test]
+    fn e5_memory_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new(1000, target(dir.path()));
+        let chunk = vec![b'z'; 4096];
+        for _ in 0..1000 {
+            c.push(&chunk);
+            assert!(c.memory_bytes() <= 1000);
+        }
+        let out = c.collected();
+        let Spill::Written(p) = out.spill else {
+            panic!()
+        };
+        assert_eq!(std::fs::metadata(p).unwrap().len(), 4096 * 1000);
+        assert_eq!(out.total_bytes, 4096 * 1000);
+    }
+}

@@ -1,0 +1,589 @@
+//! The local executor: `bash -c` on this machine, as the daemon's user.
+//!
+//! Every command is the leader of a new session with stdin from /dev/null, a
+//! filtered environment (E4) and a marker variable (see `procs`). One supervisor
+//! per command waits for the first of: the main process exiting, the timer, or a
+//! stop request; then it cleans up by the rules of E3:
+//!
+//! * normal exit: wait up to `drain_ms` for stdout/stderr to close, then end what is
+//!   left in the command's session (plain `cmd &`). Processes that detached into a
+//!   session of their own are left running, remembered by their marker, and ended
+//!   by `kill`, `kill_scope` or `shutdown`;
+//! * timeout, kill, cancel, shutdown: SIGTERM to everything marked or in the
+//!   session, SIGKILL after `kill_grace_ms`, until the process table shows none.
+
+use super::collector::{Collector, SpillTarget, ensure_private_dir};
+use super::ids::TaskIds;
+use super::procs::{self, MARK_VAR, Selector};
+use super::{
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, Scope, TaskInfo,
+    TaskRead, TaskStatus,
+};
+use crate::config::ExecConfig;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Runs commands as local processes; see the module docs for the lifecycle.
+pub struct LocalExecutor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    default_timeout_ms: u64,
+    max_timeout_ms: u64,
+    max_output_bytes: usize,
+    grace: Duration,
+    drain: Duration,
+    fallback_cwd: PathBuf,
+    spill_dir: PathBuf,
+    ids: TaskIds,
+    /// Prefix of every marker this executor hands out: unique per instance, so
+    /// `shutdown` can find everything it ever started.
+    mark_prefix: String,
+    seq: AtomicU64,
+    env: Vec<(OsString, OsString)>,
+    tasks: Mutex<BTreeMap<u64, Arc<Task>>>,
+    /// Markers of finished work that left detached processes behind.
+    leftovers: Mutex<Vec<Leftover>>,
+    completions_tx: mpsc::UnboundedSender<TaskInfo>,
+    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
+    shutdown: CancellationToken,
+    shutting_down: AtomicBool,
+    supervisors: TaskTracker,
+}
+
+#[derive(Debug, Clone)]
+struct Leftover {
+    scope: Option<Scope>,
+    mark: String,
+}
+
+/// What a supervisor needs to know about one command, foreground or background.
+struct Job {
+    mark: String,
+    scope: Option<Scope>,
+    stdout: Arc<Collector>,
+    stderr: Arc<Collector>,
+}
+
+struct Task {
+    id: String,
+    command: String,
+    workdir: PathBuf,
+    started_at: SystemTime,
+    job: Job,
+    status: Mutex<TaskStatus>,
+    /// Cancelled to ask the supervisor to kill the task.
+    stop: CancellationToken,
+    /// Cancelled once the status is final.
+    finished: CancellationToken,
+}
+
+impl Task {
+    fn info(&self) -> TaskInfo {
+        TaskInfo {
+            id: self.id.clone(),
+            command: self.command.clone(),
+            workdir: self.workdir.clone(),
+            scope: self.job.scope.clone(),
+            status: *lock(&self.status),
+            started_at: self.started_at,
+        }
+    }
+}
+
+/// How the main process of a command ended, as seen by its supervisor.
+struct Ended {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    stopped: bool,
+}
+
+impl LocalExecutor {
+    /// An executor with the daemon's own environment as the base of every
+    /// command's environment (filtered by E4).
+    pub fn new(config: &ExecConfig) -> std::io::Result<Self> {
+        Self::with_env(config, std::env::vars_os())
+    }
+
+    /// An executor whose commands inherit `base_env` (filtered by E4) instead of the
+    /// daemon's environment; tests use it to prove the filter.
+    pub fn with_env(
+        config: &ExecConfig,
+        base_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> std::io::Result<Self> {
+        let state_dir = config.state_dir();
+        ensure_private_dir(&state_dir).map_err(std::io::Error::other)?;
+        let spill_dir = state_dir.join("spill");
+        ensure_private_dir(&spill_dir).map_err(std::io::Error::other)?;
+        let fallback_cwd = match &config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                default_timeout_ms: config.default_timeout_ms,
+                max_timeout_ms: config.max_timeout_ms,
+                max_output_bytes: config.max_output_bytes,
+                grace: Duration::from_millis(config.kill_grace_ms),
+                drain: Duration::from_millis(config.drain_ms),
+                fallback_cwd,
+                spill_dir,
+                ids: TaskIds::new(&state_dir),
+                mark_prefix: format!("{}:", uuid::Uuid::new_v4().simple()),
+                seq: AtomicU64::new(0),
+                env: child_env(base_env),
+                tasks: Mutex::new(BTreeMap::new()),
+                leftovers: Mutex::new(Vec::new()),
+                completions_tx,
+                completions_rx: Mutex::new(Some(completions_rx)),
+                shutdown: CancellationToken::new(),
+                shutting_down: AtomicBool::new(false),
+                supervisors: TaskTracker::new(),
+            }),
+        })
+    }
+}
+
+/// The environment of every command (E4): the base without anything that looks
+/// like a credential, plus settings that keep tools from waiting for a person.
+fn child_env(base: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    const FORCED: [(&str, &str); 5] = [
+        ("NO_COLOR", "1"),
+        ("TERM", "dumb"),
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+    ];
+    let mut env: Vec<(OsString, OsString)> = base
+        .into_iter()
+        .filter(|(name, _)| {
+            let upper = name.to_string_lossy().to_ascii_uppercase();
+            !["KEY", "SECRET", "TOKEN"].iter().any(|w| upper.contains(w))
+                && upper != MARK_VAR
+                && !FORCED.iter().any(|(f, _)| *f == upper)
+        })
+        .collect();
+    env.extend(
+        FORCED
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env
+}
+
+fn check_workdir(path: &Path) -> Result<(), ExecError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(ExecError::WorkdirNotDirectory(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ExecError::WorkdirMissing(path.to_path_buf()))
+        }
+        Err(e) => Err(ExecError::WorkdirUnusable {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    fn next_mark(&self) -> (String, u64) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        (format!("{}{seq}", self.mark_prefix), seq)
+    }
+
+    fn collector(&self, file_name: String) -> Arc<Collector> {
+        Arc::new(Collector::new(
+            self.max_output_bytes,
+            Some(SpillTarget {
+                dir: self.spill_dir.clone(),
+                file_name,
+            }),
+        ))
+    }
+
+    fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<Child, ExecError> {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(&spec.command)
+            .current_dir(&spec.workdir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(MARK_VAR, mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+        cmd.spawn().map_err(|e| ExecError::Spawn(e.to_string()))
+    }
+
+    /// Waits for the command to end by itself, by its timer or by `stop`, and
+    /// cleans up everything it started by the rules in the module docs.
+    async fn supervise(
+        &self,
+        mut child: Child,
+        job: &Job,
+        timeout: Option<Duration>,
+        stop: &CancellationToken,
+    ) -> Ended {
+        let (mark, scope) = (job.mark.as_str(), job.scope.as_ref());
+        let (out, err) = (job.stdout.clone(), job.stderr.clone());
+        let sid = child.id().map(|p| p as i32);
+        let abort = CancellationToken::new();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let mut readers = tokio::spawn({
+            let abort = abort.clone();
+            async move {
+                tokio::join!(pump(stdout, out, abort.clone()), pump(stderr, err, abort));
+            }
+        });
+        let mut readers_done = false;
+        let timer = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (mut timed_out, mut stopped) = (false, false);
+        let exited = tokio::select! {
+            status = child.wait() => status.ok(),
+            () = timer => { timed_out = true; None }
+            () = stop.cancelled() => { stopped = true; None }
+        };
+        let status = match exited {
+            Some(status) => {
+                readers_done = tokio::time::timeout(self.drain, &mut readers).await.is_ok();
+                if let Some(sid) = sid {
+                    procs::terminate(Selector::Session(sid), self.grace).await;
+                }
+                let detached = procs::find_async(Selector::Task {
+                    mark: mark.to_string(),
+                    sid: None,
+                })
+                .await;
+                if !detached.is_empty() {
+                    lock(&self.leftovers).push(Leftover {
+                        scope: scope.cloned(),
+                        mark: mark.to_string(),
+                    });
+                }
+                Some(status)
+            }
+            None => {
+                procs::terminate(
+                    Selector::Task {
+                        mark: mark.to_string(),
+                        sid,
+                    },
+                    self.grace,
+                )
+                .await;
+                child.wait().await.ok()
+            }
+        };
+        abort.cancel();
+        if !readers_done {
+            let _ = readers.await;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        Ended {
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            timed_out,
+            stopped,
+        }
+    }
+
+    fn finish(&self, task: &Task, status: TaskStatus) {
+        *lock(&task.status) = status;
+        task.finished.cancel();
+        // The receiver may be gone (nobody routes notices): that loses nothing.
+        let _ = self.completions_tx.send(task.info());
+    }
+
+    fn task(&self, id: &str) -> Option<Arc<Task>> {
+        let n: u64 = id.strip_prefix("bash-")?.parse().ok()?;
+        lock(&self.tasks).get(&n).cloned()
+    }
+}
+
+/// Copies one pipe into its collector until EOF. After `abort` it keeps reading
+/// only what is already buffered (bounded, in case a detached process keeps
+/// writing), so output written just before a kill is not lost.
+async fn pump(
+    pipe: Option<impl AsyncRead + Unpin>,
+    sink: Arc<Collector>,
+    abort: CancellationToken,
+) {
+    const MAX_BUF: usize = 64 * 1024;
+    const READS_AFTER_ABORT: u32 = 16;
+    if let Some(mut pipe) = pipe {
+        // Start small so that thousands of idle background tasks cost little; grow
+        // while reads fill the buffer so bulk output moves in large chunks.
+        let mut buf = vec![0u8; 4096];
+        let mut after_abort = 0;
+        loop {
+            tokio::select! {
+                biased;
+                r = pipe.read(&mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        sink.push(&buf[..n]);
+                        if n == buf.len() && buf.len() < MAX_BUF {
+                            buf.resize(buf.len() * 2, 0);
+                        }
+                        if abort.is_cancelled() {
+                            after_abort += 1;
+                            if after_abort > READS_AFTER_ABORT {
+                                break;
+                            }
+                        }
+                    }
+                },
+                () = abort.cancelled() => break,
+            }
+        }
+    }
+    sink.close();
+}
+
+#[async_trait::async_trait]
+impl BashExecutor for LocalExecutor {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn resolve(&self, request: ExecRequest) -> ExecSpec {
+        let inner = &self.inner;
+        let workdir = match request.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => inner.fallback_cwd.join(dir),
+            None => inner.fallback_cwd.clone(),
+        };
+        let timeout_ms = request
+            .timeout_ms
+            .unwrap_or(inner.default_timeout_ms)
+            .min(inner.max_timeout_ms);
+        ExecSpec {
+            command: request.command,
+            workdir,
+            timeout_ms,
+            scope: request.scope,
+        }
+    }
+
+    async fn run(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ExecError> {
+        let inner = self.inner.clone();
+        if inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        check_workdir(&spec.workdir)?;
+        let (mark, seq) = inner.next_mark();
+        let label = format!("run-{}{seq}", inner.mark_prefix.trim_end_matches(':'));
+        let child = inner.spawn(&spec, &mark)?;
+        let job = Arc::new(Job {
+            mark,
+            scope: spec.scope.clone(),
+            stdout: inner.collector(format!("{label}.stdout")),
+            stderr: inner.collector(format!("{label}.stderr")),
+        });
+        let stop = inner.shutdown.child_token();
+        // If the caller stops waiting (its future is dropped), the command is
+        // cancelled rather than left running unobserved.
+        let _stop_on_drop = stop.clone().drop_guard();
+        let supervisor = {
+            let (inner, stop, job) = (inner.clone(), stop.clone(), job.clone());
+            let timeout = Duration::from_millis(spec.timeout_ms);
+            inner
+                .clone()
+                .supervisors
+                .spawn(async move { inner.supervise(child, &job, Some(timeout), &stop).await })
+        };
+        let mut supervisor = supervisor;
+        // A cancel is a stop like any other: wait until everything is gone.
+        let ended = tokio::select! {
+            ended = &mut supervisor => ended,
+            () = cancel.cancelled() => {
+                stop.cancel();
+                supervisor.await
+            }
+        };
+        let ended = ended.map_err(|e| ExecError::Spawn(format!("supervisor failed: {e}")))?;
+        Ok(RunOutcome {
+            exit_code: ended.exit_code,
+            signal: ended.signal,
+            timed_out: ended.timed_out,
+            aborted: ended.stopped,
+            timeout_ms: spec.timeout_ms,
+            stdout: job.stdout.collected(),
+            stderr: job.stderr.collected(),
+        })
+    }
+
+    async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError> {
+        let inner = self.inner.clone();
+        if inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        check_workdir(&spec.workdir)?;
+        let id = inner
+            .ids
+            .next()
+            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
+        let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
+        let (mark, _) = inner.next_mark();
+        let task = Arc::new(Task {
+            job: Job {
+                mark,
+                scope: spec.scope.clone(),
+                stdout: inner.collector(format!("{id}.stdout")),
+                stderr: inner.collector(format!("{id}.stderr")),
+            },
+            id,
+            command: spec.command.clone(),
+            workdir: spec.workdir.clone(),
+            started_at: SystemTime::now(),
+            status: Mutex::new(TaskStatus::Running),
+            stop: inner.shutdown.child_token(),
+            finished: CancellationToken::new(),
+        });
+        lock(&inner.tasks).insert(number, task.clone());
+        match inner.spawn(&spec, &task.job.mark) {
+            Err(e) => {
+                task.job.stderr.push(format!("{e}\n").as_bytes());
+                task.job.stdout.close();
+                task.job.stderr.close();
+                inner.finish(&task, TaskStatus::Killed { signal: None });
+            }
+            Ok(child) => {
+                let (inner, task) = (inner.clone(), task.clone());
+                self.inner.supervisors.spawn(async move {
+                    let ended = inner.supervise(child, &task.job, None, &task.stop).await;
+                    let status = match (ended.stopped, ended.exit_code, ended.signal) {
+                        (false, Some(code), _) => TaskStatus::Completed { exit_code: code },
+                        (_, _, signal) => TaskStatus::Killed { signal },
+                    };
+                    inner.finish(&task, status);
+                });
+            }
+        }
+        Ok(task.info())
+    }
+
+    fn get(&self, id: &str) -> Option<TaskInfo> {
+        self.inner.task(id).map(|t| t.info())
+    }
+
+    fn list(&self) -> Vec<TaskInfo> {
+        lock(&self.inner.tasks).values().map(|t| t.info()).collect()
+    }
+
+    fn read(&self, id: &str) -> Option<TaskRead> {
+        let task = self.inner.task(id)?;
+        // Status first: if it is final, both streams are closed and complete, so
+        // this read drains them for good.
+        let status = *lock(&task.status);
+        Some(TaskRead {
+            stdout: task.job.stdout.read_new(),
+            stderr: task.job.stderr.read_new(),
+            status,
+        })
+    }
+
+    async fn kill(&self, id: &str) -> KillOutcome {
+        let Some(task) = self.inner.task(id) else {
+            return KillOutcome::Unknown;
+        };
+        if task.finished.is_cancelled() {
+            procs::terminate(
+                Selector::Task {
+                    mark: task.job.mark.clone(),
+                    sid: None,
+                },
+                self.inner.grace,
+            )
+            .await;
+            return KillOutcome::AlreadyFinished;
+        }
+        task.stop.cancel();
+        task.finished.cancelled().await;
+        match *lock(&task.status) {
+            TaskStatus::Killed { .. } => KillOutcome::Killed,
+            _ => KillOutcome::AlreadyFinished,
+        }
+    }
+
+    async fn kill_scope(&self, scope: &str) {
+        let inner = &self.inner;
+        let running: Vec<Arc<Task>> = lock(&inner.tasks)
+            .values()
+            .filter(|t| t.job.scope.as_deref() == Some(scope) && !t.finished.is_cancelled())
+            .cloned()
+            .collect();
+        for task in &running {
+            task.stop.cancel();
+        }
+        let leftovers: Vec<Leftover> = {
+            let mut all = lock(&inner.leftovers);
+            let (mine, rest) = all
+                .drain(..)
+                .partition(|l| l.scope.as_deref() == Some(scope));
+            *all = rest;
+            mine
+        };
+        for l in leftovers {
+            procs::terminate(
+                Selector::Task {
+                    mark: l.mark,
+                    sid: None,
+                },
+                inner.grace,
+            )
+            .await;
+        }
+        for task in running {
+            task.finished.cancelled().await;
+        }
+    }
+
+    fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>> {
+        lock(&self.inner.completions_rx).take()
+    }
+
+    async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.shutting_down.store(true, Ordering::SeqCst);
+        inner.shutdown.cancel();
+        inner.supervisors.close();
+        inner.supervisors.wait().await;
+        procs::terminate(Selector::MarkPrefix(inner.mark_prefix.clone()), inner.grace).await;
+        lock(&inner.leftovers).clear();
+    }
+}

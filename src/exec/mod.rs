@@ -1,0 +1,176 @@
+//! The executor seam: every command dsh runs goes through [`BashExecutor`].
+//!
+//! One executor is shared by all sessions as an `Arc<dyn BashExecutor>`. It knows
+//! processes, timeouts, output bounds and spill files; it knows nothing about
+//! sessions, JSON or the text the model reads. Callers may tag work with an opaque
+//! [`Scope`] (dsh uses the session id) so that everything started under it can be
+//! ended at once, but the executor never interprets it.
+
+mod collector;
+mod ids;
+pub mod local;
+mod procs;
+
+pub use collector::{CollectedOutput, Spill, StreamRead};
+pub use local::LocalExecutor;
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// An opaque label the caller groups work under, so that [`BashExecutor::kill_scope`]
+/// can end all of it (dsh uses the session id).
+pub type Scope = String;
+
+/// What a caller asks to run, before defaults are applied.
+#[derive(Debug, Clone, Default)]
+pub struct ExecRequest {
+    /// Run as `bash -c <command>`.
+    pub command: String,
+    /// Working directory; relative paths are joined to the executor's fallback cwd.
+    /// The tool layer fills it from the session cwd before calling `resolve` (T2).
+    pub workdir: Option<PathBuf>,
+    /// Requested timeout; clamped to the configured cap.
+    pub timeout_ms: Option<u64>,
+    /// Who the work belongs to, for [`BashExecutor::kill_scope`].
+    pub scope: Option<Scope>,
+}
+
+/// A fully resolved command: every choice is explicit (T2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    pub command: String,
+    pub workdir: PathBuf,
+    /// Applies to foreground runs only; background tasks have no timeout (E2).
+    pub timeout_ms: u64,
+    pub scope: Option<Scope>,
+}
+
+/// The result of a foreground command (E1). Exits, timeouts and aborts all end
+/// here; only infrastructure problems are errors.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// Exit code when the main process exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number when the main process died of a signal.
+    pub signal: Option<i32>,
+    /// The timer fired, whatever the process did afterwards.
+    pub timed_out: bool,
+    /// The caller cancelled the run.
+    pub aborted: bool,
+    /// The timeout that applied.
+    pub timeout_ms: u64,
+    pub stdout: CollectedOutput,
+    pub stderr: CollectedOutput,
+}
+
+/// Lifecycle of a background task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Running,
+    /// The main process exited on its own with this code.
+    Completed {
+        exit_code: i32,
+    },
+    /// Killed (by `kill`, shutdown, a signal from elsewhere) or never started.
+    /// `signal` is the signal that ended the main process when known.
+    Killed {
+        signal: Option<i32>,
+    },
+}
+
+impl TaskStatus {
+    /// Whether the task has reached a final state.
+    pub fn is_finished(&self) -> bool {
+        !matches!(self, TaskStatus::Running)
+    }
+}
+
+/// A snapshot of one background task.
+#[derive(Debug, Clone)]
+pub struct TaskInfo {
+    pub id: String,
+    pub command: String,
+    pub workdir: PathBuf,
+    pub scope: Option<Scope>,
+    pub status: TaskStatus,
+    pub started_at: SystemTime,
+}
+
+/// The output of a task since the previous read, per stream (E2, T8, T9).
+#[derive(Debug, Clone)]
+pub struct TaskRead {
+    pub stdout: StreamRead,
+    pub stderr: StreamRead,
+    /// Status at the time of the read; a finished status means nothing more will
+    /// ever be produced.
+    pub status: TaskStatus,
+}
+
+/// What `kill` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillOutcome {
+    Killed,
+    AlreadyFinished,
+    Unknown,
+}
+
+/// Infrastructure failures: the command could not be run at all.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ExecError {
+    #[error("workdir does not exist: {0}")]
+    WorkdirMissing(PathBuf),
+    #[error("workdir is not a directory: {0}")]
+    WorkdirNotDirectory(PathBuf),
+    #[error("workdir is not usable: {path}: {reason}")]
+    WorkdirUnusable { path: PathBuf, reason: String },
+    #[error("spawn failed: {0}")]
+    Spawn(String),
+    #[error("executor is shutting down")]
+    ShuttingDown,
+}
+
+/// The seam every executor implements (local, sandbox, ssh).
+#[async_trait::async_trait]
+pub trait BashExecutor: Send + Sync + 'static {
+    /// A short name for status output ("local", "sandbox", "ssh").
+    fn kind(&self) -> &'static str;
+
+    /// Applies defaults and caps: the returned spec has an explicit workdir and
+    /// timeout (T2). Checking that the workdir exists happens when it runs.
+    fn resolve(&self, request: ExecRequest) -> ExecSpec;
+
+    /// Runs a foreground command to its end, its timeout, or `cancel` (E1).
+    async fn run(&self, spec: ExecSpec, cancel: CancellationToken)
+    -> Result<RunOutcome, ExecError>;
+
+    /// Starts a background task and returns at once (E2). A spawn failure still
+    /// yields a task, already `Killed`, whose stderr says why.
+    async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError>;
+
+    /// A snapshot of one task.
+    fn get(&self, id: &str) -> Option<TaskInfo>;
+
+    /// Snapshots of every task this executor has started, oldest first.
+    fn list(&self) -> Vec<TaskInfo>;
+
+    /// The output since the previous `read` of this task (never re-delivered).
+    fn read(&self, id: &str) -> Option<TaskRead>;
+
+    /// Stops a task and everything it started (E3); returns once it is gone.
+    /// On a finished task it also ends anything the task left detached, and
+    /// reports `AlreadyFinished`.
+    async fn kill(&self, id: &str) -> KillOutcome;
+
+    /// Ends every task, and every process left detached by a foreground run,
+    /// started under `scope` (used when a session closes). Returns once all are gone.
+    async fn kill_scope(&self, scope: &str);
+
+    /// The stream of finished tasks, each delivered exactly once. Only the first
+    /// caller gets it; later calls get `None`.
+    fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>>;
+
+    /// Kills everything (E3) and waits until it is gone. New work is refused.
+    async fn shutdown(&self);
+}
