@@ -30,12 +30,180 @@ pub enum ConfigError {
 pub struct Config {
     /// How commands are run: see [`ExecConfig`].
     pub exec: ExecConfig,
+    /// What the waterfall allows, asks about or denies: see [`PermissionsConfig`].
+    pub permissions: PermissionsConfig,
+    /// External hook programs: see [`HooksConfig`].
+    pub hooks: HooksConfig,
+}
+
+/// A policy decision. Ordered so that the strongest wins when decisions combine:
+/// `Deny > Ask > Allow` (`max` of several decisions is their combination).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// A session's permission mode (ACP `session/set_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Rules decide; calls no rule matches are asked.
+    #[default]
+    Ask,
+    /// Rules decide; calls no rule matches are allowed (deny rules still veto).
+    Auto,
+    /// Anything not known to be read-only is vetoed.
+    ReadOnly,
+}
+
+impl Mode {
+    /// The id used on the wire (`ask`, `auto`, `read-only`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::Auto => "auto",
+            Mode::ReadOnly => "read-only",
+        }
+    }
+
+    /// Parses a wire id.
+    pub fn from_id(id: &str) -> Option<Mode> {
+        [Mode::Ask, Mode::Auto, Mode::ReadOnly]
+            .into_iter()
+            .find(|m| m.id() == id)
+    }
+}
+
+/// One `[[permissions.rules]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionRule {
+    /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, or `*`).
+    pub tool: String,
+    /// For `bash`: a command prefix, word by word (`git status`); `*` as a word
+    /// matches any one word. Absent: every call of the tool.
+    pub command: Option<String>,
+    pub action: Decision,
+}
+
+/// `[permissions]`: rules and the read-only list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PermissionsConfig {
+    /// The mode of a new session.
+    pub default_mode: Mode,
+    /// Rules, all consulted; the strongest matching decision wins.
+    pub rules: Vec<PermissionRule>,
+    /// Command prefixes known to only read (used by `read-only` mode).
+    pub read_only_commands: Vec<String>,
+}
+
+impl Default for PermissionsConfig {
+    fn default() -> Self {
+        Self {
+            default_mode: Mode::Ask,
+            rules: Vec::new(),
+            read_only_commands: DEFAULT_READ_ONLY_COMMANDS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        }
+    }
+}
+
+/// Commands that only read, by command prefix. `find` and `sort` are judged with
+/// their writing flags (`-exec`, `-delete`, `-o`...) excluded by the policy.
+pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "rg",
+    "find",
+    "pwd",
+    "echo",
+    "printf",
+    "stat",
+    "file",
+    "which",
+    "type",
+    "date",
+    "du",
+    "df",
+    "diff",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "basename",
+    "dirname",
+    "realpath",
+    "readlink",
+    "tree",
+    "true",
+    "false",
+    "test",
+    "[",
+    "id",
+    "whoami",
+    "uname",
+    "hostname",
+    "ps",
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git rev-parse",
+    "git ls-files",
+    "git blame",
+];
+
+/// One `[[hooks.command]]` entry: an external program consulted on tool calls.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalHookConfig {
+    /// Program and arguments (no shell).
+    pub argv: Vec<String>,
+    /// Tools the hook is asked about; empty means all.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// How long the program may take before its silence counts as a deny.
+    #[serde(default = "default_hook_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_hook_timeout_ms() -> u64 {
+    5_000
+}
+
+/// `[hooks]`: external hook programs, consulted in order.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    pub command: Vec<ExternalHookConfig>,
+}
+
+/// The executor implementations a config can choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    Local,
+    None,
 }
 
 /// Settings of the shared command executor (`[exec]`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecConfig {
+    /// Which executor runs commands; `none` offers no bash tools at all.
+    pub kind: ExecutorKind,
     /// Timeout of a foreground command when the call names none.
     pub default_timeout_ms: u64,
     /// Upper bound for any requested timeout.
@@ -57,6 +225,7 @@ pub struct ExecConfig {
 impl Default for ExecConfig {
     fn default() -> Self {
         Self {
+            kind: ExecutorKind::Local,
             default_timeout_ms: 120_000,
             max_timeout_ms: 600_000,
             max_output_bytes: 64_000,
@@ -104,6 +273,13 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "exec.max_output_bytes must be at least 16".into(),
             ));
+        }
+        for hook in &self.hooks.command {
+            if hook.argv.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "hooks.command entry with empty argv".into(),
+                ));
+            }
         }
         if let Some(cwd) = &e.cwd
             && !cwd.is_absolute()
@@ -163,6 +339,41 @@ mod tests {
         assert_eq!(c.exec.max_output_bytes, d.exec.max_output_bytes);
         assert_eq!(c.exec.kill_grace_ms, d.exec.kill_grace_ms);
         assert_eq!(c.exec.drain_ms, d.exec.drain_ms);
+        assert_eq!(c.exec.kind, d.exec.kind);
+        assert_eq!(c.permissions.default_mode, d.permissions.default_mode);
+        assert_eq!(
+            c.permissions.read_only_commands,
+            d.permissions.read_only_commands
+        );
+        assert!(c.permissions.rules.is_empty() && c.hooks.command.is_empty());
+    }
+
+    #[test]
+    fn rules_and_hooks_parse() {
+        let text = r#"
+            [exec]
+            kind = "none"
+            [permissions]
+            default_mode = "read-only"
+            [[permissions.rules]]
+            tool = "bash"
+            command = "git status"
+            action = "allow"
+            [[hooks.command]]
+            argv = ["/bin/true"]
+        "#;
+        let c = Config::from_toml(text, Path::new("x.toml")).unwrap();
+        assert_eq!(c.exec.kind, ExecutorKind::None);
+        assert_eq!(c.permissions.default_mode, Mode::ReadOnly);
+        assert_eq!(c.permissions.rules[0].action, Decision::Allow);
+        assert_eq!(c.hooks.command[0].timeout_ms, 5000);
+    }
+
+    #[test]
+    fn decisions_combine_deny_over_ask_over_allow() {
+        use Decision::*;
+        assert_eq!([Allow, Ask, Allow].into_iter().max(), Some(Ask));
+        assert_eq!([Ask, Deny, Allow].into_iter().max(), Some(Deny));
     }
 
     #[test]
