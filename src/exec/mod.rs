@@ -11,6 +11,7 @@ mod ids;
 pub mod local;
 mod procs;
 
+pub(crate) use collector::ensure_private_dir;
 pub use collector::{CollectedOutput, Spill, StreamRead};
 pub use local::LocalExecutor;
 

@@ -1,0 +1,152 @@
+//! What one line of a session log says: the header, then events.
+//!
+//! These are the on-disk records, not ACP types: the log must stay readable when
+//! the protocol crate changes, so it records what happened in dsh's own words and
+//! the ACP layer translates on replay. Unknown fields are ignored when reading
+//! (an older dsh can read a newer log); an unknown event type makes that one line
+//! unreadable, and recovery skips it with a warning rather than failing the log.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The `stopReason` recovery writes for a turn the daemon never finished.
+pub const STOP_INTERRUPTED: &str = "interrupted";
+
+/// The `text` of the failed `tool_result` recovery writes for a call that never
+/// got a result.
+pub const INTERRUPTED_TEXT: &str = "interrupted";
+
+/// The first line of every log: who the session is. It is written once, at
+/// creation, and never rewritten (the log is append-only), so a later title lives
+/// in a [`Event::Title`] event, not here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// The session id; always equal to the file's name without `.jsonl`.
+    pub id: String,
+    /// The session's working directory (ACP `session/new` cwd).
+    pub cwd: PathBuf,
+    /// When the session was created, in unix milliseconds.
+    pub created_ms: u64,
+    /// A title known at creation, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// The header as it is framed on disk: `{"type":"header", ...}`. Kept apart from
+/// [`Header`] so callers never see the tag and [`Event`] can never parse as one.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum HeaderLine {
+    Header(Header),
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Completed,
+    Failed,
+}
+
+/// One thing that happened in a session, in the order it happened. Every event
+/// carries `at_ms`, the unix time in milliseconds when it was recorded.
+///
+/// String-valued fields such as `kind` and `stop_reason` are kept as strings, not
+/// enums, so that a value this build does not know still reads back instead of
+/// costing the whole line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Event {
+    /// What the user sent (the text of an ACP prompt).
+    UserMessage { at_ms: u64, text: String },
+    /// Text the model answered with.
+    AgentMessage { at_ms: u64, text: String },
+    /// Reasoning text the model streamed.
+    AgentThought { at_ms: u64, text: String },
+    /// The model asked for a tool. `kind` is the ACP tool kind (`execute`,
+    /// `read`, ...), `title` what the editor shows.
+    ToolCall {
+        at_ms: u64,
+        call_id: String,
+        tool: String,
+        title: String,
+        kind: String,
+        arguments: serde_json::Value,
+    },
+    /// The outcome of the [`Event::ToolCall`] with the same `call_id`, with the
+    /// text the model read.
+    ToolResult {
+        at_ms: u64,
+        call_id: String,
+        status: ToolStatus,
+        text: String,
+        is_error: bool,
+    },
+    /// A completion notice of a background task, injected into the history where
+    /// it arrived (`source` is `tool-bash`).
+    Notice {
+        at_ms: u64,
+        source: String,
+        task_id: String,
+        text: String,
+    },
+    /// A prompt turn began.
+    TurnStart { at_ms: u64, turn_id: String },
+    /// A prompt turn ended; `stop_reason` is an ACP stop reason (`end_turn`,
+    /// `cancelled`, `max_tokens`, `max_turn_requests`, `refusal`), `error`, or
+    /// [`STOP_INTERRUPTED`] when recovery closed it.
+    TurnEnd {
+        at_ms: u64,
+        turn_id: String,
+        stop_reason: String,
+    },
+    /// The session's mode (`session/set_mode`) changed.
+    ModeChange { at_ms: u64, mode_id: String },
+    /// The session's title changed; the latest one wins.
+    Title { at_ms: u64, title: String },
+}
+
+impl Event {
+    /// When the event was recorded, in unix milliseconds.
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            Event::UserMessage { at_ms, .. }
+            | Event::AgentMessage { at_ms, .. }
+            | Event::AgentThought { at_ms, .. }
+            | Event::ToolCall { at_ms, .. }
+            | Event::ToolResult { at_ms, .. }
+            | Event::Notice { at_ms, .. }
+            | Event::TurnStart { at_ms, .. }
+            | Event::TurnEnd { at_ms, .. }
+            | Event::ModeChange { at_ms, .. }
+            | Event::Title { at_ms, .. } => *at_ms,
+        }
+    }
+}
+
+/// The session's current title: the last [`Event::Title`], else the header's.
+pub fn latest_title<'a>(header: &'a Header, events: &'a [Event]) -> Option<&'a str> {
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Event::Title { title, .. } => Some(title.as_str()),
+            _ => None,
+        })
+        .or(header.title.as_deref())
+}
+
+/// The current unix time in milliseconds, for `at_ms` and `created_ms`. A clock
+/// before 1970 reads as 0 rather than failing.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
