@@ -1,4 +1,5 @@
-//! The per-session event log, persisted as JSONL: what `session/load` replays.
+//! The per-session event log, persisted as JSONL: what `session/load` replays and
+//! `session/list` pages through.
 //!
 //! Each session is one file, `state_dir/sessions/<id>.jsonl`: a header line
 //! (`{"type":"header","id","cwd","createdMs","title"?}`) followed by one
@@ -12,11 +13,13 @@
 //! files 0600, since a log holds prompts, commands and their output.
 
 mod event;
+mod list;
 mod log;
 
 pub use event::{
     Event, Header, INTERRUPTED_TEXT, STOP_INTERRUPTED, ToolStatus, latest_title, now_ms,
 };
+pub use list::{SessionSummary, list};
 pub use log::SessionLog;
 
 use std::io;

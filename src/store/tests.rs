@@ -2,6 +2,7 @@ use super::*;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 fn header(id: &str, cwd: &str) -> Header {
     Header {
@@ -381,6 +382,8 @@ fn symlink_at_log_path_is_not_followed() {
     let err = SessionLog::create(dir.path(), &header("s1", "/w")).unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
     assert!(SessionLog::open(dir.path(), "s1").is_err());
+    let (sessions, _) = list(dir.path(), None, None, 10).unwrap();
+    assert!(sessions.is_empty());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
 
     // A dangling link is not followed either (no file appears at its target).
@@ -398,6 +401,8 @@ fn fifo_at_log_path_does_not_hang() {
     nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let err = SessionLog::open(dir.path(), "s1").unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    let (sessions, _) = list(dir.path(), None, None, 10).unwrap();
+    assert!(sessions.is_empty());
 }
 
 #[test]
@@ -442,6 +447,123 @@ fn invalid_ids_are_rejected() {
     assert!(!is_valid_session_id(&"a".repeat(MAX_ID_LEN + 1)));
     assert!(is_valid_session_id("0b7c1d2e-aaaa-4bbb-8ccc-123456789abc"));
     assert!(is_valid_session_id("A_z-9"));
+}
+
+/// Sets a log's mtime, so tests control the order (including ties).
+fn set_mtime(path: &Path, ms: u64) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_modified(UNIX_EPOCH + Duration::from_millis(ms))
+        .unwrap();
+}
+
+#[test]
+fn list_pages_every_session_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    for i in 0..25u64 {
+        let id = format!("s{i:02}");
+        let cwd = if i % 2 == 0 { "/even" } else { "/odd" };
+        let log = SessionLog::create(dir.path(), &header(&id, cwd)).unwrap();
+        // Groups of three share an mtime, so the id tie-break is exercised.
+        let ms = 1_700_000_000_000 + (i / 3) * 1000;
+        set_mtime(log.path(), ms);
+        expected.push((ms, id, cwd));
+    }
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    // Things that are not logs are skipped.
+    let sessions = sessions_dir(dir.path());
+    std::fs::write(sessions.join("junk.jsonl"), "not a log\n").unwrap();
+    std::fs::write(sessions.join("notes.txt"), "hello\n").unwrap();
+    std::fs::write(sessions.join("torn.jsonl"), "{\"type\":\"header\"").unwrap();
+    std::fs::create_dir(sessions.join("dir.jsonl")).unwrap();
+
+    let page_through = |cwd: Option<&Path>| {
+        let mut seen = Vec::new();
+        let mut pages = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let (page, next) = list(dir.path(), cwd, cursor.as_deref(), 10).unwrap();
+            pages.push(page.len());
+            seen.extend(page);
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        (seen, pages)
+    };
+
+    let (seen, pages) = page_through(None);
+    assert_eq!(pages, vec![10, 10, 5]);
+    let got: Vec<(u64, &str)> = seen.iter().map(|s| (s.updated_ms, s.id.as_str())).collect();
+    let want: Vec<(u64, &str)> = expected.iter().map(|e| (e.0, e.1.as_str())).collect();
+    assert_eq!(got, want);
+    assert!(seen.iter().all(|s| s.title.is_none()));
+
+    let (even, pages) = page_through(Some(Path::new("/even")));
+    assert_eq!(pages, vec![10, 3]);
+    let want_even: Vec<&str> = expected
+        .iter()
+        .filter(|e| e.2 == "/even")
+        .map(|e| e.1.as_str())
+        .collect();
+    let got_even: Vec<&str> = even.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(got_even, want_even);
+    assert!(even.iter().all(|s| s.cwd == Path::new("/even")));
+
+    let (none, next) = list(dir.path(), Some(Path::new("/nowhere")), None, 10).unwrap();
+    assert!(none.is_empty() && next.is_none());
+
+    // Exactly one full page: no cursor to an empty page.
+    let (odd, next) = list(dir.path(), Some(Path::new("/odd")), None, 12).unwrap();
+    assert_eq!(odd.len(), 12);
+    assert!(next.is_none());
+}
+
+#[test]
+fn list_reflects_appends_and_header_titles() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = header("old", "/w");
+    h.title = Some("Named".into());
+    let old = SessionLog::create(dir.path(), &h).unwrap();
+    set_mtime(old.path(), 1_000);
+    let new = SessionLog::create(dir.path(), &header("new", "/w")).unwrap();
+    set_mtime(new.path(), 2_000);
+    let ids = |v: &[SessionSummary]| v.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+
+    let (page, _) = list(dir.path(), None, None, 10).unwrap();
+    assert_eq!(ids(&page), ["new", "old"]);
+    assert_eq!(page[1].title.as_deref(), Some("Named"));
+    assert_eq!(page[1].updated_ms, 1_000);
+
+    old.append(&msg("later")).unwrap();
+    let (page, _) = list(dir.path(), None, None, 10).unwrap();
+    assert_eq!(ids(&page), ["old", "new"]);
+}
+
+#[test]
+fn list_rejects_bad_cursors_and_handles_zero_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["a", "b"] {
+        SessionLog::create(dir.path(), &header(id, "/w")).unwrap();
+    }
+    for cursor in ["", "x", "12", "12:", ":a", "12:../a", "-1:a"] {
+        let err = list(dir.path(), None, Some(cursor), 10).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{cursor:?}");
+    }
+    let (page, next) = list(dir.path(), None, None, 0).unwrap();
+    assert_eq!(page.len(), 1);
+    let (page2, next2) = list(dir.path(), None, next.as_deref(), 0).unwrap();
+    assert_eq!(page2.len(), 1);
+    assert_ne!(page[0].id, page2[0].id);
+    assert!(next2.is_none());
+}
+
+#[test]
+fn list_of_an_empty_state_dir_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (page, next) = list(&dir.path().join("fresh"), None, None, 10).unwrap();
+    assert!(page.is_empty() && next.is_none());
 }
 
 #[test]
