@@ -1,9 +1,10 @@
 //! The JSON-RPC connection layer: one editor connection, both directions.
 //!
-//! Being built up: error types and line framing come first.
+//! Being built up: error types, line framing and message shapes.
 
 mod codec;
 mod error;
+mod message;
 
 pub use error::{
     Closed, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
