@@ -30,6 +30,9 @@ mod error;
 mod message;
 mod peer;
 
+#[cfg(test)]
+mod tests;
+
 pub use connection::serve_connection;
 pub use error::{
     Closed, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
