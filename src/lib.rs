@@ -4,4 +4,5 @@
 
 pub mod config;
 pub mod exec;
+pub mod rpc;
 pub mod store;

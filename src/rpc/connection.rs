@@ -1,0 +1,426 @@
+//! One connection's life: the read loop, request tasks, the writer task, and the
+//! way it all ends.
+//!
+//! Ordering at the end is the point of this file. Whatever ends the connection
+//! (EOF, a read or write error, [`Peer::close`], a full outgoing queue), the
+//! teardown is the same and runs once: the closed token is cancelled (which
+//! also cancels every request context, as they are its children, and stops the
+//! writer), outgoing requests still pending fail, then we wait for every request
+//! task to finish, and only then tell the service. So when
+//! [`Service::closed`] runs, no handler of this connection is still running, and
+//! when `serve_connection` returns, nothing of the connection is left.
+//!
+//! After the end nothing more is written, not even answers that handlers produce
+//! while winding down: a peer that has gone, or stopped reading, cannot take them,
+//! and waiting to flush would let a stuck peer hold the connection open forever.
+//!
+//! Request dispatch hands jsonrpsee the peer's method and params under an id of
+//! our own, then puts the peer's id back on the answer. jsonrpsee only accepts
+//! unsigned integer and string ids, while JSON-RPC allows any number; this way
+//! every id is echoed exactly as it was written.
+
+use super::codec::{Frame, LineCodec};
+use super::error::RpcError;
+use super::message::{self, Incoming};
+use super::{Options, Peer, RequestContext, Service};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::Decoder;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How much the read buffer grows by before each read.
+const READ_CHUNK: usize = 8 * 1024;
+/// An idle read buffer larger than this (left over from one big message) is
+/// released instead of being kept for the life of the connection.
+const KEEP_BUFFER: usize = 1024 * 1024;
+
+/// Serves one connection until EOF, an I/O error, or a disconnect; returns when
+/// everything of it is settled (see the module docs for the order).
+///
+/// "Settled" includes every request handler having returned: handlers must end
+/// soon after their [`RequestContext::cancel`] fires, as this waits for them.
+/// jsonrpsee subscriptions are not supported (their notifications are dropped).
+pub async fn serve_connection<R, W>(
+    mut reader: R,
+    writer: W,
+    service: Arc<dyn Service>,
+    options: Options,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let queue_len = options.outgoing_queue.max(1);
+    let (tx, rx) = mpsc::channel(queue_len);
+    let peer = Peer::new(tx, queue_len, options.request_timeout);
+    tracing::debug!(peer = peer.id(), "connection opened");
+    let writer_task = tokio::spawn(write_loop(writer, rx, peer.clone()));
+
+    let conn = Connection {
+        peer: peer.clone(),
+        service: service.clone(),
+        methods: service.methods(),
+        in_flight: Arc::new(Mutex::new(HashMap::new())),
+        next_seq: AtomicU64::new(0),
+        tasks: TaskTracker::new(),
+    };
+    conn.read_loop(&mut reader, options.max_line_bytes).await;
+
+    // Teardown; see the module docs.
+    peer.close();
+    peer.fail_pending();
+    conn.tasks.close();
+    conn.tasks.wait().await;
+    if let Err(e) = writer_task.await {
+        tracing::error!(peer = peer.id(), "writer task failed: {e}");
+    }
+    service.closed(&peer);
+    tracing::debug!(peer = peer.id(), "connection closed");
+}
+
+/// A request being handled: the peer's id in canonical form (for
+/// `$/cancel_request`) and the token its handler watches.
+struct InFlight {
+    key: String,
+    cancel: CancellationToken,
+}
+
+/// Keyed by a sequence number of ours, not by the peer's id: a peer may reuse an
+/// id while an earlier request with it still runs, and each must keep its own
+/// entry (a cancel naming that id then cancels all of them).
+type InFlightMap = Arc<Mutex<HashMap<u64, InFlight>>>;
+
+struct Connection {
+    peer: Peer,
+    service: Arc<dyn Service>,
+    methods: jsonrpsee::Methods,
+    in_flight: InFlightMap,
+    next_seq: AtomicU64,
+    tasks: TaskTracker,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The canonical text of an id, so that `7`, `7 ` and `"\u0037"`-style
+/// spellings of the same JSON value compare equal.
+fn id_key(raw: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(raw)
+        .ok()
+        .map(|v| v.to_string())
+}
+
+impl Connection {
+    /// Reads and handles messages until EOF, a read error, or the connection
+    /// being closed from elsewhere.
+    async fn read_loop<R: AsyncRead + Unpin>(&self, reader: &mut R, max_line_bytes: usize) {
+        let closed = self.peer.closed_token();
+        let mut codec = LineCodec::new(max_line_bytes);
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let mut eof = false;
+        loop {
+            if closed.is_cancelled() {
+                return;
+            }
+            let next = if eof {
+                codec.decode_eof(&mut buf)
+            } else {
+                codec.decode(&mut buf)
+            };
+            match next {
+                Ok(Some(frame)) => {
+                    self.on_frame(frame, max_line_bytes);
+                    continue;
+                }
+                Ok(None) if eof => {
+                    tracing::debug!(peer = self.peer.id(), "peer closed its side");
+                    return;
+                }
+                Ok(None) => {}
+                // Our decoder has no error of its own; kept total all the same.
+                Err(e) => {
+                    tracing::warn!(peer = self.peer.id(), "framing failed: {e}");
+                    return;
+                }
+            }
+            // Checked after `reserve`, which may take back the whole allocation a
+            // large frame was split from once that frame is gone.
+            buf.reserve(READ_CHUNK);
+            if buf.is_empty() && buf.capacity() > KEEP_BUFFER {
+                buf = BytesMut::with_capacity(READ_CHUNK);
+            }
+            tokio::select! {
+                () = closed.cancelled() => return,
+                read = reader.read_buf(&mut buf) => match read {
+                    Ok(0) => eof = true,
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(peer = self.peer.id(), "read failed: {e}");
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    fn on_frame(&self, frame: Frame, max_line_bytes: usize) {
+        let line = match frame {
+            Frame::TooLong => {
+                tracing::warn!(
+                    peer = self.peer.id(),
+                    max_line_bytes,
+                    "over-long line skipped"
+                );
+                let error = RpcError::invalid_request(format!(
+                    "message too long: the line exceeded {max_line_bytes} bytes"
+                ));
+                self.reply_error(None, &error);
+                return;
+            }
+            Frame::Line(line) => line,
+        };
+        let Ok(text) = std::str::from_utf8(&line) else {
+            self.reply_error(
+                None,
+                &RpcError::parse_error("parse error: the line is not valid UTF-8"),
+            );
+            return;
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        match message::classify(text) {
+            Incoming::Request { id, method, params } => self.on_request(id, &method, params),
+            Incoming::Notification { method, params } => self.on_notification(&method, params),
+            Incoming::Response { id, outcome } => self.on_response(id, outcome),
+            Incoming::Invalid { id, error } => {
+                tracing::debug!(peer = self.peer.id(), error = %error, "invalid message");
+                self.reply_error(id, &error);
+            }
+        }
+    }
+
+    /// Sends an error answer; if the connection has ended there is no one to
+    /// tell.
+    fn reply_error(&self, id: Option<&RawValue>, error: &RpcError) {
+        let _ = self.peer.send_line(message::error_response(id, error));
+    }
+
+    fn on_request(&self, id: &RawValue, method: &str, params: Option<&RawValue>) {
+        let dispatch = match message::dispatch_request(method, params) {
+            Ok(line) => line,
+            Err(e) => {
+                self.reply_error(
+                    Some(id),
+                    &RpcError::internal(format!("cannot dispatch: {e}")),
+                );
+                return;
+            }
+        };
+        // Registered before the task starts, so a `$/cancel_request` on the very
+        // next line always finds it.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let cancel = self.peer.closed_token().child_token();
+        let key = id_key(id.get()).unwrap_or_default();
+        lock(&self.in_flight).insert(
+            seq,
+            InFlight {
+                key,
+                cancel: cancel.clone(),
+            },
+        );
+
+        let mut methods = self.methods.clone();
+        methods.extensions_mut().insert(RequestContext {
+            peer: self.peer.clone(),
+            cancel,
+        });
+        let peer = self.peer.clone();
+        let in_flight = self.in_flight.clone();
+        let id = id.to_owned();
+        let method = method.to_string();
+        self.tasks.spawn(async move {
+            // The handler runs in a task of its own so that a panic in it is
+            // contained: it becomes an internal error for this request, and
+            // this task still does its bookkeeping.
+            let handler = tokio::spawn(async move {
+                methods
+                    .raw_json_request(&dispatch, 1)
+                    .await
+                    .map(|(response, _subscriptions)| response)
+            });
+            let outcome = handler.await;
+            lock(&in_flight).remove(&seq);
+            let line = match outcome {
+                Ok(Ok(response)) => message::readdress_response(&id, response.get())
+                    .unwrap_or_else(|e| {
+                        tracing::error!(
+                            peer = peer.id(),
+                            method,
+                            "unreadable dispatch response: {e}"
+                        );
+                        message::error_response(
+                            Some(&id),
+                            &RpcError::internal("malformed response"),
+                        )
+                    }),
+                Ok(Err(e)) => {
+                    tracing::error!(
+                        peer = peer.id(),
+                        method,
+                        "jsonrpsee refused the request: {e}"
+                    );
+                    message::error_response(Some(&id), &RpcError::internal("cannot dispatch"))
+                }
+                Err(e) => {
+                    tracing::error!(peer = peer.id(), method, "request handler failed: {e}");
+                    message::error_response(
+                        Some(&id),
+                        &RpcError::internal(format!("the handler of `{method}` failed")),
+                    )
+                }
+            };
+            if peer.send_line(line).is_err() {
+                tracing::debug!(
+                    peer = peer.id(),
+                    method,
+                    "answer dropped: connection closed"
+                );
+            }
+        });
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&RawValue>) {
+        let params = match params.map(|p| serde_json::from_str(p.get())).transpose() {
+            Ok(params) => params,
+            Err(e) => {
+                // Valid JSON that serde_json will not build a Value from (nested
+                // too deeply); a notification gets no answer, so just say so.
+                tracing::warn!(
+                    peer = self.peer.id(),
+                    method,
+                    "notification params dropped: {e}"
+                );
+                return;
+            }
+        };
+        if method == "$/cancel_request" {
+            self.cancel_request(params);
+            return;
+        }
+        self.service.notification(&self.peer, method, params);
+    }
+
+    /// `$/cancel_request {requestId}`: cancel the context of every in-flight
+    /// request with that id. Unknown ids (already answered, never sent) are
+    /// ignored, as the request may simply have finished first.
+    fn cancel_request(&self, params: Option<serde_json::Value>) {
+        let Some(id) = params.as_ref().and_then(|p| p.get("requestId")) else {
+            tracing::debug!(
+                peer = self.peer.id(),
+                "$/cancel_request without requestId ignored"
+            );
+            return;
+        };
+        let key = id.to_string();
+        let mut found = false;
+        for request in lock(&self.in_flight).values() {
+            if request.key == key {
+                request.cancel.cancel();
+                found = true;
+            }
+        }
+        tracing::debug!(
+            peer = self.peer.id(),
+            request = key,
+            found,
+            "$/cancel_request"
+        );
+    }
+
+    fn on_response(&self, id: &RawValue, outcome: Result<&RawValue, &RawValue>) {
+        // Our ids are all strings; any other id cannot be an answer of ours.
+        let Ok(id) = serde_json::from_str::<String>(id.get()) else {
+            match outcome {
+                // Typically `id: null`: the peer could not read something we
+                // sent, which is worth seeing in the log.
+                Err(error) => tracing::warn!(
+                    peer = self.peer.id(),
+                    id = id.get(),
+                    error = error.get(),
+                    "the peer reported an error not tied to one of our requests"
+                ),
+                Ok(_) => tracing::debug!(
+                    peer = self.peer.id(),
+                    id = id.get(),
+                    "response with a foreign id ignored"
+                ),
+            }
+            return;
+        };
+        let answer = match outcome {
+            Ok(result) => serde_json::from_str(result.get())
+                .map_err(|e| RpcError::internal(format!("unreadable result from the peer: {e}"))),
+            Err(error) => Err(
+                serde_json::from_str::<RpcError>(error.get()).unwrap_or_else(|e| {
+                    RpcError::internal(format!("unreadable error from the peer: {e}"))
+                }),
+            ),
+        };
+        self.peer.resolve(&id, answer);
+    }
+}
+
+/// Owns the output: writes queued lines, flushing whenever the queue runs dry,
+/// until the connection ends. A write error ends the connection.
+async fn write_loop<W: AsyncWrite + Unpin>(
+    writer: W,
+    mut queue: mpsc::Receiver<String>,
+    peer: Peer,
+) {
+    let closed = peer.closed_token().clone();
+    let mut out = BufWriter::new(writer);
+    loop {
+        // Biased: once the connection has ended, queued lines are dropped (see
+        // the module docs).
+        let first = tokio::select! {
+            biased;
+            () = closed.cancelled() => break,
+            line = queue.recv() => match line {
+                Some(line) => line,
+                None => break,
+            },
+        };
+        let written = tokio::select! {
+            biased;
+            () = closed.cancelled() => break,
+            written = write_batch(&mut out, first, &mut queue) => written,
+        };
+        if let Err(e) = written {
+            tracing::warn!(peer = peer.id(), "write failed: {e}");
+            peer.close();
+            break;
+        }
+    }
+}
+
+/// Writes `first` and whatever else is already queued, then flushes once.
+async fn write_batch<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    first: String,
+    queue: &mut mpsc::Receiver<String>,
+) -> std::io::Result<()> {
+    let mut next = Some(first);
+    while let Some(line) = next {
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        next = queue.try_recv().ok();
+    }
+    out.flush().await
+}

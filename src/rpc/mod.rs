@@ -1,0 +1,105 @@
+//! The JSON-RPC connection layer: one editor connection, both directions.
+//!
+//! ACP is JSON-RPC 2.0 with one message per line, and both ends send requests on
+//! the same stream. This module owns everything about that stream and nothing
+//! about ACP itself: it frames lines, classifies messages, dispatches incoming
+//! requests through the daemon's jsonrpsee [`Methods`](jsonrpsee::Methods),
+//! hands notifications to a [`Service`], routes answers to our own outgoing
+//! requests, and winds a connection down in one well-defined order.
+//!
+//! jsonrpsee is used only as a dispatcher (its `RpcModule` without any server):
+//! it gives method registration, typed params with -32602 on mismatch and
+//! -32601 for unknown methods. Framing, classification, notifications and the
+//! agent-to-client direction are outside what it does for a custom transport, so
+//! they live here.
+//!
+//! The shape of one connection (see `connection` for the details):
+//!
+//! * a read loop turns lines into messages; each request runs in its own task, so
+//!   a long `session/prompt` never holds up the loop or other requests, and
+//!   answers go out in whatever order they finish;
+//! * a single writer task owns the output and drains a bounded queue; anyone
+//!   who sends goes through [`Peer`];
+//! * the end (EOF, an I/O error, [`Peer::close`], a peer that stops reading) is
+//!   one path: mark closed, cancel requests, fail our pending requests, wait
+//!   for request tasks, tell the service, return.
+
+mod codec;
+mod connection;
+mod error;
+mod message;
+mod peer;
+
+#[cfg(test)]
+mod tests;
+
+pub use connection::serve_connection;
+pub use error::{
+    Closed, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+    REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError,
+};
+pub use peer::Peer;
+
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Per-request context, reachable from handlers through jsonrpsee `Extensions`
+/// (`ext.get::<RequestContext>()`).
+///
+/// jsonrpsee hands a handler only its params and the module's extensions; the
+/// connection inserts one of these into a per-request copy of the extensions so
+/// that handlers can talk back to the peer and notice cancellation.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    /// The connection the request came in on.
+    pub peer: Peer,
+    /// Cancelled by a `$/cancel_request` naming this request, or when the
+    /// connection ends. The handler decides what to answer then: -32800
+    /// ([`RpcError::cancelled`]) or its normal result (a prompt answers
+    /// `stopReason: cancelled`).
+    pub cancel: CancellationToken,
+}
+
+/// What the daemon plugs into a connection.
+pub trait Service: Send + Sync + 'static {
+    /// The request handlers. Called once per connection; the result is cloned
+    /// per request (cheap: the callbacks are shared), so build the methods once
+    /// and return a clone.
+    fn methods(&self) -> jsonrpsee::Methods;
+
+    /// A notification from the peer, other than `$/cancel_request` (which the
+    /// connection handles). Called on the read loop, so it must not block:
+    /// hand anything slow to a task.
+    fn notification(&self, peer: &Peer, method: &str, params: Option<serde_json::Value>);
+
+    /// The connection has ended and all of its request tasks have finished.
+    /// Called exactly once per connection, last.
+    fn closed(&self, peer: &Peer);
+}
+
+/// Limits of one connection.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Longest accepted line in bytes, terminator excluded. A longer line is
+    /// answered with -32600 and skipped, and the connection goes on.
+    pub max_line_bytes: usize,
+    /// Messages that may wait for the writer. A peer that lets this many pile up
+    /// is not reading, and is disconnected. Values below 1 count as 1.
+    pub outgoing_queue: usize,
+    /// How long an outgoing request ([`Peer::request`]) waits for its answer;
+    /// `None` waits until cancelled or the connection ends.
+    pub request_timeout: Option<Duration>,
+}
+
+impl Default for Options {
+    /// 16 MiB lines (prompts with embedded context can be large), 4096 queued
+    /// messages (a burst of streamed updates fits easily), no timeout (a
+    /// permission request legitimately waits for a human).
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 16 * 1024 * 1024,
+            outgoing_queue: 4096,
+            request_timeout: None,
+        }
+    }
+}

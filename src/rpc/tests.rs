@@ -1,0 +1,632 @@
+//! Connection tests over an in-memory duplex pipe, with a small service whose
+//! methods cover the shapes dsh uses: a quick answer, typed params, a slow call
+//! that waits for its cancellation, a call that asks the client something, a
+//! burst of notifications and a handler that panics.
+//!
+//! Tests wait for messages and events, never for time; a generous timeout only
+//! turns a hang into a failure.
+
+use super::*;
+use jsonrpsee::types::Params;
+use jsonrpsee::{Extensions, Methods, RpcModule};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{
+    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf, duplex, split,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+async fn within<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(20), f)
+        .await
+        .expect("test step timed out")
+}
+
+/// What handlers report back to the test.
+struct Probe {
+    /// Outcomes of the `ask` method's outgoing request.
+    asked: mpsc::UnboundedSender<Result<Value, RpcError>>,
+    /// Outcomes of `flood`: how many notifications went out before one failed.
+    flooded: mpsc::UnboundedSender<usize>,
+}
+
+struct TestService {
+    methods: Methods,
+    notes: Mutex<mpsc::UnboundedSender<(String, Option<Value>)>>,
+    closed: AtomicUsize,
+    closed_peer: Mutex<Option<Peer>>,
+}
+
+impl Service for TestService {
+    fn methods(&self) -> Methods {
+        self.methods.clone()
+    }
+
+    fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
+        let _ = self
+            .notes
+            .lock()
+            .unwrap()
+            .send((method.to_string(), params));
+    }
+
+    fn closed(&self, peer: &Peer) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+        *self.closed_peer.lock().unwrap() = Some(peer.clone());
+    }
+}
+
+fn context(ext: &Extensions) -> RequestContext {
+    ext.get::<RequestContext>()
+        .cloned()
+        .expect("the connection puts a RequestContext into every request")
+}
+
+#[derive(serde::Deserialize)]
+struct Typed {
+    n: u32,
+}
+
+fn module(probe: Probe) -> Methods {
+    let mut m = RpcModule::new(probe);
+    m.register_method("echo", |params: Params, _, _| {
+        params.parse::<Value>().map_err(RpcError::from_params)
+    })
+    .unwrap();
+    m.register_method("typed", |params: Params, _, _| {
+        params
+            .parse::<Typed>()
+            .map(|t| json!({ "n": t.n }))
+            .map_err(RpcError::from_params)
+    })
+    .unwrap();
+    m.register_async_method("slow", |_, _, ext: Extensions| async move {
+        context(&ext).cancel.cancelled().await;
+        Err::<Value, _>(RpcError::cancelled())
+    })
+    .unwrap();
+    m.register_async_method("ask", |params, probe, ext: Extensions| async move {
+        let ctx = context(&ext);
+        let question: Value = params.parse().map_err(RpcError::from_params)?;
+        let answer = ctx
+            .peer
+            .request("client/question", question, &ctx.cancel)
+            .await;
+        let _ = probe.asked.send(answer.clone());
+        answer
+    })
+    .unwrap();
+    m.register_async_method("flood", |_, probe, ext: Extensions| async move {
+        let ctx = context(&ext);
+        let mut sent = 0;
+        // Yielding lets the writer run between messages, so what fills the
+        // queue is a peer that does not read, not a burst the writer never saw.
+        while ctx.peer.notify("note", json!({ "n": sent })).is_ok() {
+            sent += 1;
+            assert!(sent < 100_000, "the queue never filled");
+            tokio::task::yield_now().await;
+        }
+        let _ = probe.flooded.send(sent);
+        Ok::<_, RpcError>(sent)
+    })
+    .unwrap();
+    m.register_method("bye", |_, _, ext: &Extensions| {
+        context(ext).peer.close();
+        "bye"
+    })
+    .unwrap();
+    m.register_method("panic", |_, _, _| -> Value { panic!("handler bug") })
+        .unwrap();
+    m.into()
+}
+
+impl RpcError {
+    /// jsonrpsee's params error as an RpcError (tests only; the daemon's
+    /// handlers will have their own mapping).
+    fn from_params(e: jsonrpsee::types::ErrorObjectOwned) -> Self {
+        RpcError::invalid_params(e.data().map(|d| d.get().to_string()).unwrap_or_default())
+    }
+}
+
+/// The test's side of a connection.
+struct Client {
+    reader: BufReader<ReadHalf<DuplexStream>>,
+    writer: WriteHalf<DuplexStream>,
+}
+
+impl Client {
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        within(self.writer.write_all(bytes)).await.unwrap();
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.send_raw(format!("{line}\n").as_bytes()).await;
+    }
+
+    async fn send_json(&mut self, v: Value) {
+        self.send(&v.to_string()).await;
+    }
+
+    /// The next line from the server, as text.
+    async fn recv_line(&mut self) -> String {
+        let mut line = String::new();
+        let n = within(self.reader.read_line(&mut line)).await.unwrap();
+        assert!(n > 0, "server closed the connection");
+        assert!(line.ends_with('\n'));
+        line.trim_end_matches('\n').to_string()
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = self.recv_line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}"))
+    }
+
+    async fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.recv().await
+    }
+}
+
+struct Harness {
+    client: Client,
+    service: Arc<TestService>,
+    notes: mpsc::UnboundedReceiver<(String, Option<Value>)>,
+    asked: mpsc::UnboundedReceiver<Result<Value, RpcError>>,
+    flooded: mpsc::UnboundedReceiver<usize>,
+    server: JoinHandle<()>,
+}
+
+fn start(options: Options, pipe_bytes: usize) -> Harness {
+    let (asked_tx, asked) = mpsc::unbounded_channel();
+    let (flooded_tx, flooded) = mpsc::unbounded_channel();
+    let (notes_tx, notes) = mpsc::unbounded_channel();
+    let service = Arc::new(TestService {
+        methods: module(Probe {
+            asked: asked_tx,
+            flooded: flooded_tx,
+        }),
+        notes: Mutex::new(notes_tx),
+        closed: AtomicUsize::new(0),
+        closed_peer: Mutex::new(None),
+    });
+    let (client_end, server_end) = duplex(pipe_bytes);
+    let (server_read, server_write) = split(server_end);
+    let server = tokio::spawn(serve_connection(
+        server_read,
+        server_write,
+        service.clone(),
+        options,
+    ));
+    let (client_read, client_write) = split(client_end);
+    Harness {
+        client: Client {
+            reader: BufReader::new(client_read),
+            writer: client_write,
+        },
+        service,
+        notes,
+        asked,
+        flooded,
+        server,
+    }
+}
+
+fn start_default() -> Harness {
+    start(Options::default(), 64 * 1024)
+}
+
+impl Harness {
+    /// Waits for `serve_connection` to return and checks the service heard of
+    /// the end exactly once.
+    async fn finished(&mut self) -> Arc<TestService> {
+        within(&mut self.server).await.unwrap();
+        assert_eq!(self.service.closed.load(Ordering::SeqCst), 1);
+        self.service.clone()
+    }
+}
+
+fn error_code(v: &Value) -> i64 {
+    v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {v}"))
+}
+
+#[tokio::test]
+async fn answers_with_string_integer_negative_and_null_ids_echoed_exactly() {
+    let mut h = start_default();
+    let c = &mut h.client;
+
+    let r = c.request(json!("abc-1"), "echo", json!({"x": 1})).await;
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": "abc-1", "result": {"x": 1}})
+    );
+    let r = c.request(json!(7), "echo", json!(["a"])).await;
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 7, "result": ["a"]}));
+
+    // Forms jsonrpsee would not accept on its own come back byte for byte.
+    c.send(r#"{"jsonrpc":"2.0","id":-3,"method":"echo","params":[]}"#)
+        .await;
+    assert_eq!(
+        c.recv_line().await,
+        r#"{"jsonrpc":"2.0","id":-3,"result":[]}"#
+    );
+    c.send(r#"{"jsonrpc":"2.0","id":"a\"b","method":"echo","params":{}}"#)
+        .await;
+    assert_eq!(
+        c.recv_line().await,
+        r#"{"jsonrpc":"2.0","id":"a\"b","result":{}}"#
+    );
+    let r = c.request(Value::Null, "echo", json!({})).await;
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": null, "result": {}}));
+}
+
+#[tokio::test]
+async fn unknown_methods_including_extensions_are_not_found() {
+    let mut h = start_default();
+    for method in ["nope", "_dsh/nope", "$/cancel_request"] {
+        let r = h.client.request(json!(1), method, json!({})).await;
+        assert_eq!(error_code(&r), METHOD_NOT_FOUND as i64, "{method}: {r}");
+        assert_eq!(r["id"], json!(1));
+    }
+}
+
+#[tokio::test]
+async fn wrong_param_types_are_invalid_params() {
+    let mut h = start_default();
+    let r = h.client.request(json!(2), "typed", json!({"n": "x"})).await;
+    assert_eq!(error_code(&r), INVALID_PARAMS as i64, "{r}");
+    let r = h.client.request(json!(3), "typed", json!({"n": 5})).await;
+    assert_eq!(r["result"], json!({"n": 5}));
+}
+
+#[tokio::test]
+async fn malformed_json_gets_a_parse_error_and_the_connection_goes_on() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"#).await;
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), PARSE_ERROR as i64);
+    assert_eq!(r["id"], Value::Null);
+    let r = c.request(json!(2), "echo", json!({})).await;
+    assert_eq!(r["id"], json!(2));
+    assert_eq!(r["result"], json!({}));
+}
+
+#[tokio::test]
+async fn invalid_utf8_gets_a_parse_error_and_the_connection_goes_on() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\",\"params\":\"\xff\xfe\"}\n")
+        .await;
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), PARSE_ERROR as i64);
+    assert_eq!(r["id"], Value::Null);
+    assert!(r["error"]["message"].as_str().unwrap().contains("UTF-8"));
+    // Blank lines and CRLF endings are fine.
+    c.send_raw(b"\n\r\n").await;
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"echo\",\"params\":[]}\r\n")
+        .await;
+    assert_eq!(c.recv().await["id"], json!(2));
+}
+
+#[tokio::test]
+async fn a_20_mib_line_is_refused_and_the_next_line_works() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    let limit = Options::default().max_line_bytes;
+    // Written in pieces so the test never holds the whole line; the server
+    // keeps at most the limit of it.
+    c.send_raw(br#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[""#)
+        .await;
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..(20 * 1024 * 1024 / chunk.len()) {
+        c.send_raw(&chunk).await;
+    }
+    c.send_raw(b"\"]}\n").await;
+    c.send(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":["after"]}"#)
+        .await;
+
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), INVALID_REQUEST as i64);
+    assert_eq!(r["id"], Value::Null);
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&limit.to_string()), "{message}");
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!(2));
+    assert_eq!(r["result"], json!(["after"]));
+}
+
+#[tokio::test]
+async fn batches_and_other_versions_are_invalid_requests() {
+    let mut h = start_default();
+    let c = &mut h.client;
+
+    c.send(r#"[{"jsonrpc":"2.0","id":1,"method":"echo"}]"#)
+        .await;
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), INVALID_REQUEST as i64);
+    assert_eq!(r["id"], Value::Null);
+    assert!(r["error"]["message"].as_str().unwrap().contains("batch"));
+
+    c.send(r#"{"jsonrpc":"1.0","id":4,"method":"echo","params":[]}"#)
+        .await;
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), INVALID_REQUEST as i64);
+    assert_eq!(r["id"], json!(4));
+
+    c.send(r#"{"id":"x","method":"echo","params":[]}"#).await;
+    let r = c.recv().await;
+    assert_eq!(error_code(&r), INVALID_REQUEST as i64);
+    assert_eq!(r["id"], json!("x"));
+
+    for other in [
+        "42",
+        r#"{"jsonrpc":"2.0"}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"echo"}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":7}"#,
+    ] {
+        c.send(other).await;
+        let r = c.recv().await;
+        assert_eq!(error_code(&r), INVALID_REQUEST as i64, "{other}: {r}");
+    }
+    // Still serving.
+    assert_eq!(c.request(json!(9), "echo", json!([])).await["id"], json!(9));
+}
+
+#[tokio::test]
+async fn notifications_go_to_the_service() {
+    let mut h = start_default();
+    h.client
+        .send(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}"#)
+        .await;
+    h.client
+        .send(r#"{"jsonrpc":"2.0","method":"_x/ping"}"#)
+        .await;
+    // An unknown id in a cancel is ignored, and goes nowhere else.
+    h.client
+        .send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":99}}"#)
+        .await;
+    // A last line without a newline still counts.
+    h.client
+        .send_raw(br#"{"jsonrpc":"2.0","method":"last","params":[1]}"#)
+        .await;
+    h.client.writer.shutdown().await.unwrap();
+
+    let note = within(h.notes.recv()).await.unwrap();
+    assert_eq!(
+        note,
+        ("session/cancel".into(), Some(json!({"sessionId": "s1"})))
+    );
+    let note = within(h.notes.recv()).await.unwrap();
+    assert_eq!(note, ("_x/ping".into(), None));
+    let note = within(h.notes.recv()).await.unwrap();
+    assert_eq!(note, ("last".into(), Some(json!([1]))));
+    h.finished().await;
+    // Notifications get no answer: the server wrote nothing at all.
+    let mut rest = String::new();
+    within(tokio::io::AsyncReadExt::read_to_string(
+        &mut h.client.reader,
+        &mut rest,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(rest, "");
+}
+
+#[tokio::test]
+async fn cancel_request_cancels_the_named_request_and_others_answer_out_of_order() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#).await;
+    c.send(r#"{"jsonrpc":"2.0","id":"one","method":"slow"}"#)
+        .await;
+    // The later request is answered while the earlier ones still run.
+    let r = c.request(json!(2), "echo", json!(["quick"])).await;
+    assert_eq!(r["id"], json!(2));
+
+    c.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"one"}}"#)
+        .await;
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!("one"));
+    assert_eq!(error_code(&r), REQUEST_CANCELLED as i64);
+
+    c.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}"#)
+        .await;
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!(1));
+    assert_eq!(error_code(&r), REQUEST_CANCELLED as i64);
+}
+
+/// Reads the outgoing request the `ask` method sends, checks it, returns its id.
+async fn expect_question(c: &mut Client, question: &Value) -> Value {
+    let q = c.recv().await;
+    assert_eq!(q["jsonrpc"], json!("2.0"));
+    assert_eq!(q["method"], json!("client/question"));
+    assert_eq!(&q["params"], question);
+    assert!(q["id"].as_str().unwrap().starts_with("dsh-"), "{q}");
+    q["id"].clone()
+}
+
+#[tokio::test]
+async fn outgoing_requests_are_answered_by_id() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":3,"method":"ask","params":{"q":"first"}}"#)
+        .await;
+    let first = expect_question(c, &json!({"q": "first"})).await;
+    c.send(r#"{"jsonrpc":"2.0","id":4,"method":"ask","params":{"q":"second"}}"#)
+        .await;
+    let second = expect_question(c, &json!({"q": "second"})).await;
+    assert_ne!(first, second);
+
+    // Answers to ids we never used are ignored.
+    c.send(r#"{"jsonrpc":"2.0","id":"dsh-999","result":1}"#)
+        .await;
+    c.send(r#"{"jsonrpc":"2.0","id":12,"result":1}"#).await;
+    // Answered in the other order; each reaches its own waiter.
+    c.send_json(json!({"jsonrpc": "2.0", "id": second, "error": {"code": -32042, "message": "no", "data": [1]}}))
+        .await;
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!(4));
+    assert_eq!(
+        r["error"],
+        json!({"code": -32042, "message": "no", "data": [1]})
+    );
+    c.send_json(json!({"jsonrpc": "2.0", "id": first, "result": {"a": 42}}))
+        .await;
+    let r = c.recv().await;
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 3, "result": {"a": 42}}));
+
+    let asked = within(h.asked.recv()).await.unwrap();
+    assert_eq!(asked.unwrap_err().code, -32042);
+    let asked = within(h.asked.recv()).await.unwrap();
+    assert_eq!(asked.unwrap(), json!({"a": 42}));
+}
+
+#[tokio::test]
+async fn a_cancelled_outgoing_request_tells_the_peer() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":5,"method":"ask","params":{"q":"?"}}"#)
+        .await;
+    let question = expect_question(c, &json!({"q": "?"})).await;
+    // Cancelling the incoming request cancels the context the handler passed
+    // to its outgoing request.
+    c.send(r#"{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}"#)
+        .await;
+    let cancel = c.recv().await;
+    assert_eq!(
+        cancel,
+        json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": question}})
+    );
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!(5));
+    assert_eq!(error_code(&r), REQUEST_CANCELLED as i64);
+    // A late answer to the withdrawn request is ignored.
+    c.send_json(json!({"jsonrpc": "2.0", "id": question, "result": {}}))
+        .await;
+    assert_eq!(c.request(json!(6), "echo", json!([])).await["id"], json!(6));
+}
+
+#[tokio::test]
+async fn an_unanswered_outgoing_request_times_out() {
+    let options = Options {
+        request_timeout: Some(Duration::from_millis(20)),
+        ..Options::default()
+    };
+    let mut h = start(options, 64 * 1024);
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":"t","method":"ask","params":{"q":"?"}}"#)
+        .await;
+    let question = expect_question(c, &json!({"q": "?"})).await;
+    let cancel = c.recv().await;
+    assert_eq!(cancel["method"], json!("$/cancel_request"));
+    assert_eq!(cancel["params"]["requestId"], question);
+    let r = c.recv().await;
+    assert_eq!(r["id"], json!("t"));
+    assert_eq!(error_code(&r), INTERNAL_ERROR as i64);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn closing_fails_pending_requests_and_tells_the_service_once() {
+    let mut h = start_default();
+    let c = &mut h.client;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"ask","params":{"q":"?"}}"#)
+        .await;
+    expect_question(c, &json!({"q": "?"})).await;
+    c.send(r#"{"jsonrpc":"2.0","id":2,"method":"slow"}"#).await;
+    // EOF from the client ends the connection.
+    c.writer.shutdown().await.unwrap();
+
+    let asked = within(h.asked.recv()).await.unwrap();
+    let error = asked.unwrap_err();
+    assert!(error.message.contains("connection closed"), "{error:?}");
+    let service = h.finished().await;
+
+    let peer = service.closed_peer.lock().unwrap().clone().unwrap();
+    assert!(peer.closed().is_cancelled());
+    assert_eq!(peer.notify("late", json!({})), Err(Closed));
+    let r = peer
+        .request("late", json!({}), &CancellationToken::new())
+        .await;
+    assert!(r.unwrap_err().message.contains("connection closed"));
+}
+
+#[tokio::test]
+async fn a_handler_can_close_the_connection() {
+    let mut h = start_default();
+    h.client
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"bye"}"#)
+        .await;
+    h.finished().await;
+}
+
+#[tokio::test]
+async fn a_panicking_handler_gets_an_internal_error_and_the_connection_goes_on() {
+    let mut h = start_default();
+    let r = h.client.request(json!(1), "panic", json!([])).await;
+    assert_eq!(error_code(&r), INTERNAL_ERROR as i64);
+    assert_eq!(r["id"], json!(1));
+    assert_eq!(
+        h.client.request(json!(2), "echo", json!([])).await["id"],
+        json!(2)
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_never_reads_is_disconnected_when_the_queue_fills() {
+    let options = Options {
+        outgoing_queue: 4,
+        ..Options::default()
+    };
+    // A pipe that holds less than one message, and a client that never reads.
+    let mut h = start(options, 16);
+    h.client
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"flood"}"#)
+        .await;
+    let sent = within(h.flooded.recv()).await.unwrap();
+    // The handler yields after each message, so the writer has taken the first
+    // ones and is stuck on the full pipe; then the queue fills.
+    assert!((4..100).contains(&sent), "{sent}");
+    let service = h.finished().await;
+    let peer = service.closed_peer.lock().unwrap().clone().unwrap();
+    assert_eq!(peer.notify("late", json!({})), Err(Closed));
+}
+
+#[tokio::test]
+async fn peers_have_distinct_ids() {
+    let mut a = start_default();
+    let mut b = start_default();
+    a.client.writer.shutdown().await.unwrap();
+    b.client.writer.shutdown().await.unwrap();
+    let a = a
+        .finished()
+        .await
+        .closed_peer
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    let b = b
+        .finished()
+        .await
+        .closed_peer
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_ne!(a.id(), b.id());
+}
