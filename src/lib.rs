@@ -4,3 +4,4 @@
 
 pub mod config;
 pub mod exec;
+pub mod hooks;
