@@ -4,5 +4,6 @@
 
 pub mod config;
 pub mod exec;
+pub mod hooks;
 pub mod rpc;
 pub mod store;
