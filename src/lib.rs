@@ -2,8 +2,12 @@
 //!
 //! See ARCHITECTURE.md for the map of modules and the path of a tool call.
 
+pub mod acp;
 pub mod config;
+pub mod daemon;
 pub mod exec;
 pub mod hooks;
+pub mod registry;
 pub mod rpc;
 pub mod store;
+pub mod tools;

@@ -1,8 +1,14 @@
-//! The `dsh` command line.
+//! The `dsh` command line: the daemon (`serve`), the editor's launcher (`acp`),
+//! and `status` / `stop` for people.
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use dsh::config::Config;
+use dsh::daemon::{Daemon, default_socket_path};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
 
 /// dsh: a per-user agent daemon for editors.
 #[derive(Parser)]
@@ -12,8 +18,59 @@ struct Cli {
     command: Command,
 }
 
+/// Options every command that starts or finds a daemon shares.
+#[derive(clap::Args, Clone)]
+struct Where {
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/dsh/dsh.sock, else /tmp/dsh-<uid>/dsh.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State directory (default: from config, else $XDG_STATE_HOME/dsh).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Config file (default: built-in defaults, documented in config/dsh.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+impl Where {
+    fn socket(&self) -> PathBuf {
+        self.socket.clone().unwrap_or_else(default_socket_path)
+    }
+
+    fn config(&self) -> Result<Config, String> {
+        let mut config = Config::load(self.config.as_deref()).map_err(|e| e.to_string())?;
+        if let Some(dir) = &self.state_dir {
+            config.exec.state_dir = Some(dir.clone());
+        }
+        Ok(config)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon: serve ACP on the socket (or on stdin/stdout with --stdio).
+    Serve {
+        #[command(flatten)]
+        at: Where,
+        /// Serve exactly one connection on stdin/stdout instead of a socket.
+        #[arg(long)]
+        stdio: bool,
+    },
+    /// What an editor launches: connect stdin/stdout to the daemon, starting it if needed.
+    Acp {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Show the daemon's connections, sessions and running tasks.
+    Status {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Stop the daemon gracefully (every task is killed).
+    Stop {
+        #[command(flatten)]
+        at: Where,
+    },
     /// Load a config file (or the built-in defaults) and print the values in force.
     CheckConfig {
         /// The config file; without it the built-in defaults apply.
@@ -24,17 +81,275 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::CheckConfig { config } => match dsh::config::Config::load(config.as_deref()) {
-            Ok(config) => {
-                println!("{config:#?}");
-                println!("state_dir in force: {}", config.exec.state_dir().display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("dsh: {e}");
-                ExitCode::FAILURE
-            }
-        },
+    let result = match cli.command {
+        Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Serve { at, stdio } => runtime().and_then(|rt| rt.block_on(serve(at, stdio))),
+        Command::Acp { at } => runtime().and_then(|rt| {
+            let result = rt.block_on(acp(at));
+            // The stdin reader sits in a blocking read that only the editor can end;
+            // do not wait for it once either side has closed.
+            rt.shutdown_background();
+            result
+        }),
+        Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
+        Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("dsh: {message}");
+            ExitCode::FAILURE
+        }
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn check_config(path: Option<&Path>) -> Result<(), String> {
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    println!("{config:#?}");
+    println!("state_dir in force: {}", config.exec.state_dir().display());
+    Ok(())
+}
+
+/// Logs go to stderr and `state_dir/daemon.log`, never to a protocol stream.
+fn init_logging(state_dir: &Path) {
+    use tracing_subscriber::fmt::writer::MakeWriterExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let file = dsh::exec::ensure_private_dir(state_dir)
+        .ok()
+        .and_then(|()| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(state_dir.join("daemon.log"))
+                .ok()
+        });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    match file {
+        Some(file) => builder
+            .with_writer(std::io::stderr.and(std::sync::Arc::new(file)))
+            .init(),
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+}
+
+async fn serve(at: Where, stdio: bool) -> Result<(), String> {
+    let config = at.config()?;
+    init_logging(&config.exec.state_dir());
+    let daemon = Daemon::build(config)?;
+    if stdio {
+        daemon.serve_stdio().await;
+        Ok(())
+    } else {
+        daemon.serve_socket(&at.socket()).await
+    }
+}
+
+/// Connects to the daemon, starting it (one starter wins, by a lock file) if
+/// nothing answers.
+async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
+    let socket = at.socket();
+    if let Ok(stream) = UnixStream::connect(&socket).await {
+        return Ok(stream);
+    }
+    let dir = socket
+        .parent()
+        .ok_or_else(|| format!("socket path has no directory: {}", socket.display()))?
+        .to_path_buf();
+    dsh::exec::ensure_private_dir(&dir)?;
+    let lock_path = dir.join("dsh.lock");
+    let lock = tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| format!("cannot lock {}: {e}", lock_path.display()))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    // Another starter may have won while we waited for the lock.
+    if let Ok(stream) = UnixStream::connect(&socket).await {
+        return Ok(stream);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the dsh binary: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("serve").arg("--socket").arg(&socket);
+    if let Some(dir) = &at.state_dir {
+        cmd.arg("--state-dir").arg(dir);
+    }
+    if let Some(config) = &at.config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe; the daemon must not die with this process.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let mut pause = Duration::from_millis(5);
+    for _ in 0..200 {
+        if let Ok(stream) = UnixStream::connect(&socket).await {
+            drop(lock);
+            // The daemon is detached for good; reap it if it exits while we run.
+            std::thread::spawn(move || child.wait());
+            return Ok(stream);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "the daemon exited at start ({status}); see the daemon log in the state directory"
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+    Err(format!(
+        "the daemon did not open {} in time",
+        socket.display()
+    ))
+}
+
+async fn acp(at: Where) -> Result<(), String> {
+    let stream = connect_or_start(&at).await?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let up = async {
+        let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        let _ = to_daemon.shutdown().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let _ = stdout.flush().await;
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
+    }
+    Ok(())
+}
+
+/// A minimal JSON-RPC exchange with the daemon for `status` and `stop`.
+async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, String> {
+    let socket = at.socket();
+    let stream = UnixStream::connect(&socket)
+        .await
+        .map_err(|e| format!("no daemon answers on {}: {e}", socket.display()))?;
+    let (reader, mut writer) = stream.into_split();
+    let mut lines = BufReader::new(reader).lines();
+    let requests = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {}}),
+    ];
+    let mut answer = serde_json::Value::Null;
+    // One at a time: requests run concurrently, so the second must not overtake initialize.
+    for (id, request) in (1..).zip(requests) {
+        writer
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        answer = loop {
+            let line = lines
+                .next_line()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the daemon closed the connection without answering")?;
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if message["id"] == id {
+                if let Some(error) = message.get("error") {
+                    return Err(format!("the daemon answered with an error: {error}"));
+                }
+                break message["result"].clone();
+            }
+        };
+    }
+    Ok(answer)
+}
+
+async fn status(at: Where) -> Result<(), String> {
+    let s = ask_daemon(&at, "_dsh/status").await?;
+    println!(
+        "dsh {} (pid {}), executor {}, up {}s, {} connection(s)",
+        s["version"].as_str().unwrap_or("?"),
+        s["pid"],
+        s["executor"].as_str().unwrap_or("?"),
+        s["uptimeMs"].as_u64().unwrap_or_default() / 1000,
+        s["connections"]
+    );
+    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
+    println!("sessions: {}", sessions.len());
+    for session in sessions {
+        println!(
+            "  {}  {}  {}  mode {}{}",
+            session["sessionId"].as_str().unwrap_or("?"),
+            session["state"].as_str().unwrap_or("?"),
+            session["cwd"].as_str().unwrap_or("?"),
+            session["mode"].as_str().unwrap_or("?"),
+            if session["connected"].as_bool() == Some(true) {
+                ""
+            } else {
+                "  (no connection)"
+            },
+        );
+    }
+    let tasks = s["runningTasks"].as_array().cloned().unwrap_or_default();
+    println!("running tasks: {}", tasks.len());
+    for task in tasks {
+        println!(
+            "  {}  owner {}  {}",
+            task["taskId"].as_str().unwrap_or("?"),
+            task["owner"].as_str().unwrap_or("(none)"),
+            task["command"].as_str().unwrap_or("?"),
+        );
+    }
+    Ok(())
+}
+
+async fn stop(at: Where) -> Result<(), String> {
+    match ask_daemon(&at, "_dsh/stop").await {
+        Ok(_) => {}
+        // The daemon may close the connection as it starts shutting down, before
+        // its answer is written; the socket going away below is the real proof.
+        Err(e) if e.contains("closed the connection") => {}
+        Err(e) => return Err(e),
+    }
+    // The daemon removes its socket as the last step of a clean shutdown.
+    let socket = at.socket();
+    let mut pause = Duration::from_millis(5);
+    for _ in 0..400 {
+        if !socket.exists() {
+            println!("dsh daemon stopped");
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+    Err("the daemon did not finish shutting down in time".into())
 }

@@ -383,10 +383,20 @@ async fn e2_t8_background_reads_are_incremental() {
         .unwrap();
     assert!(task.id.starts_with("bash-"));
     ready.wait().await;
-    let r = exec.read(&task.id).unwrap();
-    assert_eq!(r.stdout.text, "one\n");
-    assert_eq!(r.stderr.text, "e1\n");
-    assert_eq!(r.status, TaskStatus::Running);
+    // What the command wrote may still be in the pipe: read until it arrives,
+    // checking that the pieces add up (reads are incremental).
+    let (mut out, mut err) = (String::new(), String::new());
+    for _ in 0..5000 {
+        let r = exec.read(&task.id).unwrap();
+        assert_eq!(r.status, TaskStatus::Running);
+        out.push_str(&r.stdout.text);
+        err.push_str(&r.stderr.text);
+        if (out.as_str(), err.as_str()) == ("one\n", "e1\n") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!((out.as_str(), err.as_str()), ("one\n", "e1\n"));
     let r = exec.read(&task.id).unwrap();
     assert_eq!((r.stdout.text.as_str(), r.stderr.text.as_str()), ("", ""));
     go.release().await;

@@ -236,7 +236,7 @@ fn open_spill(target: Option<&SpillTarget>) -> Result<(PathBuf, File), String> {
 
 /// Creates `dir` as a 0700 directory, or checks that an existing one is a real
 /// directory (not a symlink) owned by us, and tightens its mode.
-pub(crate) fn ensure_private_dir(dir: &Path) -> Result<(), String> {
+pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     match std::fs::DirBuilder::new()
         .recursive(true)

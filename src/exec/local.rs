@@ -55,7 +55,9 @@ struct Inner {
     tasks: Mutex<BTreeMap<u64, Arc<Task>>>,
     /// Markers of finished work that left detached processes behind.
     leftovers: Mutex<Vec<Leftover>>,
-    completions_tx: mpsc::UnboundedSender<TaskInfo>,
+    /// Dropped at the end of shutdown, so the consumer sees the stream end once
+    /// every last completion is in it.
+    completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
     completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
     shutdown: CancellationToken,
     shutting_down: AtomicBool,
@@ -147,7 +149,7 @@ impl LocalExecutor {
                 env: child_env(base_env),
                 tasks: Mutex::new(BTreeMap::new()),
                 leftovers: Mutex::new(Vec::new()),
-                completions_tx,
+                completions_tx: Mutex::new(Some(completions_tx)),
                 completions_rx: Mutex::new(Some(completions_rx)),
                 shutdown: CancellationToken::new(),
                 shutting_down: AtomicBool::new(false),
@@ -321,7 +323,9 @@ impl Inner {
         *lock(&task.status) = status;
         task.finished.cancel();
         // The receiver may be gone (nobody routes notices): that loses nothing.
-        let _ = self.completions_tx.send(task.info());
+        if let Some(tx) = lock(&self.completions_tx).as_ref() {
+            let _ = tx.send(task.info());
+        }
     }
 
     fn task(&self, id: &str) -> Option<Arc<Task>> {
@@ -585,5 +589,6 @@ impl BashExecutor for LocalExecutor {
         inner.supervisors.wait().await;
         procs::terminate(Selector::MarkPrefix(inner.mark_prefix.clone()), inner.grace).await;
         lock(&inner.leftovers).clear();
+        lock(&inner.completions_tx).take();
     }
 }

@@ -11,8 +11,7 @@ mod ids;
 pub mod local;
 mod procs;
 
-pub(crate) use collector::ensure_private_dir;
-pub use collector::{CollectedOutput, Spill, StreamRead};
+pub use collector::{CollectedOutput, Spill, StreamRead, ensure_private_dir};
 pub use local::LocalExecutor;
 
 use std::path::PathBuf;
@@ -169,7 +168,8 @@ pub trait BashExecutor: Send + Sync + 'static {
     async fn kill_scope(&self, scope: &str);
 
     /// The stream of finished tasks, each delivered exactly once. Only the first
-    /// caller gets it; later calls get `None`.
+    /// caller gets it; later calls get `None`. The stream ends after `shutdown`,
+    /// once it holds every task's completion.
     fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>>;
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.

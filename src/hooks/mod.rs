@@ -1,8 +1,15 @@
-//! Built-in hooks of the permission waterfall.
+//! The `tools/execute` waterfall and its hooks.
 //!
-//! [`shell`] splits a bash command line into the simple commands it would run, and
-//! [`policy`] judges a tool call (for bash: segment by segment) against the configured
-//! rules, the session's mode and its "allow always" grants.
+//! Every tool call passes, in order: [`audit`] (records the outcome), the schema
+//! check (in `tools::schema`), [`rules`] (the configured policy and the session's
+//! mode, judged per shell segment by [`policy`] over [`shell`]), [`external`] hook
+//! programs, and the permission [`gate`] (asks the session's user). See
+//! [`waterfall`] for the chain itself.
 
+pub mod audit;
+pub mod external;
+pub mod gate;
 pub mod policy;
+pub mod rules;
 pub mod shell;
+pub mod waterfall;

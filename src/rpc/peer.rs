@@ -105,6 +105,35 @@ impl Peer {
         self.send_line(line)
     }
 
+    /// Sends a notification, waiting up to `stall` for room in the outgoing queue.
+    /// For bursts the daemon makes itself (a `session/load` replay of a long
+    /// history), where a full queue means "faster than the socket drains", not
+    /// "the peer stopped reading". A peer still not reading after `stall` is
+    /// disconnected as with [`Peer::notify`].
+    pub async fn notify_paced(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        stall: std::time::Duration,
+    ) -> Result<(), Closed> {
+        if self.is_closed() {
+            return Err(Closed);
+        }
+        let line = message::call(None, method, &params).map_err(|_| Closed)?;
+        match self.inner.queue.send_timeout(line, stall).await {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                tracing::warn!(
+                    peer = self.id(),
+                    "peer stopped reading during a burst: disconnecting it"
+                );
+                self.close();
+                Err(Closed)
+            }
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => Err(Closed),
+        }
+    }
+
     /// Sends a request to the peer and waits for its answer.
     ///
     /// Resolves to the peer's result, or to its error object. If `cancel` fires or

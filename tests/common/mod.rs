@@ -3,6 +3,8 @@
 //! sleep).
 #![allow(dead_code)]
 
+pub mod client;
+
 use dsh::config::ExecConfig;
 use dsh::exec::LocalExecutor;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,883 @@
+//! ACP v1 as dsh speaks it (spec/acp.md): the methods, the session/connection
+//! rules, session updates and the permission prompter.
+//!
+//! [`Agent`] is the daemon's one ACP service: every connection dispatches into
+//! it through the rpc layer. It holds which connection each session is bound to
+//! (a connection may address only sessions it created, loaded or resumed), the
+//! in-flight prompt of each session, and each session's log. Everything about
+//! running tools is delegated to the ToolRegistry (and so the waterfall).
+
+mod prompter;
+pub mod updates;
+
+use crate::config::{Config, Mode};
+use crate::exec::{BashExecutor, TaskStatus};
+use crate::hooks::waterfall::ToolCall as WaterfallCall;
+use crate::registry::{Notice, NoticeListener, Session, SessionRegistry};
+use crate::rpc::{Peer, RequestContext, RpcError, Service};
+use crate::store::{self, Event, Header, SessionLog, ToolStatus, now_ms};
+use crate::tools::ToolRegistry;
+use agent_client_protocol_schema::v1 as acp;
+use dashmap::DashMap;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The text a prompt gets when no model is configured.
+pub const NO_MODEL_TEXT: &str = "No model is configured in this dsh build, so it cannot answer prompts yet. \
+Start a prompt with `!` to run the rest as a shell command in this session (for example `!git status`); \
+the command goes through the same permission checks as the model's tool calls.";
+
+/// How long a replay waits for a client to read before giving up on it.
+const REPLAY_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Per-connection state.
+struct Connection {
+    peer: Peer,
+    initialized: AtomicBool,
+}
+
+/// The daemon's ACP side, shared by every connection.
+pub struct Agent {
+    state_dir: PathBuf,
+    executor: Option<Arc<dyn BashExecutor>>,
+    sessions: Arc<SessionRegistry>,
+    tools: Arc<ToolRegistry>,
+    logs: DashMap<String, Arc<SessionLog>>,
+    /// Session id -> id of the live connection it is bound to.
+    bindings: DashMap<String, u64>,
+    connections: DashMap<u64, Arc<Connection>>,
+    /// Session id -> cancel token of its in-flight prompt.
+    prompts: DashMap<String, CancellationToken>,
+    started: Instant,
+    /// Cancelled when someone asks the daemon to stop (`_dsh/stop`).
+    pub stop_requested: CancellationToken,
+    this: Weak<Agent>,
+}
+
+/// Writes each completion notice to its session's log, so it survives a
+/// disconnect and a restart (T14).
+struct LogNotices(Weak<Agent>);
+
+impl NoticeListener for LogNotices {
+    fn notice(&self, session: &Session, notice: &Notice) {
+        if let Some(agent) = self.0.upgrade()
+            && let Some(log) = agent.logs.get(&session.id)
+        {
+            agent.append(
+                &log,
+                Event::Notice {
+                    at_ms: now_ms(),
+                    source: notice.source.to_string(),
+                    task_id: notice.task_id.clone(),
+                    text: notice.text.clone(),
+                },
+            );
+        }
+    }
+}
+
+fn parse<P: DeserializeOwned>(params: &jsonrpsee::types::Params<'_>) -> Result<P, RpcError> {
+    let raw = params.as_str().unwrap_or("null");
+    serde_json::from_str(raw).map_err(|e| RpcError::invalid_params(e.to_string()))
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
+    serde_json::to_value(v).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+fn modes_state(current: Mode) -> acp::SessionModeState {
+    let describe = |m: Mode| match m {
+        Mode::Ask => "Rules decide; anything they do not cover is asked",
+        Mode::Auto => "Rules decide; anything they do not cover runs (deny rules still apply)",
+        Mode::ReadOnly => "Only commands known to read run; everything else is refused",
+    };
+    let name = |m: Mode| match m {
+        Mode::Ask => "Ask",
+        Mode::Auto => "Auto",
+        Mode::ReadOnly => "Read-only",
+    };
+    acp::SessionModeState::new(
+        current.id().to_string(),
+        [Mode::Ask, Mode::Auto, Mode::ReadOnly]
+            .into_iter()
+            .map(|m| acp::SessionMode::new(m.id().to_string(), name(m)).description(describe(m)))
+            .collect(),
+    )
+}
+
+impl Agent {
+    /// The ACP service over an executor (none: no bash tools) and the registry.
+    pub fn new(
+        config: Config,
+        executor: Option<Arc<dyn BashExecutor>>,
+        sessions: Arc<SessionRegistry>,
+        tools: Arc<ToolRegistry>,
+    ) -> Arc<Self> {
+        let state_dir = config.exec.state_dir();
+        let agent = Arc::new_cyclic(|this| Agent {
+            state_dir,
+            executor,
+            sessions: sessions.clone(),
+            tools,
+            logs: DashMap::new(),
+            bindings: DashMap::new(),
+            connections: DashMap::new(),
+            prompts: DashMap::new(),
+            started: Instant::now(),
+            stop_requested: CancellationToken::new(),
+            this: this.clone(),
+        });
+        sessions.add_notice_listener(Arc::new(LogNotices(Arc::downgrade(&agent))));
+        agent
+    }
+
+    /// Cancels every in-flight prompt (daemon shutdown).
+    pub fn cancel_all_prompts(&self) {
+        for p in self.prompts.iter() {
+            p.value().cancel();
+        }
+    }
+
+    /// Closes every connection.
+    pub fn close_all_connections(&self) {
+        for c in self.connections.iter() {
+            c.peer.close();
+        }
+    }
+
+    fn append(&self, log: &SessionLog, event: Event) {
+        if let Err(e) = log.append(&event) {
+            tracing::error!(path = %log.path().display(), "session log append failed: {e}");
+        }
+    }
+
+    fn log_of(&self, session_id: &str) -> Option<Arc<SessionLog>> {
+        self.logs.get(session_id).map(|l| l.clone())
+    }
+
+    fn connection(&self, ctx: &RequestContext) -> Arc<Connection> {
+        self.connections
+            .entry(ctx.peer.id())
+            .or_insert_with(|| {
+                Arc::new(Connection {
+                    peer: ctx.peer.clone(),
+                    initialized: AtomicBool::new(false),
+                })
+            })
+            .clone()
+    }
+
+    fn require_initialized(&self, ctx: &RequestContext) -> Result<(), RpcError> {
+        if self.connection(ctx).initialized.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(RpcError::invalid_request("initialize must come first"))
+        }
+    }
+
+    /// The session if this connection may address it; "not found" otherwise,
+    /// never revealing that it exists elsewhere.
+    fn addressable(
+        &self,
+        ctx: &RequestContext,
+        session_id: &str,
+    ) -> Result<Arc<Session>, RpcError> {
+        let bound = self.bindings.get(session_id).map(|b| *b);
+        match (bound, self.sessions.get(session_id)) {
+            (Some(peer), Some(session)) if peer == ctx.peer.id() => Ok(session),
+            _ => Err(RpcError::not_found(format!(
+                "session {session_id} not found"
+            ))),
+        }
+    }
+
+    /// Sends an update to whichever connection the session is bound to now.
+    fn send_update(&self, session_id: &str, update: acp::SessionUpdate) {
+        let Some(peer) = self.bindings.get(session_id).map(|b| *b) else {
+            return;
+        };
+        if let Some(conn) = self.connections.get(&peer) {
+            let _ = conn
+                .peer
+                .notify("session/update", updates::notification(session_id, update));
+        }
+    }
+
+    fn bind(&self, ctx: &RequestContext, session: &Arc<Session>) {
+        self.bindings.insert(session.id.clone(), ctx.peer.id());
+        session.set_prompter(Some(Arc::new(prompter::AcpPrompter::new(
+            self.this.clone(),
+            session.id.clone(),
+        ))));
+    }
+
+    fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+        if !cwd.is_absolute() {
+            return Err(RpcError::invalid_params(format!(
+                "cwd must be an absolute path, got {}",
+                cwd.display()
+            )));
+        }
+        match std::fs::metadata(cwd) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(RpcError::invalid_params(format!(
+                "cwd is not a directory: {}",
+                cwd.display()
+            ))),
+            Err(e) => Err(RpcError::invalid_params(format!(
+                "cwd is not usable: {}: {e}",
+                cwd.display()
+            ))),
+        }
+    }
+
+    async fn initialize(&self, ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        self.connection(&ctx)
+            .initialized
+            .store(true, Ordering::SeqCst);
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "dsh".into(),
+            json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/status", "_dsh/stop"],
+                   "executor": self.executor_kind()}),
+        );
+        let caps = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            )
+            .meta(meta);
+        to_value(
+            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+                .agent_capabilities(caps)
+                .auth_methods(vec![])
+                .agent_info(
+                    acp::Implementation::new("dsh", env!("CARGO_PKG_VERSION")).title("dsh"),
+                ),
+        )
+    }
+
+    fn executor_kind(&self) -> &'static str {
+        self.executor.as_ref().map(|e| e.kind()).unwrap_or("none")
+    }
+
+    async fn new_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::NewSessionRequest,
+    ) -> Result<Value, RpcError> {
+        Self::check_cwd(&p.cwd)?;
+        let session = self.sessions.create(p.cwd.clone());
+        let header = Header {
+            id: session.id.clone(),
+            cwd: p.cwd.clone(),
+            created_ms: now_ms(),
+            title: None,
+        };
+        let log = SessionLog::create(&self.state_dir, &header)
+            .map_err(|e| RpcError::internal(format!("cannot create the session log: {e}")))?;
+        self.logs.insert(session.id.clone(), Arc::new(log));
+        self.bind(&ctx, &session);
+        to_value(
+            acp::NewSessionResponse::new(session.id.clone()).modes(modes_state(session.mode())),
+        )
+    }
+
+    /// Loads (or resumes) a persisted session onto this connection.
+    async fn attach(
+        &self,
+        ctx: &RequestContext,
+        session_id: &str,
+        replay: bool,
+    ) -> Result<Arc<Session>, RpcError> {
+        // A connection that has ended (even if its cleanup is still running) no
+        // longer holds its sessions.
+        if let Some(peer) = self.bindings.get(session_id).map(|b| *b)
+            && peer != ctx.peer.id()
+            && self
+                .connections
+                .get(&peer)
+                .is_some_and(|c| !c.peer.is_closed())
+        {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is in use by another connection"
+            )));
+        }
+        let (log, header, events) = match self.log_of(session_id) {
+            Some(log) => {
+                let (header, events) = log
+                    .replay()
+                    .map_err(|e| RpcError::internal(format!("cannot read the session log: {e}")))?;
+                (log, header, events)
+            }
+            None => {
+                let (log, header, events) = SessionLog::open(&self.state_dir, session_id)
+                    .map_err(|_| RpcError::not_found(format!("session {session_id} not found")))?;
+                let log = Arc::new(log);
+                self.logs.insert(session_id.to_string(), log.clone());
+                (log, header, events)
+            }
+        };
+        let _ = log;
+        let session = self
+            .sessions
+            .insert(session_id.to_string(), header.cwd.clone());
+        for e in &events {
+            if let Event::ModeChange { mode_id, .. } = e
+                && let Some(mode) = Mode::from_id(mode_id)
+            {
+                session.set_mode(mode);
+            }
+        }
+        self.bind(ctx, &session);
+        if replay {
+            // Replayed before the answer (spec/acp.md), paced to the socket so a
+            // long history is not mistaken for a client that stopped reading.
+            for event in &events {
+                if let Some(update) = replay_update(event) {
+                    let params = updates::notification(session_id, update);
+                    if ctx
+                        .peer
+                        .notify_paced("session/update", params, REPLAY_STALL)
+                        .await
+                        .is_err()
+                    {
+                        return Err(RpcError::internal("the connection closed during replay"));
+                    }
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    async fn load_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::LoadSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.attach(&ctx, &p.session_id.0, true).await?;
+        to_value(acp::LoadSessionResponse::new().modes(modes_state(session.mode())))
+    }
+
+    async fn resume_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::ResumeSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.attach(&ctx, &p.session_id.0, false).await?;
+        to_value(acp::ResumeSessionResponse::new().modes(modes_state(session.mode())))
+    }
+
+    async fn list_sessions(
+        &self,
+        _ctx: RequestContext,
+        p: acp::ListSessionsRequest,
+    ) -> Result<Value, RpcError> {
+        let (found, next) = store::list(&self.state_dir, p.cwd.as_deref(), p.cursor.as_deref(), 50)
+            .map_err(|e| RpcError::internal(format!("cannot list sessions: {e}")))?;
+        let sessions = found
+            .into_iter()
+            .map(|s| {
+                acp::SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .title(s.title.clone())
+                    .updated_at(iso8601(s.updated_ms))
+            })
+            .collect();
+        to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
+    }
+
+    async fn close_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::CloseSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let id = p.session_id.0.to_string();
+        self.addressable(&ctx, &id)?;
+        if let Some(prompt) = self.prompts.get(&id) {
+            prompt.cancel();
+        }
+        if let Some(exec) = &self.executor {
+            exec.kill_scope(&id).await;
+        }
+        self.sessions.close(&id);
+        self.bindings.remove(&id);
+        self.logs.remove(&id);
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    async fn set_mode(
+        &self,
+        ctx: RequestContext,
+        p: acp::SetSessionModeRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id.0)?;
+        let mode = Mode::from_id(&p.mode_id.0)
+            .ok_or_else(|| RpcError::invalid_params(format!("unknown mode `{}`", p.mode_id.0)))?;
+        session.set_mode(mode);
+        if let Some(log) = self.log_of(&session.id) {
+            self.append(
+                &log,
+                Event::ModeChange {
+                    at_ms: now_ms(),
+                    mode_id: mode.id().to_string(),
+                },
+            );
+        }
+        self.send_update(&session.id, updates::mode(mode.id()));
+        to_value(acp::SetSessionModeResponse::new())
+    }
+
+    /// Runs one tool call for a session (or none) with the full ACP choreography:
+    /// tool_call (pending) -> in_progress -> completed/failed, each logged.
+    pub async fn run_tool(
+        &self,
+        session: Option<&Arc<Session>>,
+        tool: &str,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> crate::hooks::waterfall::ToolOutput {
+        let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
+        let kind = self
+            .tools
+            .get(tool)
+            .map(|t| t.kind().as_str())
+            .unwrap_or("other");
+        let title = updates::title_for(tool, &arguments);
+        let sid = session.map(|s| s.id.clone());
+        let log = sid.as_deref().and_then(|id| self.log_of(id));
+        if let Some(id) = &sid {
+            if let Some(log) = &log {
+                self.append(
+                    log,
+                    Event::ToolCall {
+                        at_ms: now_ms(),
+                        call_id: call_id.clone(),
+                        tool: tool.to_string(),
+                        title: title.clone(),
+                        kind: kind.to_string(),
+                        arguments: arguments.clone(),
+                    },
+                );
+            }
+            self.send_update(id, updates::tool_call(&call_id, &title, kind, &arguments));
+            self.send_update(id, updates::tool_in_progress(&call_id));
+        }
+        let call = WaterfallCall::new(call_id.clone(), tool, arguments, session.cloned(), cancel);
+        let out = self.tools.execute(&call).await;
+        if let Some(id) = &sid {
+            if let Some(log) = &log {
+                self.append(
+                    log,
+                    Event::ToolResult {
+                        at_ms: now_ms(),
+                        call_id: call_id.clone(),
+                        status: if out.is_error {
+                            ToolStatus::Failed
+                        } else {
+                            ToolStatus::Completed
+                        },
+                        text: out.text.clone(),
+                        is_error: out.is_error,
+                    },
+                );
+            }
+            self.send_update(id, updates::tool_done(&call_id, &out.text, out.is_error));
+        }
+        out
+    }
+
+    async fn prompt(&self, ctx: RequestContext, p: acp::PromptRequest) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id.0)?;
+        let cancel = CancellationToken::new();
+        {
+            use dashmap::mapref::entry::Entry;
+            match self.prompts.entry(session.id.clone()) {
+                Entry::Occupied(_) => {
+                    return Err(RpcError::invalid_request(
+                        "a prompt is already running in this session",
+                    ));
+                }
+                Entry::Vacant(v) => {
+                    v.insert(cancel.clone());
+                }
+            }
+        }
+        // $/cancel_request for this request and the connection ending cancel it too.
+        let linked = {
+            let (cancel, req) = (cancel.clone(), ctx.cancel.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = req.cancelled() => cancel.cancel(),
+                    () = cancel.cancelled() => {}
+                }
+            })
+        };
+        let stop = self.run_prompt(&session, &p.prompt, &cancel).await;
+        linked.abort();
+        self.prompts.remove(&session.id);
+        to_value(acp::PromptResponse::new(stop))
+    }
+
+    async fn run_prompt(
+        &self,
+        session: &Arc<Session>,
+        prompt: &[acp::ContentBlock],
+        cancel: &CancellationToken,
+    ) -> acp::StopReason {
+        let text = prompt_text(prompt);
+        let log = self.log_of(&session.id);
+        let turn = uuid::Uuid::new_v4().simple().to_string();
+        if let Some(log) = &log {
+            self.append(
+                log,
+                Event::TurnStart {
+                    at_ms: now_ms(),
+                    turn_id: turn.clone(),
+                },
+            );
+            self.append(
+                log,
+                Event::UserMessage {
+                    at_ms: now_ms(),
+                    text: text.clone(),
+                },
+            );
+        }
+        let stop = if let Some(command) = text.trim_start().strip_prefix('!') {
+            let args =
+                json!({"command": command.trim(), "description": "Run the user's ! command"});
+            self.run_tool(Some(session), "bash", args, cancel.clone())
+                .await;
+            if cancel.is_cancelled() {
+                acp::StopReason::Cancelled
+            } else {
+                acp::StopReason::EndTurn
+            }
+        } else {
+            if let Some(log) = &log {
+                self.append(
+                    log,
+                    Event::AgentMessage {
+                        at_ms: now_ms(),
+                        text: NO_MODEL_TEXT.to_string(),
+                    },
+                );
+            }
+            self.send_update(&session.id, updates::agent_text(NO_MODEL_TEXT));
+            acp::StopReason::EndTurn
+        };
+        if let Some(log) = &log {
+            let reason = serde_json::to_value(stop)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "end_turn".into());
+            self.append(
+                log,
+                Event::TurnEnd {
+                    at_ms: now_ms(),
+                    turn_id: turn,
+                    stop_reason: reason,
+                },
+            );
+        }
+        stop
+    }
+
+    fn cancel_notification(&self, peer: &Peer, params: Option<Value>) {
+        let Some(id) = params
+            .as_ref()
+            .and_then(|p| p.get("sessionId"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        // Only the connection the session is bound to can cancel it.
+        if self.bindings.get(id).map(|b| *b) == Some(peer.id())
+            && let Some(prompt) = self.prompts.get(id)
+        {
+            prompt.cancel();
+        }
+    }
+
+    async fn tools_call(&self, ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("`name` (string) is required"))?
+            .to_string();
+        let arguments = p.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let session = match p.get("sessionId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(self.addressable(&ctx, id)?),
+            Some(_) => return Err(RpcError::invalid_params("`sessionId` must be a string")),
+        };
+        let out = self
+            .run_tool(session.as_ref(), &name, arguments, ctx.cancel.clone())
+            .await;
+        Ok(json!({"content": [{"type": "text", "text": out.text}], "isError": out.is_error}))
+    }
+
+    async fn tasks_list(&self, ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
+        let id = p
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("`sessionId` (string) is required"))?;
+        self.addressable(&ctx, id)?;
+        let mut tasks: Vec<Value> = self
+            .sessions
+            .tasks_of(id)
+            .into_iter()
+            .filter_map(|t| self.executor.as_ref()?.get(&t))
+            .map(|t| task_json(&t, None))
+            .collect();
+        tasks.sort_by_key(|t| t["startedAtMs"].as_u64());
+        Ok(json!({"tasks": tasks}))
+    }
+
+    async fn status(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        let running: Vec<Value> = self
+            .executor
+            .as_ref()
+            .map(|e| e.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !t.status.is_finished())
+            .map(|t| {
+                let owner = self.sessions.owner(&t.id).flatten();
+                task_json(&t, Some(owner))
+            })
+            .collect();
+        let sessions: Vec<Value> = self
+            .sessions
+            .sessions()
+            .into_iter()
+            .map(|s| {
+                json!({
+                    "sessionId": s.id,
+                    "cwd": s.cwd,
+                    "mode": s.mode().id(),
+                    "state": if self.prompts.contains_key(&s.id) { "prompting" } else { "idle" },
+                    "connected": self.bindings.contains_key(&s.id),
+                })
+            })
+            .collect();
+        Ok(json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "uptimeMs": self.started.elapsed().as_millis() as u64,
+            "executor": self.executor_kind(),
+            "connections": self.connections.len(),
+            "sessions": sessions,
+            "runningTasks": running,
+        }))
+    }
+
+    fn connection_closed(&self, peer: &Peer) {
+        self.connections.remove(&peer.id());
+        let mine: Vec<String> = self
+            .bindings
+            .iter()
+            .filter(|b| *b.value() == peer.id())
+            .map(|b| b.key().clone())
+            .collect();
+        for id in mine {
+            self.bindings.remove(&id);
+            if let Some(prompt) = self.prompts.get(&id) {
+                prompt.cancel();
+            }
+            if let Some(session) = self.sessions.get(&id) {
+                session.set_prompter(None);
+            }
+        }
+    }
+
+    /// The peer a session is bound to now.
+    fn peer_of(&self, session_id: &str) -> Option<Peer> {
+        let id = self.bindings.get(session_id).map(|b| *b)?;
+        self.connections.get(&id).map(|c| c.peer.clone())
+    }
+}
+
+fn task_json(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> Value {
+    let started = t
+        .started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let (status, exit_code, signal) = match t.status {
+        TaskStatus::Running => ("running", None, None),
+        TaskStatus::Completed { exit_code } => ("completed", Some(exit_code), None),
+        TaskStatus::Killed { signal } => {
+            ("killed", None, signal.map(crate::tools::bash::signal_name))
+        }
+    };
+    let mut v = json!({
+        "taskId": t.id,
+        "command": t.command,
+        "status": status,
+        "startedAt": iso8601(started),
+        "startedAtMs": started,
+    });
+    if let Some(code) = exit_code {
+        v["exitCode"] = code.into();
+    }
+    if let Some(sig) = signal {
+        v["signal"] = sig.into();
+    }
+    if let Some(owner) = owner {
+        v["owner"] = owner.into();
+    }
+    v
+}
+
+/// The text of a prompt: text blocks as they are, resources by name and content.
+fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match block {
+            acp::ContentBlock::Text(t) => parts.push(t.text.clone()),
+            acp::ContentBlock::ResourceLink(l) => parts.push(format!("[resource: {}]", l.uri)),
+            acp::ContentBlock::Resource(r) => match &r.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(t) => parts.push(format!(
+                    "<resource uri=\"{}\">\n{}\n</resource>",
+                    t.uri, t.text
+                )),
+                _ => parts.push("[binary resource]".into()),
+            },
+            _ => parts.push("[unsupported content]".into()),
+        }
+    }
+    parts.join("\n")
+}
+
+/// How one logged event is replayed to a client on session/load.
+fn replay_update(event: &Event) -> Option<acp::SessionUpdate> {
+    Some(match event {
+        Event::UserMessage { text, .. } => updates::user_text(text),
+        Event::AgentMessage { text, .. } => updates::agent_text(text),
+        Event::AgentThought { text, .. } => updates::agent_thought(text),
+        Event::ToolCall {
+            call_id,
+            title,
+            kind,
+            arguments,
+            ..
+        } => updates::tool_call(call_id, title, kind, arguments),
+        Event::ToolResult {
+            call_id,
+            text,
+            is_error,
+            ..
+        } => updates::tool_done(call_id, text, *is_error),
+        // Notices are context for the model; a client sees them where they
+        // arrived, tagged the way the model will see them.
+        Event::Notice { source, text, .. } => {
+            updates::user_text(&format!("<context source=\"{source}\">{text}</context>"))
+        }
+        Event::ModeChange { mode_id, .. } => updates::mode(mode_id),
+        _ => return None,
+    })
+}
+
+/// Unix milliseconds as an RFC 3339 UTC timestamp (ACP `updatedAt`).
+pub fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+macro_rules! register {
+    ($module:expr, $name:literal, $method:ident) => {
+        $module
+            .register_async_method($name, |params, agent: Arc<Agent>, ext| async move {
+                let ctx = ext
+                    .get::<RequestContext>()
+                    .cloned()
+                    .ok_or_else(|| RpcError::internal("no request context"))?;
+                if $name != "initialize" {
+                    agent.require_initialized(&ctx)?;
+                }
+                let p = parse(&params)?;
+                agent.$method(ctx, p).await
+            })
+            .expect("method names are unique");
+    };
+}
+
+impl Service for Agent {
+    fn methods(&self) -> jsonrpsee::Methods {
+        let Some(agent) = self.this.upgrade() else {
+            return jsonrpsee::Methods::new();
+        };
+        let mut m = jsonrpsee::RpcModule::from_arc(agent);
+        register!(m, "initialize", initialize);
+        register!(m, "session/new", new_session);
+        register!(m, "session/load", load_session);
+        register!(m, "session/resume", resume_session);
+        register!(m, "session/list", list_sessions);
+        register!(m, "session/close", close_session);
+        register!(m, "session/set_mode", set_mode);
+        register!(m, "session/prompt", prompt);
+        register!(m, "_dsh/tools/call", tools_call);
+        register!(m, "_dsh/tasks/list", tasks_list);
+        register!(m, "_dsh/status", status);
+        register!(m, "_dsh/stop", stop);
+        m.into()
+    }
+
+    fn notification(&self, peer: &Peer, method: &str, params: Option<Value>) {
+        match method {
+            "session/cancel" => self.cancel_notification(peer, params),
+            other => tracing::debug!(method = other, "ignored notification"),
+        }
+    }
+
+    fn closed(&self, peer: &Peer) {
+        self.connection_closed(peer);
+    }
+}
+
+impl Agent {
+    async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        self.stop_requested.cancel();
+        Ok(json!({}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn iso8601_formats_known_instants() {
+        assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            super::iso8601(1_798_675_200_123),
+            "2026-12-31T00:00:00.123Z"
+        );
+    }
+}

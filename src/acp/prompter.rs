@@ -1,0 +1,92 @@
+//! The waterfall's permission prompter over ACP: `session/request_permission` to
+//! the connection the session is bound to at the moment of asking.
+
+use super::Agent;
+use crate::registry::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use agent_client_protocol_schema::v1 as acp;
+use std::sync::Weak;
+
+/// Asks one session's user through its current connection.
+pub struct AcpPrompter {
+    agent: Weak<Agent>,
+    session_id: String,
+}
+
+impl AcpPrompter {
+    pub fn new(agent: Weak<Agent>, session_id: String) -> Self {
+        Self { agent, session_id }
+    }
+}
+
+const OPTIONS: [(&str, &str, PermissionAnswer); 4] = [
+    ("allow_once", "Allow once", PermissionAnswer::AllowOnce),
+    (
+        "allow_always",
+        "Allow always",
+        PermissionAnswer::AllowAlways,
+    ),
+    ("reject_once", "Reject", PermissionAnswer::RejectOnce),
+    (
+        "reject_always",
+        "Reject always",
+        PermissionAnswer::RejectAlways,
+    ),
+];
+
+#[async_trait::async_trait]
+impl PermissionPrompter for AcpPrompter {
+    async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
+        let Some(agent) = self.agent.upgrade() else {
+            return PermissionAnswer::Cancelled;
+        };
+        let Some(peer) = agent.peer_of(&self.session_id) else {
+            return PermissionAnswer::Cancelled;
+        };
+        let kind = agent
+            .tools
+            .get(&request.tool)
+            .map(|t| t.kind().as_str())
+            .unwrap_or("other");
+        let title = super::updates::title_for(&request.tool, &request.arguments);
+        let tool_call = acp::ToolCallUpdate::new(
+            request.call_id.clone(),
+            acp::ToolCallUpdateFields::new()
+                .title(title)
+                .kind(super::updates::kind_of(kind))
+                .raw_input(request.arguments.clone()),
+        );
+        let kinds = [
+            acp::PermissionOptionKind::AllowOnce,
+            acp::PermissionOptionKind::AllowAlways,
+            acp::PermissionOptionKind::RejectOnce,
+            acp::PermissionOptionKind::RejectAlways,
+        ];
+        let options = OPTIONS
+            .iter()
+            .zip(kinds)
+            .map(|((id, name, _), kind)| acp::PermissionOption::new(id.to_string(), *name, kind))
+            .collect();
+        let params =
+            acp::RequestPermissionRequest::new(self.session_id.clone(), tool_call, options);
+        let Ok(params) = serde_json::to_value(params) else {
+            return PermissionAnswer::Cancelled;
+        };
+        let answer = peer
+            .request("session/request_permission", params, &request.cancel)
+            .await;
+        let Ok(answer) = answer else {
+            return PermissionAnswer::Cancelled;
+        };
+        let Ok(response) = serde_json::from_value::<acp::RequestPermissionResponse>(answer) else {
+            return PermissionAnswer::Cancelled;
+        };
+        match response.outcome {
+            acp::RequestPermissionOutcome::Selected(selected) => OPTIONS
+                .iter()
+                .find(|(id, _, _)| *id == &*selected.option_id.0)
+                .map(|(_, _, a)| *a)
+                .unwrap_or(PermissionAnswer::Cancelled),
+            _ => PermissionAnswer::Cancelled,
+        }
+    }
+}

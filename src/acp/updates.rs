@@ -1,0 +1,99 @@
+//! `session/update` payloads, built from the ACP schema types so the wire format
+//! is the official one.
+
+use crate::tools::ToolKind as OurKind;
+use agent_client_protocol_schema::v1::{
+    Content, ContentBlock, ContentChunk, CurrentModeUpdate, SessionNotification, SessionUpdate,
+    TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind,
+};
+use serde_json::Value;
+
+/// Wraps an update for `session` as `session/update` params.
+pub fn notification(session: &str, update: SessionUpdate) -> Value {
+    serde_json::to_value(SessionNotification::new(session.to_string(), update))
+        .unwrap_or(Value::Null)
+}
+
+fn text_chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text.to_string())))
+}
+
+pub fn user_text(text: &str) -> SessionUpdate {
+    SessionUpdate::UserMessageChunk(text_chunk(text))
+}
+
+pub fn agent_text(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(text_chunk(text))
+}
+
+pub fn agent_thought(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(text_chunk(text))
+}
+
+pub fn mode(mode_id: &str) -> SessionUpdate {
+    SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id.to_string()))
+}
+
+/// The ACP kind of one of our tools, by name.
+pub fn kind_of(kind: &str) -> ToolKind {
+    match kind {
+        "read" => ToolKind::Read,
+        "execute" => ToolKind::Execute,
+        _ => ToolKind::Other,
+    }
+}
+
+/// Our tool kind on the wire.
+pub fn kind_name(kind: OurKind) -> &'static str {
+    kind.as_str()
+}
+
+/// A new tool call, pending.
+pub fn tool_call(call_id: &str, title: &str, kind: &str, raw_input: &Value) -> SessionUpdate {
+    SessionUpdate::ToolCall(
+        ToolCall::new(call_id.to_string(), title.to_string())
+            .kind(kind_of(kind))
+            .status(ToolCallStatus::Pending)
+            .raw_input(raw_input.clone()),
+    )
+}
+
+/// A tool call starting to run.
+pub fn tool_in_progress(call_id: &str) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_string(),
+        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+    ))
+}
+
+/// A tool call's end, with the text the model saw.
+pub fn tool_done(call_id: &str, text: &str, is_error: bool) -> SessionUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_string(),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![ToolCallContent::Content(Content::new(
+                ContentBlock::Text(TextContent::new(text.to_string())),
+            ))])
+            .raw_output(serde_json::json!({"text": text, "isError": is_error})),
+    ))
+}
+
+/// The title of a tool call: the `description` argument of bash, else the tool name.
+pub fn title_for(tool: &str, arguments: &Value) -> String {
+    arguments
+        .get("description")
+        .and_then(Value::as_str)
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| match arguments.get("task_id").and_then(Value::as_str) {
+            Some(id) => format!("{tool} {id}"),
+            None => tool.to_string(),
+        })
+}

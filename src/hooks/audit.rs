@@ -1,0 +1,127 @@
+//! The audit log (`state_dir/audit.jsonl`): one line per tool execution, whatever
+//! happened to it, plus a line per refused cross-session access (T13).
+//!
+//! The audit hook goes first in the waterfall so it sees every outcome, vetoes
+//! included. Arguments are logged as given (secrets in them are not special-cased),
+//! so the file is created 0600 and never through a symlink.
+
+use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use serde_json::json;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// An append-only JSON-lines file.
+pub struct AuditLog {
+    path: PathBuf,
+    file: Mutex<Option<File>>,
+}
+
+impl AuditLog {
+    /// Opens (or creates, 0600) `path` for appending.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new(Some(file)),
+        })
+    }
+
+    /// A log that records nothing (no state directory, or tests that do not care).
+    pub fn disabled() -> Self {
+        Self {
+            path: PathBuf::new(),
+            file: Mutex::new(None),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record, stamped with the time. A write failure is logged and
+    /// never fails the call being audited.
+    pub fn write(&self, mut record: serde_json::Value) {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        if let Some(obj) = record.as_object_mut() {
+            obj.insert("timeMs".into(), ms.into());
+        }
+        let mut line = record.to_string();
+        line.push('\n');
+        let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = guard.as_mut()
+            && let Err(e) = file.write_all(line.as_bytes())
+        {
+            tracing::error!(path = %self.path.display(), "audit write failed: {e}");
+        }
+    }
+
+    /// Records a refused cross-session access (T13).
+    pub fn refusal(&self, session: Option<&str>, call_id: &str, tool: &str, task_id: &str) {
+        self.write(json!({
+            "event": "refusal",
+            "session": session,
+            "callId": call_id,
+            "tool": tool,
+            "taskId": task_id,
+            "reason": "task belongs to another session",
+        }));
+    }
+}
+
+/// The hook that writes one audit line per execution.
+pub struct AuditHook {
+    log: std::sync::Arc<AuditLog>,
+}
+
+impl AuditHook {
+    pub fn new(log: std::sync::Arc<AuditLog>) -> Self {
+        Self { log }
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for AuditHook {
+    fn name(&self) -> &str {
+        "audit"
+    }
+
+    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+        let started = Instant::now();
+        let out = next.run(call).await;
+        let verdict = call.verdict();
+        let outcome = if out.vetoed {
+            "vetoed"
+        } else if out.is_error {
+            "error"
+        } else {
+            "ok"
+        };
+        let answer = verdict.answer.map(|a| format!("{a:?}"));
+        self.log.write(json!({
+            "event": "execution",
+            "session": call.session_id(),
+            "callId": call.call_id,
+            "tool": call.tool,
+            "arguments": call.arguments,
+            "decision": if out.vetoed { crate::config::Decision::Deny } else { verdict.decision },
+            "decidedBy": verdict.decided_by,
+            "reason": verdict.reason,
+            "answer": answer,
+            "durationMs": started.elapsed().as_millis() as u64,
+            "outcome": outcome,
+        }));
+        out
+    }
+}

@@ -1,0 +1,333 @@
+//! The `tools/execute` waterfall: an ordered chain of around-middleware hooks
+//! that every tool call passes through before (and instead of) the tool.
+//!
+//! A hook gets the call and a [`Next`]; it may run the rest of the chain
+//! (delegate), return without doing so (veto: an error result saying who vetoed
+//! and why), or just watch. Hooks that judge record their decision on the call
+//! with [`ToolCall::tighten`], which only ever raises it (deny > ask > allow), so
+//! a later hook can tighten but never loosen an earlier decision.
+
+use crate::config::Decision;
+use crate::hooks::policy::Grant;
+use crate::registry::{PermissionAnswer, Session};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+
+/// One tool call on its way through the waterfall.
+pub struct ToolCall {
+    /// The model's (or client's) id for this call.
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// The calling session; `None` for a call made outside any session.
+    pub session: Option<Arc<Session>>,
+    /// Cancelled when the caller gives up (session/cancel, connection closed).
+    pub cancel: CancellationToken,
+    verdict: Mutex<Verdict>,
+}
+
+/// What the hooks decided about a call so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// The hook (or `user`) whose decision stands.
+    pub decided_by: String,
+    pub reason: String,
+    /// What an "allow always" answer would grant (from the policy).
+    pub grants: Vec<Grant>,
+    /// The user's answer, when the call was asked about.
+    pub answer: Option<PermissionAnswer>,
+}
+
+impl ToolCall {
+    /// A call that nothing has judged yet: allowed until a hook says otherwise.
+    pub fn new(
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        arguments: serde_json::Value,
+        session: Option<Arc<Session>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            arguments,
+            session,
+            cancel,
+            verdict: Mutex::new(Verdict {
+                decision: Decision::Allow,
+                decided_by: "default".into(),
+                reason: String::new(),
+                grants: Vec::new(),
+                answer: None,
+            }),
+        }
+    }
+
+    /// The calling session's id.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|s| s.id.as_str())
+    }
+
+    /// Raises the decision to `decision` if it is stronger than the current one;
+    /// a weaker or equal decision changes nothing (a hook cannot loosen).
+    pub fn tighten(&self, decision: Decision, by: &str, reason: &str, grants: Vec<Grant>) {
+        let mut v = self.lock();
+        if decision > v.decision || (v.decided_by == "default" && decision == v.decision) {
+            v.decision = decision;
+            v.decided_by = by.to_string();
+            v.reason = reason.to_string();
+            if decision == Decision::Ask {
+                v.grants = grants;
+            }
+        } else if decision == Decision::Ask && v.decision == Decision::Ask {
+            // Two askers: an allow-always answer must cover what both asked about.
+            for g in grants {
+                if !v.grants.contains(&g) {
+                    v.grants.push(g);
+                }
+            }
+        }
+    }
+
+    /// Records the user's answer to an ask.
+    pub fn record_answer(&self, answer: PermissionAnswer) {
+        let mut v = self.lock();
+        v.answer = Some(answer);
+        v.decided_by = "user".into();
+    }
+
+    /// The decision so far.
+    pub fn verdict(&self) -> Verdict {
+        self.lock().clone()
+    }
+
+    /// Ends the call with a veto by `hook`: an error result that says who and why.
+    pub fn veto(&self, hook: &str, reason: &str) -> ToolOutput {
+        {
+            let mut v = self.lock();
+            v.decision = Decision::Deny;
+            v.decided_by = hook.to_string();
+            v.reason = reason.to_string();
+        }
+        ToolOutput {
+            text: format!("Error: vetoed by {hook}: {reason}"),
+            is_error: true,
+            vetoed: true,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Verdict> {
+        self.verdict.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The result of a tool call as the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    /// Only infrastructure failures, invalid arguments and vetoes (T5).
+    pub is_error: bool,
+    /// The waterfall stopped the call before the tool ran.
+    pub vetoed: bool,
+}
+
+impl ToolOutput {
+    /// A normal result.
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+            vetoed: false,
+        }
+    }
+
+    /// An error result; the text starts with `Error: ` as every error does (T1).
+    pub fn error(message: impl std::fmt::Display) -> Self {
+        Self {
+            text: format!("Error: {message}"),
+            is_error: true,
+            vetoed: false,
+        }
+    }
+}
+
+/// One link of the waterfall.
+#[async_trait::async_trait]
+pub trait Hook: Send + Sync {
+    /// Named in vetoes and the audit log.
+    fn name(&self) -> &str;
+    /// Handles the call: run `next` to delegate, or return without it to veto.
+    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput;
+}
+
+/// What the waterfall ends in: the tool itself.
+#[async_trait::async_trait]
+pub trait Terminal: Send + Sync {
+    async fn execute(&self, call: &ToolCall) -> ToolOutput;
+}
+
+/// The rest of the chain after the current hook.
+pub struct Next<'a> {
+    hooks: &'a [Arc<dyn Hook>],
+    terminal: &'a dyn Terminal,
+}
+
+impl Next<'_> {
+    /// Runs the remaining hooks and then the tool.
+    pub async fn run(self, call: &ToolCall) -> ToolOutput {
+        match self.hooks.split_first() {
+            Some((hook, rest)) => {
+                hook.handle(
+                    call,
+                    Next {
+                        hooks: rest,
+                        terminal: self.terminal,
+                    },
+                )
+                .await
+            }
+            None => self.terminal.execute(call).await,
+        }
+    }
+}
+
+/// The ordered chain of hooks.
+#[derive(Default)]
+pub struct Waterfall {
+    hooks: RwLock<Arc<Vec<Arc<dyn Hook>>>>,
+}
+
+impl Waterfall {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a hook: it runs after those already registered.
+    pub fn push(&self, hook: Arc<dyn Hook>) {
+        self.update(|hooks| hooks.push(hook));
+    }
+
+    /// Puts a hook before all others.
+    pub fn put_first(&self, hook: Arc<dyn Hook>) {
+        self.update(|hooks| hooks.insert(0, hook));
+    }
+
+    /// The names of the hooks, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.snapshot()
+            .iter()
+            .map(|h| h.name().to_string())
+            .collect()
+    }
+
+    /// Runs `call` through every hook and then `terminal`. The chain is a
+    /// snapshot: hooks added meanwhile apply to later calls.
+    pub async fn run(&self, call: &ToolCall, terminal: &dyn Terminal) -> ToolOutput {
+        let hooks = self.snapshot();
+        Next {
+            hooks: &hooks,
+            terminal,
+        }
+        .run(call)
+        .await
+    }
+
+    fn snapshot(&self) -> Arc<Vec<Arc<dyn Hook>>> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Vec<Arc<dyn Hook>>)) {
+        let mut guard = self.hooks.write().unwrap_or_else(|p| p.into_inner());
+        let mut hooks: Vec<Arc<dyn Hook>> = guard.as_ref().clone();
+        f(&mut hooks);
+        *guard = Arc::new(hooks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tag(&'static str, Arc<Mutex<Vec<String>>>, bool);
+
+    #[async_trait::async_trait]
+    impl Hook for Tag {
+        fn name(&self) -> &str {
+            self.0
+        }
+        async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+            self.1.lock().unwrap().push(format!("{} in", self.0));
+            if self.2 {
+                return call.veto(self.0, "said no");
+            }
+            let out = next.run(call).await;
+            self.1.lock().unwrap().push(format!("{} out", self.0));
+            out
+        }
+    }
+
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl Terminal for Echo {
+        async fn execute(&self, _call: &ToolCall) -> ToolOutput {
+            ToolOutput::ok("ran")
+        }
+    }
+
+    fn call() -> ToolCall {
+        ToolCall::new(
+            "c1",
+            "bash",
+            serde_json::json!({}),
+            None,
+            CancellationToken::new(),
+        )
+    }
+
+    #[tokio::test]
+    async fn hooks_run_in_order_around_the_tool_and_put_first_goes_first() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = Waterfall::new();
+        w.push(Arc::new(Tag("a", log.clone(), false)));
+        w.push(Arc::new(Tag("b", log.clone(), false)));
+        w.put_first(Arc::new(Tag("first", log.clone(), false)));
+        assert_eq!(w.names(), ["first", "a", "b"]);
+        let out = w.run(&call(), &Echo).await;
+        assert_eq!(out, ToolOutput::ok("ran"));
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["first in", "a in", "b in", "b out", "a out", "first out"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_veto_stops_the_chain_and_says_who_and_why() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = Waterfall::new();
+        w.push(Arc::new(Tag("a", log.clone(), false)));
+        w.push(Arc::new(Tag("guard", log.clone(), true)));
+        w.push(Arc::new(Tag("never", log.clone(), false)));
+        let c = call();
+        let out = w.run(&c, &Echo).await;
+        assert!(out.is_error && out.vetoed);
+        assert_eq!(out.text, "Error: vetoed by guard: said no");
+        assert_eq!(*log.lock().unwrap(), ["a in", "guard in", "a out"]);
+        assert_eq!(c.verdict().decision, Decision::Deny);
+        assert_eq!(c.verdict().decided_by, "guard");
+    }
+
+    #[test]
+    fn tighten_never_loosens() {
+        let c = call();
+        c.tighten(Decision::Ask, "policy", "unmatched", vec![]);
+        c.tighten(Decision::Allow, "hook", "fine", vec![]);
+        assert_eq!(c.verdict().decision, Decision::Ask);
+        assert_eq!(c.verdict().decided_by, "policy");
+        c.tighten(Decision::Deny, "hook", "no", vec![]);
+        c.tighten(Decision::Ask, "other", "hm", vec![]);
+        assert_eq!(c.verdict().decision, Decision::Deny);
+        assert_eq!(c.verdict().decided_by, "hook");
+    }
+}

@@ -1,0 +1,375 @@
+//! The session registry: the one place that knows sessions.
+//!
+//! It holds each session's header cwd, permission mode, allow/reject-always grants,
+//! the way to ask its user (a [`PermissionPrompter`]) and its inbox of completion
+//! notices; and it owns the map from background task to owning session, which is
+//! the fence between sessions (T12, T13). It is shared state, not a coordinator:
+//! it starts nothing and formats nothing for the model.
+
+use crate::config::Mode;
+use crate::hooks::policy::Grant;
+use dashmap::DashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// A session id (ACP `sessionId`): a random UUID for sessions created by dsh.
+pub type SessionId = String;
+
+/// How a user answered a permission question (ACP option kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionAnswer {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// Nobody answered: the prompt was cancelled, the client went away, or it failed.
+    Cancelled,
+}
+
+/// What the permission gate asks a session's user.
+#[derive(Debug, Clone)]
+pub struct PermissionRequest {
+    pub session_id: SessionId,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// Why the call is asked about (the policy's reason).
+    pub reason: String,
+    /// Cancelled when the call is abandoned; the prompter withdraws the question.
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// The way a session asks its user; the ACP layer implements it with
+/// `session/request_permission` on the session's connection.
+#[async_trait::async_trait]
+pub trait PermissionPrompter: Send + Sync {
+    /// Asks and waits for the answer. Must settle: a prompt that cannot be
+    /// delivered or is abandoned answers `Cancelled`.
+    async fn ask(&self, request: PermissionRequest) -> PermissionAnswer;
+}
+
+/// A completion notice waiting for the session's next model request (T14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// Where it comes from: always `tool-bash` for background task notices.
+    pub source: &'static str,
+    pub task_id: String,
+    pub text: String,
+    pub at: SystemTime,
+}
+
+/// Something that wants to hear about notices as they arrive (the session log).
+pub trait NoticeListener: Send + Sync {
+    fn notice(&self, session: &Session, notice: &Notice);
+}
+
+/// One editor session as the registry knows it.
+pub struct Session {
+    pub id: SessionId,
+    /// The header cwd: default workdir of every bash call of this session (T2).
+    pub cwd: PathBuf,
+    mode: Mutex<Mode>,
+    grants: Mutex<Vec<Grant>>,
+    rejections: Mutex<Vec<Grant>>,
+    inbox: Mutex<Vec<Notice>>,
+    prompter: Mutex<Option<Arc<dyn PermissionPrompter>>>,
+    closed: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Session {
+    /// The session's permission mode.
+    pub fn mode(&self) -> Mode {
+        *lock(&self.mode)
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        *lock(&self.mode) = mode;
+    }
+
+    /// Command prefixes the user allowed always in this session.
+    pub fn grants(&self) -> Vec<Grant> {
+        lock(&self.grants).clone()
+    }
+
+    /// Adds allow-always grants (duplicates are ignored).
+    pub fn add_grants(&self, grants: &[Grant]) {
+        let mut all = lock(&self.grants);
+        for g in grants {
+            if !all.contains(g) {
+                all.push(g.clone());
+            }
+        }
+    }
+
+    /// Command prefixes the user rejected always in this session.
+    pub fn rejections(&self) -> Vec<Grant> {
+        lock(&self.rejections).clone()
+    }
+
+    pub fn add_rejections(&self, prefixes: &[Grant]) {
+        let mut all = lock(&self.rejections);
+        for g in prefixes {
+            if !all.contains(g) {
+                all.push(g.clone());
+            }
+        }
+    }
+
+    /// Installs (or removes) the way this session asks its user.
+    pub fn set_prompter(&self, prompter: Option<Arc<dyn PermissionPrompter>>) {
+        *lock(&self.prompter) = prompter;
+    }
+
+    pub fn prompter(&self) -> Option<Arc<dyn PermissionPrompter>> {
+        lock(&self.prompter).clone()
+    }
+
+    /// Takes every pending notice, oldest first (the agent injects them into the
+    /// next model request).
+    pub fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut *lock(&self.inbox))
+    }
+
+    /// The pending notices without taking them.
+    pub fn pending_notices(&self) -> Vec<Notice> {
+        lock(&self.inbox).clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// Who may touch a task, as decided by [`SessionRegistry::check_task_access`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskAccess {
+    /// The caller owns it, or nobody does.
+    Allowed,
+    /// Another session owns it (T13).
+    Refused,
+    /// The registry never heard of it.
+    Unknown,
+}
+
+/// Every session and every task owner of the daemon.
+pub struct SessionRegistry {
+    sessions: DashMap<SessionId, Arc<Session>>,
+    /// Task id -> owning session (`None`: started with no session, open to all).
+    owners: DashMap<String, Option<SessionId>>,
+    /// Completions that arrived before their owner was recorded (a task can finish
+    /// before `start` has returned to the tool that records it).
+    early: Mutex<Vec<(String, String)>>,
+    listeners: Mutex<Vec<Arc<dyn NoticeListener>>>,
+    default_mode: Mode,
+}
+
+impl SessionRegistry {
+    /// An empty registry; new sessions start in `default_mode`.
+    pub fn new(default_mode: Mode) -> Self {
+        Self {
+            sessions: DashMap::new(),
+            owners: DashMap::new(),
+            early: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
+            default_mode,
+        }
+    }
+
+    /// Creates a session with a fresh random id.
+    pub fn create(&self, cwd: PathBuf) -> Arc<Session> {
+        self.insert(uuid::Uuid::new_v4().to_string(), cwd)
+    }
+
+    /// Registers a session under a known id (a session loaded from disk), or
+    /// returns the one already registered under it.
+    pub fn insert(&self, id: SessionId, cwd: PathBuf) -> Arc<Session> {
+        self.sessions
+            .entry(id.clone())
+            .or_insert_with(|| {
+                Arc::new(Session {
+                    id,
+                    cwd,
+                    mode: Mutex::new(self.default_mode),
+                    grants: Mutex::new(Vec::new()),
+                    rejections: Mutex::new(Vec::new()),
+                    inbox: Mutex::new(Vec::new()),
+                    prompter: Mutex::new(None),
+                    closed: AtomicBool::new(false),
+                })
+            })
+            .clone()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions.get(id).map(|s| s.clone())
+    }
+
+    /// Every session, in no particular order.
+    pub fn sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions.iter().map(|s| s.clone()).collect()
+    }
+
+    /// Removes a session. Its task ownership stays (T12): a closed session's
+    /// tasks remain fenced off from every other session.
+    pub fn close(&self, id: &str) -> Option<Arc<Session>> {
+        let (_, session) = self.sessions.remove(id)?;
+        session.closed.store(true, Ordering::SeqCst);
+        session.set_prompter(None);
+        Some(session)
+    }
+
+    /// Adds a listener told of every notice delivered to a session.
+    pub fn add_notice_listener(&self, listener: Arc<dyn NoticeListener>) {
+        lock(&self.listeners).push(listener);
+    }
+
+    /// Records who started a task (T12); delivers a notice that arrived early.
+    pub fn record_owner(&self, task_id: &str, owner: Option<&str>) {
+        self.owners
+            .insert(task_id.to_string(), owner.map(str::to_string));
+        let early = {
+            let mut early = lock(&self.early);
+            let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(id, _)| id == task_id);
+            *early = rest;
+            mine
+        };
+        for (id, text) in early {
+            self.deliver_notice(&id, text);
+        }
+    }
+
+    /// The owner of a task: `Some(None)` for an unowned task, `None` if unknown.
+    pub fn owner(&self, task_id: &str) -> Option<Option<SessionId>> {
+        self.owners.get(task_id).map(|o| o.clone())
+    }
+
+    /// Whether `caller` (a session id, or none) may read or kill `task_id` (T13).
+    pub fn check_task_access(&self, task_id: &str, caller: Option<&str>) -> TaskAccess {
+        match self.owners.get(task_id) {
+            None => TaskAccess::Unknown,
+            Some(owner) => match owner.as_deref() {
+                None => TaskAccess::Allowed,
+                Some(owner) if Some(owner) == caller => TaskAccess::Allowed,
+                Some(_) => TaskAccess::Refused,
+            },
+        }
+    }
+
+    /// The task ids a session owns.
+    pub fn tasks_of(&self, session_id: &str) -> Vec<String> {
+        self.owners
+            .iter()
+            .filter(|e| e.value().as_deref() == Some(session_id))
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// Appends a finished task's notice to its owner's inbox (T14): exactly once,
+    /// only to the owner. An unowned task, or an owner that is closed or gone,
+    /// drops the notice with a log line.
+    pub fn deliver_notice(&self, task_id: &str, text: String) {
+        let owner = match self.owners.get(task_id) {
+            Some(owner) => owner.clone(),
+            None => {
+                lock(&self.early).push((task_id.to_string(), text));
+                return;
+            }
+        };
+        let Some(owner) = owner else {
+            tracing::debug!(task_id, "finished task has no owner; notice dropped");
+            return;
+        };
+        let Some(session) = self.get(&owner) else {
+            tracing::info!(task_id, session = %owner, "owner session is closed or gone; notice dropped");
+            return;
+        };
+        let notice = Notice {
+            source: "tool-bash",
+            task_id: task_id.to_string(),
+            text,
+            at: SystemTime::now(),
+        };
+        lock(&session.inbox).push(notice.clone());
+        for listener in lock(&self.listeners).iter() {
+            listener.notice(&session, &notice);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t13_access_by_owner() {
+        let r = SessionRegistry::new(Mode::Ask);
+        let a = r.create("/".into());
+        let b = r.create("/".into());
+        r.record_owner("bash-1", Some(&a.id));
+        r.record_owner("bash-2", None);
+        assert_eq!(
+            r.check_task_access("bash-1", Some(&a.id)),
+            TaskAccess::Allowed
+        );
+        assert_eq!(
+            r.check_task_access("bash-1", Some(&b.id)),
+            TaskAccess::Refused
+        );
+        assert_eq!(r.check_task_access("bash-1", None), TaskAccess::Refused);
+        assert_eq!(
+            r.check_task_access("bash-2", Some(&b.id)),
+            TaskAccess::Allowed
+        );
+        assert_eq!(r.check_task_access("bash-2", None), TaskAccess::Allowed);
+        assert_eq!(r.check_task_access("bash-3", None), TaskAccess::Unknown);
+    }
+
+    #[test]
+    fn t12_ownership_survives_close_and_reinsert() {
+        let r = SessionRegistry::new(Mode::Ask);
+        let a = r.create("/".into());
+        r.record_owner("bash-1", Some(&a.id));
+        r.close(&a.id);
+        let other = r.create("/".into());
+        assert_eq!(
+            r.check_task_access("bash-1", Some(&other.id)),
+            TaskAccess::Refused
+        );
+        let again = r.insert(a.id.clone(), "/".into());
+        assert_eq!(
+            r.check_task_access("bash-1", Some(&again.id)),
+            TaskAccess::Allowed
+        );
+    }
+
+    #[test]
+    fn t14_notice_goes_to_owner_once_even_if_it_arrives_early() {
+        let r = SessionRegistry::new(Mode::Ask);
+        let a = r.create("/".into());
+        let b = r.create("/".into());
+        r.deliver_notice("bash-1", "done".into());
+        assert!(a.pending_notices().is_empty());
+        r.record_owner("bash-1", Some(&a.id));
+        let got = a.take_notices();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].source, "tool-bash");
+        assert!(a.take_notices().is_empty());
+        assert!(b.take_notices().is_empty());
+    }
+
+    #[test]
+    fn t14_notice_for_closed_session_is_dropped() {
+        let r = SessionRegistry::new(Mode::Ask);
+        let a = r.create("/".into());
+        r.record_owner("bash-1", Some(&a.id));
+        r.close(&a.id);
+        r.deliver_notice("bash-1", "done".into());
+        assert!(a.take_notices().is_empty());
+    }
+}

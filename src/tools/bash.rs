@@ -1,0 +1,432 @@
+//! `bash`, `bash_output` and `bash_kill` (spec/tools.md T1-T13): argument checks
+//! and the exact text the model reads. Running, reading and killing go through
+//! the executor seam; who may touch a task is the session registry's call.
+
+use super::schema::{self, ToolSchema};
+use super::{Tool, ToolKind};
+use crate::exec::{
+    BashExecutor, CollectedOutput, ExecRequest, KillOutcome, RunOutcome, Spill, StreamRead,
+    TaskStatus,
+};
+use crate::hooks::audit::AuditLog;
+use crate::hooks::waterfall::{ToolCall, ToolOutput};
+use crate::registry::{SessionRegistry, TaskAccess};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the bash tools share: the executor, the registry, the audit log.
+struct Shared {
+    exec: Arc<dyn BashExecutor>,
+    sessions: Arc<SessionRegistry>,
+    audit: Arc<AuditLog>,
+}
+
+/// The three tools, in their contract order.
+pub fn tools(
+    exec: Arc<dyn BashExecutor>,
+    sessions: Arc<SessionRegistry>,
+    audit: Arc<AuditLog>,
+) -> Vec<Arc<dyn Tool>> {
+    let shared = Arc::new(Shared {
+        exec,
+        sessions,
+        audit,
+    });
+    let load = |doc: &str| Arc::new(ToolSchema::parse(doc).expect("embedded tool schema is valid"));
+    vec![
+        Arc::new(Bash {
+            schema: load(schema::BASH),
+            shared: shared.clone(),
+        }),
+        Arc::new(BashOutput {
+            schema: load(schema::BASH_OUTPUT),
+            shared: shared.clone(),
+        }),
+        Arc::new(BashKill {
+            schema: load(schema::BASH_KILL),
+            shared,
+        }),
+    ]
+}
+
+struct Bash {
+    schema: Arc<ToolSchema>,
+    shared: Arc<Shared>,
+}
+
+struct BashOutput {
+    schema: Arc<ToolSchema>,
+    shared: Arc<Shared>,
+}
+
+struct BashKill {
+    schema: Arc<ToolSchema>,
+    shared: Arc<Shared>,
+}
+
+fn str_arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+#[async_trait::async_trait]
+impl Tool for Bash {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    async fn call(&self, call: &ToolCall) -> ToolOutput {
+        let args = &call.arguments;
+        let command = str_arg(args, "command").unwrap_or_default();
+        if command.trim().is_empty() {
+            return ToolOutput::error("invalid command");
+        }
+        if str_arg(args, "description")
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+        {
+            return ToolOutput::error("invalid description");
+        }
+        let timeout_ms = match args.get("timeoutMs").filter(|v| !v.is_null()) {
+            None => None,
+            Some(v) => match v.as_f64() {
+                Some(ms) if ms.is_finite() && ms > 0.0 => {
+                    Some(ms.ceil().min(u64::MAX as f64) as u64)
+                }
+                _ => return ToolOutput::error("invalid timeoutMs"),
+            },
+        };
+        // T2: the session's cwd is the default and the base of a relative workdir;
+        // only a call with no session leaves the choice to the executor.
+        let requested = str_arg(args, "workdir")
+            .filter(|w| !w.is_empty())
+            .map(PathBuf::from);
+        let workdir = match (&call.session, requested) {
+            (Some(session), Some(dir)) => Some(session.cwd.join(dir)),
+            (Some(session), None) => Some(session.cwd.clone()),
+            (None, dir) => dir,
+        };
+        let background = args
+            .get("run_in_background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let spec = self.shared.exec.resolve(ExecRequest {
+            command: command.to_string(),
+            workdir,
+            timeout_ms,
+            scope: call.session_id().map(str::to_string),
+        });
+        if background {
+            return match self.shared.exec.start(spec).await {
+                Ok(task) => {
+                    self.shared
+                        .sessions
+                        .record_owner(&task.id, call.session_id());
+                    ToolOutput::ok(format!("started background task {}", task.id))
+                }
+                Err(e) => ToolOutput::error(e),
+            };
+        }
+        match self.shared.exec.run(spec, call.cancel.clone()).await {
+            Ok(outcome) if outcome.aborted => ToolOutput::error("command aborted"),
+            Ok(outcome) => ToolOutput::ok(run_result_text(&outcome)),
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
+
+impl Shared {
+    /// Checks `task_id` and the caller's right to it (T10, T13).
+    fn admit(&self, call: &ToolCall) -> Result<String, ToolOutput> {
+        let task_id = str_arg(&call.arguments, "task_id")
+            .unwrap_or_default()
+            .trim();
+        if task_id.is_empty() {
+            return Err(ToolOutput::error("invalid task_id"));
+        }
+        match self.sessions.check_task_access(task_id, call.session_id()) {
+            TaskAccess::Allowed => Ok(task_id.to_string()),
+            TaskAccess::Unknown => Err(unknown_task(task_id)),
+            TaskAccess::Refused => {
+                self.audit
+                    .refusal(call.session_id(), &call.call_id, &call.tool, task_id);
+                Err(ToolOutput::error(format!(
+                    "task {task_id} belongs to another session"
+                )))
+            }
+        }
+    }
+}
+
+fn unknown_task(task_id: &str) -> ToolOutput {
+    ToolOutput::error(format!("unknown bash task \"{task_id}\""))
+}
+
+#[async_trait::async_trait]
+impl Tool for BashOutput {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    async fn call(&self, call: &ToolCall) -> ToolOutput {
+        let task_id = match self.shared.admit(call) {
+            Ok(id) => id,
+            Err(out) => return out,
+        };
+        match self.shared.exec.read(&task_id) {
+            Some(read) => ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status)),
+            None => unknown_task(&task_id),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for BashKill {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    async fn call(&self, call: &ToolCall) -> ToolOutput {
+        let task_id = match self.shared.admit(call) {
+            Ok(id) => id,
+            Err(out) => return out,
+        };
+        match self.shared.exec.kill(&task_id).await {
+            KillOutcome::Killed => ToolOutput::ok(format!("killed background task {task_id}")),
+            KillOutcome::AlreadyFinished => {
+                ToolOutput::ok(format!("task {task_id} had already finished"))
+            }
+            KillOutcome::Unknown => unknown_task(&task_id),
+        }
+    }
+}
+
+/// A signal's name (`SIGTERM`), or its number when it has none.
+pub fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {signal}"))
+}
+
+/// One stream's section: its text, and the truncation note when it overflowed (T6).
+fn section(text: &str, truncated: bool, spill: &Spill) -> String {
+    if !truncated {
+        return text.to_string();
+    }
+    let path = spill
+        .display_path()
+        .unwrap_or_else(|| "(unavailable)".into());
+    format!("{text}\n[output truncated; full output: {path}]")
+}
+
+/// stdout, then `[stderr]` and stderr (T3); `None` when both are empty.
+fn body(stdout: &str, stderr: &str) -> Option<String> {
+    if stdout.is_empty() && stderr.is_empty() {
+        return None;
+    }
+    let mut text = stdout.to_string();
+    if !stderr.is_empty() {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("[stderr]\n");
+        text.push_str(stderr);
+    }
+    Some(text)
+}
+
+/// Appends lines after a body, each on its own line, with a newline before the
+/// first only when the body lacks one (T4).
+fn with_lines(mut text: String, lines: &[String]) -> String {
+    if lines.is_empty() {
+        return text;
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&lines.join("\n"));
+    text
+}
+
+fn stream_section(out: &CollectedOutput) -> String {
+    section(&out.text, out.truncated, &out.spill)
+}
+
+/// The text of a finished foreground command (T3, T4, T6).
+pub fn run_result_text(outcome: &RunOutcome) -> String {
+    let text = body(
+        &stream_section(&outcome.stdout),
+        &stream_section(&outcome.stderr),
+    )
+    .unwrap_or_else(|| "(no output)".to_string());
+    let mut markers = Vec::new();
+    if outcome.timed_out {
+        markers.push(format!("[timed out after {}ms]", outcome.timeout_ms));
+    }
+    if let Some(signal) = outcome.signal {
+        markers.push(format!("[killed by signal: {}]", signal_name(signal)));
+    } else if let Some(code) = outcome.exit_code.filter(|c| *c != 0) {
+        markers.push(format!("[exit code: {code}]"));
+    }
+    with_lines(text, &markers)
+}
+
+/// `[status: ...]` for a task (T8).
+pub fn status_line(status: TaskStatus) -> String {
+    match status {
+        TaskStatus::Running => "[status: running]".into(),
+        TaskStatus::Completed { exit_code } => {
+            format!("[status: completed, exit code: {exit_code}]")
+        }
+        TaskStatus::Killed {
+            signal: Some(signal),
+        } => format!("[status: killed by {}]", signal_name(signal)),
+        TaskStatus::Killed { signal: None } => "[status: killed]".into(),
+    }
+}
+
+/// The text of a `bash_output` read (T8, T9).
+pub fn read_result_text(stdout: &StreamRead, stderr: &StreamRead, status: TaskStatus) -> String {
+    let text = body(&stdout.text, &stderr.text).unwrap_or_else(|| "(no new output)".to_string());
+    let mut lines = Vec::new();
+    let dropped: Vec<String> = [stdout, stderr]
+        .iter()
+        .filter(|s| s.dropped)
+        .map(|s| {
+            s.spill
+                .display_path()
+                .unwrap_or_else(|| "(unavailable)".into())
+        })
+        .collect();
+    if !dropped.is_empty() {
+        lines.push(format!(
+            "[some output was dropped from memory; full output: {}]",
+            dropped.join(", ")
+        ));
+    }
+    lines.push(status_line(status));
+    with_lines(text, &lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(text: &str) -> CollectedOutput {
+        CollectedOutput {
+            text: text.into(),
+            ..CollectedOutput::default()
+        }
+    }
+
+    fn outcome(stdout: &str, stderr: &str) -> RunOutcome {
+        RunOutcome {
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            aborted: false,
+            timeout_ms: 100,
+            stdout: out(stdout),
+            stderr: out(stderr),
+        }
+    }
+
+    #[test]
+    fn t3_exact_examples() {
+        assert_eq!(run_result_text(&outcome("hello\n", "")), "hello\n");
+        assert_eq!(run_result_text(&outcome("", "")), "(no output)");
+        assert_eq!(
+            run_result_text(&outcome("out\n", "err\n")),
+            "out\n[stderr]\nerr\n"
+        );
+        assert_eq!(
+            run_result_text(&outcome("out", "err\n")),
+            "out\n[stderr]\nerr\n"
+        );
+        assert_eq!(run_result_text(&outcome("", "err")), "[stderr]\nerr");
+        let mut o = outcome("failing\n", "");
+        o.exit_code = Some(3);
+        assert_eq!(run_result_text(&o), "failing\n[exit code: 3]");
+    }
+
+    #[test]
+    fn t4_markers() {
+        let mut o = outcome("", "");
+        o.timed_out = true;
+        o.exit_code = None;
+        o.signal = Some(libc::SIGTERM);
+        assert_eq!(
+            run_result_text(&o),
+            "(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]"
+        );
+        let mut o = outcome("bye", "");
+        o.timed_out = true;
+        assert_eq!(run_result_text(&o), "bye\n[timed out after 100ms]");
+    }
+
+    #[test]
+    fn t6_truncation_note() {
+        let mut o = outcome("tail", "");
+        o.stdout.truncated = true;
+        o.stdout.spill = Spill::Written("/s/run.stdout".into());
+        assert_eq!(
+            run_result_text(&o),
+            "tail\n[output truncated; full output: /s/run.stdout]"
+        );
+        o.stdout.spill = Spill::Unavailable("disk full".into());
+        assert_eq!(
+            run_result_text(&o),
+            "tail\n[output truncated; full output: (unavailable)]"
+        );
+    }
+
+    #[test]
+    fn t8_t9_read_texts() {
+        let r = |t: &str| StreamRead {
+            text: t.into(),
+            ..StreamRead::default()
+        };
+        assert_eq!(
+            read_result_text(&r(""), &r(""), TaskStatus::Running),
+            "(no new output)\n[status: running]"
+        );
+        assert_eq!(
+            read_result_text(&r("a\n"), &r("b\n"), TaskStatus::Completed { exit_code: 0 }),
+            "a\n[stderr]\nb\n[status: completed, exit code: 0]"
+        );
+        assert_eq!(
+            read_result_text(&r(""), &r(""), TaskStatus::Killed { signal: Some(15) }),
+            "(no new output)\n[status: killed by SIGTERM]"
+        );
+        assert_eq!(
+            read_result_text(&r(""), &r(""), TaskStatus::Killed { signal: None }),
+            "(no new output)\n[status: killed]"
+        );
+        let dropped = |t: &str, p: &str| StreamRead {
+            text: t.into(),
+            dropped: true,
+            spill: Spill::Written(p.into()),
+        };
+        assert_eq!(
+            read_result_text(
+                &dropped("x", "/a"),
+                &dropped("y", "/b"),
+                TaskStatus::Running
+            ),
+            "x\n[stderr]\ny\n[some output was dropped from memory; full output: /a, /b]\n[status: running]"
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! Tool schemas: embedded from `proto/tools/*.json`, the single source of what
+//! the model is told, and checked against every call's arguments (T1).
+
+use crate::hooks::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A tool's contract: name, description and the JSON Schema of its arguments.
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+    validator: jsonschema::Validator,
+}
+
+impl ToolSchema {
+    /// Parses one `proto/tools/*.json` document. The documents are compiled into
+    /// the binary and covered by tests, so a failure here is a build defect.
+    pub fn parse(document: &str) -> Result<Self, String> {
+        let doc: Value = serde_json::from_str(document).map_err(|e| e.to_string())?;
+        let field = |k: &str| {
+            doc.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("schema document lacks `{k}`"))
+        };
+        let parameters = doc
+            .get("parameters")
+            .cloned()
+            .ok_or("schema document lacks `parameters`")?;
+        let validator = jsonschema::validator_for(&parameters).map_err(|e| e.to_string())?;
+        Ok(Self {
+            name: field("name")?,
+            description: field("description")?,
+            parameters,
+            validator,
+        })
+    }
+
+    /// Checks arguments against the schema; the error names the property (T1).
+    pub fn check(&self, arguments: &Value) -> Result<(), String> {
+        if !arguments.is_object() {
+            return Err("invalid arguments: expected a JSON object".into());
+        }
+        let Some(error) = self.validator.iter_errors(arguments).next() else {
+            return Ok(());
+        };
+        let path = error
+            .instance_path()
+            .as_str()
+            .trim_start_matches('/')
+            .to_string();
+        Err(match error.kind() {
+            ValidationErrorKind::Required { property } => format!(
+                "invalid arguments: missing required property `{}`",
+                property.as_str().unwrap_or_default()
+            ),
+            ValidationErrorKind::Type { kind } => {
+                let expected = match kind {
+                    jsonschema::error::TypeKind::Single(t) => t.to_string(),
+                    jsonschema::error::TypeKind::Multiple(set) => format!("{set:?}"),
+                };
+                format!("invalid arguments: `{path}` must be a {expected}")
+            }
+            _ => format!("invalid arguments: `{path}`: {error}"),
+        })
+    }
+
+    /// The OpenAI-style function description the model receives.
+    pub fn for_model(&self) -> Value {
+        serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
+    }
+}
+
+/// The embedded schema documents, by tool name.
+pub const BASH: &str = include_str!("../../proto/tools/bash.json");
+pub const BASH_OUTPUT: &str = include_str!("../../proto/tools/bash_output.json");
+pub const BASH_KILL: &str = include_str!("../../proto/tools/bash_kill.json");
+
+/// The waterfall hook that rejects calls whose arguments break their schema,
+/// before any judging hook or the tool sees them.
+pub struct SchemaHook {
+    schemas: HashMap<String, Arc<ToolSchema>>,
+}
+
+impl SchemaHook {
+    pub fn new(schemas: HashMap<String, Arc<ToolSchema>>) -> Self {
+        Self { schemas }
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for SchemaHook {
+    fn name(&self) -> &str {
+        "schema"
+    }
+
+    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+        let Some(schema) = self.schemas.get(&call.tool) else {
+            return ToolOutput::error(format!("unknown tool `{}`", call.tool));
+        };
+        match schema.check(&call.arguments) {
+            Ok(()) => next.run(call).await,
+            Err(message) => ToolOutput::error(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn embedded_documents_parse() {
+        for doc in [BASH, BASH_OUTPUT, BASH_KILL] {
+            let s = ToolSchema::parse(doc).unwrap();
+            assert!(!s.description.is_empty());
+        }
+    }
+
+    #[test]
+    fn t1_errors_name_the_property() {
+        let s = ToolSchema::parse(BASH).unwrap();
+        assert_eq!(
+            s.check(&json!({"description": "d"})).unwrap_err(),
+            "invalid arguments: missing required property `command`"
+        );
+        assert_eq!(
+            s.check(&json!({"command": "ls"})).unwrap_err(),
+            "invalid arguments: missing required property `description`"
+        );
+        assert_eq!(
+            s.check(&json!({"command": 3, "description": "d"}))
+                .unwrap_err(),
+            "invalid arguments: `command` must be a string"
+        );
+        assert_eq!(
+            s.check(&json!({"command": "ls", "description": "d", "timeoutMs": "5"}))
+                .unwrap_err(),
+            "invalid arguments: `timeoutMs` must be a number"
+        );
+        assert_eq!(
+            s.check(&json!({"command": "ls", "description": "d", "run_in_background": 1}))
+                .unwrap_err(),
+            "invalid arguments: `run_in_background` must be a boolean"
+        );
+        assert!(s.check(&json!("ls")).is_err());
+        assert!(
+            s.check(&json!({"command": "ls", "description": "d"}))
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! The official Rust ACP SDK (`agent-client-protocol`) as the editor, talking to
+//! dsh through `dsh acp` (which starts the daemon on a private socket): the
+//! protocol as a real client library speaks it, string request ids included.
+
+mod common;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, ToolCallStatus,
+};
+use agent_client_protocol::{Agent, ByteStreams, Client};
+use std::process::Stdio;
+use tokio::sync::mpsc;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dsh");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/dsh.sock");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["acp", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let transport = ByteStreams::new(
+        child.stdin.take().unwrap().compat_write(),
+        child.stdout.take().unwrap().compat(),
+    );
+    let (updates_tx, mut updates) = mpsc::unbounded_channel::<SessionUpdate>();
+    let (asked_tx, mut asked) = mpsc::unbounded_channel::<RequestPermissionRequest>();
+    let cwd = ws.clone();
+    let result: agent_client_protocol::Result<()> = Client
+        .v1()
+        .name("dsh-test")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                let _ = updates_tx.send(n.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: RequestPermissionRequest, responder, _cx| {
+                let allow = req
+                    .options
+                    .iter()
+                    .find(|o| o.kind == PermissionOptionKind::AllowOnce)
+                    .map(|o| o.option_id.clone());
+                let _ = asked_tx.send(req);
+                let outcome = match allow {
+                    Some(id) => {
+                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
+                    }
+                    None => RequestPermissionOutcome::Cancelled,
+                };
+                responder.respond(RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+            let init = cx
+                .send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            assert!(init.agent_capabilities.load_session);
+            let session = cx
+                .send_request(NewSessionRequest::new(cwd.clone()))
+                .block_task()
+                .await?;
+            let modes = session.modes.expect("modes are advertised");
+            assert_eq!(&*modes.current_mode_id.0, "ask");
+            let prompt = PromptRequest::new(
+                session.session_id.clone(),
+                vec![ContentBlock::from(
+                    "!echo from-sdk > made.txt && cat made.txt",
+                )],
+            );
+            let response = cx.send_request(prompt).block_task().await?;
+            assert_eq!(response.stop_reason, StopReason::EndTurn);
+            Ok(())
+        })
+        .await;
+    result.unwrap();
+    let question = asked.recv().await.expect("a permission question");
+    assert_eq!(question.options.len(), 4);
+    let mut finished = None;
+    while let Ok(update) = updates.try_recv() {
+        if let SessionUpdate::ToolCallUpdate(u) = update
+            && u.fields.status == Some(ToolCallStatus::Completed)
+        {
+            finished = u.fields.content.clone();
+        }
+    }
+    let content = format!("{:?}", finished.expect("a completed tool call"));
+    assert!(content.contains("from-sdk"), "{content}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).unwrap(),
+        "from-sdk\n"
+    );
+    drop(child);
+    let out = std::process::Command::new(BIN)
+        .args(["stop", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,678 @@
+//! The real `dsh` binary driven as an editor drives it: ACP over `dsh serve
+//! --stdio`, over the socket, and through `dsh acp`. Rule ids (spec/tools.md,
+//! spec/acp.md) are in the test names where one applies.
+
+mod common;
+
+use common::client::Client;
+use serde_json::{Value, json};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::AsyncBufReadExt;
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dsh");
+
+/// A config with short kill grace and drain so tests are quick.
+fn write_config(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("dsh.toml");
+    std::fs::write(
+        &path,
+        format!("[exec]\nkill_grace_ms = 300\ndrain_ms = 300\n{extra}"),
+    )
+    .unwrap();
+    path
+}
+
+fn workspace(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+async fn stdio_daemon(dir: &Path) -> (Child, Client) {
+    let config = write_config(dir, "");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.join("state"))
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    (child, client)
+}
+
+struct SocketDaemon {
+    child: Child,
+    socket: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+}
+
+impl SocketDaemon {
+    async fn start(dir: &Path, extra_config: &str) -> Self {
+        let socket = dir.join("run/dsh.sock");
+        let state = dir.join("state");
+        let config = write_config(dir, extra_config);
+        let mut child = Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // The daemon says on stdout when it is listening: wait for that line.
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("daemon exited at start");
+        assert!(line.starts_with("dsh daemon listening on "), "{line}");
+        Self {
+            child,
+            socket,
+            state,
+            config,
+        }
+    }
+
+    async fn connect(&self) -> Client {
+        let stream = UnixStream::connect(&self.socket).await.unwrap();
+        let (r, w) = stream.into_split();
+        let mut client = Client::new(r, w);
+        client.initialize().await;
+        client
+    }
+
+    /// `dsh stop`, then the daemon process must be gone.
+    async fn stop(mut self) {
+        let out = Command::new(BIN)
+            .args(["stop", "--socket"])
+            .arg(&self.socket)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let status = self.child.wait().await.unwrap();
+        assert!(status.success(), "daemon exit: {status}");
+        assert!(!self.socket.exists(), "socket left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_advertises_capabilities_and_comes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    let early = c
+        .request("session/new", json!({"cwd": dir.path(), "mcpServers": []}))
+        .await;
+    assert_eq!(early.unwrap_err()["code"], -32600);
+    let init = c
+        .request(
+            "initialize",
+            json!({"protocolVersion": 7, "clientCapabilities": {}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(init["protocolVersion"], 1);
+    let caps = &init["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true);
+    assert_eq!(caps["promptCapabilities"]["embeddedContext"], true);
+    for cap in ["list", "resume", "close"] {
+        assert!(
+            caps["sessionCapabilities"][cap].is_object(),
+            "{cap} not advertised: {caps}"
+        );
+    }
+    assert!(
+        caps["_meta"]["dsh"]["methods"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("_dsh/tools/call"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_its_error_and_the_connection_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    c.initialize().await;
+    let unknown = c.request("session/nope", json!({})).await.unwrap_err();
+    assert_eq!(unknown["code"], -32601);
+    let unknown_ext = c.request("_dsh/nope", json!({})).await.unwrap_err();
+    assert_eq!(unknown_ext["code"], -32601);
+    let wrong = c
+        .request("session/new", json!({"cwd": 5}))
+        .await
+        .unwrap_err();
+    assert_eq!(wrong["code"], -32602);
+    c.send_raw(b"{this is not json\n").await;
+    assert_eq!(c.wait_for(Value::Null).await.unwrap_err()["code"], -32700);
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"\xff\xfe\"}\n")
+        .await;
+    assert_eq!(c.wait_for(Value::Null).await.unwrap_err()["code"], -32700);
+    // A 20 MiB line is over the 16 MiB bound: an error, then the next line works.
+    let mut huge =
+        b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":{\"pad\":\"".to_vec();
+    huge.resize(20 << 20, b'a');
+    huge.extend_from_slice(b"\"}}\n");
+    c.send_raw(&huge).await;
+    assert_eq!(c.wait_for(Value::Null).await.unwrap_err()["code"], -32600);
+    // Unknown `_` notifications are ignored; the connection answers the next request.
+    c.send(json!({"jsonrpc": "2.0", "method": "_dsh/whatever", "params": {}}))
+        .await;
+    let ws = workspace(dir.path(), "ws");
+    let id = c.new_session(&ws).await;
+    assert!(
+        uuid::Uuid::parse_str(&id).is_ok(),
+        "session ids are random UUIDs: {id}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_new_rejects_a_relative_or_missing_cwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    c.initialize().await;
+    for cwd in [json!("relative/dir"), json!(dir.path().join("missing"))] {
+        let e = c
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await
+            .unwrap_err();
+        assert_eq!(e["code"], -32602, "{e}");
+        assert!(e["message"].as_str().unwrap().contains("cwd"), "{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bang_prompt_runs_bash_with_tool_call_updates_and_other_prompts_say_no_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    c.initialize().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    c.set_mode(&s, "auto").await;
+    let r = c.prompt(&s, "!echo hi; pwd").await.unwrap();
+    assert_eq!(r["stopReason"], "end_turn");
+    let calls = c.updates_of(&s, "tool_call");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["kind"], "execute");
+    assert_eq!(calls[0]["rawInput"]["command"], "echo hi; pwd");
+    let id = calls[0]["toolCallId"].clone();
+    let ups = c.updates_of(&s, "tool_call_update");
+    assert_eq!(ups[0]["toolCallId"], id);
+    assert_eq!(ups[0]["status"], "in_progress");
+    assert_eq!(ups[1]["status"], "completed");
+    assert_eq!(
+        ups[1]["content"][0]["content"]["text"],
+        format!("hi\n{}\n", ws.display())
+    );
+    let r = c.prompt(&s, "what is in this directory?").await.unwrap();
+    assert_eq!(r["stopReason"], "end_turn");
+    let said = c.updates_of(&s, "agent_message_chunk");
+    assert!(
+        said[0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("No model is configured")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asks_reach_the_client_and_its_answer_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    c.initialize().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    c.permission_answers
+        .extend(["allow_once", "reject_once", "allow_always"]);
+    assert_eq!(
+        c.bash(&s, "touch a && echo made a").await,
+        ("made a\n".into(), false)
+    );
+    let (text, is_error) = c.bash(&s, "touch b").await;
+    assert!(is_error && text.contains("rejected"), "{text}");
+    assert!(!ws.join("b").exists());
+    assert_eq!(c.bash(&s, "touch c && echo c").await, ("c\n".into(), false));
+    // allow_always granted `touch` for this session: no further question.
+    assert_eq!(c.bash(&s, "touch d && echo d").await, ("d\n".into(), false));
+    assert_eq!(c.permission_requests.len(), 3);
+    let req = &c.permission_requests[0];
+    assert_eq!(req["sessionId"], json!(s));
+    let kinds: Vec<&str> = req["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    // No answer left: the client answers cancelled, which denies.
+    let (text, is_error) = c.bash(&s, "mkdir e").await;
+    assert!(is_error && text.contains("cancelled"), "{text}");
+    // The vetoed call ended `failed` with the veto text.
+    let failed: Vec<Value> = c
+        .updates_of(&s, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cancel_stops_the_running_command_and_a_pending_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path()).await;
+    c.initialize().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    c.set_mode(&s, "auto").await;
+    let ready = common::Fifo::new(dir.path(), "ready");
+    let pidfile = dir.path().join("pid");
+    let cmd = format!(
+        "!echo $$ > {}; echo x > {}; exec sleep 1000",
+        pidfile.display(),
+        ready.path()
+    );
+    let id = c
+        .start(
+            "session/prompt",
+            json!({"sessionId": s, "prompt": [{"type": "text", "text": cmd}]}),
+        )
+        .await;
+    ready.wait().await;
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(common::alive(pid));
+    c.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": s}}))
+        .await;
+    let r = c.wait_for(json!(id)).await.unwrap();
+    assert_eq!(r["stopReason"], "cancelled");
+    assert!(
+        !common::alive(pid),
+        "the cancelled command is still running"
+    );
+
+    // Cancel while a permission question is pending.
+    c.set_mode(&s, "ask").await;
+    c.ignore_permissions = true;
+    let id = c
+        .start(
+            "session/prompt",
+            json!({"sessionId": s, "prompt": [{"type": "text", "text": "!touch never"}]}),
+        )
+        .await;
+    c.wait_permission_request().await;
+    c.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": s}}))
+        .await;
+    let r = c.wait_for(json!(id)).await.unwrap();
+    assert_eq!(r["stopReason"], "cancelled");
+    assert!(!ws.join("never").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t12_t13_two_connections_two_sessions_each_are_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let mut a = daemon.connect().await;
+    let mut b = daemon.connect().await;
+    let (wa1, wa2, wb1, wb2) = (
+        workspace(dir.path(), "a1"),
+        workspace(dir.path(), "a2"),
+        workspace(dir.path(), "b1"),
+        workspace(dir.path(), "b2"),
+    );
+    let (a1, a2) = (a.new_session(&wa1).await, a.new_session(&wa2).await);
+    let (b1, b2) = (b.new_session(&wb1).await, b.new_session(&wb2).await);
+    // Each connection runs in both of its sessions at once, each in its own cwd.
+    let (ra, rb) = tokio::join!(
+        async {
+            let x = a.bash(&a1, "pwd").await;
+            let y = a.bash(&a2, "pwd").await;
+            (x, y)
+        },
+        async {
+            let x = b.bash(&b1, "pwd").await;
+            let y = b.bash(&b2, "pwd").await;
+            (x, y)
+        }
+    );
+    assert_eq!(ra.0.0, format!("{}\n", wa1.display()));
+    assert_eq!(ra.1.0, format!("{}\n", wa2.display()));
+    assert_eq!(rb.0.0, format!("{}\n", wb1.display()));
+    assert_eq!(rb.1.0, format!("{}\n", wb2.display()));
+    // B naming A's session: not found, never "exists elsewhere".
+    let e = b.prompt(&a1, "!true").await.unwrap_err();
+    assert_eq!(e["code"], -32002);
+    let e = b
+        .request(
+            "_dsh/tools/call",
+            json!({"sessionId": a1, "name": "bash", "arguments": {}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32002);
+    // A task of a1 is fenced off from a2 (same connection) and from b's sessions.
+    let (started, _) = a
+        .tool(
+            Some(&a1),
+            "bash",
+            json!({"command": "sleep 1000", "description": "d", "run_in_background": true}),
+        )
+        .await;
+    let task = started
+        .strip_prefix("started background task ")
+        .unwrap()
+        .to_string();
+    let refused = format!("Error: task {task} belongs to another session");
+    assert_eq!(
+        a.tool(Some(&a2), "bash_output", json!({"task_id": task}))
+            .await,
+        (refused.clone(), true)
+    );
+    assert_eq!(
+        b.tool(Some(&b1), "bash_kill", json!({"task_id": task}))
+            .await,
+        (refused.clone(), true)
+    );
+    let listed = a
+        .request("_dsh/tasks/list", json!({"sessionId": a1}))
+        .await
+        .unwrap();
+    assert_eq!(listed["tasks"][0]["taskId"], json!(task));
+    assert_eq!(listed["tasks"][0]["status"], "running");
+    let status = b.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(status["executor"], "local");
+    assert_eq!(status["connections"], 2);
+    assert_eq!(status["runningTasks"][0]["owner"], json!(a1));
+    // session/close kills that session's tasks.
+    a.request("session/close", json!({"sessionId": a1}))
+        .await
+        .unwrap();
+    assert_eq!(a.prompt(&a1, "!true").await.unwrap_err()["code"], -32002);
+    drop((a, b));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[permissions]\ndefault_mode = \"auto\"\n";
+    let daemon = SocketDaemon::start(dir.path(), extra).await;
+    let ws = workspace(dir.path(), "ws");
+    let go = common::Fifo::new(dir.path(), "go");
+    let ready = common::Fifo::new(dir.path(), "ready");
+    let mut a = daemon.connect().await;
+    let s = a.new_session(&ws).await;
+    assert_eq!(
+        a.prompt(&s, "!echo remembered").await.unwrap()["stopReason"],
+        "end_turn"
+    );
+    let cmd = format!(
+        "echo from-task; cat {} > /dev/null; echo x > {}",
+        go.path(),
+        ready.path()
+    );
+    let (started, _) = a
+        .tool(
+            Some(&s),
+            "bash",
+            json!({"command": cmd, "description": "d", "run_in_background": true}),
+        )
+        .await;
+    let task = started
+        .strip_prefix("started background task ")
+        .unwrap()
+        .to_string();
+    // The client vanishes in the middle of a prompt.
+    a.start(
+        "session/prompt",
+        json!({"sessionId": s, "prompt": [{"type": "text", "text": "!sleep 1000"}]}),
+    )
+    .await;
+    a.wait_update(|u| {
+        u["update"]["sessionUpdate"] == "tool_call_update"
+            && u["update"]["status"] == "in_progress"
+            && u["sessionId"] == json!(s)
+    })
+    .await;
+    drop(a);
+    // A new connection loads the session: history replayed before the answer.
+    let mut b = daemon.connect().await;
+    b.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+    )
+    .await
+    .unwrap();
+    let replayed_user: Vec<String> = b
+        .updates_of(&s, "user_message_chunk")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        replayed_user.contains(&"!echo remembered".to_string()),
+        "{replayed_user:?}"
+    );
+    let texts: Vec<Value> = b
+        .updates_of(&s, "tool_call_update")
+        .iter()
+        .map(|u| u["content"][0]["content"]["text"].clone())
+        .collect();
+    assert!(texts.contains(&json!("remembered\n")), "{texts:?}");
+    // The background task is still owned by the session and readable from here.
+    go.release().await;
+    ready.wait().await;
+    let (out, is_error) = b
+        .tool(Some(&s), "bash_output", json!({"task_id": task}))
+        .await;
+    assert!(!is_error && out.starts_with("from-task\n"), "{out}");
+    drop(b);
+    daemon.stop().await;
+    // After a restart the session loads again, with the task's notice in its history.
+    let daemon = SocketDaemon::start(dir.path(), extra).await;
+    let mut c = daemon.connect().await;
+    c.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+    )
+    .await
+    .unwrap();
+    let notices: Vec<String> = c
+        .updates_of(&s, "user_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .filter(|t| t.starts_with("<context source=\"tool-bash\">"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].contains(&format!("background bash task {task} finished [status: ")),
+        "{}",
+        notices[0]
+    );
+    let listed = c.request("session/list", json!({})).await.unwrap();
+    assert!(
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["sessionId"] == json!(s))
+    );
+    // The prompt interrupted by the disconnect is closed, and the session accepts a new one.
+    assert_eq!(
+        c.prompt(&s, "!echo again").await.unwrap()["stopReason"],
+        "end_turn"
+    );
+    drop(c);
+    let _ = (&daemon.state, &daemon.config);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_acp_from_three_clients_at_once_starts_one_daemon_and_stop_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/dsh.sock");
+    let state = dir.path().join("state");
+    let config = write_config(dir.path(), "");
+    let spawn = || {
+        let mut child = Command::new(BIN)
+            .args(["acp", "--socket"])
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let client = Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        (child, client)
+    };
+    let (mut c1, mut c2, mut c3) = (spawn(), spawn(), spawn());
+    let (i1, i2, i3) = tokio::join!(c1.1.initialize(), c2.1.initialize(), c3.1.initialize());
+    assert_eq!(
+        (
+            i1["protocolVersion"].clone(),
+            i2["protocolVersion"].clone(),
+            i3["protocolVersion"].clone()
+        ),
+        (json!(1), json!(1), json!(1))
+    );
+    let s1 = c1.1.request("_dsh/status", json!({})).await.unwrap();
+    let s3 = c3.1.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(s1["pid"], s3["pid"], "more than one daemon");
+    assert_eq!(s3["connections"], 3);
+    let daemon_pid = s1["pid"].as_i64().unwrap() as i32;
+    let ws = workspace(dir.path(), "ws");
+    let s = c2.1.new_session(&ws).await;
+    c2.1.set_mode(&s, "auto").await;
+    let (started, _) =
+        c2.1.tool(
+            Some(&s),
+            "bash",
+            json!({"command": "sleep 1000", "description": "d", "run_in_background": true}),
+        )
+        .await;
+    assert!(started.starts_with("started background task"));
+    let out = Command::new(BIN)
+        .args(["status", "--socket"])
+        .arg(&socket)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("running tasks: 1") && text.contains("sleep 1000"),
+        "{text}"
+    );
+    let out = Command::new(BIN)
+        .args(["stop", "--socket"])
+        .arg(&socket)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (mut child, _) in [c1, c2, c3] {
+        child.wait().await.unwrap();
+    }
+    assert!(!common::alive(daemon_pid), "the daemon outlived dsh stop");
+    // Any live process still working in this test's workspace would be a leak.
+    let mine: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| common::alive(*pid))
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws))
+        .collect();
+    assert!(
+        mine.is_empty(),
+        "task processes outlived the daemon: {mine:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_with_another_uid_is_refused_before_a_byte_is_read() {
+    // The daemon runs as `nobody`; this test process (root) is the other user.
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("nobody");
+    std::fs::create_dir(&home).unwrap();
+    nix::unistd::chown(&home, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+    let socket = home.join("run/dsh.sock");
+    let mut daemon = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(home.join("state"))
+        .current_dir(&home)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env("HOME", &home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(daemon.stdout.take().unwrap()).lines();
+    let line = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("daemon exited at start");
+    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    let stream = UnixStream::connect(&socket).await.unwrap();
+    let (r, w) = stream.into_split();
+    let mut intruder = Client::new(r, w);
+    intruder
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
+        .await;
+    assert!(
+        intruder.next_message().await.is_none(),
+        "another uid got an answer"
+    );
+    // The daemon's own user is served.
+    let out = std::process::Command::new(BIN)
+        .args(["stop", "--socket"])
+        .arg(&socket)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(daemon.wait().await.unwrap().success());
+}
