@@ -676,3 +676,51 @@ async fn a_peer_with_another_uid_is_refused_before_a_byte_is_read() {
     );
     assert!(daemon.wait().await.unwrap().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_per_socket_and_a_stale_socket_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let second = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&daemon.socket)
+        .arg("--state-dir")
+        .arg(&daemon.state)
+        .output()
+        .await
+        .unwrap();
+    assert!(!second.status.success());
+    let message = String::from_utf8_lossy(&second.stderr);
+    assert!(message.contains("already running"), "{message}");
+    // Two prompts at once in one session: the second is refused, the first goes on.
+    let mut c = daemon.connect().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    c.set_mode(&s, "auto").await;
+    let ready = common::Fifo::new(dir.path(), "ready");
+    let first = c
+        .start("session/prompt", json!({"sessionId": s, "prompt": [{"type": "text", "text": format!("!echo x > {}; sleep 1000", ready.path())}]}))
+        .await;
+    ready.wait().await;
+    let e = c.prompt(&s, "!true").await.unwrap_err();
+    assert_eq!(e["code"], -32600, "{e}");
+    c.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": first}}))
+        .await;
+    assert_eq!(
+        c.wait_for(json!(first)).await.unwrap()["stopReason"],
+        "cancelled"
+    );
+    drop(c);
+    // A daemon killed outright leaves its socket file behind; the next one replaces it.
+    let SocketDaemon {
+        mut child, socket, ..
+    } = daemon;
+    child.kill().await.unwrap();
+    child.wait().await.unwrap();
+    assert!(socket.exists());
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let mut c = daemon.connect().await;
+    assert!(c.request("_dsh/status", json!({})).await.is_ok());
+    drop(c);
+    daemon.stop().await;
+}
