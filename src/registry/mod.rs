@@ -78,6 +78,14 @@ pub struct Session {
     closed: AtomicBool,
 }
 
+fn add_unique(all: &mut Vec<Grant>, new: &[Grant]) {
+    for g in new {
+        if !all.contains(g) {
+            all.push(g.clone());
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -99,12 +107,7 @@ impl Session {
 
     /// Adds allow-always grants (duplicates are ignored).
     pub fn add_grants(&self, grants: &[Grant]) {
-        let mut all = lock(&self.grants);
-        for g in grants {
-            if !all.contains(g) {
-                all.push(g.clone());
-            }
-        }
+        add_unique(&mut lock(&self.grants), grants);
     }
 
     /// Command prefixes the user rejected always in this session.
@@ -112,13 +115,9 @@ impl Session {
         lock(&self.rejections).clone()
     }
 
+    /// Adds reject-always prefixes (duplicates are ignored).
     pub fn add_rejections(&self, prefixes: &[Grant]) {
-        let mut all = lock(&self.rejections);
-        for g in prefixes {
-            if !all.contains(g) {
-                all.push(g.clone());
-            }
-        }
+        add_unique(&mut lock(&self.rejections), prefixes);
     }
 
     /// Installs (or removes) the way this session asks its user.
