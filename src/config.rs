@@ -34,6 +34,81 @@ pub struct Config {
     pub permissions: PermissionsConfig,
     /// External hook programs: see [`HooksConfig`].
     pub hooks: HooksConfig,
+    /// The model endpoint: see [`ModelConfig`].
+    pub model: ModelConfig,
+    /// The turn loop: see [`AgentConfig`].
+    pub agent: AgentConfig,
+}
+
+/// DeepSeek's API, the default model endpoint.
+pub const DEFAULT_MODEL_BASE_URL: &str = "https://api.deepseek.com";
+
+/// `[model]`: an OpenAI-compatible chat-completions endpoint. The environment
+/// (`DSH_MODEL_BASE_URL`, `DSH_MODEL`, `DSH_API_KEY`) overrides these.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Base URL; requests go to `<base_url>/chat/completions`.
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key (keys never live in config).
+    pub api_key_env: String,
+    /// Retries of a 429/5xx/connect failure before any of the answer streamed.
+    pub max_retries: u32,
+    /// First backoff; doubled per retry unless the server sends Retry-After.
+    pub retry_base_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// The stream fails if the server sends nothing for this long.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_MODEL_BASE_URL.into(),
+            model: "deepseek-chat".into(),
+            api_key_env: "DEEPSEEK_API_KEY".into(),
+            max_retries: 3,
+            retry_base_ms: 500,
+            connect_timeout_ms: 10_000,
+            idle_timeout_ms: 120_000,
+        }
+    }
+}
+
+/// `[agent]`: the turn loop.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Model requests per prompt before the turn ends with `max_turn_requests`.
+    pub max_steps: u32,
+    /// A file whose text replaces (or, with `system_prompt_mode = "extend"`,
+    /// follows) the built-in system prompt.
+    pub system_prompt_file: Option<PathBuf>,
+    pub system_prompt_mode: SystemPromptMode,
+    /// Characters of history sent to the model; past it the oldest tool outputs
+    /// are shortened to a marker (the session log keeps everything).
+    pub history_budget_chars: usize,
+}
+
+/// How `system_prompt_file` combines with the built-in prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SystemPromptMode {
+    #[default]
+    Extend,
+    Replace,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: 100,
+            system_prompt_file: None,
+            system_prompt_mode: SystemPromptMode::Extend,
+            history_budget_chars: 400_000,
+        }
+    }
 }
 
 /// A policy decision. Ordered so that the strongest wins when decisions combine:
@@ -346,6 +421,16 @@ mod tests {
             d.permissions.read_only_commands
         );
         assert!(c.permissions.rules.is_empty() && c.hooks.command.is_empty());
+        assert_eq!(c.model.base_url, d.model.base_url);
+        assert_eq!(c.model.model, d.model.model);
+        assert_eq!(c.model.api_key_env, d.model.api_key_env);
+        assert_eq!(c.model.max_retries, d.model.max_retries);
+        assert_eq!(c.model.retry_base_ms, d.model.retry_base_ms);
+        assert_eq!(c.model.connect_timeout_ms, d.model.connect_timeout_ms);
+        assert_eq!(c.model.idle_timeout_ms, d.model.idle_timeout_ms);
+        assert_eq!(c.agent.max_steps, d.agent.max_steps);
+        assert_eq!(c.agent.system_prompt_mode, d.agent.system_prompt_mode);
+        assert_eq!(c.agent.history_budget_chars, d.agent.history_budget_chars);
     }
 
     #[test]

@@ -65,7 +65,14 @@ impl Daemon {
             sessions.clone(),
             audit,
         ));
-        let agent = Agent::new(config, executor.clone(), sessions, tools);
+        let model = crate::llm::openai::OpenAiModel::from_config(&config.model, |name| {
+            std::env::var(name).ok()
+        })?
+        .map(|m| {
+            tracing::info!(model = %crate::llm::Model::describe(&m), "model configured");
+            Arc::new(m) as Arc<dyn crate::llm::Model>
+        });
+        let agent = Agent::new(config, model, executor.clone(), sessions, tools);
         Ok(Self {
             agent,
             executor,

@@ -3,10 +3,12 @@
 //! See ARCHITECTURE.md for the map of modules and the path of a tool call.
 
 pub mod acp;
+pub mod agent;
 pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod hooks;
+pub mod llm;
 pub mod registry;
 pub mod rpc;
 pub mod store;

@@ -10,12 +10,14 @@
 mod prompter;
 pub mod updates;
 
-use crate::config::{Config, Mode};
+use crate::agent;
+use crate::config::{AgentConfig, Config, Mode, ModelConfig};
 use crate::exec::{BashExecutor, TaskStatus};
 use crate::hooks::waterfall::ToolCall as WaterfallCall;
+use crate::llm::Model;
 use crate::registry::{Notice, NoticeListener, Session, SessionRegistry};
 use crate::rpc::{Peer, RequestContext, RpcError, Service};
-use crate::store::{self, Event, Header, SessionLog, ToolStatus, now_ms};
+use crate::store::{self, Event, Header, SessionLog, now_ms};
 use crate::tools::ToolRegistry;
 use agent_client_protocol_schema::v1 as acp;
 use dashmap::DashMap;
@@ -26,11 +28,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// The text a prompt gets when no model is configured.
-pub const NO_MODEL_TEXT: &str = "No model is configured in this dsh build, so it cannot answer prompts yet. \
-Start a prompt with `!` to run the rest as a shell command in this session (for example `!git status`); \
-the command goes through the same permission checks as the model's tool calls.";
 
 /// How long a replay waits for a client to read before giving up on it.
 const REPLAY_STALL: std::time::Duration = std::time::Duration::from_secs(30);
@@ -44,6 +41,10 @@ struct Connection {
 /// The daemon's ACP side, shared by every connection.
 pub struct Agent {
     state_dir: PathBuf,
+    /// The model prompts go to; `None` when none is configured.
+    model: Option<Arc<dyn Model>>,
+    model_config: ModelConfig,
+    agent_config: AgentConfig,
     executor: Option<Arc<dyn BashExecutor>>,
     sessions: Arc<SessionRegistry>,
     tools: Arc<ToolRegistry>,
@@ -114,6 +115,7 @@ impl Agent {
     /// The ACP service over an executor (none: no bash tools) and the registry.
     pub fn new(
         config: Config,
+        model: Option<Arc<dyn Model>>,
         executor: Option<Arc<dyn BashExecutor>>,
         sessions: Arc<SessionRegistry>,
         tools: Arc<ToolRegistry>,
@@ -121,6 +123,9 @@ impl Agent {
         let state_dir = config.exec.state_dir();
         let agent = Arc::new_cyclic(|this| Agent {
             state_dir,
+            model,
+            model_config: config.model,
+            agent_config: config.agent,
             executor,
             sessions: sessions.clone(),
             tools,
@@ -436,8 +441,8 @@ impl Agent {
         to_value(acp::SetSessionModeResponse::new())
     }
 
-    /// Runs one tool call for a session (or none) with the full ACP choreography:
-    /// tool_call (pending) -> in_progress -> completed/failed, each logged.
+    /// Runs one user-initiated tool call (a `!` prompt or `_dsh/tools/call`) for
+    /// a session, with its updates and log entries, or for no session at all.
     pub async fn run_tool(
         &self,
         session: Option<&Arc<Session>>,
@@ -446,53 +451,19 @@ impl Agent {
         cancel: CancellationToken,
     ) -> crate::hooks::waterfall::ToolOutput {
         let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
-        let kind = self
-            .tools
-            .get(tool)
-            .map(|t| t.kind().as_str())
-            .unwrap_or("other");
-        let title = updates::title_for(tool, &arguments);
-        let sid = session.map(|s| s.id.clone());
-        let log = sid.as_deref().and_then(|id| self.log_of(id));
-        if let Some(id) = &sid {
-            if let Some(log) = &log {
-                self.append(
-                    log,
-                    Event::ToolCall {
-                        at_ms: now_ms(),
-                        call_id: call_id.clone(),
-                        tool: tool.to_string(),
-                        title: title.clone(),
-                        kind: kind.to_string(),
-                        arguments: arguments.clone(),
-                    },
-                );
-            }
-            self.send_update(id, updates::tool_call(&call_id, &title, kind, &arguments));
-            self.send_update(id, updates::tool_in_progress(&call_id));
-        }
-        let call = WaterfallCall::new(call_id.clone(), tool, arguments, session.cloned(), cancel);
-        let out = self.tools.execute(&call).await;
-        if let Some(id) = &sid {
-            if let Some(log) = &log {
-                self.append(
-                    log,
-                    Event::ToolResult {
-                        at_ms: now_ms(),
-                        call_id: call_id.clone(),
-                        status: if out.is_error {
-                            ToolStatus::Failed
-                        } else {
-                            ToolStatus::Completed
-                        },
-                        text: out.text.clone(),
-                        is_error: out.is_error,
-                    },
-                );
-            }
-            self.send_update(id, updates::tool_done(&call_id, &out.text, out.is_error));
-        }
-        out
+        let Some(session) = session else {
+            let call = WaterfallCall::new(call_id, tool, arguments, None, cancel);
+            return self.tools.execute(&call).await;
+        };
+        let send = |update| self.send_update(&session.id, update);
+        let ctx = agent::TurnContext {
+            session,
+            log: self.log_of(&session.id),
+            tools: &self.tools,
+            updates: &send,
+            cancel,
+        };
+        agent::run_tool(&ctx, &call_id, tool, arguments, false).await
     }
 
     async fn prompt(&self, ctx: RequestContext, p: acp::PromptRequest) -> Result<Value, RpcError> {
@@ -524,7 +495,7 @@ impl Agent {
         let stop = self.run_prompt(&session, &p.prompt, &cancel).await;
         linked.abort();
         self.prompts.remove(&session.id);
-        to_value(acp::PromptResponse::new(stop))
+        to_value(acp::PromptResponse::new(stop?))
     }
 
     async fn run_prompt(
@@ -532,7 +503,7 @@ impl Agent {
         session: &Arc<Session>,
         prompt: &[acp::ContentBlock],
         cancel: &CancellationToken,
-    ) -> acp::StopReason {
+    ) -> Result<acp::StopReason, RpcError> {
         let text = prompt_text(prompt);
         let log = self.log_of(&session.id);
         let turn = uuid::Uuid::new_v4().simple().to_string();
@@ -552,34 +523,50 @@ impl Agent {
                 },
             );
         }
-        let stop = if let Some(command) = text.trim_start().strip_prefix('!') {
+        let send = |update| self.send_update(&session.id, update);
+        let ctx = agent::TurnContext {
+            session,
+            log: log.clone(),
+            tools: &self.tools,
+            updates: &send,
+            cancel: cancel.clone(),
+        };
+        let outcome = if let Some(command) = text.trim_start().strip_prefix('!') {
             let args =
                 json!({"command": command.trim(), "description": "Run the user's ! command"});
-            self.run_tool(Some(session), "bash", args, cancel.clone())
-                .await;
-            if cancel.is_cancelled() {
+            let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
+            agent::run_tool(&ctx, &call_id, "bash", args, false).await;
+            Ok(if cancel.is_cancelled() {
                 acp::StopReason::Cancelled
             } else {
                 acp::StopReason::EndTurn
-            }
+            })
+        } else if let Some(model) = &self.model {
+            agent::run_model_turn(&ctx, model.as_ref(), &self.agent_config)
+                .await
+                .map_err(|e| e.to_string())
         } else {
+            let text = crate::llm::openai::not_configured_text(&self.model_config);
             if let Some(log) = &log {
                 self.append(
                     log,
                     Event::AgentMessage {
                         at_ms: now_ms(),
-                        text: NO_MODEL_TEXT.to_string(),
+                        text: text.clone(),
                     },
                 );
             }
-            self.send_update(&session.id, updates::agent_text(NO_MODEL_TEXT));
-            acp::StopReason::EndTurn
+            self.send_update(&session.id, updates::agent_text(&text));
+            Ok(acp::StopReason::EndTurn)
         };
         if let Some(log) = &log {
-            let reason = serde_json::to_value(stop)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "end_turn".into());
+            let reason = match &outcome {
+                Ok(stop) => serde_json::to_value(stop)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "end_turn".into()),
+                Err(_) => "error".into(),
+            };
             self.append(
                 log,
                 Event::TurnEnd {
@@ -589,7 +576,7 @@ impl Agent {
                 },
             );
         }
-        stop
+        outcome.map_err(RpcError::internal)
     }
 
     fn cancel_notification(&self, peer: &Peer, params: Option<Value>) {

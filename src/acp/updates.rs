@@ -11,8 +11,17 @@ use serde_json::Value;
 
 /// Wraps an update for `session` as `session/update` params.
 pub fn notification(session: &str, update: SessionUpdate) -> Value {
-    serde_json::to_value(SessionNotification::new(session.to_string(), update))
-        .unwrap_or(Value::Null)
+    let mut value = serde_json::to_value(SessionNotification::new(session.to_string(), update))
+        .unwrap_or(Value::Null);
+    // The schema leaves a default `pending` status out; spec/acp.md lists it in
+    // `tool_call`, and saying it costs clients nothing.
+    if let Some(update) = value.get_mut("update")
+        && update["sessionUpdate"] == "tool_call"
+        && update.get("status").is_none()
+    {
+        update["status"] = "pending".into();
+    }
+    value
 }
 
 fn text_chunk(text: &str) -> ContentChunk {

@@ -78,6 +78,11 @@ pub enum Event {
         title: String,
         kind: String,
         arguments: serde_json::Value,
+        /// The model asked for it (as opposed to the user: a `!` prompt or a
+        /// client's `_dsh/tools/call`). Only model calls go back to the model as
+        /// tool calls; the user's are context. Absent in older logs: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_model: bool,
     },
     /// The outcome of the [`Event::ToolCall`] with the same `call_id`, with the
     /// text the model read.

@@ -41,6 +41,7 @@ fn every_event() -> Vec<Event> {
             title: "list files".into(),
             kind: "execute".into(),
             arguments: serde_json::json!({"command": "ls", "run_in_background": false}),
+            by_model: true,
         },
         Event::ToolResult {
             at_ms: 5,
@@ -122,7 +123,7 @@ fn every_event_type_round_trips() {
     );
     assert_eq!(
         lines[4],
-        r#"{"type":"tool_call","atMs":4,"callId":"c1","tool":"bash","title":"list files","kind":"execute","arguments":{"command":"ls","run_in_background":false}}"#
+        r#"{"type":"tool_call","atMs":4,"callId":"c1","tool":"bash","title":"list files","kind":"execute","arguments":{"command":"ls","run_in_background":false},"byModel":true}"#
     );
     assert_eq!(
         lines[5],
@@ -283,6 +284,7 @@ fn interrupted_turn_and_dangling_calls_are_closed_once() {
         title: "t".into(),
         kind: "execute".into(),
         arguments: serde_json::json!({}),
+        by_model: false,
     };
     let history = vec![
         Event::TurnStart {

@@ -19,6 +19,8 @@ pub struct Client {
     pub permission_requests: Vec<Value>,
     /// When set, permission requests are left unanswered.
     pub ignore_permissions: bool,
+    /// Responses that arrived while waiting for another one.
+    early: Vec<Value>,
 }
 
 impl Client {
@@ -35,6 +37,7 @@ impl Client {
             permission_answers: VecDeque::new(),
             permission_requests: Vec::new(),
             ignore_permissions: false,
+            early: Vec::new(),
         }
     }
 
@@ -64,11 +67,16 @@ impl Client {
 
     /// Reads messages until the response with `id` arrives.
     pub async fn wait_for(&mut self, id: Value) -> Result<Value, Value> {
+        let early = self.early.iter().position(|m| m["id"] == id);
+        let mut next = early.map(|i| self.early.remove(i));
         loop {
-            let message = self
-                .next_message()
-                .await
-                .expect("connection closed before the response");
+            let message = match next.take() {
+                Some(m) => m,
+                None => self
+                    .next_message()
+                    .await
+                    .expect("connection closed before the response"),
+            };
             if message.get("method").is_none() && message["id"] == id {
                 return match message.get("error") {
                     Some(e) => Err(e.clone()),
@@ -119,6 +127,7 @@ impl Client {
     async fn absorb(&mut self, message: Value) {
         match message["method"].as_str() {
             Some("session/update") => self.updates.push(message["params"].clone()),
+            None => self.early.push(message),
             Some("session/request_permission") => {
                 self.permission_requests.push(message["params"].clone());
                 if self.ignore_permissions {

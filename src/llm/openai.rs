@@ -1,0 +1,370 @@
+//! The OpenAI-compatible chat-completions adapter, streaming over SSE.
+//!
+//! Defaults point at DeepSeek; `[model]` in config and `DSH_MODEL_BASE_URL`,
+//! `DSH_MODEL`, `DSH_API_KEY` in the environment point it anywhere that speaks
+//! the same API. DeepSeek's `reasoning_content` deltas become reasoning events.
+//! 429 and 5xx answers are retried a bounded number of times with backoff
+//! (honouring `Retry-After`), but only before any of the answer has streamed:
+//! a half-delivered answer is never silently restarted.
+
+use super::sse::SseDecoder;
+use super::{FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest};
+use crate::config::ModelConfig;
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Where requests go and how they are sent, resolved from config and environment.
+#[derive(Clone)]
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    base_url: String,
+    model: String,
+    /// Never printed: not in `Debug`, errors or logs.
+    api_key: Option<String>,
+    max_retries: u32,
+    retry_base: Duration,
+    idle: Duration,
+}
+
+/// Why there is no model to talk to, in words that say what to set.
+pub fn not_configured_text(config: &ModelConfig) -> String {
+    format!(
+        "No model is configured, so dsh cannot answer this prompt. For DeepSeek, set {} (or DSH_API_KEY) in \
+         the daemon's environment. For another OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...), set \
+         DSH_MODEL_BASE_URL (e.g. http://127.0.0.1:8000/v1) and DSH_MODEL, or `base_url` and `model` under \
+         [model] in the config file. Then restart the daemon (`dsh stop`). Prompts starting with `!` run as \
+         shell commands without a model.",
+        config.api_key_env
+    )
+}
+
+impl OpenAiModel {
+    /// The model the daemon should use, or `None` when none is configured: the
+    /// default endpoint (DeepSeek) needs a key; an explicitly chosen endpoint
+    /// (a local server) may run without one.
+    pub fn from_config(
+        config: &ModelConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, String> {
+        let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let base_url = nonempty("DSH_MODEL_BASE_URL").unwrap_or_else(|| config.base_url.clone());
+        let model = nonempty("DSH_MODEL").unwrap_or_else(|| config.model.clone());
+        let api_key = nonempty("DSH_API_KEY").or_else(|| nonempty(&config.api_key_env));
+        let default_endpoint = base_url == crate::config::DEFAULT_MODEL_BASE_URL;
+        if api_key.is_none() && default_endpoint {
+            return Ok(None);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Some(Self {
+            client,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            model,
+            api_key,
+            max_retries: config.max_retries,
+            retry_base: Duration::from_millis(config.retry_base_ms),
+            idle: Duration::from_millis(config.idle_timeout_ms),
+        }))
+    }
+
+    fn body(&self, request: &ModelRequest) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = Value::Array(request.tools.clone());
+        }
+        body
+    }
+
+    fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        retry_after
+            .unwrap_or_else(|| self.retry_base * 2u32.saturating_pow(attempt))
+            .min(Duration::from_secs(60))
+    }
+}
+
+fn message_json(m: &Message) -> Value {
+    match m {
+        Message::System(text) => json!({"role": "system", "content": text}),
+        Message::User(text) => json!({"role": "user", "content": text}),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let mut v = json!({"role": "assistant", "content": content});
+            if !tool_calls.is_empty() {
+                v["tool_calls"] = tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function",
+                               "function": {"name": c.name, "arguments": c.arguments}})
+                    })
+                    .collect();
+            }
+            v
+        }
+        Message::Tool { call_id, content } => {
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    }
+}
+
+/// The server's own words from an error body, shortened.
+fn server_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("error"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| body.trim().to_string());
+    let mut short: String = message.chars().take(500).collect();
+    if short.is_empty() {
+        short = "(no message)".into();
+    }
+    short
+}
+
+/// Events in one streamed chunk (`data:` JSON). `Err` for a server-reported error
+/// or JSON that is not a chat-completion chunk.
+fn parse_chunk(data: &str) -> Result<Vec<ModelEvent>, ModelError> {
+    let v: Value = serde_json::from_str(data).map_err(|e| {
+        let shown: String = data.chars().take(200).collect();
+        ModelError::Stream(format!("malformed event ({e}): {shown}"))
+    })?;
+    if let Some(error) = v.get("error") {
+        return Err(ModelError::Stream(server_message(&error.to_string())));
+    }
+    let mut events = Vec::new();
+    for choice in v
+        .get("choices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let delta = &choice["delta"];
+        if let Some(text) = delta.get("reasoning_content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            events.push(ModelEvent::Reasoning(text.to_string()));
+        }
+        if let Some(text) = delta.get("content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            events.push(ModelEvent::Text(text.to_string()));
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let function = &call["function"];
+            events.push(ModelEvent::ToolCallDelta {
+                index: call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize,
+                id: call.get("id").and_then(Value::as_str).map(str::to_string),
+                name: function
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                arguments: function
+                    .get("arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            });
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            events.push(ModelEvent::Finish(match reason {
+                "stop" => FinishReason::Stop,
+                "length" => FinishReason::Length,
+                "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                other => FinishReason::Other(other.to_string()),
+            }));
+        }
+    }
+    if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
+        events.push(ModelEvent::Usage {
+            prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+        });
+    }
+    Ok(events)
+}
+
+#[async_trait::async_trait]
+impl Model for OpenAiModel {
+    fn describe(&self) -> String {
+        format!("{} at {}", self.model, self.base_url)
+    }
+
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        events: mpsc::UnboundedSender<ModelEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<(), ModelError> {
+        let url = format!("{}/chat/completions", self.base_url);
+        let body = self.body(request);
+        let mut attempt = 0;
+        let mut response = loop {
+            let mut post = self.client.post(&url).json(&body);
+            if let Some(key) = &self.api_key {
+                post = post.bearer_auth(key);
+            }
+            let sent = tokio::select! {
+                r = post.send() => r,
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+            };
+            let (retryable, error, retry_after) = match sent {
+                Err(e) => (
+                    e.is_connect() || e.is_timeout(),
+                    ModelError::Connect(e.without_url().to_string()),
+                    None,
+                ),
+                Ok(r) if r.status().is_success() => break r,
+                Ok(r) => {
+                    let status = r.status();
+                    let retry_after = r
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let text = r.text().await.unwrap_or_default();
+                    (
+                        status.as_u16() == 429 || status.is_server_error(),
+                        ModelError::Status {
+                            status: status.as_u16(),
+                            message: server_message(&text),
+                        },
+                        retry_after,
+                    )
+                }
+            };
+            if !retryable || attempt >= self.max_retries {
+                return Err(error);
+            }
+            let pause = self.backoff(attempt, retry_after);
+            tracing::warn!(attempt, ?pause, "model request failed ({error}); retrying");
+            attempt += 1;
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+            }
+        };
+        let mut decoder = SseDecoder::default();
+        loop {
+            let chunk = tokio::select! {
+                c = tokio::time::timeout(self.idle, response.chunk()) => c,
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+            };
+            let chunk = match chunk {
+                Err(_) => return Err(ModelError::Idle(self.idle.as_millis() as u64)),
+                Ok(Err(e)) => return Err(ModelError::Stream(e.without_url().to_string())),
+                Ok(Ok(chunk)) => chunk,
+            };
+            let datas = match &chunk {
+                Some(bytes) => decoder.feed(bytes).map_err(ModelError::Stream)?,
+                None => decoder.finish().into_iter().collect(),
+            };
+            for data in datas {
+                if data.trim() == "[DONE]" {
+                    return Ok(());
+                }
+                for event in parse_chunk(&data)? {
+                    let _ = events.send(event);
+                }
+            }
+            if chunk.is_none() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_parse_into_events() {
+        let e = parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"hm","content":"hi"}}]}"#)
+            .unwrap();
+        assert_eq!(
+            e,
+            [
+                ModelEvent::Reasoning("hm".into()),
+                ModelEvent::Text("hi".into())
+            ]
+        );
+        let e = parse_chunk(
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"c1","function":{"name":"bash","arguments":"{\"co"}}]},"finish_reason":"tool_calls"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            e,
+            [
+                ModelEvent::ToolCallDelta {
+                    index: 1,
+                    id: Some("c1".into()),
+                    name: Some("bash".into()),
+                    arguments: "{\"co".into()
+                },
+                ModelEvent::Finish(FinishReason::ToolCalls)
+            ]
+        );
+        assert!(matches!(parse_chunk("{nope"), Err(ModelError::Stream(_))));
+        assert!(matches!(
+            parse_chunk(r#"{"error":{"message":"overloaded"}}"#),
+            Err(ModelError::Stream(m)) if m == "overloaded"
+        ));
+    }
+
+    #[test]
+    fn default_endpoint_needs_a_key_and_env_overrides_config() {
+        let config = ModelConfig::default();
+        assert!(
+            OpenAiModel::from_config(&config, |_| None)
+                .unwrap()
+                .is_none()
+        );
+        let m =
+            OpenAiModel::from_config(&config, |k| (k == "DEEPSEEK_API_KEY").then(|| "sk".into()))
+                .unwrap()
+                .unwrap();
+        assert_eq!(m.describe(), "deepseek-chat at https://api.deepseek.com");
+        let m = OpenAiModel::from_config(&config, |k| match k {
+            "DSH_MODEL_BASE_URL" => Some("http://127.0.0.1:9/v1/".into()),
+            "DSH_MODEL" => Some("local".into()),
+            _ => None,
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(m.describe(), "local at http://127.0.0.1:9/v1");
+        assert!(m.api_key.is_none());
+    }
+
+    #[test]
+    fn error_bodies_give_the_servers_words() {
+        assert_eq!(
+            server_message(r#"{"error":{"message":"bad key"}}"#),
+            "bad key"
+        );
+        assert_eq!(server_message("plain"), "plain");
+        assert_eq!(server_message(""), "(no message)");
+    }
+}
