@@ -338,7 +338,7 @@ async fn unknown_tools_and_bad_arguments_become_error_results_the_model_sees() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reasoning_deltas_become_thoughts_and_max_steps_ends_the_turn() {
+async fn reasoning_becomes_thoughts_length_is_max_tokens_and_max_steps_ends_the_turn() {
     let dir = tempfile::tempdir().unwrap();
     let thinking = Reply::Events(vec![
         json!({"choices": [{"index": 0, "delta": {"reasoning_content": "Let me think."}}]}),
