@@ -33,10 +33,14 @@ fn workspace(dir: &Path, name: &str) -> PathBuf {
 }
 
 async fn stdio_daemon(dir: &Path) -> (Child, Client) {
+    stdio_daemon_on(dir, &dir.join("state")).await
+}
+
+async fn stdio_daemon_on(dir: &Path, state: &Path) -> (Child, Client) {
     let config = write_config(dir, "");
     let mut child = Command::new(BIN)
         .args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.join("state"))
+        .arg(state)
         .arg("--config")
         .arg(config)
         .env_remove("DEEPSEEK_API_KEY")
@@ -730,4 +734,81 @@ async fn one_daemon_per_socket_and_a_stale_socket_is_replaced() {
     assert!(c.request("_dsh/status", json!({})).await.is_ok());
     drop(c);
     daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e3_a_killed_daemon_leaves_nothing_running_once_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[permissions]\ndefault_mode = \"auto\"\n";
+    let daemon = SocketDaemon::start(dir.path(), extra).await;
+    let mut c = daemon.connect().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    let ready = common::Fifo::new(dir.path(), "ready");
+    let pids = dir.path().join("pids");
+    // The task's own shell, a child of it, and a child that left its session.
+    let cmd = format!(
+        "echo $$ >> {p}; sleep 1000 & echo $! >> {p}; setsid bash -c 'echo $$ >> {p}; exec sleep 1000' & \
+         while [ $(wc -l < {p}) -lt 3 ]; do sleep 0.01; done; echo x > {r}; wait",
+        p = pids.display(),
+        r = ready.path()
+    );
+    let (started, _) = c
+        .tool(
+            Some(&s),
+            "bash",
+            json!({"command": cmd, "description": "d", "run_in_background": true}),
+        )
+        .await;
+    assert!(started.starts_with("started background task"), "{started}");
+    ready.wait().await;
+    let before = common::pids(&pids);
+    assert_eq!(before.len(), 3);
+    let SocketDaemon { mut child, .. } = daemon;
+    child.kill().await.unwrap(); // SIGKILL: no shutdown runs
+    child.wait().await.unwrap();
+    drop(c);
+    // The next daemon on this state directory sweeps before it listens.
+    let daemon = SocketDaemon::start(dir.path(), extra).await;
+    let survivors: Vec<i32> = before
+        .iter()
+        .copied()
+        .filter(|p| common::alive(*p))
+        .collect();
+    assert!(
+        survivors.is_empty(),
+        "processes from the killed daemon survived: {survivors:?}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_state_leaves_the_first_ones_tasks_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[permissions]\ndefault_mode = \"auto\"\n";
+    let first = SocketDaemon::start(dir.path(), extra).await;
+    let mut c = first.connect().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    let ready = common::Fifo::new(dir.path(), "ready");
+    let pidfile = dir.path().join("pid");
+    let cmd = format!(
+        "echo $$ > {}; echo x > {}; exec sleep 1000",
+        pidfile.display(),
+        ready.path()
+    );
+    c.tool(
+        Some(&s),
+        "bash",
+        json!({"command": cmd, "description": "d", "run_in_background": true}),
+    )
+    .await;
+    ready.wait().await;
+    let pid = common::pids(&pidfile)[0];
+    // An editor starting `dsh serve --stdio` on the same state directory.
+    let (_second, mut other) = stdio_daemon_on(dir.path(), &first.state).await;
+    other.initialize().await;
+    assert!(common::alive(pid), "a live daemon's task was swept");
+    drop(c);
+    first.stop().await;
 }

@@ -47,8 +47,9 @@ struct Inner {
     fallback_cwd: PathBuf,
     spill_dir: PathBuf,
     ids: TaskIds,
-    /// Prefix of every marker this executor hands out: unique per instance, so
-    /// `shutdown` can find everything it ever started.
+    /// Prefix of every marker this executor hands out: `<state tag>:<instance>:`,
+    /// so `shutdown` can find everything it ever started, and a later executor on
+    /// the same state directory can find what a crashed one left running.
     mark_prefix: String,
     seq: AtomicU64,
     env: Vec<(OsString, OsString)>,
@@ -134,6 +135,13 @@ impl LocalExecutor {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         };
         let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+        let tag = procs::state_tag(&state_dir);
+        let mark_prefix = format!(
+            "{tag}:{}:{}:",
+            procs::own_identity(),
+            uuid::Uuid::new_v4().simple()
+        );
+        sweep_stale(&tag);
         Ok(Self {
             inner: Arc::new(Inner {
                 default_timeout_ms: config.default_timeout_ms,
@@ -144,7 +152,7 @@ impl LocalExecutor {
                 fallback_cwd,
                 spill_dir,
                 ids: TaskIds::new(&state_dir),
-                mark_prefix: format!("{}:", uuid::Uuid::new_v4().simple()),
+                mark_prefix,
                 seq: AtomicU64::new(0),
                 env: child_env(base_env),
                 tasks: Mutex::new(BTreeMap::new()),
@@ -186,6 +194,29 @@ fn child_env(base: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(OsStr
     env
 }
 
+/// Kills what an earlier daemon on this state directory left running when it died
+/// without its shutdown (its marker names a process that no longer exists). Runs
+/// before this executor starts anything.
+fn sweep_stale(tag: &str) {
+    let selector = Selector::Stale {
+        prefix: format!("{tag}:"),
+    };
+    for round in 0..50 {
+        let left = procs::find(&selector);
+        if left.is_empty() {
+            return;
+        }
+        if round == 0 {
+            tracing::warn!(
+                count = left.len(),
+                "killing processes left by a daemon that died"
+            );
+        }
+        procs::signal_all(&left, nix::sys::signal::Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn check_workdir(path: &Path) -> Result<(), ExecError> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(()),
@@ -205,9 +236,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inner {
-    fn next_mark(&self) -> (String, u64) {
+    fn next_mark(&self) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        (format!("{}{seq}", self.mark_prefix), seq)
+        format!("{}{seq}", self.mark_prefix)
     }
 
     fn collector(&self, file_name: String) -> Arc<Collector> {
@@ -231,12 +262,17 @@ impl Inner {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        // SAFETY: setsid and prctl are async-signal-safe and touch no memory of
+        // the parent. The parent-death signal ends the command if the daemon dies
+        // without shutting down (SIGKILL, OOM); what it started is swept by the
+        // next daemon on this state directory (`sweep_stale`).
         unsafe {
             cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(|_| ())
-                    .map_err(std::io::Error::from)
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
             });
         }
         cmd.spawn().map_err(|e| ExecError::Spawn(e.to_string()))
@@ -409,8 +445,8 @@ impl BashExecutor for LocalExecutor {
             return Err(ExecError::ShuttingDown);
         }
         check_workdir(&spec.workdir)?;
-        let (mark, seq) = inner.next_mark();
-        let label = format!("run-{}{seq}", inner.mark_prefix.trim_end_matches(':'));
+        let mark = inner.next_mark();
+        let label = format!("run-{}", mark.replace(':', "-"));
         let child = inner.spawn(&spec, &mark)?;
         let job = Arc::new(Job {
             mark,
@@ -462,7 +498,7 @@ impl BashExecutor for LocalExecutor {
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
         let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
-        let (mark, _) = inner.next_mark();
+        let mark = inner.next_mark();
         let task = Arc::new(Task {
             job: Job {
                 mark,

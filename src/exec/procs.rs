@@ -25,6 +25,10 @@ pub enum Selector {
     Session(i32),
     /// Marked with any value starting with this prefix (all of one executor).
     MarkPrefix(String),
+    /// Marked as started for this state directory (`prefix`, the state tag and a
+    /// colon) by a process that no longer exists: leftovers of a daemon that died
+    /// without shutting down. A live daemon on the same state keeps its own.
+    Stale { prefix: String },
 }
 
 /// A live (non-zombie) process of ours that a selector matched.
@@ -66,12 +70,43 @@ pub fn find(selector: &Selector) -> Vec<Found> {
                 sid: task_sid,
             } => task_sid.is_some_and(|s| s == sid) || read_mark(pid).is_some_and(|m| m == *mark),
             Selector::MarkPrefix(prefix) => read_mark(pid).is_some_and(|m| m.starts_with(prefix)),
+            Selector::Stale { prefix } => read_mark(pid).is_some_and(|m| {
+                m.strip_prefix(prefix.as_str())
+                    .and_then(|rest| rest.split(':').next())
+                    .is_some_and(|owner| !owner_alive(owner))
+            }),
         };
         if matched {
             found.push(Found { pid, sid });
         }
     }
     found
+}
+
+/// This process as a marker owner: `<pid>.<start time>`, which no other process
+/// will ever be, even after pid reuse.
+pub fn own_identity() -> String {
+    let pid = std::process::id() as i32;
+    format!("{pid}.{}", start_time(pid).unwrap_or_default())
+}
+
+/// Whether the process named by an owner string (`<pid>.<start time>`) still runs.
+fn owner_alive(owner: &str) -> bool {
+    let Some((pid, start)) = owner.split_once('.') else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<i32>() else {
+        return false;
+    };
+    start_time(pid).is_some_and(|t| t.to_string() == start)
+}
+
+/// Start time (clock ticks since boot) from `/proc/<pid>/stat`, field 22.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    // `rest` starts at field 3 (state); field 22 is 19 further.
+    rest.split(' ').nth(19)?.parse().ok()
 }
 
 /// State letter and session id from `/proc/<pid>/stat`.
@@ -95,6 +130,19 @@ fn read_mark(pid: i32) -> Option<String> {
         .split(|b| *b == 0)
         .find_map(|var| var.strip_prefix(prefix.as_bytes()))
         .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// A stable tag for a state directory (FNV-1a of its path), so that a daemon can
+/// recognise processes a previous daemon on the same state started. Stable across
+/// builds, unlike std's hasher.
+pub fn state_tag(state_dir: &std::path::Path) -> String {
+    let path = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in path.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// Sends `signal` to every process in `procs`; vanished ones are ignored.
