@@ -434,3 +434,65 @@ mod tests {
         assert_eq!(out.total_bytes, 4096 * 1000);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// Any chunking and bound: memory stays within the bound, the spill file (or
+        /// the memory, when nothing overflowed) holds the exact stream, interleaved
+        /// reads never deliver a byte twice, and what they deliver, with the bytes
+        /// they say were dropped, is the stream.
+        #[test]
+        fn collector_keeps_the_stream_exactly(
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..40),
+            bound in 16usize..400,
+            read_every in 1usize..6,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let c = Collector::new(bound, Some(SpillTarget { dir: dir.path().join("spill"), file_name: "p".into() }));
+            let stream: Vec<u8> = chunks.concat();
+            // Lossy decoding changes invalid bytes, so delivered text is compared
+            // with the stream byte for byte only when the stream is ASCII.
+            let ascii = stream.is_ascii();
+            let mut delivered = String::new();
+            let mut dropped_any = false;
+            for (i, chunk) in chunks.iter().enumerate() {
+                c.push(chunk);
+                prop_assert!(c.memory_bytes() <= bound);
+                if i % read_every == 0 {
+                    let r = c.read_new();
+                    dropped_any |= r.dropped;
+                    delivered.push_str(&r.text);
+                }
+            }
+            c.close();
+            let r = c.read_new();
+            dropped_any |= r.dropped;
+            delivered.push_str(&r.text);
+            prop_assert_eq!(c.read_new().text, "", "a read re-delivered");
+            let out = c.collected();
+            prop_assert_eq!(out.total_bytes, stream.len() as u64);
+            if stream.len() > bound {
+                let Spill::Written(path) = &out.spill else { panic!("no spill: {:?}", out.spill) };
+                prop_assert_eq!(std::fs::read(path).unwrap(), stream.clone());
+                prop_assert!(out.truncated);
+            } else {
+                prop_assert_eq!(&out.spill, &Spill::None);
+                prop_assert_eq!(out.text, String::from_utf8_lossy(&stream));
+            }
+            if ascii {
+                // Delivered bytes are a subsequence that ends with the stream's end;
+                // without drops they are the whole stream.
+                prop_assert!(stream.ends_with(delivered.as_bytes()));
+                if !dropped_any {
+                    prop_assert_eq!(delivered.as_bytes(), &stream[..]);
+                }
+            }
+        }
+    }
+}
