@@ -31,8 +31,16 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::task::JoinSet;
 
-/// The daemon under test, built by cargo in the same profile as this bench.
-const DSH: &str = env!("CARGO_BIN_EXE_dsh");
+/// The daemon under test: the binary cargo built with this bench (same profile),
+/// or another build named by `DSH_BENCH_BIN`, to measure a change against it.
+fn dsh_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var_os("DSH_BENCH_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dsh")))
+    })
+}
 
 /// Longest wait for any ordinary answer. Generous: it only bounds a hang.
 const REQUEST_LIMIT: Duration = Duration::from_secs(60);
@@ -338,6 +346,23 @@ impl Client {
         Ok((text.to_string(), r["isError"].as_bool().unwrap_or(true)))
     }
 
+    /// A tool call that runs no process: `bash_output` of a task that does not
+    /// exist. It crosses the protocol and the whole waterfall (audit, schema,
+    /// policy, permission, tool, session log, updates) and ends in the registry,
+    /// so it is the part of a `bash` call's cost that is not the executor's.
+    async fn no_process_call(&mut self, session: &str) -> Res<()> {
+        let args = json!({"task_id": "bash-0"});
+        match self
+            .tool(session, "bash_output", args, REQUEST_LIMIT)
+            .await?
+        {
+            (text, true) if text.ends_with("unknown bash task \"bash-0\"") => Ok(()),
+            (text, is_error) => Err(format!(
+                "bash_output bash-0 gave {text:?} (isError {is_error})"
+            )),
+        }
+    }
+
     /// One `bash` call of `true`, checked to have run and succeeded.
     async fn bash_true(&mut self, session: &str) -> Res<()> {
         let args = json!({"command": "true", "description": "bench"});
@@ -420,7 +445,7 @@ impl Daemon {
         std::fs::write(&config, "[exec]\nkind = \"local\"\n").map_err(|e| e.to_string())?;
         let stderr = std::fs::File::create(dir.join("daemon.stderr")).map_err(|e| e.to_string())?;
         let socket = dir.join("run/dsh.sock");
-        let mut cmd = tokio::process::Command::new(DSH);
+        let mut cmd = tokio::process::Command::new(dsh_bin());
         cmd.arg("serve")
             .arg("--socket")
             .arg(&socket)
@@ -444,7 +469,9 @@ impl Daemon {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| format!("spawn {DSH}: {e}"))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", dsh_bin().display()))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let mut lines = BufReader::new(stdout);
         let mut first = String::new();
@@ -481,7 +508,7 @@ impl Daemon {
 
     /// `dsh stop`, then wait for the process to end (it kills every task first).
     async fn stop(mut self) -> Res<()> {
-        let stopped = tokio::process::Command::new(DSH)
+        let stopped = tokio::process::Command::new(dsh_bin())
             .arg("stop")
             .arg("--socket")
             .arg(&self.socket)
@@ -548,6 +575,7 @@ async fn b1(env: &Env) -> Res<Outcome> {
     }
     let before = daemon.memory()?;
     let (mut dsh, mut base) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut floor = Vec::with_capacity(n);
     for i in 0..n {
         // Alternate which goes first, so neither always follows the other.
         if i % 2 == 0 {
@@ -557,11 +585,14 @@ async fn b1(env: &Env) -> Res<Outcome> {
             base.push(timed(direct("true")).await?.0);
             dsh.push(timed(client.bash_true(&session)).await?.0);
         }
+        // Not judged: splits dsh's overhead into protocol + waterfall (this)
+        // and executor (the rest).
+        floor.push(timed(client.no_process_call(&session)).await?.0);
     }
     let after = daemon.memory()?;
     let updates = client.updates;
     daemon.stop().await?;
-    let (d, b) = (Stats::of(&dsh), Stats::of(&base));
+    let (d, b, f) = (Stats::of(&dsh), Stats::of(&base), Stats::of(&floor));
     let row = Row {
         id: "B1",
         scenario: format!("{n} sequential `bash true` calls, one session"),
@@ -577,12 +608,18 @@ async fn b1(env: &Env) -> Res<Outcome> {
         notes: vec![
             d.line("B1 dsh call     "),
             b.line("B1 direct spawn "),
+            f.line("B1 no-process call (protocol + waterfall, not judged)"),
+            format!(
+                "B1 dsh adds {:.3} ms per call at the median; a call that runs no process costs {:.3} ms",
+                d.p50 - b.p50,
+                f.p50
+            ),
             format!(
                 "B1 daemon RSS {} -> {} KiB over the calls; {updates} session/update read",
                 before.rss, after.rss
             ),
         ],
-        details: json!({"dsh": d.json(), "baseline": b.json(),
+        details: json!({"dsh": d.json(), "baseline": b.json(), "no_process_call": f.json(),
                         "rss_kib_before": before.rss, "rss_kib_after": after.rss,
                         "session_updates": updates}),
     })
@@ -1112,8 +1149,9 @@ async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let env = Env { root, work, counts };
     let machine = machine();
     println!(
-        "dsh daemon benchmark ({} mode), {DSH}\nmachine: {machine}",
-        if quick { "quick" } else { "full" }
+        "dsh daemon benchmark ({} mode), {}\nmachine: {machine}",
+        if quick { "quick" } else { "full" },
+        dsh_bin().display()
     );
     let started = Instant::now();
     let (mut rows, mut notes, mut details) = (Vec::new(), Vec::new(), serde_json::Map::new());
@@ -1138,6 +1176,7 @@ async fn run(quick: bool, only: &[String]) -> Res<bool> {
     println!("total {elapsed:.1} s");
     let report = json!({
         "mode": if quick { "quick" } else { "full" },
+        "binary": dsh_bin().display().to_string(),
         "unix_time": unix_now(),
         "machine": machine,
         "counts": format!("{counts:?}"),
