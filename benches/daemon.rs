@@ -20,7 +20,10 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B6` run only those scenarios (for profiling one).
+//! Positional arguments `B1`..`B6` run only those scenarios (for profiling one);
+//! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
+//! Results: the table on stdout, and `target/bench-daemon.json`
+//! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -110,8 +113,8 @@ struct Row {
     unit: &'static str,
     dsh: f64,
     baseline: Option<f64>,
-    /// dsh / baseline for times, dsh / baseline for throughput as well (then
-    /// higher is better); `None` where the issue names no baseline.
+    /// dsh / baseline: for a time lower is better, for a throughput higher.
+    /// `None` where the issue names no baseline.
     ratio: Option<f64>,
     target: Target,
 }
