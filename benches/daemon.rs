@@ -1179,6 +1179,7 @@ async fn run(quick: bool, only: &[String]) -> Res<bool> {
     println!("total {elapsed:.1} s");
     let report = json!({
         "mode": if quick { "quick" } else { "full" },
+        "scenarios": if only.is_empty() { json!("all") } else { json!(only) },
         "binary": dsh_bin().display().to_string(),
         "unix_time": unix_now(),
         "machine": machine,
@@ -1187,10 +1188,11 @@ async fn run(quick: bool, only: &[String]) -> Res<bool> {
         "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
         "details": details,
     });
-    let name = if quick {
-        "bench-daemon-quick.json"
-    } else {
-        "bench-daemon.json"
+    // A quick or partial run never overwrites the record of a full one.
+    let name = match (quick, only.is_empty()) {
+        (true, _) => "bench-daemon-quick.json",
+        (false, false) => "bench-daemon-partial.json",
+        (false, true) => "bench-daemon.json",
     };
     let path = target_dir().join(name);
     let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
