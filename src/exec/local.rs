@@ -54,8 +54,6 @@ struct Inner {
     seq: AtomicU64,
     env: Vec<(OsString, OsString)>,
     tasks: Mutex<BTreeMap<u64, Arc<Task>>>,
-    /// Markers of finished work that left detached processes behind.
-    leftovers: Mutex<Vec<Leftover>>,
     /// Dropped at the end of shutdown, so the consumer sees the stream end once
     /// every last completion is in it.
     completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
@@ -63,12 +61,6 @@ struct Inner {
     shutdown: CancellationToken,
     shutting_down: AtomicBool,
     supervisors: TaskTracker,
-}
-
-#[derive(Debug, Clone)]
-struct Leftover {
-    scope: Option<Scope>,
-    mark: String,
 }
 
 /// What a supervisor needs to know about one command, foreground or background.
@@ -156,7 +148,6 @@ impl LocalExecutor {
                 seq: AtomicU64::new(0),
                 env: child_env(base_env),
                 tasks: Mutex::new(BTreeMap::new()),
-                leftovers: Mutex::new(Vec::new()),
                 completions_tx: Mutex::new(Some(completions_tx)),
                 completions_rx: Mutex::new(Some(completions_rx)),
                 shutdown: CancellationToken::new(),
@@ -236,9 +227,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inner {
-    fn next_mark(&self) -> String {
+    /// A fresh marker for a command of `scope`: `<prefix><scope in hex>/<n>`. The
+    /// scope is part of the marker so that `kill_scope` finds everything a
+    /// session's commands left behind with one scan, and nothing has to be
+    /// remembered (or scanned for) when a command exits.
+    fn next_mark(&self, scope: Option<&Scope>) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{}{seq}", self.mark_prefix)
+        format!("{}{seq}", self.scope_prefix(scope))
+    }
+
+    fn scope_prefix(&self, scope: Option<&Scope>) -> String {
+        let hex: String = scope
+            .map(|s| s.bytes().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default();
+        format!("{}{hex}/", self.mark_prefix)
     }
 
     fn collector(&self, file_name: String) -> Arc<Collector> {
@@ -287,7 +289,7 @@ impl Inner {
         timeout: Option<Duration>,
         stop: &CancellationToken,
     ) -> Ended {
-        let (mark, scope) = (job.mark.as_str(), job.scope.as_ref());
+        let mark = job.mark.as_str();
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
         let sid = child.id().map(|p| p as i32);
         let abort = CancellationToken::new();
@@ -314,19 +316,10 @@ impl Inner {
         let status = match exited {
             Some(status) => {
                 readers_done = tokio::time::timeout(self.drain, &mut readers).await.is_ok();
+                // What detached into its own session stays (and carries the marker,
+                // for kill, kill_scope and shutdown); the rest of the session goes.
                 if let Some(sid) = sid {
                     procs::terminate(Selector::Session(sid), self.grace).await;
-                }
-                let detached = procs::find_async(Selector::Task {
-                    mark: mark.to_string(),
-                    sid: None,
-                })
-                .await;
-                if !detached.is_empty() {
-                    lock(&self.leftovers).push(Leftover {
-                        scope: scope.cloned(),
-                        mark: mark.to_string(),
-                    });
                 }
                 Some(status)
             }
@@ -445,8 +438,8 @@ impl BashExecutor for LocalExecutor {
             return Err(ExecError::ShuttingDown);
         }
         check_workdir(&spec.workdir)?;
-        let mark = inner.next_mark();
-        let label = format!("run-{}", mark.replace(':', "-"));
+        let mark = inner.next_mark(spec.scope.as_ref());
+        let label = format!("run-{}", mark.replace([':', '/'], "-"));
         let child = inner.spawn(&spec, &mark)?;
         let job = Arc::new(Job {
             mark,
@@ -498,7 +491,7 @@ impl BashExecutor for LocalExecutor {
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
         let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
-        let mark = inner.next_mark();
+        let mark = inner.next_mark(spec.scope.as_ref());
         let task = Arc::new(Task {
             job: Job {
                 mark,
@@ -590,24 +583,10 @@ impl BashExecutor for LocalExecutor {
         for task in &running {
             task.stop.cancel();
         }
-        let leftovers: Vec<Leftover> = {
-            let mut all = lock(&inner.leftovers);
-            let (mine, rest) = all
-                .drain(..)
-                .partition(|l| l.scope.as_deref() == Some(scope));
-            *all = rest;
-            mine
-        };
-        for l in leftovers {
-            procs::terminate(
-                Selector::Task {
-                    mark: l.mark,
-                    sid: None,
-                },
-                inner.grace,
-            )
-            .await;
-        }
+        // Everything still marked with this scope: detached leftovers of finished
+        // commands, and whatever the running ones started.
+        let prefix = inner.scope_prefix(Some(&scope.to_string()));
+        procs::terminate(Selector::MarkPrefix(prefix), inner.grace).await;
         for task in running {
             task.finished.cancelled().await;
         }
@@ -624,7 +603,6 @@ impl BashExecutor for LocalExecutor {
         inner.supervisors.close();
         inner.supervisors.wait().await;
         procs::terminate(Selector::MarkPrefix(inner.mark_prefix.clone()), inner.grace).await;
-        lock(&inner.leftovers).clear();
         lock(&inner.completions_tx).take();
     }
 }
