@@ -8,10 +8,7 @@ use common::client::Client;
 use common::fake_model::{self, FakeModel, Reply, bash_call, messages, text, tool_call};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Stdio;
-use tokio::process::{Child, Command};
-
-const BIN: &str = env!("CARGO_BIN_EXE_dsh");
+use tokio::process::Child;
 
 /// `dsh serve --stdio` pointed at `model`, sessions in auto mode.
 async fn daemon(dir: &Path, model: &FakeModel, extra: &str) -> (Child, Client) {
@@ -24,22 +21,13 @@ async fn daemon(dir: &Path, model: &FakeModel, extra: &str) -> (Child, Client) {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.join("state"))
-        .arg("--config")
-        .arg(&config)
-        .env_remove("DEEPSEEK_API_KEY")
-        .env_remove("DSH_API_KEY")
-        .env_remove("DSH_MODEL_BASE_URL")
-        .env_remove("DSH_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut client = Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let (child, mut client) = common::spawn_client(
+        common::dsh()
+            .args(["serve", "--stdio", "--state-dir"])
+            .arg(dir.join("state"))
+            .arg("--config")
+            .arg(&config),
+    );
     client.initialize().await;
     (child, client)
 }
@@ -415,20 +403,11 @@ async fn after_a_restart_a_loaded_session_prompts_with_its_earlier_history() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_a_prompt_says_what_to_set_and_bang_still_works() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.path().join("state"))
-        .env_remove("DEEPSEEK_API_KEY")
-        .env_remove("DSH_API_KEY")
-        .env_remove("DSH_MODEL_BASE_URL")
-        .env_remove("DSH_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut c = Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let (_child, mut c) = common::spawn_client(
+        common::dsh()
+            .args(["serve", "--stdio", "--state-dir"])
+            .arg(dir.path().join("state")),
+    );
     c.initialize().await;
     let s = c.new_session(&ws(dir.path(), "w")).await;
     c.set_mode(&s, "auto").await;

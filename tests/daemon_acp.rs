@@ -38,21 +38,13 @@ async fn stdio_daemon(dir: &Path) -> (Child, Client) {
 
 async fn stdio_daemon_on(dir: &Path, state: &Path) -> (Child, Client) {
     let config = write_config(dir, "");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--stdio", "--state-dir"])
-        .arg(state)
-        .arg("--config")
-        .arg(config)
-        .env_remove("DEEPSEEK_API_KEY")
-        .env_remove("DSH_API_KEY")
-        .env_remove("DSH_MODEL_BASE_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let client = Client::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let (child, client) = common::spawn_client(
+        common::dsh()
+            .args(["serve", "--stdio", "--state-dir"])
+            .arg(state)
+            .arg("--config")
+            .arg(config),
+    );
     (child, client)
 }
 

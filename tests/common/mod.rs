@@ -118,3 +118,36 @@ pub fn assert_all_dead(pids: &[i32], when: &str) {
         "{when}: processes survived: {survivors:?}"
     );
 }
+
+/// The dsh binary as tests start it: killed when dropped, and with no model
+/// settings inherited from the environment, so a developer's key never changes
+/// what a test sees.
+pub fn dsh() -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+    for var in [
+        "DEEPSEEK_API_KEY",
+        "DSH_API_KEY",
+        "DSH_MODEL_BASE_URL",
+        "DSH_MODEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+/// Starts `cmd` with its stdin/stdout as an ACP connection (stderr discarded).
+pub fn spawn_client(cmd: &mut tokio::process::Command) -> (tokio::process::Child, client::Client) {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dsh");
+    let client = client::Client::new(
+        child.stdout.take().expect("stdout"),
+        child.stdin.take().expect("stdin"),
+    );
+    (child, client)
+}
