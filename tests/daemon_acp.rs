@@ -375,17 +375,7 @@ async fn t12_t13_two_connections_two_sessions_each_are_fenced() {
         .unwrap_err();
     assert_eq!(e["code"], -32002);
     // A task of a1 is fenced off from a2 (same connection) and from b's sessions.
-    let (started, _) = a
-        .tool(
-            Some(&a1),
-            "bash",
-            json!({"command": "sleep 1000", "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let task = started
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let task = a.start_task(&a1, "sleep 1000").await;
     let refused = format!("Error: task {task} belongs to another session");
     assert_eq!(
         a.tool(Some(&a2), "bash_output", json!({"task_id": task}))
@@ -435,17 +425,7 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
         go.path(),
         ready.path()
     );
-    let (started, _) = a
-        .tool(
-            Some(&s),
-            "bash",
-            json!({"command": cmd, "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let task = started
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let task = a.start_task(&s, &cmd).await;
     // The client vanishes in the middle of a prompt.
     a.start(
         "session/prompt",

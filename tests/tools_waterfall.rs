@@ -126,6 +126,17 @@ impl Harness {
         panic!("never read {want:?}, got {got:?}");
     }
 
+    /// Starts `command` in the background for `session`; returns the task id.
+    async fn start_task(&self, session: &Arc<Session>, command: &str) -> String {
+        let arguments = json!({"command": command, "description": "d", "run_in_background": true});
+        let started = self.call(Some(session), "bash", arguments).await;
+        started
+            .text
+            .strip_prefix("started background task ")
+            .unwrap_or_else(|| panic!("not a start: {}", started.text))
+            .to_string()
+    }
+
     fn audit(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.audit_path)
             .unwrap()
@@ -398,18 +409,7 @@ async fn t7_t8_t10_t11_background_task_lifecycle() {
         ready.path(),
         go.path()
     );
-    let started = h
-        .call(
-            Some(&s),
-            "bash",
-            json!({"command": cmd, "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let id = h.start_task(&s, &cmd).await;
     assert!(id.starts_with("bash-"));
     ready.wait().await;
     let read = |id: &str| json!({"task_id": id});
@@ -442,18 +442,7 @@ async fn t7_t8_t10_t11_background_task_lifecycle() {
         err("Error: invalid task_id")
     );
 
-    let started = h
-        .call(
-            Some(&s),
-            "bash",
-            json!({"command": "sleep 1000", "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let id = h.start_task(&s, "sleep 1000").await;
     assert_eq!(
         h.call(Some(&s), "bash_kill", read(&id)).await,
         ok(&format!("killed background task {id}"))
@@ -468,18 +457,7 @@ async fn t7_t8_t10_t11_background_task_lifecycle() {
 async fn t9_a_read_that_lost_output_says_so() {
     let mut h = harness(|_| {});
     let s = h.session(Mode::Auto);
-    let started = h
-        .call(
-            Some(&s),
-            "bash",
-            json!({"command": "seq 1 1000", "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let id = h.start_task(&s, "seq 1 1000").await;
     h.notices.recv().await.unwrap();
     let out = h
         .call(Some(&s), "bash_output", json!({"task_id": id}))
@@ -508,18 +486,7 @@ async fn t12_t13_t14_tasks_are_fenced_between_sessions() {
         ready.path(),
         go.path()
     );
-    let started = h
-        .call(
-            Some(&a),
-            "bash",
-            json!({"command": cmd, "description": "d", "run_in_background": true}),
-        )
-        .await;
-    let id = started
-        .text
-        .strip_prefix("started background task ")
-        .unwrap()
-        .to_string();
+    let id = h.start_task(&a, &cmd).await;
     ready.wait().await;
     let refused = err(&format!("Error: task {id} belongs to another session"));
     let read = json!({"task_id": id});

@@ -468,7 +468,9 @@ impl Agent {
 
     async fn prompt(&self, ctx: RequestContext, p: acp::PromptRequest) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id.0)?;
-        let cancel = CancellationToken::new();
+        // A child of the request's token: $/cancel_request and the connection
+        // ending cancel the prompt too; session/cancel cancels just the prompt.
+        let cancel = ctx.cancel.child_token();
         {
             use dashmap::mapref::entry::Entry;
             match self.prompts.entry(session.id.clone()) {
@@ -482,18 +484,7 @@ impl Agent {
                 }
             }
         }
-        // $/cancel_request for this request and the connection ending cancel it too.
-        let linked = {
-            let (cancel, req) = (cancel.clone(), ctx.cancel.clone());
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = req.cancelled() => cancel.cancel(),
-                    () = cancel.cancelled() => {}
-                }
-            })
-        };
         let stop = self.run_prompt(&session, &p.prompt, &cancel).await;
-        linked.abort();
         self.prompts.remove(&session.id);
         to_value(acp::PromptResponse::new(stop?))
     }

@@ -1,7 +1,6 @@
 //! `session/update` payloads, built from the ACP schema types so the wire format
 //! is the official one.
 
-use crate::tools::ToolKind as OurKind;
 use agent_client_protocol_schema::v1::{
     Content, ContentBlock, ContentChunk, CurrentModeUpdate, SessionNotification, SessionUpdate,
     TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
@@ -51,11 +50,6 @@ pub fn kind_of(kind: &str) -> ToolKind {
         "execute" => ToolKind::Execute,
         _ => ToolKind::Other,
     }
-}
-
-/// Our tool kind on the wire.
-pub fn kind_name(kind: OurKind) -> &'static str {
-    kind.as_str()
 }
 
 /// A new tool call, pending.

@@ -195,6 +195,16 @@ impl Client {
         )
     }
 
+    /// Starts `command` as a background task of `session`; returns its id.
+    pub async fn start_task(&mut self, session: &str, command: &str) -> String {
+        let arguments = json!({"command": command, "description": "d", "run_in_background": true});
+        let (text, is_error) = self.tool(Some(session), "bash", arguments).await;
+        assert!(!is_error, "{text}");
+        text.strip_prefix("started background task ")
+            .unwrap_or_else(|| panic!("not a start: {text}"))
+            .to_string()
+    }
+
     pub async fn bash(&mut self, session: &str, command: &str) -> (String, bool) {
         self.tool(
             Some(session),
