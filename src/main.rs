@@ -333,6 +333,11 @@ async fn status(at: Where) -> Result<(), String> {
 }
 
 async fn stop(at: Where) -> Result<(), String> {
+    // Known first, so `stop` can return only once the process itself is gone.
+    let pid = ask_daemon(&at, "_dsh/status")
+        .await
+        .ok()
+        .and_then(|s| s["pid"].as_i64());
     match ask_daemon(&at, "_dsh/stop").await {
         Ok(_) => {}
         // The daemon may close the connection as it starts shutting down, before
@@ -344,7 +349,13 @@ async fn stop(at: Where) -> Result<(), String> {
     let socket = at.socket();
     let mut pause = Duration::from_millis(5);
     for _ in 0..400 {
-        if !socket.exists() {
+        let running = pid.is_some_and(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|st| st.rfind(')').and_then(|i| st[i + 2..].chars().next()))
+                .is_some_and(|state| state != 'Z' && state != 'X')
+        });
+        if !socket.exists() && !running {
             println!("dsh daemon stopped");
             return Ok(());
         }
