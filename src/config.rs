@@ -269,8 +269,109 @@ pub struct HooksConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
+    /// `bash -c` on this machine, as the daemon's user.
     Local,
+    /// `bash -c` inside a bubblewrap sandbox on this machine ([`SandboxConfig`]).
+    Sandbox,
+    /// `bash -c` on another host over OpenSSH ([`SshConfig`]).
+    Ssh,
+    /// No executor: no bash tools are offered.
     None,
+}
+
+/// `[exec.sandbox]`: how the bubblewrap sandbox is built.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// The bubblewrap program (a name looked up in PATH, or a path).
+    pub bwrap: PathBuf,
+    /// Whether commands may use the network (off: a private network namespace with
+    /// only loopback).
+    pub network: bool,
+    /// Directories every command may write to, besides the calling session's cwd
+    /// and the directories the session was granted.
+    pub writable: Vec<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            bwrap: PathBuf::from("bwrap"),
+            network: false,
+            writable: Vec::new(),
+        }
+    }
+}
+
+/// How the ssh executor treats the remote host's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KnownHosts {
+    /// The key must already be in the known-hosts file.
+    #[default]
+    Strict,
+    /// An unknown host's key is recorded on first contact; a changed key is refused.
+    AcceptNew,
+    /// Any key is accepted (only for throwaway hosts).
+    Off,
+}
+
+impl KnownHosts {
+    /// The OpenSSH `StrictHostKeyChecking` value.
+    pub fn ssh_option(self) -> &'static str {
+        match self {
+            KnownHosts::Strict => "yes",
+            KnownHosts::AcceptNew => "accept-new",
+            KnownHosts::Off => "no",
+        }
+    }
+}
+
+/// One `[[exec.ssh.path_map]]` entry: a local directory and where it is remotely.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathMapping {
+    pub local: PathBuf,
+    pub remote: PathBuf,
+}
+
+/// `[exec.ssh]`: the remote host and how to reach it with the system OpenSSH client.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SshConfig {
+    /// Host name or address; required when `exec.kind = "ssh"`.
+    pub host: String,
+    pub port: u16,
+    /// Remote user; default: OpenSSH's choice (the local user name).
+    pub user: Option<String>,
+    /// Private key file; default: OpenSSH's defaults (and the agent).
+    pub identity_file: Option<PathBuf>,
+    pub known_hosts: KnownHosts,
+    /// Known-hosts file; default: OpenSSH's (`~/.ssh/known_hosts`).
+    pub known_hosts_file: Option<PathBuf>,
+    /// How long to wait for the connection to be established.
+    pub connect_timeout_ms: u64,
+    /// Local directories (session cwds) and their remote counterparts; the longest
+    /// matching prefix wins, an unmatched path is used as is.
+    pub path_map: Vec<PathMapping>,
+    /// The ssh client program.
+    pub ssh: PathBuf,
+}
+
+impl Default for SshConfig {
+    fn default() -> Self {
+        Self {
+            host: String::new(),
+            port: 22,
+            user: None,
+            identity_file: None,
+            known_hosts: KnownHosts::Strict,
+            known_hosts_file: None,
+            connect_timeout_ms: 10_000,
+            path_map: Vec::new(),
+            ssh: PathBuf::from("ssh"),
+        }
+    }
 }
 
 /// Settings of the shared command executor (`[exec]`).
@@ -295,6 +396,10 @@ pub struct ExecConfig {
     /// Where spill files, logs and the task counter live. Defaults to
     /// `$XDG_STATE_HOME/dsh` (or `~/.local/state/dsh`).
     pub state_dir: Option<PathBuf>,
+    /// Used when `kind = "sandbox"`.
+    pub sandbox: SandboxConfig,
+    /// Used when `kind = "ssh"`.
+    pub ssh: SshConfig,
 }
 
 impl Default for ExecConfig {
@@ -308,6 +413,8 @@ impl Default for ExecConfig {
             drain_ms: 2_000,
             cwd: None,
             state_dir: None,
+            sandbox: SandboxConfig::default(),
+            ssh: SshConfig::default(),
         }
     }
 }
@@ -342,6 +449,11 @@ impl Config {
         if e.default_timeout_ms == 0 || e.max_timeout_ms == 0 {
             return Err(ConfigError::Invalid(
                 "exec timeouts must be positive".into(),
+            ));
+        }
+        if e.kind == ExecutorKind::Ssh && e.ssh.host.trim().is_empty() {
+            return Err(ConfigError::Invalid(
+                "exec.kind = \"ssh\" needs exec.ssh.host".into(),
             ));
         }
         if e.max_output_bytes < 16 {
@@ -431,6 +543,46 @@ mod tests {
         assert_eq!(c.agent.max_steps, d.agent.max_steps);
         assert_eq!(c.agent.system_prompt_mode, d.agent.system_prompt_mode);
         assert_eq!(c.agent.history_budget_chars, d.agent.history_budget_chars);
+        let (cs, ds) = (&c.exec.sandbox, &d.exec.sandbox);
+        assert_eq!(
+            (&cs.bwrap, cs.network, &cs.writable),
+            (&ds.bwrap, ds.network, &ds.writable)
+        );
+        let (cs, ds) = (&c.exec.ssh, &d.exec.ssh);
+        assert_eq!((&cs.host, cs.port, &cs.user), (&ds.host, ds.port, &ds.user));
+        assert_eq!(cs.identity_file, ds.identity_file);
+        assert_eq!(
+            (cs.known_hosts, &cs.known_hosts_file),
+            (ds.known_hosts, &ds.known_hosts_file)
+        );
+        assert_eq!(cs.connect_timeout_ms, ds.connect_timeout_ms);
+        assert_eq!((&cs.path_map, &cs.ssh), (&ds.path_map, &ds.ssh));
+    }
+
+    #[test]
+    fn executor_kinds_and_their_sections_parse() {
+        let text = r#"
+            [exec]
+            kind = "ssh"
+            [exec.ssh]
+            host = "build.example"
+            port = 2222
+            known_hosts = "accept-new"
+            [[exec.ssh.path_map]]
+            local = "/home/me/src"
+            remote = "/srv/src"
+            [exec.sandbox]
+            network = true
+            writable = ["/var/cache/me"]
+        "#;
+        let c = Config::from_toml(text, Path::new("x.toml")).unwrap();
+        assert_eq!(c.exec.kind, ExecutorKind::Ssh);
+        assert_eq!(c.exec.ssh.port, 2222);
+        assert_eq!(c.exec.ssh.known_hosts.ssh_option(), "accept-new");
+        assert_eq!(c.exec.ssh.path_map[0].remote, PathBuf::from("/srv/src"));
+        assert!(c.exec.sandbox.network);
+        let err = Config::from_toml("[exec]\nkind = \"ssh\"\n", Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("exec.ssh.host"), "{err}");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! one complete write.
 
 use crate::acp::Agent;
-use crate::config::{Config, ExecutorKind};
-use crate::exec::{BashExecutor, LocalExecutor};
+use crate::config::Config;
+use crate::exec::BashExecutor;
 use crate::hooks::audit::AuditLog;
 use crate::registry::SessionRegistry;
 use crate::rpc::{self, Options, Service};
@@ -43,14 +43,7 @@ impl Daemon {
     pub fn build(config: Config) -> Result<Self, String> {
         let state_dir = config.exec.state_dir();
         crate::exec::ensure_private_dir(&state_dir)?;
-        let executor: Option<Arc<dyn BashExecutor>> = match config.exec.kind {
-            ExecutorKind::Local => {
-                Some(Arc::new(LocalExecutor::new(&config.exec).map_err(|e| {
-                    format!("cannot start the local executor: {e}")
-                })?))
-            }
-            ExecutorKind::None => None,
-        };
+        let executor = crate::exec::from_config(&config.exec)?;
         let sessions = Arc::new(SessionRegistry::new(config.permissions.default_mode));
         let router = executor
             .as_ref()

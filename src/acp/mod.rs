@@ -282,6 +282,7 @@ impl Agent {
     ) -> Result<Value, RpcError> {
         Self::check_cwd(&p.cwd)?;
         let session = self.sessions.create(p.cwd.clone());
+        session.set_extra_roots(&p.additional_directories);
         let header = Header {
             id: session.id.clone(),
             cwd: p.cwd.clone(),

@@ -9,10 +9,20 @@
 mod collector;
 mod ids;
 pub mod local;
+mod pidns;
+pub mod process;
 mod procs;
+pub mod sandbox;
+pub mod ssh;
 
 pub use collector::{CollectedOutput, Spill, StreamRead, ensure_private_dir};
 pub use local::LocalExecutor;
+pub use process::{Launcher, ProcessExecutor};
+pub use sandbox::SandboxExecutor;
+pub use ssh::SshExecutor;
+
+use crate::config::{ExecConfig, ExecutorKind};
+use std::sync::Arc;
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -35,6 +45,10 @@ pub struct ExecRequest {
     pub timeout_ms: Option<u64>,
     /// Who the work belongs to, for [`BashExecutor::kill_scope`].
     pub scope: Option<Scope>,
+    /// Directories the command may write to when the executor confines writes (the
+    /// sandbox): the calling session's cwd and the directories it was granted.
+    /// Executors that do not confine ignore it.
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// A fully resolved command: every choice is explicit (T2).
@@ -45,6 +59,8 @@ pub struct ExecSpec {
     /// Applies to foreground runs only; background tasks have no timeout (E2).
     pub timeout_ms: u64,
     pub scope: Option<Scope>,
+    /// See [`ExecRequest::writable_roots`].
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// The result of a foreground command (E1). Exits, timeouts and aborts all end
@@ -129,6 +145,28 @@ pub enum ExecError {
     Spawn(String),
     #[error("executor is shutting down")]
     ShuttingDown,
+    /// The remote host could not be reached or refused the command.
+    #[error("{0}")]
+    Remote(String),
+    /// The command's fate is unknown: the executor lost it (a dropped connection).
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// Builds the executor `config` chooses; `None` for kind `none`. Fails closed with a
+/// message fit for a person (what is missing and how to fix it): a sandbox that
+/// cannot be created is never replaced by running unsandboxed.
+pub fn from_config(config: &ExecConfig) -> Result<Option<Arc<dyn BashExecutor>>, String> {
+    Ok(match config.kind {
+        ExecutorKind::Local => {
+            Some(Arc::new(LocalExecutor::new(config).map_err(|e| {
+                format!("cannot start the local executor: {e}")
+            })?))
+        }
+        ExecutorKind::Sandbox => Some(Arc::new(SandboxExecutor::new(config)?)),
+        ExecutorKind::Ssh => Some(Arc::new(SshExecutor::new(config)?)),
+        ExecutorKind::None => None,
+    })
 }
 
 /// The seam every executor implements (local, sandbox, ssh).

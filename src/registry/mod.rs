@@ -70,6 +70,8 @@ pub struct Session {
     pub id: SessionId,
     /// The header cwd: default workdir of every bash call of this session (T2).
     pub cwd: PathBuf,
+    /// Directories the editor granted besides the cwd (ACP `additionalDirectories`).
+    extra_roots: Mutex<Vec<PathBuf>>,
     mode: Mutex<Mode>,
     grants: Mutex<Vec<Grant>>,
     rejections: Mutex<Vec<Grant>>,
@@ -91,6 +93,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Session {
+    /// Records the directories the editor granted besides the cwd; only absolute
+    /// paths count.
+    pub fn set_extra_roots(&self, roots: &[PathBuf]) {
+        *lock(&self.extra_roots) = roots.iter().filter(|r| r.is_absolute()).cloned().collect();
+    }
+
+    /// Where this session's commands may write when the executor confines writes
+    /// (the sandbox): its cwd and the directories it was granted.
+    pub fn writable_roots(&self) -> Vec<PathBuf> {
+        let mut roots = vec![self.cwd.clone()];
+        roots.extend(lock(&self.extra_roots).iter().cloned());
+        roots
+    }
+
     /// The session's permission mode.
     pub fn mode(&self) -> Mode {
         *lock(&self.mode)
@@ -194,6 +210,7 @@ impl SessionRegistry {
                 Arc::new(Session {
                     id,
                     cwd,
+                    extra_roots: Mutex::new(Vec::new()),
                     mode: Mutex::new(self.default_mode),
                     grants: Mutex::new(Vec::new()),
                     rejections: Mutex::new(Vec::new()),

@@ -120,6 +120,11 @@ impl Tool for Bash {
             workdir,
             timeout_ms,
             scope: call.session_id().map(str::to_string),
+            writable_roots: call
+                .session
+                .as_ref()
+                .map(|s| s.writable_roots())
+                .unwrap_or_default(),
         });
         if background {
             return match self.shared.exec.start(spec).await {

@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod fake_model;
+pub mod sshd;
 
 use dsh::config::ExecConfig;
 use dsh::exec::LocalExecutor;
@@ -79,13 +80,38 @@ impl Fifo {
     }
 }
 
-/// A script that starts one process by each escape pattern (each writes its pid
-/// to `$PIDS` and becomes `sleep 1000`), waits until all have, signals `ready`
+/// A number unique to one test run, carried in the command line of the `sleep`
+/// processes a test starts (`sleep 1000.<token>`), so they can be found in the
+/// process table whatever PID namespace they live in (the sandbox's own pids mean
+/// nothing outside it).
+pub fn token() -> String {
+    let n = u64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap());
+    format!("{:09}", n % 1_000_000_000)
+}
+
+/// The live processes whose command line holds `sleep 1000.<token>`.
+pub fn with_token(token: &str) -> Vec<i32> {
+    let wanted = format!("1000.{token}");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == wanted.as_bytes()))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// A script that starts one process by each escape pattern (each writes a line to
+/// `$PIDS` and becomes `sleep 1000.<token>`), waits until all have, signals `ready`
 /// on the fifo, then runs `tail` in the foreground.
-pub fn escape_script(pids: &Path, ready: &Fifo, tail: &str) -> String {
+pub fn escape_script(pids: &Path, ready: &Fifo, token: &str, tail: &str) -> String {
     format!(
         r#"export PIDS='{pids}'
-export SPAWN='echo $$ >> "$PIDS"; exec sleep 1000'
+export SPAWN='echo $$ >> "$PIDS"; exec sleep 1000.{token}'
 : > "$PIDS"
 setsid bash -c "$SPAWN" &
 ( bash -c "$SPAWN" & ) &
@@ -105,14 +131,15 @@ echo ready > '{ready}'
 /// How many processes `escape_script` starts.
 pub const ESCAPE_PATTERNS: usize = 6;
 
-/// Asserts that every listed process is gone, naming the survivors.
-pub fn assert_all_dead(pids: &[i32], when: &str) {
+/// Asserts that every escape pattern started (`pidfile` has a line each) and that
+/// none of their processes is alive, naming the survivors.
+pub fn assert_all_dead(pidfile: &Path, token: &str, when: &str) {
     assert_eq!(
-        pids.len(),
+        pids(pidfile).len(),
         ESCAPE_PATTERNS,
         "not every escape pattern started ({when})"
     );
-    let survivors: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    let survivors = with_token(token);
     assert!(
         survivors.is_empty(),
         "{when}: processes survived: {survivors:?}"

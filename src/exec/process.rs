@@ -1,0 +1,696 @@
+//! The process engine every executor shares: tasks, timeouts, output, completions.
+//!
+//! An executor kind (local, sandbox, ssh) differs only in how a command becomes a
+//! process on this machine and how that command's processes are found and ended;
+//! that is its [`Launcher`]. Everything the model can observe (ids, output bounds,
+//! spill files, statuses, the order of cleanup) lives here once, so the kinds cannot
+//! drift apart.
+//!
+//! Every command's host process is the leader of a new session with stdin from
+//! /dev/null, a filtered environment (E4) and a marker variable (see `procs`). One
+//! supervisor per command waits for the first of: the main process exiting, the
+//! timer, or a stop request; then it cleans up by the rules of E3:
+//!
+//! * normal exit: wait up to `drain_ms` for stdout/stderr to close, then let the
+//!   launcher end what is left of the command (local: its process session; plain
+//!   `cmd &`). Processes that detached on purpose are left running, remembered by
+//!   their marker, and ended by `kill`, `kill_scope` or `shutdown`;
+//! * timeout, kill, cancel, shutdown: the launcher's `stop`: SIGTERM to everything
+//!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
+
+use super::collector::{Collector, SpillTarget, ensure_private_dir};
+use super::ids::TaskIds;
+use super::procs::{self, MARK_VAR, Selector};
+use super::{
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, Scope, TaskInfo,
+    TaskRead, TaskStatus,
+};
+use crate::config::ExecConfig;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How one executor kind turns a command into a process on this machine and ends
+/// what it started. The engine adds the marker, environment, stdio and the new
+/// session to the command a launcher builds, and calls the launcher's cleanup at the
+/// right moments.
+#[async_trait::async_trait]
+pub trait Launcher: Send + Sync + 'static {
+    /// A short name for status output ("local", "sandbox", "ssh").
+    fn kind(&self) -> &'static str;
+
+    /// Whether the host process's exit status is the command's own. A wrapper that
+    /// reports a signal death as exit code 128+n (bwrap, ssh) makes it inexact; the
+    /// engine then reads 128+n as that signal when it had stopped the command.
+    fn exact_status(&self) -> bool {
+        true
+    }
+
+    /// Checks that `dir` can be the command's working directory.
+    async fn check_workdir(&self, dir: &Path) -> Result<(), ExecError>;
+
+    /// The host program that runs `spec`; `mark` is the command's marker, for
+    /// launchers that must pass it on (a remote host does not inherit environments).
+    fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError>;
+
+    /// Ends one command: everything marked `mark` or in session `sid` (the host
+    /// process's), SIGTERM first, SIGKILL after `grace`, until none is left.
+    async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
+        procs::terminate(
+            Selector::Task {
+                mark: mark.to_string(),
+                sid,
+            },
+            grace,
+        )
+        .await;
+    }
+
+    /// After the host process exited by itself: ends what is left in its session,
+    /// leaving processes that detached on purpose.
+    async fn after_exit(&self, sid: i32, grace: Duration) {
+        procs::terminate(Selector::Session(sid), grace).await;
+    }
+
+    /// Ends everything whose marker starts with `prefix` (one scope, or all).
+    async fn stop_prefix(&self, prefix: &str, grace: Duration) {
+        procs::terminate(Selector::MarkPrefix(prefix.to_string()), grace).await;
+    }
+
+    /// Called when the host process exited by itself with `exit_code`: a message
+    /// when that exit means the command was lost rather than finished (ssh: the
+    /// connection dropped). The task is then reported killed, with the message in
+    /// its stderr.
+    async fn lost(&self, exit_code: Option<i32>, mark: &str) -> Option<String> {
+        let _ = (exit_code, mark);
+        None
+    }
+
+    /// The last step of shutdown, once every command is gone.
+    async fn close(&self) {}
+}
+
+/// Runs commands through a [`Launcher`]; see the module docs for the lifecycle.
+pub struct ProcessExecutor<L: Launcher> {
+    inner: Arc<Inner<L>>,
+}
+
+struct Inner<L> {
+    launcher: L,
+    default_timeout_ms: u64,
+    max_timeout_ms: u64,
+    max_output_bytes: usize,
+    grace: Duration,
+    drain: Duration,
+    fallback_cwd: PathBuf,
+    spill_dir: PathBuf,
+    ids: TaskIds,
+    /// Prefix of every marker this executor hands out: `<state tag>:<instance>:`,
+    /// so `shutdown` can find everything it ever started, and a later executor on
+    /// the same state directory can find what a crashed one left running.
+    mark_prefix: String,
+    seq: AtomicU64,
+    env: Vec<(OsString, OsString)>,
+    tasks: Mutex<BTreeMap<u64, Arc<Task>>>,
+    /// Dropped at the end of shutdown, so the consumer sees the stream end once
+    /// every last completion is in it.
+    completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
+    shutdown: CancellationToken,
+    shutting_down: AtomicBool,
+    supervisors: TaskTracker,
+}
+
+/// What a supervisor needs to know about one command, foreground or background.
+struct Job {
+    mark: String,
+    scope: Option<Scope>,
+    stdout: Arc<Collector>,
+    stderr: Arc<Collector>,
+}
+
+struct Task {
+    id: String,
+    command: String,
+    workdir: PathBuf,
+    started_at: SystemTime,
+    job: Job,
+    status: Mutex<TaskStatus>,
+    /// Cancelled to ask the supervisor to kill the task.
+    stop: CancellationToken,
+    /// Cancelled once the status is final.
+    finished: CancellationToken,
+}
+
+impl Task {
+    fn info(&self) -> TaskInfo {
+        TaskInfo {
+            id: self.id.clone(),
+            command: self.command.clone(),
+            workdir: self.workdir.clone(),
+            scope: self.job.scope.clone(),
+            status: *lock(&self.status),
+            started_at: self.started_at,
+        }
+    }
+}
+
+/// How the main process of a command ended, as seen by its supervisor.
+struct Ended {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    stopped: bool,
+    /// The command was lost, not finished (see [`Launcher::lost`]); the message says how.
+    lost: Option<String>,
+}
+
+impl<L: Launcher> ProcessExecutor<L> {
+    /// An executor running commands through `launcher`, whose host processes inherit
+    /// `base_env` filtered by E4 (the daemon passes its own environment; tests pass
+    /// one to prove the filter).
+    pub fn with_launcher(
+        config: &ExecConfig,
+        base_env: impl IntoIterator<Item = (OsString, OsString)>,
+        launcher: L,
+    ) -> std::io::Result<Self> {
+        let state_dir = config.state_dir();
+        ensure_private_dir(&state_dir).map_err(std::io::Error::other)?;
+        let spill_dir = state_dir.join("spill");
+        ensure_private_dir(&spill_dir).map_err(std::io::Error::other)?;
+        let fallback_cwd = match &config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+        let tag = procs::state_tag(&state_dir);
+        let mark_prefix = format!(
+            "{tag}:{}:{}:",
+            procs::own_identity(),
+            uuid::Uuid::new_v4().simple()
+        );
+        sweep_stale(&tag);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                launcher,
+                default_timeout_ms: config.default_timeout_ms,
+                max_timeout_ms: config.max_timeout_ms,
+                max_output_bytes: config.max_output_bytes,
+                grace: Duration::from_millis(config.kill_grace_ms),
+                drain: Duration::from_millis(config.drain_ms),
+                fallback_cwd,
+                spill_dir,
+                ids: TaskIds::new(&state_dir),
+                mark_prefix,
+                seq: AtomicU64::new(0),
+                env: child_env(base_env),
+                tasks: Mutex::new(BTreeMap::new()),
+                completions_tx: Mutex::new(Some(completions_tx)),
+                completions_rx: Mutex::new(Some(completions_rx)),
+                shutdown: CancellationToken::new(),
+                shutting_down: AtomicBool::new(false),
+                supervisors: TaskTracker::new(),
+            }),
+        })
+    }
+}
+
+/// The environment of every command (E4): the base without anything that looks
+/// like a credential, plus settings that keep tools from waiting for a person.
+/// A remote launcher applies the same rule on the far side.
+pub(crate) fn child_env(
+    base: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    const FORCED: [(&str, &str); 5] = [
+        ("NO_COLOR", "1"),
+        ("TERM", "dumb"),
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+    ];
+    let mut env: Vec<(OsString, OsString)> = base
+        .into_iter()
+        .filter(|(name, _)| {
+            let upper = name.to_string_lossy().to_ascii_uppercase();
+            !["KEY", "SECRET", "TOKEN"].iter().any(|w| upper.contains(w))
+                && upper != MARK_VAR
+                && !FORCED.iter().any(|(f, _)| *f == upper)
+        })
+        .collect();
+    env.extend(
+        FORCED
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    env
+}
+
+/// Kills what an earlier daemon on this state directory left running when it died
+/// without its shutdown (its marker names a process that no longer exists). Runs
+/// before this executor starts anything.
+fn sweep_stale(tag: &str) {
+    let selector = Selector::Stale {
+        prefix: format!("{tag}:"),
+    };
+    for round in 0..50 {
+        let left = procs::find(&selector);
+        if left.is_empty() {
+            return;
+        }
+        if round == 0 {
+            tracing::warn!(
+                count = left.len(),
+                "killing processes left by a daemon that died"
+            );
+        }
+        procs::signal_all(&left, nix::sys::signal::Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Makes the process `cmd` starts the leader of a new session (so its processes can
+/// be found and signalled together) that is SIGKILLed if the daemon dies without
+/// shutting down (SIGKILL, OOM); what it started is swept by the next daemon on the
+/// same state directory (`sweep_stale`).
+pub(crate) fn detach_until_parent_dies(cmd: &mut Command) {
+    // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the
+    // parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Whether `path` exists and is a directory on this machine.
+pub(crate) fn check_local_workdir(path: &Path) -> Result<(), ExecError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(ExecError::WorkdirNotDirectory(path.to_path_buf())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ExecError::WorkdirMissing(path.to_path_buf()))
+        }
+        Err(e) => Err(ExecError::WorkdirUnusable {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<L: Launcher> Inner<L> {
+    /// A fresh marker for a command of `scope`: `<prefix><scope in hex>/<n>`. The
+    /// scope is part of the marker so that `kill_scope` finds everything a
+    /// session's commands left behind with one scan, and nothing has to be
+    /// remembered (or scanned for) when a command exits.
+    fn next_mark(&self, scope: Option<&Scope>) -> String {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}{seq}", self.scope_prefix(scope))
+    }
+
+    fn scope_prefix(&self, scope: Option<&Scope>) -> String {
+        let hex: String = scope
+            .map(|s| s.bytes().map(|b| format!("{b:02x}")).collect())
+            .unwrap_or_default();
+        format!("{}{hex}/", self.mark_prefix)
+    }
+
+    fn collector(&self, file_name: String) -> Arc<Collector> {
+        Arc::new(Collector::new(
+            self.max_output_bytes,
+            Some(SpillTarget {
+                dir: self.spill_dir.clone(),
+                file_name,
+            }),
+        ))
+    }
+
+    fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<Child, ExecError> {
+        let mut cmd = self.launcher.command(spec, mark)?;
+        cmd.env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(MARK_VAR, mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        detach_until_parent_dies(&mut cmd);
+        cmd.spawn().map_err(|e| ExecError::Spawn(e.to_string()))
+    }
+
+    /// Waits for the command to end by itself, by its timer or by `stop`, and
+    /// cleans up everything it started by the rules in the module docs.
+    async fn supervise(
+        &self,
+        mut child: Child,
+        job: &Job,
+        timeout: Option<Duration>,
+        stop: &CancellationToken,
+    ) -> Ended {
+        let mark = job.mark.as_str();
+        let (out, err) = (job.stdout.clone(), job.stderr.clone());
+        let sid = child.id().map(|p| p as i32);
+        let abort = CancellationToken::new();
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let mut readers = tokio::spawn({
+            let abort = abort.clone();
+            async move {
+                tokio::join!(pump(stdout, out, abort.clone()), pump(stderr, err, abort));
+            }
+        });
+        let mut readers_done = false;
+        let timer = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (mut timed_out, mut stopped) = (false, false);
+        let exited = tokio::select! {
+            status = child.wait() => status.ok(),
+            () = timer => { timed_out = true; None }
+            () = stop.cancelled() => { stopped = true; None }
+        };
+        let status = match exited {
+            Some(status) => {
+                readers_done = tokio::time::timeout(self.drain, &mut readers).await.is_ok();
+                // What detached on purpose stays (and carries the marker, for kill,
+                // kill_scope and shutdown); the rest of the command goes.
+                if let Some(sid) = sid {
+                    self.launcher.after_exit(sid, self.grace).await;
+                }
+                Some(status)
+            }
+            None => {
+                self.launcher.stop(mark, sid, self.grace).await;
+                child.wait().await.ok()
+            }
+        };
+        abort.cancel();
+        if !readers_done {
+            let _ = readers.await;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let mut exit_code = status.and_then(|s| s.code());
+        let mut signal = status.and_then(|s| s.signal());
+        let mut lost = None;
+        if timed_out || stopped {
+            // A wrapper reports the signal that ended the command as 128+n; when we
+            // were the ones stopping it, that is what the number means.
+            if !self.launcher.exact_status()
+                && let Some(code) = exit_code.filter(|c| (129..=128 + 64).contains(c))
+            {
+                (exit_code, signal) = (None, Some(code - 128));
+            }
+        } else if let Some(message) = self.launcher.lost(exit_code, mark).await {
+            job.stderr.push(format!("{message}\n").as_bytes());
+            lost = Some(message);
+        }
+        job.stdout.close();
+        job.stderr.close();
+        Ended {
+            exit_code,
+            signal,
+            timed_out,
+            stopped,
+            lost,
+        }
+    }
+
+    fn finish(&self, task: &Task, status: TaskStatus) {
+        *lock(&task.status) = status;
+        task.finished.cancel();
+        // The receiver may be gone (nobody routes notices): that loses nothing.
+        if let Some(tx) = lock(&self.completions_tx).as_ref() {
+            let _ = tx.send(task.info());
+        }
+    }
+
+    fn task(&self, id: &str) -> Option<Arc<Task>> {
+        let n: u64 = id.strip_prefix("bash-")?.parse().ok()?;
+        lock(&self.tasks).get(&n).cloned()
+    }
+}
+
+/// Copies one pipe into its collector until EOF. After `abort` it keeps reading
+/// only what is already buffered (bounded, in case a detached process keeps
+/// writing), so output written just before a kill is not lost. The supervisor
+/// closes the collector, after anything it adds itself.
+async fn pump(
+    pipe: Option<impl AsyncRead + Unpin>,
+    sink: Arc<Collector>,
+    abort: CancellationToken,
+) {
+    const MAX_BUF: usize = 64 * 1024;
+    const READS_AFTER_ABORT: u32 = 16;
+    if let Some(mut pipe) = pipe {
+        // Start small so that thousands of idle background tasks cost little; grow
+        // while reads fill the buffer so bulk output moves in large chunks.
+        let mut buf = vec![0u8; 4096];
+        let mut after_abort = 0;
+        loop {
+            tokio::select! {
+                biased;
+                r = pipe.read(&mut buf) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        sink.push(&buf[..n]);
+                        if n == buf.len() && buf.len() < MAX_BUF {
+                            buf.resize(buf.len() * 2, 0);
+                        }
+                        if abort.is_cancelled() {
+                            after_abort += 1;
+                            if after_abort > READS_AFTER_ABORT {
+                                break;
+                            }
+                        }
+                    }
+                },
+                () = abort.cancelled() => break,
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
+    fn kind(&self) -> &'static str {
+        self.inner.launcher.kind()
+    }
+
+    fn resolve(&self, request: ExecRequest) -> ExecSpec {
+        let inner = &self.inner;
+        let workdir = match request.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => inner.fallback_cwd.join(dir),
+            None => inner.fallback_cwd.clone(),
+        };
+        let timeout_ms = request
+            .timeout_ms
+            .unwrap_or(inner.default_timeout_ms)
+            .min(inner.max_timeout_ms);
+        ExecSpec {
+            command: request.command,
+            workdir,
+            timeout_ms,
+            scope: request.scope,
+            writable_roots: request.writable_roots,
+        }
+    }
+
+    async fn run(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ExecError> {
+        let inner = self.inner.clone();
+        if inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        inner.launcher.check_workdir(&spec.workdir).await?;
+        let mark = inner.next_mark(spec.scope.as_ref());
+        let label = format!("run-{}", mark.replace([':', '/'], "-"));
+        let child = inner.spawn(&spec, &mark)?;
+        let job = Arc::new(Job {
+            mark,
+            scope: spec.scope.clone(),
+            stdout: inner.collector(format!("{label}.stdout")),
+            stderr: inner.collector(format!("{label}.stderr")),
+        });
+        let stop = inner.shutdown.child_token();
+        // If the caller stops waiting (its future is dropped), the command is
+        // cancelled rather than left running unobserved.
+        let _stop_on_drop = stop.clone().drop_guard();
+        let supervisor = {
+            let (inner, stop, job) = (inner.clone(), stop.clone(), job.clone());
+            let timeout = Duration::from_millis(spec.timeout_ms);
+            inner
+                .clone()
+                .supervisors
+                .spawn(async move { inner.supervise(child, &job, Some(timeout), &stop).await })
+        };
+        let mut supervisor = supervisor;
+        // A cancel is a stop like any other: wait until everything is gone.
+        let ended = tokio::select! {
+            ended = &mut supervisor => ended,
+            () = cancel.cancelled() => {
+                stop.cancel();
+                supervisor.await
+            }
+        };
+        let ended = ended.map_err(|e| ExecError::Spawn(format!("supervisor failed: {e}")))?;
+        if let Some(message) = ended.lost {
+            return Err(ExecError::Lost(message));
+        }
+        Ok(RunOutcome {
+            exit_code: ended.exit_code,
+            signal: ended.signal,
+            timed_out: ended.timed_out,
+            aborted: ended.stopped,
+            timeout_ms: spec.timeout_ms,
+            stdout: job.stdout.collected(),
+            stderr: job.stderr.collected(),
+        })
+    }
+
+    async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError> {
+        let inner = self.inner.clone();
+        if inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        inner.launcher.check_workdir(&spec.workdir).await?;
+        let id = inner
+            .ids
+            .next()
+            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
+        let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
+        let mark = inner.next_mark(spec.scope.as_ref());
+        let task = Arc::new(Task {
+            job: Job {
+                mark,
+                scope: spec.scope.clone(),
+                stdout: inner.collector(format!("{id}.stdout")),
+                stderr: inner.collector(format!("{id}.stderr")),
+            },
+            id,
+            command: spec.command.clone(),
+            workdir: spec.workdir.clone(),
+            started_at: SystemTime::now(),
+            status: Mutex::new(TaskStatus::Running),
+            stop: inner.shutdown.child_token(),
+            finished: CancellationToken::new(),
+        });
+        lock(&inner.tasks).insert(number, task.clone());
+        match inner.spawn(&spec, &task.job.mark) {
+            Err(e) => {
+                task.job.stderr.push(format!("{e}\n").as_bytes());
+                task.job.stdout.close();
+                task.job.stderr.close();
+                inner.finish(&task, TaskStatus::Killed { signal: None });
+            }
+            Ok(child) => {
+                let (inner, task) = (inner.clone(), task.clone());
+                self.inner.supervisors.spawn(async move {
+                    let ended = inner.supervise(child, &task.job, None, &task.stop).await;
+                    let status = match (ended.stopped || ended.lost.is_some(), ended.exit_code) {
+                        (false, Some(code)) => TaskStatus::Completed { exit_code: code },
+                        _ => TaskStatus::Killed {
+                            signal: ended.signal,
+                        },
+                    };
+                    inner.finish(&task, status);
+                });
+            }
+        }
+        Ok(task.info())
+    }
+
+    fn get(&self, id: &str) -> Option<TaskInfo> {
+        self.inner.task(id).map(|t| t.info())
+    }
+
+    fn list(&self) -> Vec<TaskInfo> {
+        lock(&self.inner.tasks).values().map(|t| t.info()).collect()
+    }
+
+    fn read(&self, id: &str) -> Option<TaskRead> {
+        let task = self.inner.task(id)?;
+        // Status first: if it is final, both streams are closed and complete, so
+        // this read drains them for good.
+        let status = *lock(&task.status);
+        Some(TaskRead {
+            stdout: task.job.stdout.read_new(),
+            stderr: task.job.stderr.read_new(),
+            status,
+        })
+    }
+
+    async fn kill(&self, id: &str) -> KillOutcome {
+        let Some(task) = self.inner.task(id) else {
+            return KillOutcome::Unknown;
+        };
+        if task.finished.is_cancelled() {
+            let inner = &self.inner;
+            inner.launcher.stop(&task.job.mark, None, inner.grace).await;
+            return KillOutcome::AlreadyFinished;
+        }
+        task.stop.cancel();
+        task.finished.cancelled().await;
+        match *lock(&task.status) {
+            TaskStatus::Killed { .. } => KillOutcome::Killed,
+            _ => KillOutcome::AlreadyFinished,
+        }
+    }
+
+    async fn kill_scope(&self, scope: &str) {
+        let inner = &self.inner;
+        let running: Vec<Arc<Task>> = lock(&inner.tasks)
+            .values()
+            .filter(|t| t.job.scope.as_deref() == Some(scope) && !t.finished.is_cancelled())
+            .cloned()
+            .collect();
+        for task in &running {
+            task.stop.cancel();
+        }
+        // Everything still marked with this scope: detached leftovers of finished
+        // commands, and whatever the running ones started.
+        let prefix = inner.scope_prefix(Some(&scope.to_string()));
+        inner.launcher.stop_prefix(&prefix, inner.grace).await;
+        for task in running {
+            task.finished.cancelled().await;
+        }
+    }
+
+    fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>> {
+        lock(&self.inner.completions_rx).take()
+    }
+
+    async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.shutting_down.store(true, Ordering::SeqCst);
+        inner.shutdown.cancel();
+        inner.supervisors.close();
+        inner.supervisors.wait().await;
+        inner
+            .launcher
+            .stop_prefix(&inner.mark_prefix, inner.grace)
+            .await;
+        inner.launcher.close().await;
+        lock(&inner.completions_tx).take();
+    }
+}

@@ -1,0 +1,561 @@
+//! The ssh executor: `bash -c` on another host, through the system OpenSSH client.
+//!
+//! One master connection (`ControlMaster`) per daemon carries every command, so a
+//! call pays no handshake. Each command is a local `ssh` process (the engine's host
+//! process: its stdout and stderr are the command's, collected here with the same
+//! bounds and spill files) running a small bash wrapper on the remote side
+//! ([`RUN_SCRIPT`]) that applies the local rules there: the workdir, the E4
+//! environment filter, the marker, its own session, stdin from /dev/null, and the
+//! end of what is left in its session after it exits. Stopping a command runs
+//! [`KILL_SCRIPT`] remotely (SIGTERM, grace, SIGKILL by marker and session), then
+//! ends the local `ssh` process.
+//!
+//! A command whose connection drops is reported killed with a line in its stderr;
+//! its remote processes are ended as soon as a new connection is up.
+//!
+//! Remote processes carry the marker as `DSH_REMOTE_MARK`, not the local
+//! `DSH_TASK_MARK` the local `ssh` process has: when the "remote" host is this
+//! machine (tests, or ssh to localhost), neither side's cleanup touches the other's
+//! processes.
+//!
+//! The remote side needs Linux (`/proc`), bash and `setsid`, and a POSIX login
+//! shell (OpenSSH runs every command through it).
+
+use super::process::{Launcher, ProcessExecutor, child_env, detach_until_parent_dies};
+use super::procs::{self, MARK_VAR, Selector};
+use super::{ExecError, ExecSpec, ensure_private_dir};
+use crate::config::{ExecConfig, SshConfig};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+
+/// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
+/// in milliseconds, `$5` the command. Exits with the command's status (128+n for a
+/// signal death, as bash reports it).
+const RUN_SCRIPT: &str = r#"
+dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5
+cd -- "$dir" || exit 1
+for v in $(compgen -e); do
+  case "${v^^}" in *KEY*|*SECRET*|*TOKEN*|DSH_*MARK) unset "$v" 2>/dev/null ;; esac
+done
+export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0 DSH_REMOTE_MARK="$mark"
+setsid bash -c "$cmd" </dev/null &
+sid=$!
+wait "$sid"
+status=$?
+members() {
+  local d stat rest
+  found=()
+  for d in /proc/[0-9]*; do
+    read -r stat <"$d/stat" 2>/dev/null || continue
+    rest=${stat##*) }
+    set -- $rest
+    [ "$1" != Z ] && [ "$4" = "$sid" ] && found+=("${d#/proc/}")
+  done
+}
+ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
+waited=0
+members
+while [ ${#found[@]} -gt 0 ] && [ $waited -lt "$drain" ]; do
+  ms 20; waited=$((waited + 20)); members
+done
+if [ ${#found[@]} -gt 0 ]; then
+  kill -TERM "${found[@]}" 2>/dev/null; kill -CONT "${found[@]}" 2>/dev/null
+  waited=0
+  while members; [ ${#found[@]} -gt 0 ] && [ $waited -lt "$grace" ]; do
+    ms 20; waited=$((waited + 20))
+  done
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    members; [ ${#found[@]} -eq 0 ] && break
+    kill -KILL "${found[@]}" 2>/dev/null; ms 10
+  done
+fi
+exit $status
+"#;
+
+/// Ends remote processes: `$1` is `exact` or `prefix`, `$2` the marker (or its
+/// prefix), `$3` the grace in milliseconds. Marked processes, and every member of
+/// a session a marked process leads, get SIGTERM, then SIGKILL after the grace,
+/// until none is left.
+const KILL_SCRIPT: &str = r#"
+mode=$1 mark=$2 grace=$3
+targets() {
+  local d pid kv stat rest
+  local -A leaders=()
+  found=()
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = "$$" ] && continue
+    read -r stat <"$d/stat" 2>/dev/null || continue
+    rest=${stat##*) }
+    set -- $rest
+    [ "$1" = Z ] && continue
+    while IFS= read -r -d '' kv; do
+      case $kv in
+        DSH_REMOTE_MARK=*)
+          kv=${kv#DSH_REMOTE_MARK=}
+          if [ "$kv" = "$mark" ] || { [ "$mode" = prefix ] && [[ $kv == "$mark"* ]]; }; then
+            found+=("$pid")
+            [ "$4" = "$pid" ] && leaders[$pid]=1
+          fi
+          break ;;
+      esac
+    done <"$d/environ" 2>/dev/null
+  done
+  [ ${#leaders[@]} -eq 0 ] && return
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    [ "$pid" = "$$" ] && continue
+    read -r stat <"$d/stat" 2>/dev/null || continue
+    rest=${stat##*) }
+    set -- $rest
+    [ "$1" != Z ] && [ -n "${leaders[$4]}" ] && found+=("$pid")
+  done
+}
+ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
+targets
+[ ${#found[@]} -eq 0 ] && exit 0
+kill -TERM "${found[@]}" 2>/dev/null; kill -CONT "${found[@]}" 2>/dev/null
+waited=0
+while targets; [ ${#found[@]} -gt 0 ] && [ $waited -lt "$grace" ]; do
+  ms 20; waited=$((waited + 20))
+done
+for _ in $(seq 100); do
+  targets; [ ${#found[@]} -eq 0 ] && exit 0
+  kill -KILL "${found[@]}" 2>/dev/null; ms 10
+done
+exit 1
+"#;
+
+/// What the local side reads from the master's stdout once it is connected.
+const READY: &str = "dsh-ssh-ready";
+
+/// Builds `ssh` command lines and keeps the master connection.
+pub struct SshLauncher {
+    config: SshConfig,
+    control_path: PathBuf,
+    master_log: PathBuf,
+    /// The marker of the master connection: `<state tag>:<owner>:ssh-master`, so a
+    /// daemon that died leaves nothing the next one's sweep would miss.
+    master_mark: String,
+    env: Vec<(OsString, OsString)>,
+    drain_ms: u64,
+    grace: Duration,
+    master: tokio::sync::Mutex<Option<Child>>,
+    /// Markers of commands whose connection dropped: ended remotely as soon as a new
+    /// connection is up.
+    lost_marks: Mutex<Vec<String>>,
+}
+
+/// Runs commands on a remote host over ssh (see the module docs).
+pub type SshExecutor = ProcessExecutor<SshLauncher>;
+
+impl ProcessExecutor<SshLauncher> {
+    /// An ssh executor for `[exec.ssh]`. It connects on first use: a host that is
+    /// down fails each call with an infrastructure error, not the daemon's start.
+    pub fn new(config: &ExecConfig) -> Result<Self, String> {
+        let state_dir = config.state_dir();
+        ensure_private_dir(&state_dir)?;
+        let ssh_dir = state_dir.join("ssh");
+        ensure_private_dir(&ssh_dir)?;
+        let control_path = ssh_dir.join("control");
+        // sockaddr_un holds 108 bytes; OpenSSH adds a random suffix while binding.
+        if control_path.as_os_str().len() > 80 {
+            return Err(format!(
+                "the ssh control socket path {} is too long for a unix socket: choose a \
+                 shorter [exec] state_dir",
+                control_path.display()
+            ));
+        }
+        let launcher = SshLauncher {
+            config: config.ssh.clone(),
+            control_path,
+            master_log: ssh_dir.join("master.log"),
+            master_mark: format!(
+                "{}:{}:ssh-master",
+                procs::state_tag(&state_dir),
+                procs::own_identity()
+            ),
+            env: child_env(std::env::vars_os()),
+            drain_ms: config.drain_ms,
+            grace: Duration::from_millis(config.kill_grace_ms),
+            master: tokio::sync::Mutex::new(None),
+            lost_marks: Mutex::new(Vec::new()),
+        };
+        Self::with_launcher(config, std::env::vars_os(), launcher)
+            .map_err(|e| format!("cannot start the ssh executor: {e}"))
+    }
+}
+
+/// `s` as one word for a POSIX shell.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl SshLauncher {
+    fn host(&self) -> &str {
+        &self.config.host
+    }
+
+    /// Where a local directory is on the remote host: the longest mapped prefix
+    /// replaced, or the path as it is.
+    fn remote_path(&self, local: &Path) -> PathBuf {
+        self.config
+            .path_map
+            .iter()
+            .filter(|m| local.starts_with(&m.local))
+            .max_by_key(|m| m.local.components().count())
+            .map(|m| match local.strip_prefix(&m.local) {
+                Ok(rest) if rest.as_os_str().is_empty() => m.remote.clone(),
+                Ok(rest) => m.remote.join(rest),
+                Err(_) => local.to_path_buf(),
+            })
+            .unwrap_or_else(|| local.to_path_buf())
+    }
+
+    /// The options every ssh invocation shares.
+    fn base_command(&self) -> Command {
+        let c = &self.config;
+        let mut cmd = Command::new(&c.ssh);
+        let timeout_s = c.connect_timeout_ms.div_ceil(1000).max(1);
+        cmd.args(["-T", "-o", "BatchMode=yes"])
+            .arg("-o")
+            .arg(format!("ConnectTimeout={timeout_s}"))
+            .arg("-o")
+            .arg(format!(
+                "StrictHostKeyChecking={}",
+                c.known_hosts.ssh_option()
+            ))
+            .args(["-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"])
+            .arg("-o")
+            .arg(format!("ControlPath={}", self.control_path.display()))
+            .arg("-p")
+            .arg(c.port.to_string());
+        if let Some(file) = &c.known_hosts_file {
+            cmd.arg("-o")
+                .arg(format!("UserKnownHostsFile={}", file.display()));
+        }
+        if let Some(identity) = &c.identity_file {
+            cmd.arg("-i")
+                .arg(identity)
+                .args(["-o", "IdentitiesOnly=yes"]);
+        }
+        if let Some(user) = &c.user {
+            cmd.arg("-l").arg(user);
+        }
+        cmd.current_dir("/")
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
+    /// An ssh command over the master connection running `script` with `args` in
+    /// bash on the remote host.
+    fn remote_bash(&self, script: &str, args: &[&str]) -> Command {
+        let mut remote = format!("exec bash -c {} dsh", quote(script));
+        for arg in args {
+            remote.push(' ');
+            remote.push_str(&quote(arg));
+        }
+        let mut cmd = self.base_command();
+        cmd.args(["-o", "ControlMaster=no", "-n"])
+            .arg(self.host())
+            .arg("--")
+            .arg(remote);
+        cmd
+    }
+
+    /// Makes sure the master connection is up, (re)connecting if it is not, then
+    /// ends what a dropped connection left running.
+    async fn ensure_master(&self) -> Result<(), ExecError> {
+        let mut master = self.master.lock().await;
+        if let Some(child) = master.as_mut()
+            && matches!(child.try_wait(), Ok(None))
+        {
+            return Ok(());
+        }
+        *master = Some(self.connect().await?);
+        drop(master);
+        let lost = std::mem::take(&mut *self.lost_marks.lock().unwrap_or_else(|p| p.into_inner()));
+        for mark in lost {
+            if let Err(e) = self.remote_kill("exact", &mark).await {
+                tracing::warn!(%mark, error = %e, "cannot end the processes of a lost command");
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the master and waits until it says it is connected (its
+    /// `LocalCommand` runs after authentication) or gives up.
+    async fn connect(&self) -> Result<Child, ExecError> {
+        let log = std::fs::File::create(&self.master_log).map_err(|e| {
+            ExecError::Remote(format!("cannot write {}: {e}", self.master_log.display()))
+        })?;
+        let mut cmd = self.base_command();
+        cmd.args(["-M", "-N", "-o", "ControlPersist=no"])
+            .args(["-o", "PermitLocalCommand=yes"])
+            .arg("-o")
+            .arg(format!("LocalCommand=echo {READY}"))
+            .arg(self.host())
+            .env(MARK_VAR, &self.master_mark)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        detach_until_parent_dies(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| {
+            ExecError::Remote(format!(
+                "cannot run the ssh client `{}`: {e}",
+                self.config.ssh.display()
+            ))
+        })?;
+        let mut lines = tokio::io::BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| ExecError::Remote("the ssh client has no stdout".into()))?,
+        )
+        .lines();
+        let limit = Duration::from_millis(self.config.connect_timeout_ms) + Duration::from_secs(2);
+        let ready = tokio::time::timeout(limit, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.trim() == READY {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        if ready {
+            return Ok(child);
+        }
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        let said = std::fs::read_to_string(&self.master_log).unwrap_or_default();
+        let said = said.trim();
+        Err(ExecError::Remote(format!(
+            "cannot connect to ssh host {}:{}: {}",
+            self.host(),
+            self.config.port,
+            if said.is_empty() {
+                "no answer in time"
+            } else {
+                said
+            }
+        )))
+    }
+
+    /// Whether the master connection is still up; waits briefly for a master that
+    /// is on its way out, so a dropped connection is not mistaken for a command's
+    /// own exit code 255.
+    async fn master_alive(&self) -> bool {
+        let mut master = self.master.lock().await;
+        let Some(child) = master.as_mut() else {
+            return false;
+        };
+        tokio::time::timeout(Duration::from_millis(300), child.wait())
+            .await
+            .is_err()
+    }
+
+    /// Runs [`KILL_SCRIPT`] remotely and waits for it.
+    async fn remote_kill(&self, mode: &str, mark: &str) -> Result<(), String> {
+        let grace = self.grace.as_millis().to_string();
+        let mut cmd = self.remote_bash(KILL_SCRIPT, &[mode, mark, &grace]);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let limit = self.grace
+            + Duration::from_millis(self.config.connect_timeout_ms)
+            + Duration::from_secs(5);
+        match tokio::time::timeout(limit, cmd.output()).await {
+            Err(_) => Err("the remote kill did not finish in time".into()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Ok(out)) if out.status.success() => Ok(()),
+            Ok(Ok(out)) => Err(format!(
+                "{}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
+    }
+
+    /// Ends remote processes by marker; if the host cannot be reached, remembers
+    /// the marker for when it can.
+    async fn stop_remote(&self, mode: &str, mark: &str) {
+        if let Err(e) = self.remote_kill(mode, mark).await {
+            tracing::warn!(%mark, error = %e, "remote kill failed; retried on reconnect");
+            if mode == "exact" {
+                self.lost_marks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(mark.to_string());
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Launcher for SshLauncher {
+    fn kind(&self) -> &'static str {
+        "ssh"
+    }
+
+    /// ssh reports a remote signal death as 255 and the wrapper as 128+n.
+    fn exact_status(&self) -> bool {
+        false
+    }
+
+    async fn check_workdir(&self, dir: &Path) -> Result<(), ExecError> {
+        self.ensure_master().await?;
+        let remote = self.remote_path(dir);
+        let remote_str = remote.to_string_lossy();
+        let script = r#"if [ -d "$1" ]; then echo dir; elif [ -e "$1" ]; then echo file; else echo missing; fi"#;
+        let mut cmd = self.remote_bash(script, &[&remote_str]);
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        let out = cmd
+            .output()
+            .await
+            .map_err(|e| ExecError::Remote(format!("cannot run the ssh client: {e}")))?;
+        let named = PathBuf::from(format!("{}:{}", self.host(), remote.display()));
+        match String::from_utf8_lossy(&out.stdout).trim() {
+            "dir" => Ok(()),
+            "file" => Err(ExecError::WorkdirNotDirectory(named)),
+            "missing" => Err(ExecError::WorkdirMissing(named)),
+            _ => Err(ExecError::Remote(format!(
+                "ssh host {} did not answer ({}): {}",
+                self.host(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
+        }
+    }
+
+    fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
+        let workdir = self.remote_path(&spec.workdir);
+        let (drain, grace) = (
+            self.drain_ms.to_string(),
+            self.grace.as_millis().to_string(),
+        );
+        let cmd = self.remote_bash(
+            RUN_SCRIPT,
+            &[
+                &workdir.to_string_lossy(),
+                mark,
+                &drain,
+                &grace,
+                &spec.command,
+            ],
+        );
+        Ok(cmd)
+    }
+
+    async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
+        self.stop_remote("exact", mark).await;
+        // The local ssh normally ends with its remote command; this makes sure.
+        procs::terminate(
+            Selector::Task {
+                mark: mark.to_string(),
+                sid,
+            },
+            grace,
+        )
+        .await;
+    }
+
+    async fn stop_prefix(&self, prefix: &str, grace: Duration) {
+        self.stop_remote("prefix", prefix).await;
+        procs::terminate(Selector::MarkPrefix(prefix.to_string()), grace).await;
+    }
+
+    async fn lost(&self, exit_code: Option<i32>, mark: &str) -> Option<String> {
+        if exit_code != Some(255) || self.master_alive().await {
+            return None;
+        }
+        self.lost_marks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(mark.to_string());
+        Some(format!(
+            "dsh: lost the connection to ssh host {}; the command is counted as killed (its \
+             remote processes are ended once the connection is back)",
+            self.host()
+        ))
+    }
+
+    async fn close(&self) {
+        if let Some(mut master) = self.master.lock().await.take() {
+            let _ = master.start_kill();
+            let _ = master.wait().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PathMapping;
+
+    fn launcher(map: &[(&str, &str)]) -> SshLauncher {
+        let config = SshConfig {
+            host: "h".into(),
+            path_map: map
+                .iter()
+                .map(|(l, r)| PathMapping {
+                    local: l.into(),
+                    remote: r.into(),
+                })
+                .collect(),
+            ..SshConfig::default()
+        };
+        SshLauncher {
+            config,
+            control_path: "/c".into(),
+            master_log: "/l".into(),
+            master_mark: "m".into(),
+            env: Vec::new(),
+            drain_ms: 0,
+            grace: Duration::ZERO,
+            master: tokio::sync::Mutex::new(None),
+            lost_marks: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[test]
+    fn longest_mapped_prefix_wins_and_unmapped_paths_pass() {
+        let l = launcher(&[("/home/me", "/srv"), ("/home/me/src", "/build/src")]);
+        assert_eq!(
+            l.remote_path(Path::new("/home/me/src/a")),
+            Path::new("/build/src/a")
+        );
+        assert_eq!(
+            l.remote_path(Path::new("/home/me/src")),
+            Path::new("/build/src")
+        );
+        assert_eq!(
+            l.remote_path(Path::new("/home/me/doc")),
+            Path::new("/srv/doc")
+        );
+        assert_eq!(
+            l.remote_path(Path::new("/home/meow")),
+            Path::new("/home/meow")
+        );
+        assert_eq!(l.remote_path(Path::new("/tmp/x")), Path::new("/tmp/x"));
+    }
+
+    #[test]
+    fn quoting_survives_a_posix_shell() {
+        let nasty = "it's $HOME `id` \"q\" \\ \n end";
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", quote(nasty)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), nasty);
+    }
+}

@@ -1,0 +1,134 @@
+//! A real OpenSSH server on loopback for the ssh executor's tests: its own host
+//! key, a client key, its own config (keys only, no passwords), on a free port,
+//! started per test and stopped when dropped. The "remote" host is this machine,
+//! so tests can check the remote process table through /proc.
+
+use dsh::config::{KnownHosts, SshConfig};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Variables the server puts into every session's environment, so tests can prove
+/// that the remote side filters them (E4).
+pub const SERVER_ENV: &str =
+    "MY_API_KEY=k GH_TOKEN=t db_secret=s Monkey=m KEEP_ME=yes TERM=xterm-256color PAGER=less";
+
+/// A running sshd; killed on drop.
+pub struct Sshd {
+    child: Child,
+    pub port: u16,
+    keys: tempfile::TempDir,
+}
+
+fn keygen(path: &Path) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .expect("ssh-keygen (Debian: openssh-client) must be installed");
+    assert!(status.success(), "ssh-keygen failed");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Sshd {
+    /// Starts a server and waits until it listens (it says so on stderr).
+    pub fn start() -> Sshd {
+        let keys = tempfile::tempdir().expect("tempdir");
+        let dir = keys.path();
+        keygen(&dir.join("host_key"));
+        keygen(&dir.join("client_key"));
+        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            // sshd's privilege separation directory (Debian creates it at boot).
+            std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
+        }
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sshd (Debian: openssh-server) must be installed; `scripts/test` installs it");
+        // A port can be taken between choosing and binding it: try a few.
+        for _ in 0..10 {
+            let port = free_port();
+            let config = format!(
+                "ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/host_key\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nUsePAM no\n\
+                 StrictModes no\nPermitRootLogin prohibit-password\nPidFile none\n\
+                 MaxSessions 1000\nMaxStartups 100\nSetEnv {SERVER_ENV}\n",
+                d = dir.display()
+            );
+            let config_path = dir.join("sshd_config");
+            std::fs::write(&config_path, config).unwrap();
+            let mut child = Command::new(sshd)
+                .args(["-D", "-e", "-f"])
+                .arg(&config_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start sshd");
+            let mut stderr = BufReader::new(child.stderr.take().unwrap());
+            let mut line = String::new();
+            let mut said = String::new();
+            let listening = loop {
+                line.clear();
+                match stderr.read_line(&mut line) {
+                    Ok(0) | Err(_) => break false,
+                    Ok(_) if line.contains("Server listening") => break true,
+                    Ok(_) => said.push_str(&line),
+                }
+            };
+            if listening {
+                // Keep draining its stderr so the server never blocks on a full pipe.
+                std::thread::spawn(move || {
+                    let mut sink = String::new();
+                    while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                        sink.clear();
+                    }
+                });
+                let known = format!(
+                    "[127.0.0.1]:{port} {}",
+                    std::fs::read_to_string(dir.join("host_key.pub")).unwrap()
+                );
+                std::fs::write(dir.join("known_hosts"), known).unwrap();
+                return Sshd { child, port, keys };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            eprintln!("sshd did not start on port {port}: {said}");
+        }
+        panic!("sshd did not start");
+    }
+
+    fn dir(&self) -> &Path {
+        self.keys.path()
+    }
+
+    /// `[exec.ssh]` settings that reach this server as the current user.
+    pub fn config(&self) -> SshConfig {
+        SshConfig {
+            host: "127.0.0.1".into(),
+            port: self.port,
+            user: None,
+            identity_file: Some(self.dir().join("client_key")),
+            known_hosts: KnownHosts::Strict,
+            known_hosts_file: Some(self.dir().join("known_hosts")),
+            connect_timeout_ms: 5_000,
+            path_map: Vec::new(),
+            ssh: PathBuf::from("ssh"),
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,673 @@
+//! The executor contract (E1-E5, T2, T4, T6-T9, T11, T14 as the seam sees them),
+//! one suite run against every executor kind: `local::`, `sandbox::` (real
+//! bubblewrap) and `ssh::` (a real sshd on loopback, started per test). The same
+//! assertions hold for all three; where a kind differs by design, the test says so
+//! through a method of `Kind` and ARCHITECTURE.md explains why. Rule ids are in the
+//! test names.
+
+mod common;
+
+use common::sshd::Sshd;
+use common::*;
+use dsh::config::{ExecConfig, ExecutorKind};
+use dsh::exec::{
+    BashExecutor, ExecError, ExecRequest, KillOutcome, LocalExecutor, SandboxExecutor, Spill,
+    SshExecutor, TaskStatus,
+};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Local,
+    Sandbox,
+    Ssh,
+}
+
+impl Kind {
+    /// bwrap and ssh report a command that killed itself with a signal as exit
+    /// code 128+n (the executor reads it as the signal only when it sent it).
+    fn self_signal_death(self, signal: i32) -> (Option<i32>, Option<i32>) {
+        match self {
+            Kind::Local => (None, Some(signal)),
+            Kind::Sandbox | Kind::Ssh => (Some(128 + signal), None),
+        }
+    }
+
+    /// Whether a process a foreground command detached on purpose outlives the
+    /// command's normal exit. In the sandbox it cannot: the PID namespace ends with
+    /// the command.
+    fn detached_outlive_their_command(self) -> bool {
+        self != Kind::Sandbox
+    }
+}
+
+/// One test's executor kind, and the ssh server when the kind needs one.
+struct Rig {
+    kind: Kind,
+    sshd: Option<Sshd>,
+}
+
+impl Rig {
+    fn new(kind: Kind) -> Rig {
+        let sshd = (kind == Kind::Ssh).then(Sshd::start);
+        Rig { kind, sshd }
+    }
+
+    /// Test settings (short grace and drain) for this kind, state in `state`.
+    fn config(&self, state: &Path) -> ExecConfig {
+        let mut cfg = test_config(state);
+        cfg.kind = match self.kind {
+            Kind::Local => ExecutorKind::Local,
+            Kind::Sandbox => ExecutorKind::Sandbox,
+            Kind::Ssh => ExecutorKind::Ssh,
+        };
+        if let Some(sshd) = &self.sshd {
+            cfg.ssh = sshd.config();
+        }
+        cfg
+    }
+
+    fn executor_with(&self, cfg: &ExecConfig) -> Arc<dyn BashExecutor> {
+        match self.kind {
+            Kind::Local => Arc::new(LocalExecutor::new(cfg).unwrap()),
+            Kind::Sandbox => Arc::new(SandboxExecutor::new(cfg).unwrap()),
+            Kind::Ssh => Arc::new(SshExecutor::new(cfg).unwrap()),
+        }
+    }
+
+    fn executor(&self, state: &Path) -> Arc<dyn BashExecutor> {
+        self.executor_with(&self.config(state))
+    }
+}
+
+/// A request to run `command` in `workdir`, which the sandbox lets it write to.
+fn req(command: &str, workdir: &Path) -> ExecRequest {
+    ExecRequest {
+        command: command.to_string(),
+        workdir: Some(workdir.to_path_buf()),
+        writable_roots: vec![workdir.to_path_buf()],
+        ..ExecRequest::default()
+    }
+}
+
+/// A command that starts `sleep 1000.<token>` in a session of its own and returns
+/// once it runs (the process is found by its token).
+fn detach(token: &str, dir: &Path) -> String {
+    let started = dir.join(format!("started-{token}"));
+    format!(
+        "setsid bash -c 'touch {s}; exec sleep 1000.{token}' >/dev/null 2>&1 &
+         while [ ! -e {s} ]; do sleep 0.01; done",
+        s = started.display()
+    )
+}
+
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        mod local {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() { super::$test(super::Rig::new(super::Kind::Local)).await })*
+        }
+        mod sandbox {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() { super::$test(super::Rig::new(super::Kind::Sandbox)).await })*
+        }
+        mod ssh {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() { super::$test(super::Rig::new(super::Kind::Ssh)).await })*
+        }
+    };
+}
+
+contract!(
+    e1_exit_code_and_both_streams,
+    e1_signal_death_is_a_normal_result,
+    t2_resolve_defaults_and_caps,
+    t2_missing_or_file_workdir_is_an_infrastructure_error,
+    e4_environment_is_filtered_and_stdin_is_dev_null,
+    t4_timeout_of_term_trapping_command_escalates_to_sigkill,
+    t4_timed_out_is_kept_when_the_command_exits_zero_on_term,
+    e3_escaped_processes_die_on_timeout,
+    e3_escaped_processes_die_on_cancel,
+    e3_escaped_processes_die_when_the_caller_drops_the_run,
+    e3_t11_escaped_processes_die_on_kill,
+    e3_everything_dies_on_shutdown,
+    e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only,
+    e3_plain_background_child_of_a_foreground_command_is_gone_when_it_returns,
+    e2_t8_background_reads_are_incremental,
+    t9_a_read_that_lost_data_is_flagged_with_the_spill_path,
+    t6_invalid_utf8_is_rendered_lossily,
+    t7_ids_never_repeat_across_executors_on_one_state_dir,
+    t14_each_finished_task_is_delivered_exactly_once,
+);
+
+async fn e1_exit_code_and_both_streams(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let spec = exec.resolve(req("echo out; echo err >&2; exit 3", dir.path()));
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.exit_code, Some(3));
+    assert_eq!(out.signal, None);
+    assert!(!out.timed_out && !out.aborted);
+    assert_eq!(out.stdout.text, "out\n");
+    assert_eq!(out.stderr.text, "err\n");
+    assert!(!out.stdout.truncated);
+}
+
+async fn e1_signal_death_is_a_normal_result(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let spec = exec.resolve(req("kill -TERM $$", dir.path()));
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        (out.exit_code, out.signal),
+        rig.kind.self_signal_death(libc::SIGTERM)
+    );
+    assert!(!out.timed_out && !out.aborted);
+}
+
+async fn t2_resolve_defaults_and_caps(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = rig.config(dir.path());
+    cfg.cwd = Some(PathBuf::from("/usr"));
+    cfg.max_timeout_ms = 1000;
+    cfg.default_timeout_ms = 500;
+    let exec = rig.executor_with(&cfg);
+    let spec = exec.resolve(ExecRequest {
+        command: "true".into(),
+        workdir: Some(PathBuf::from("lib")),
+        timeout_ms: Some(5000),
+        ..ExecRequest::default()
+    });
+    assert_eq!(spec.workdir, PathBuf::from("/usr/lib"));
+    assert_eq!(spec.timeout_ms, 1000);
+    let spec = exec.resolve(ExecRequest {
+        command: "true".into(),
+        ..ExecRequest::default()
+    });
+    assert_eq!(spec.workdir, PathBuf::from("/usr"));
+    assert_eq!(spec.timeout_ms, 500);
+    let spec = exec.resolve(req("pwd", dir.path()));
+    assert_eq!(spec.workdir, dir.path());
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.stdout.text.trim_end(), dir.path().to_str().unwrap());
+}
+
+async fn t2_missing_or_file_workdir_is_an_infrastructure_error(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let missing = dir.path().join("nope");
+    let err = exec
+        .run(
+            exec.resolve(req("true", &missing)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    // The ssh executor names the host too (`host:/path`).
+    assert!(matches!(err, ExecError::WorkdirMissing(_)), "{err:?}");
+    assert!(err.to_string().contains(missing.to_str().unwrap()), "{err}");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let err = exec
+        .start(exec.resolve(req("true", &file)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExecError::WorkdirNotDirectory(_)), "{err:?}");
+    assert!(err.to_string().contains(file.to_str().unwrap()), "{err}");
+}
+
+async fn e4_environment_is_filtered_and_stdin_is_dev_null(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let base: Vec<(OsString, OsString)> = [
+        ("PATH", std::env::var("PATH").unwrap().as_str()),
+        ("MY_API_KEY", "k"),
+        ("GH_TOKEN", "t"),
+        ("db_secret", "s"),
+        ("Monkey", "m"),
+        ("KEEP_ME", "yes"),
+        ("TERM", "xterm-256color"),
+        ("PAGER", "less"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.into(), v.into()))
+    .collect();
+    // The ssh server puts the same variables into its sessions (`SERVER_ENV`): the
+    // remote side must filter them there.
+    let cfg = rig.config(dir.path());
+    let exec: Arc<dyn BashExecutor> = match rig.kind {
+        Kind::Local => Arc::new(LocalExecutor::with_env(&cfg, base).unwrap()),
+        Kind::Sandbox => Arc::new(SandboxExecutor::with_env(&cfg, base).unwrap()),
+        Kind::Ssh => rig.executor_with(&cfg),
+    };
+    let spec = exec.resolve(req("env | sort; readlink /proc/self/fd/0; cat", dir.path()));
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    let text = out.stdout.text;
+    for gone in ["MY_API_KEY", "GH_TOKEN", "db_secret", "Monkey"] {
+        assert!(
+            !text.contains(&format!("{gone}=")),
+            "{gone} leaked:\n{text}"
+        );
+    }
+    for line in [
+        "KEEP_ME=yes",
+        "NO_COLOR=1",
+        "TERM=dumb",
+        "PAGER=cat",
+        "GIT_PAGER=cat",
+        "GIT_TERMINAL_PROMPT=0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    assert!(
+        text.lines().any(|l| l == "/dev/null"),
+        "stdin is not /dev/null:\n{text}"
+    );
+}
+
+async fn t4_timeout_of_term_trapping_command_escalates_to_sigkill(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let mut spec = exec.resolve(req("trap '' TERM; echo started; sleep 1000", dir.path()));
+    spec.timeout_ms = 200;
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.signal, Some(libc::SIGKILL));
+    assert_eq!(out.stdout.text, "started\n");
+}
+
+async fn t4_timed_out_is_kept_when_the_command_exits_zero_on_term(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let mut spec = exec.resolve(req("trap 'exit 0' TERM; sleep 1000 & wait", dir.path()));
+    spec.timeout_ms = 200;
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.signal, None);
+}
+
+async fn e3_escaped_processes_die_on_timeout(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let pidfile = dir.path().join("pids");
+    let ready = Fifo::new(dir.path(), "ready");
+    // The fifo write blocks (nobody reads it): the command sits there until the timer.
+    let token = token();
+    let mut spec = exec.resolve(req(
+        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
+        dir.path(),
+    ));
+    spec.timeout_ms = 3000;
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert!(out.timed_out);
+    assert_all_dead(&pidfile, &token, "after timeout");
+}
+
+async fn e3_escaped_processes_die_on_cancel(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let pidfile = dir.path().join("pids");
+    let ready = Fifo::new(dir.path(), "ready");
+    let token = token();
+    let spec = exec.resolve(req(
+        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
+        dir.path(),
+    ));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let cancel = cancel.clone();
+        async move { exec.run(spec, cancel).await }
+    });
+    ready.wait().await;
+    assert_eq!(with_token(&token).len(), ESCAPE_PATTERNS);
+    cancel.cancel();
+    let out = run.await.unwrap().unwrap();
+    assert!(out.aborted);
+    assert!(!out.timed_out);
+    assert_all_dead(&pidfile, &token, "after cancel");
+}
+
+async fn e3_escaped_processes_die_when_the_caller_drops_the_run(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let pidfile = dir.path().join("pids");
+    let ready = Fifo::new(dir.path(), "ready");
+    let token = token();
+    let spec = exec.resolve(req(
+        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
+        dir.path(),
+    ));
+    let run = tokio::spawn({
+        let exec = exec.clone();
+        async move { exec.run(spec, CancellationToken::new()).await }
+    });
+    ready.wait().await;
+    run.abort();
+    let _ = run.await;
+    // Dropping the call stops the command; shutdown waits for that stop to finish.
+    exec.shutdown().await;
+    assert_all_dead(&pidfile, &token, "after the caller went away");
+}
+
+async fn e3_t11_escaped_processes_die_on_kill(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let pidfile = dir.path().join("pids");
+    let ready = Fifo::new(dir.path(), "ready");
+    let token = token();
+    let spec = exec.resolve(req(
+        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
+        dir.path(),
+    ));
+    let task = exec.start(spec).await.unwrap();
+    assert_eq!(task.status, TaskStatus::Running);
+    ready.wait().await;
+    assert_eq!(exec.kill(&task.id).await, KillOutcome::Killed);
+    assert_all_dead(&pidfile, &token, "after kill");
+    assert_eq!(
+        exec.get(&task.id).unwrap().status,
+        TaskStatus::Killed {
+            signal: Some(libc::SIGTERM)
+        }
+    );
+    assert_eq!(exec.kill(&task.id).await, KillOutcome::AlreadyFinished);
+    assert_eq!(exec.kill("bash-999999").await, KillOutcome::Unknown);
+}
+
+async fn e3_everything_dies_on_shutdown(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let pidfile = dir.path().join("pids");
+    let ready = Fifo::new(dir.path(), "ready");
+    let token = token();
+    let spec = exec.resolve(req(
+        &escape_script(&pidfile, &ready, &token, "trap '' TERM; sleep 1000"),
+        dir.path(),
+    ));
+    let task = exec.start(spec).await.unwrap();
+    ready.wait().await;
+    // A finished foreground run that left a detached process behind.
+    let detached = common::token();
+    let out = exec
+        .run(
+            exec.resolve(req(&detach(&detached, dir.path()), dir.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(
+        with_token(&detached).len(),
+        usize::from(rig.kind.detached_outlive_their_command()),
+        "a setsid child outlives a normal exit, except in the sandbox"
+    );
+    exec.shutdown().await;
+    assert_all_dead(&pidfile, &token, "after shutdown");
+    assert!(
+        with_token(&detached).is_empty(),
+        "detached process survived shutdown"
+    );
+    assert_eq!(
+        exec.get(&task.id).unwrap().status,
+        TaskStatus::Killed {
+            signal: Some(libc::SIGKILL)
+        }
+    );
+    let err = exec
+        .run(
+            exec.resolve(req("true", dir.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err, ExecError::ShuttingDown);
+}
+
+async fn e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    // Per scope: a finished run that left a detached process (where that outlives
+    // its command), and a running task that started one.
+    let mut tokens = Vec::new();
+    let mut tasks = Vec::new();
+    for scope in ["s1", "s2"] {
+        let (left, inner) = (token(), token());
+        let mut r = req(&detach(&left, dir.path()), dir.path());
+        r.scope = Some(scope.into());
+        exec.run(exec.resolve(r), CancellationToken::new())
+            .await
+            .unwrap();
+        let mut r = req(
+            &format!("{}; exec sleep 1000", detach(&inner, dir.path())),
+            dir.path(),
+        );
+        r.scope = Some(scope.into());
+        let task = exec.start(exec.resolve(r)).await.unwrap();
+        tokens.push((left, inner));
+        tasks.push(task.id);
+    }
+    for (_, inner) in &tokens {
+        while with_token(inner).is_empty() {
+            tokio::task::yield_now().await;
+        }
+    }
+    exec.kill_scope("s1").await;
+    let (mine, theirs) = (&tokens[0], &tokens[1]);
+    assert!(with_token(&mine.0).is_empty() && with_token(&mine.1).is_empty());
+    assert!(exec.get(&tasks[0]).unwrap().status.is_finished());
+    assert_eq!(
+        with_token(&theirs.0).len(),
+        usize::from(rig.kind.detached_outlive_their_command()),
+        "another scope's leftover was killed"
+    );
+    assert_eq!(
+        with_token(&theirs.1).len(),
+        1,
+        "another scope's task's process was killed"
+    );
+    assert_eq!(exec.get(&tasks[1]).unwrap().status, TaskStatus::Running);
+    exec.shutdown().await;
+    assert!(with_token(&theirs.0).is_empty() && with_token(&theirs.1).is_empty());
+}
+
+async fn e3_plain_background_child_of_a_foreground_command_is_gone_when_it_returns(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    for redirect in ["", ">/dev/null 2>&1"] {
+        let token = token();
+        let started = dir.path().join(format!("started-{token}"));
+        let cmd = format!(
+            "bash -c 'touch {s}; exec sleep 1000.{token}' {redirect} &
+             while [ ! -e {s} ]; do sleep 0.01; done; echo done",
+            s = started.display()
+        );
+        let out = exec
+            .run(
+                exec.resolve(req(&cmd, dir.path())),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.stdout.text, "done\n");
+        assert_eq!(out.exit_code, Some(0));
+        assert!(
+            with_token(&token).is_empty(),
+            "`sleep 1000 &` {redirect} outlived its command"
+        );
+    }
+}
+
+async fn e2_t8_background_reads_are_incremental(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let mut done = exec.take_completions().unwrap();
+    assert!(
+        exec.take_completions().is_none(),
+        "completions are handed out once"
+    );
+    let ready = Fifo::new(dir.path(), "ready");
+    let go = Fifo::new(dir.path(), "go");
+    let cmd = format!(
+        "echo one; echo e1 >&2; echo x > {r}; cat {g} > /dev/null; echo two; exit 4",
+        r = ready.path(),
+        g = go.path()
+    );
+    let task = exec
+        .start(exec.resolve(req(&cmd, dir.path())))
+        .await
+        .unwrap();
+    assert!(task.id.starts_with("bash-"));
+    ready.wait().await;
+    // What the command wrote may still be in the pipe: read until it arrives,
+    // checking that the pieces add up (reads are incremental).
+    let (mut out, mut err) = (String::new(), String::new());
+    for _ in 0..5000 {
+        let r = exec.read(&task.id).unwrap();
+        assert_eq!(r.status, TaskStatus::Running);
+        out.push_str(&r.stdout.text);
+        err.push_str(&r.stderr.text);
+        if (out.as_str(), err.as_str()) == ("one\n", "e1\n") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!((out.as_str(), err.as_str()), ("one\n", "e1\n"));
+    let r = exec.read(&task.id).unwrap();
+    assert_eq!((r.stdout.text.as_str(), r.stderr.text.as_str()), ("", ""));
+    go.release().await;
+    let finished = done.recv().await.unwrap();
+    assert_eq!(finished.id, task.id);
+    assert_eq!(finished.status, TaskStatus::Completed { exit_code: 4 });
+    let r = exec.read(&task.id).unwrap();
+    assert_eq!(r.stdout.text, "two\n");
+    assert!(!r.stdout.dropped);
+    assert_eq!(r.status, TaskStatus::Completed { exit_code: 4 });
+    assert!(exec.read("bash-0").is_none());
+    assert_eq!(exec.list().len(), 1);
+}
+
+async fn t9_a_read_that_lost_data_is_flagged_with_the_spill_path(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = rig.config(dir.path());
+    cfg.max_output_bytes = 1000;
+    let exec = rig.executor_with(&cfg);
+    let mut done = exec.take_completions().unwrap();
+    let task = exec
+        .start(exec.resolve(req("seq 1 2000", dir.path())))
+        .await
+        .unwrap();
+    done.recv().await.unwrap();
+    let r = exec.read(&task.id).unwrap();
+    assert!(r.stdout.dropped);
+    assert!(r.stdout.text.ends_with("1999\n2000\n"));
+    assert!(r.stdout.text.len() <= 1000);
+    let Spill::Written(path) = r.stdout.spill else {
+        panic!("{:?}", r.stdout.spill)
+    };
+    let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    let again = exec.read(&task.id).unwrap();
+    assert_eq!(again.stdout.text, "");
+    assert!(!again.stdout.dropped);
+}
+
+async fn t6_invalid_utf8_is_rendered_lossily(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let spec = exec.resolve(req(r"printf 'a\xffb\n'", dir.path()));
+    let out = exec.run(spec, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.stdout.text, "a\u{fffd}b\n");
+}
+
+async fn t7_ids_never_repeat_across_executors_on_one_state_dir(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let first = rig.executor(dir.path());
+    let a = first
+        .start(first.resolve(req("true", dir.path())))
+        .await
+        .unwrap();
+    let b = first
+        .start(first.resolve(req("true", dir.path())))
+        .await
+        .unwrap();
+    first.shutdown().await;
+    let second = rig.executor(dir.path());
+    let c = second
+        .start(second.resolve(req("true", dir.path())))
+        .await
+        .unwrap();
+    second.shutdown().await;
+    assert_eq!([a.id, b.id, c.id], ["bash-1", "bash-2", "bash-3"]);
+}
+
+async fn t14_each_finished_task_is_delivered_exactly_once(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let mut done = exec.take_completions().unwrap();
+    let mut ids = Vec::new();
+    for cmd in ["true", "exit 2", "sleep 1000"] {
+        ids.push(
+            exec.start(exec.resolve(req(cmd, dir.path())))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    exec.kill(&ids[2]).await;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(done.recv().await.unwrap().id);
+    }
+    exec.shutdown().await;
+    seen.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(seen, want);
+    assert!(done.try_recv().is_err(), "a task was delivered twice");
+}
+
+/// Local and sandbox only: the ssh executor's host process is `ssh`, and a host it
+/// cannot reach is its own test (tests/exec_ssh.rs).
+async fn e2_spawn_failure_leaves_a_killed_task_that_says_why(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let base = vec![(OsString::from("PATH"), OsString::from("/nonexistent"))];
+    let cfg = Rig::new(kind).config(dir.path());
+    let exec: Arc<dyn BashExecutor> = match kind {
+        Kind::Local => Arc::new(LocalExecutor::with_env(&cfg, base).unwrap()),
+        _ => Arc::new(SandboxExecutor::with_env(&cfg, base).unwrap()),
+    };
+    let mut done = exec.take_completions().unwrap();
+    let task = exec
+        .start(exec.resolve(req("true", dir.path())))
+        .await
+        .unwrap();
+    assert_eq!(task.status, TaskStatus::Killed { signal: None });
+    assert_eq!(done.recv().await.unwrap().id, task.id);
+    let r = exec.read(&task.id).unwrap();
+    assert!(
+        r.stderr.text.starts_with("spawn failed: "),
+        "{}",
+        r.stderr.text
+    );
+    let err = exec
+        .run(
+            exec.resolve(req("true", dir.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2_spawn_failure_local() {
+    e2_spawn_failure_leaves_a_killed_task_that_says_why(Kind::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2_spawn_failure_sandbox() {
+    e2_spawn_failure_leaves_a_killed_task_that_says_why(Kind::Sandbox).await;
+}
