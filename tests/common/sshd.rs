@@ -20,7 +20,8 @@ pub struct Sshd {
     keys: tempfile::TempDir,
 }
 
-fn keygen(path: &Path) {
+/// Makes an ed25519 key pair without passphrase at `path` (and `path.pub`).
+pub fn keygen(path: &Path) {
     let status = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
         .arg(path)
