@@ -47,11 +47,14 @@ setsid bash -c "$cmd" </dev/null &
 sid=$!
 wait "$sid"
 status=$?
+# From here on the wrapper's own complaints (a process vanishing mid-scan) must
+# not reach the command's stderr.
+exec 2>/dev/null
 members() {
   local d stat rest
   found=()
   for d in /proc/[0-9]*; do
-    read -r stat <"$d/stat" 2>/dev/null || continue
+    read -r stat 2>/dev/null <"$d/stat" || continue
     rest=${stat##*) }
     set -- $rest
     [ "$1" != Z ] && [ "$4" = "$sid" ] && found+=("${d#/proc/}")
@@ -90,7 +93,7 @@ targets() {
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" = "$$" ] && continue
-    read -r stat <"$d/stat" 2>/dev/null || continue
+    read -r stat 2>/dev/null <"$d/stat" || continue
     rest=${stat##*) }
     set -- $rest
     [ "$1" = Z ] && continue
@@ -104,13 +107,13 @@ targets() {
           fi
           break ;;
       esac
-    done <"$d/environ" 2>/dev/null
+    done 2>/dev/null <"$d/environ"
   done
   [ ${#leaders[@]} -eq 0 ] && return
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [ "$pid" = "$$" ] && continue
-    read -r stat <"$d/stat" 2>/dev/null || continue
+    read -r stat 2>/dev/null <"$d/stat" || continue
     rest=${stat##*) }
     set -- $rest
     [ "$1" != Z ] && [ -n "${leaders[$4]}" ] && found+=("$pid")
@@ -386,17 +389,37 @@ impl SshLauncher {
     }
 
     /// Ends remote processes by marker; if the host cannot be reached, remembers
-    /// the marker for when it can.
-    async fn stop_remote(&self, mode: &str, mark: &str) {
-        if let Err(e) = self.remote_kill(mode, mark).await {
-            tracing::warn!(%mark, error = %e, "remote kill failed; retried on reconnect");
-            if mode == "exact" {
-                self.lost_marks
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(mark.to_string());
+    /// the marker for when it can. Returns whether the host was reached.
+    async fn stop_remote(&self, mode: &str, mark: &str) -> bool {
+        match self.remote_kill(mode, mark).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(%mark, error = %e, "remote kill failed; retried on reconnect");
+                if mode == "exact" {
+                    self.lost_marks
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(mark.to_string());
+                }
+                false
             }
         }
+    }
+}
+
+/// Waits up to `limit` for every local process of `selector` to end.
+async fn local_gone(selector: &Selector, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if procs::find_async(selector.clone()).await.is_empty() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -456,20 +479,25 @@ impl Launcher for SshLauncher {
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
-        self.stop_remote("exact", mark).await;
-        // The local ssh normally ends with its remote command; this makes sure.
-        procs::terminate(
-            Selector::Task {
-                mark: mark.to_string(),
-                sid,
-            },
-            grace,
-        )
-        .await;
+        let local = Selector::Task {
+            mark: mark.to_string(),
+            sid,
+        };
+        // The remote command may not have started yet when the first kill looks for
+        // it (the login shell is still starting): the local ssh lives until its
+        // remote command has ended, so kill again until it is gone.
+        let deadline = tokio::time::Instant::now()
+            + grace
+            + Duration::from_millis(self.config.connect_timeout_ms);
+        while self.stop_remote("exact", mark).await
+            && !local_gone(&local, Duration::from_millis(300)).await
+            && tokio::time::Instant::now() < deadline
+        {}
+        procs::terminate(local, grace).await;
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
-        self.stop_remote("prefix", prefix).await;
+        let _ = self.stop_remote("prefix", prefix).await;
         procs::terminate(Selector::MarkPrefix(prefix.to_string()), grace).await;
     }
 

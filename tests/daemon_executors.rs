@@ -1,0 +1,236 @@
+//! Choosing the executor, through the real binary: the model-facing texts of the
+//! tool contract (T3-T5, T7, T8, T10, T11, T13, T14) are byte for byte the same
+//! whether `[exec] kind` is local, sandbox or ssh; `_dsh/status` and `dsh status`
+//! say which one runs; and a sandbox that cannot be built stops `dsh serve`
+//! (fail closed) instead of running anything unsandboxed.
+
+mod common;
+
+use common::client::Client;
+use common::sshd::Sshd;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::AsyncBufReadExt;
+
+/// The `[exec]` section choosing `kind`, with short grace and drain.
+fn exec_section(kind: &str, sshd: Option<&Sshd>) -> String {
+    let mut text = format!(
+        "[exec]\nkind = \"{kind}\"\nkill_grace_ms = 300\ndrain_ms = 300\n\
+         [permissions]\ndefault_mode = \"auto\"\n"
+    );
+    if let Some(sshd) = sshd {
+        let c = sshd.config();
+        text.push_str(&format!(
+            "[exec.ssh]\nhost = \"127.0.0.1\"\nport = {}\nidentity_file = \"{}\"\n\
+             known_hosts_file = \"{}\"\n",
+            c.port,
+            c.identity_file.unwrap().display(),
+            c.known_hosts_file.unwrap().display()
+        ));
+    }
+    text
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn stdio_daemon(dir: &Path, config: &str) -> (tokio::process::Child, Client) {
+    let config = write(dir, "dsh.toml", config);
+    let (child, mut client) = common::spawn_client(
+        common::dsh()
+            .args(["serve", "--stdio", "--state-dir"])
+            .arg(dir.join("state"))
+            .arg("--config")
+            .arg(config),
+    );
+    client.initialize().await;
+    (child, client)
+}
+
+async fn the_tool_texts_are_the_same(kind: &str) {
+    let sshd = (kind == "ssh").then(Sshd::start);
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c) = stdio_daemon(dir.path(), &exec_section(kind, sshd.as_ref())).await;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let s = c.new_session(&ws).await;
+    let other = c.new_session(&ws).await;
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(status["executor"], kind);
+    let ok = |t: &str| (t.to_string(), false);
+    // T3, T4, T5: texts of foreground calls.
+    assert_eq!(c.bash(&s, "echo hello").await, ok("hello\n"));
+    assert_eq!(c.bash(&s, "true").await, ok("(no output)"));
+    assert_eq!(
+        c.bash(&s, "echo out; echo err >&2").await,
+        ok("out\n[stderr]\nerr\n")
+    );
+    assert_eq!(
+        c.bash(&s, "echo failing; exit 3").await,
+        ok("failing\n[exit code: 3]")
+    );
+    assert_eq!(c.bash(&s, "pwd").await, ok(&format!("{}\n", ws.display())));
+    let call = json!({"command": "sleep 5", "description": "d", "timeoutMs": 100});
+    assert_eq!(
+        c.tool(Some(&s), "bash", call).await,
+        ok("(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]")
+    );
+    let call = json!({"command": "trap 'exit 0' TERM; sleep 5 & wait", "description": "d", "timeoutMs": 100});
+    assert_eq!(
+        c.tool(Some(&s), "bash", call).await,
+        ok("(no output)\n[timed out after 100ms]")
+    );
+    // T7, T8, T10, T11, T13: a background task's life.
+    // Inside the workspace: the sandbox sees only that of the test directory.
+    let go = common::Fifo::new(&ws, "go");
+    let task = c
+        .start_task(
+            &s,
+            &format!("echo first; cat {} >/dev/null; echo second", go.path()),
+        )
+        .await;
+    assert!(task.starts_with("bash-"), "{task}");
+    go.release().await;
+    // No event announces the end to the client (T14 notices go to the model's
+    // context): ask the daemon until the task is no longer running.
+    loop {
+        let listed = c
+            .request("_dsh/tasks/list", json!({"sessionId": s}))
+            .await
+            .unwrap();
+        let entry = listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["taskId"] == json!(task))
+            .cloned()
+            .unwrap();
+        if entry["status"] != "running" {
+            break;
+        }
+    }
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": task}))
+            .await,
+        ok("first\nsecond\n[status: completed, exit code: 0]")
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": task}))
+            .await,
+        ok("(no new output)\n[status: completed, exit code: 0]")
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_kill", json!({"task_id": task}))
+            .await,
+        ok(&format!("task {task} had already finished"))
+    );
+    let sleeper = c.start_task(&s, "sleep 1000").await;
+    assert_eq!(
+        c.tool(Some(&other), "bash_kill", json!({"task_id": sleeper}))
+            .await,
+        (
+            format!("Error: task {sleeper} belongs to another session"),
+            true
+        )
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_kill", json!({"task_id": sleeper}))
+            .await,
+        ok(&format!("killed background task {sleeper}"))
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": sleeper}))
+            .await,
+        ok("(no new output)\n[status: killed by SIGTERM]")
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": "bash-999999"}))
+            .await,
+        ("Error: unknown bash task \"bash-999999\"".to_string(), true)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_texts_local() {
+    the_tool_texts_are_the_same("local").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_texts_sandbox() {
+    the_tool_texts_are_the_same("sandbox").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_texts_ssh() {
+    the_tool_texts_are_the_same("ssh").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_that_cannot_be_built_stops_the_daemon_before_it_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "dsh.toml",
+        "[exec]\nkind = \"sandbox\"\n[exec.sandbox]\nbwrap = \"/nonexistent/bwrap\"\n",
+    );
+    let socket = dir.path().join("dsh.sock");
+    let out = common::dsh()
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("needs bubblewrap") && stderr.contains("apt install bubblewrap"),
+        "{stderr}"
+    );
+    assert!(!socket.exists(), "it listened anyway");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_status_names_the_executor_that_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "dsh.toml", &exec_section("sandbox", None));
+    let socket = dir.path().join("dsh.sock");
+    let mut daemon = common::dsh()
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(daemon.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().expect("daemon exited");
+    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    let out = common::dsh()
+        .args(["status", "--socket"])
+        .arg(&socket)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("executor sandbox"), "{text}");
+    let out = common::dsh()
+        .args(["stop", "--socket"])
+        .arg(&socket)
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    assert!(daemon.wait().await.unwrap().success());
+}
