@@ -40,11 +40,28 @@ pub struct Found {
 
 /// Lists the live processes matching `selector`. Zombies are skipped: they are
 /// already dead and only wait for their parent.
+///
+/// This runs after every command, so it is kept cheap whatever else runs on the
+/// machine (the cost of a scan grows with every process of every user):
+/// * `Session` asks the kernel with `getsid(2)`, one syscall per process and no file
+///   read; only members have their `stat` read (for the zombie check).
+/// * The marker selectors read `environ` (the expensive file: the kernel copies it out
+///   of the process's memory) only of processes that started at or after the process
+///   that issued the marker, when the marker names it (see `issuer_start`): a marker is
+///   only ever inherited, so no older process can carry it.
 pub fn find(selector: &Selector) -> Vec<Found> {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    // Processes older than this cannot carry the marker looked for; 0 reads them all.
+    let since = match selector {
+        Selector::Task { mark, .. } => issuer_start(mark),
+        Selector::MarkPrefix(prefix) => issuer_start(prefix),
+        Selector::Session(_) | Selector::Stale { .. } => None,
+    }
+    .unwrap_or(0);
+    let mut files = ProcFiles::default();
     let mut found = Vec::new();
     for entry in dir.flatten() {
         let Some(pid) = entry
@@ -57,30 +74,133 @@ pub fn find(selector: &Selector) -> Vec<Found> {
         if pid == me {
             continue;
         }
-        let Some((state, sid)) = read_stat(pid) else {
+        if let Selector::Session(s) = selector {
+            // Any answer but "no such process" or "another session" (a security
+            // module refusing, say) falls through to the `stat` check below.
+            match nix::unistd::getsid(Some(Pid::from_raw(pid))) {
+                Ok(sid) if sid.as_raw() != *s => continue,
+                Err(nix::errno::Errno::ESRCH) => continue,
+                _ => {}
+            }
+        }
+        let Some(stat) = files.stat(pid) else {
             continue;
         };
-        if state == 'Z' || state == 'X' {
+        if stat.state == 'Z' || stat.state == 'X' {
             continue;
         }
         let matched = match selector {
-            Selector::Session(s) => sid == *s,
+            Selector::Session(s) => stat.sid == *s,
             Selector::Task {
                 mark,
                 sid: task_sid,
-            } => task_sid.is_some_and(|s| s == sid) || read_mark(pid).is_some_and(|m| m == *mark),
-            Selector::MarkPrefix(prefix) => read_mark(pid).is_some_and(|m| m.starts_with(prefix)),
-            Selector::Stale { prefix } => read_mark(pid).is_some_and(|m| {
-                m.strip_prefix(prefix.as_str())
+            } => {
+                task_sid.is_some_and(|s| s == stat.sid)
+                    || (stat.start >= since
+                        && files.mark(pid).is_some_and(|m| m == mark.as_bytes()))
+            }
+            Selector::MarkPrefix(prefix) => {
+                stat.start >= since
+                    && files
+                        .mark(pid)
+                        .is_some_and(|m| m.starts_with(prefix.as_bytes()))
+            }
+            Selector::Stale { prefix } => files.mark(pid).is_some_and(|m| {
+                String::from_utf8_lossy(m)
+                    .strip_prefix(prefix.as_str())
                     .and_then(|rest| rest.split(':').next())
                     .is_some_and(|owner| !owner_alive(owner))
             }),
         };
         if matched {
-            found.push(Found { pid, sid });
+            found.push(Found { pid, sid: stat.sid });
         }
     }
     found
+}
+
+/// The start time of the process that issued a marker (or a marker prefix), if it
+/// names one in the form `own_identity` gives and executors use:
+/// `<16 hex digits of state tag>:<pid>.<start time>:...`. The colon after the owner
+/// is required, so a prefix cut inside the start time never yields a wrong bound.
+///
+/// Why it is a sound lower bound: the issuer creates the marker and hands it only to
+/// commands it spawns; other processes get it only by inheriting it (fork keeps the
+/// environment, exec passes it on), so every carrier started at or after its issuer.
+/// Anything not in this form (a test's marker, say) gives no bound: every process is
+/// read, as before.
+fn issuer_start(marker: &str) -> Option<u64> {
+    let mut fields = marker.splitn(3, ':');
+    let tag = fields.next()?;
+    let owner = fields.next()?;
+    fields.next()?; // the colon after the owner was present
+    if tag.len() != 16 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let (pid, start) = owner.split_once('.')?;
+    pid.parse::<u32>().ok()?;
+    start.parse().ok()
+}
+
+/// What `find` uses from `/proc/<pid>/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    state: char,
+    sid: i32,
+    /// Clock ticks since boot (field 22).
+    start: u64,
+}
+
+/// Parses the fields `find` uses out of the text of `/proc/<pid>/stat`.
+fn parse_stat(text: &str) -> Option<Stat> {
+    // The command name is in parentheses and may itself contain ") ".
+    let rest = text.get(text.rfind(')')? + 2..)?;
+    // `rest` starts at field 3 (state): ppid, pgrp, session follow; field 22 is the
+    // 20th from here.
+    let mut fields = rest.split(' ');
+    let state = fields.next()?.chars().next()?;
+    let sid = fields.nth(2)?.parse().ok()?;
+    let start = fields.nth(15)?.parse().ok()?;
+    Some(Stat { state, sid, start })
+}
+
+/// Reads `/proc` files into buffers reused across one scan (a scan reads hundreds).
+#[derive(Default)]
+struct ProcFiles {
+    text: String,
+    bytes: Vec<u8>,
+}
+
+impl ProcFiles {
+    fn stat(&mut self, pid: i32) -> Option<Stat> {
+        use std::io::Read;
+        self.text.clear();
+        std::fs::File::open(format!("/proc/{pid}/stat"))
+            .ok()?
+            .read_to_string(&mut self.text)
+            .ok()?;
+        parse_stat(&self.text)
+    }
+
+    /// The value of the marker variable in the process's initial environment.
+    fn mark(&mut self, pid: i32) -> Option<&[u8]> {
+        use std::io::Read;
+        self.bytes.clear();
+        std::fs::File::open(format!("/proc/{pid}/environ"))
+            .ok()?
+            .read_to_end(&mut self.bytes)
+            .ok()?;
+        mark_in(&self.bytes)
+    }
+}
+
+/// The value of the marker variable in an environment block (`NAME=value\0...`).
+fn mark_in(environ: &[u8]) -> Option<&[u8]> {
+    let name = MARK_VAR.as_bytes();
+    environ.split(|b| *b == 0).find_map(|var| {
+        var.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(b"="))
+    })
 }
 
 /// This process as a marker owner: `<pid>.<start time>`, which no other process
@@ -103,33 +223,7 @@ fn owner_alive(owner: &str) -> bool {
 
 /// Start time (clock ticks since boot) from `/proc/<pid>/stat`, field 22.
 fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    // `rest` starts at field 3 (state); field 22 is 19 further.
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
-/// State letter and session id from `/proc/<pid>/stat`.
-fn read_stat(pid: i32) -> Option<(char, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself contain ") ".
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let _ppid = fields.next()?;
-    let _pgrp = fields.next()?;
-    let sid = fields.next()?.parse().ok()?;
-    Some((state, sid))
-}
-
-/// The value of the marker variable in a process's initial environment.
-fn read_mark(pid: i32) -> Option<String> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let prefix = format!("{MARK_VAR}=");
-    environ
-        .split(|b| *b == 0)
-        .find_map(|var| var.strip_prefix(prefix.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
+    ProcFiles::default().stat(pid).map(|s| s.start)
 }
 
 /// A stable tag for a state directory (FNV-1a of its path), so that a daemon can
@@ -248,5 +342,107 @@ mod tests {
             })
             .is_empty()
         );
+    }
+
+    /// A marker in the executors' form, issued by this test process: the scans then
+    /// read `environ` only of processes newer than this one, and still find the child.
+    #[test]
+    fn finds_child_by_an_issued_marker_and_a_moved_group_by_session() {
+        use std::os::unix::process::CommandExt;
+        let prefix = format!(
+            "{}:{}:{}:",
+            "0123456789abcdef",
+            own_identity(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mark = format!("{prefix}scope/1");
+        assert!(issuer_start(&mark).is_some());
+        // The leader starts a child in a process group of its own, still in the session.
+        let mut child = std::process::Command::new("bash");
+        child
+            .args(["-c", "set -m; sleep 30 & wait"])
+            .env(MARK_VAR, &mark)
+            .stdout(std::process::Stdio::null());
+        unsafe {
+            child.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(|_| ())
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = child.spawn().unwrap();
+        let sid = child.id() as i32;
+        // Wait until the grandchild runs in its own group (`set -m` makes bash give each
+        // job one); nothing here is timed.
+        let pgid = |pid: i32| nix::unistd::getpgid(Some(Pid::from_raw(pid))).ok();
+        let members = loop {
+            let members = find(&Selector::Session(sid));
+            if members.len() == 2
+                && members
+                    .iter()
+                    .any(|f| f.pid != sid && pgid(f.pid).is_some_and(|g| g.as_raw() != sid))
+            {
+                break members;
+            }
+            std::thread::yield_now();
+        };
+        assert!(members.iter().all(|f| f.sid == sid));
+        let by_prefix = find(&Selector::MarkPrefix(prefix));
+        assert_eq!(by_prefix.len(), 2, "{by_prefix:?}");
+        let by_mark = find(&Selector::Task {
+            mark: mark.clone(),
+            sid: None,
+        });
+        assert_eq!(by_mark.len(), 2, "{by_mark:?}");
+        signal_all(&members, Signal::SIGKILL);
+        child.wait().unwrap();
+        // The grandchild is reparented and reaped by init (or a subreaper): once it
+        // is gone or a zombie, nothing matches.
+        while !find(&Selector::Session(sid)).is_empty() {
+            std::thread::yield_now();
+        }
+        assert!(find(&Selector::Task { mark, sid: None }).is_empty());
+    }
+
+    #[test]
+    fn stat_fields_even_with_odd_command_names() {
+        let text = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 \
+                    18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+        assert_eq!(
+            parse_stat(text),
+            Some(Stat {
+                state: 'S',
+                sid: 42,
+                start: 98765
+            })
+        );
+        assert_eq!(parse_stat("42 (trunc"), None);
+        assert_eq!(parse_stat("42 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn issuer_bound_only_from_the_executor_form() {
+        let tag = "0123456789abcdef";
+        assert_eq!(
+            issuer_start(&format!("{tag}:77.12345:uuid:/3")),
+            Some(12345)
+        );
+        assert_eq!(issuer_start(&format!("{tag}:77.12345:")), Some(12345));
+        // A prefix cut inside the start time must not give a (wrong) bound.
+        assert_eq!(issuer_start(&format!("{tag}:77.123")), None);
+        assert_eq!(issuer_start(&format!("{tag}:")), None);
+        assert_eq!(issuer_start("unit-1234"), None);
+        assert_eq!(issuer_start("short:77.12345:x"), None);
+        assert_eq!(issuer_start(&format!("{tag}:77:x")), None);
+        assert_eq!(issuer_start(&format!("{tag}:x.1:y")), None);
+    }
+
+    #[test]
+    fn marker_value_only_from_the_exact_name() {
+        let env = b"A=1\0DSH_TASK_MARKX=no\0DSH_TASK_MARK=yes:1\0B=2\0";
+        assert_eq!(mark_in(env), Some(&b"yes:1"[..]));
+        assert_eq!(mark_in(b"DSH_TASK_MARKX=no\0"), None);
+        assert_eq!(mark_in(b""), None);
+        assert_eq!(mark_in(b"DSH_TASK_MARK="), Some(&b""[..]));
     }
 }
