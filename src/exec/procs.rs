@@ -51,23 +51,9 @@ pub struct Found {
 ///   (its memory is gone), so a carrier needs no `stat`, and its session comes from
 ///   `getsid`.
 pub fn find(selector: &Selector) -> Vec<Found> {
-    let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut files = ProcFiles::default();
     let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
+    for pid in other_pids() {
         let matched = match selector {
             Selector::Session(s) => files.live_member(pid, *s),
             Selector::Task {
@@ -266,11 +252,101 @@ pub async fn kill_all(selector: Selector) {
     );
 }
 
-/// `find` off the async worker threads: a scan reads every process's files.
+/// `find` off the async worker threads: a scan reads every process's files. Session
+/// scans go to the shared scanner (`find_session`).
 pub async fn find_async(selector: Selector) -> Vec<Found> {
+    if let Selector::Session(sid) = selector {
+        return find_session(sid).await;
+    }
     tokio::task::spawn_blocking(move || find(&selector))
         .await
         .unwrap_or_default()
+}
+
+/// A session scan asked of the scanner thread.
+struct SessionQuery {
+    sid: i32,
+    answer: tokio::sync::oneshot::Sender<Vec<Found>>,
+}
+
+/// The live members of session `sid`, as `find(&Selector::Session(sid))` gives them,
+/// from a pass over `/proc` shared with every other session asked about meanwhile.
+///
+/// Every command that exits has its session scanned, and commands often end together
+/// (32 connections at once in B2; 1000 tasks at shutdown, which made 1000 passes over
+/// a table of 1100 processes). One thread serves the queries: it takes all that are
+/// waiting, makes one pass, answers each, and repeats. A pass starts only after every
+/// query it answers was sent, so each answer reflects the table after its command
+/// exited, exactly as a scan of its own would. Should the thread be missing (it could
+/// not start) or fail a pass, the query scans alone.
+async fn find_session(sid: i32) -> Vec<Found> {
+    static SCANNER: std::sync::OnceLock<Option<std::sync::mpsc::Sender<SessionQuery>>> =
+        std::sync::OnceLock::new();
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    if let Some(scanner) = SCANNER.get_or_init(start_session_scanner)
+        && scanner.send(SessionQuery { sid, answer }).is_ok()
+        && let Ok(found) = answered.await
+    {
+        return found;
+    }
+    tokio::task::spawn_blocking(move || find(&Selector::Session(sid)))
+        .await
+        .unwrap_or_default()
+}
+
+/// Starts the thread behind `find_session`; None if the system refuses a thread.
+fn start_session_scanner() -> Option<std::sync::mpsc::Sender<SessionQuery>> {
+    let (queries, incoming) = std::sync::mpsc::channel::<SessionQuery>();
+    std::thread::Builder::new()
+        .name("dsh-proc-scan".into())
+        .spawn(move || {
+            while let Ok(first) = incoming.recv() {
+                let mut batch = vec![first];
+                batch.extend(incoming.try_iter());
+                let mut sids: Vec<i32> = batch.iter().map(|q| q.sid).collect();
+                sids.sort_unstable();
+                sids.dedup();
+                // A panic drops the batch: each query then scans alone.
+                let Ok(found) = std::panic::catch_unwind(|| find_sessions(&sids)).map_err(drop)
+                else {
+                    continue;
+                };
+                for query in batch {
+                    let mine = found.iter().filter(|f| f.sid == query.sid).copied();
+                    // The asker may have stopped waiting; nothing to do then.
+                    let _ = query.answer.send(mine.collect());
+                }
+            }
+        })
+        .ok()
+        .map(|_| queries)
+}
+
+/// The live members of any of `sids` (sorted), in one pass: `find` with
+/// `Selector::Session` for several sessions at once.
+fn find_sessions(sids: &[i32]) -> Vec<Found> {
+    let mut files = ProcFiles::default();
+    let mut found = Vec::new();
+    for pid in other_pids() {
+        if let Some(sid) = files.session(pid)
+            && sids.binary_search(&sid).is_ok()
+            && files.live_member(pid, sid)
+        {
+            found.push(Found { pid, sid });
+        }
+    }
+    found
+}
+
+/// Every process in `/proc` but this one.
+fn other_pids() -> impl Iterator<Item = i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(move |pid| *pid != me)
 }
 
 #[cfg(test)]
@@ -405,6 +481,62 @@ mod tests {
             );
         }
         child.wait().unwrap();
+    }
+
+    /// Session queries made together, answered from shared passes, each get exactly what
+    /// a scan of their own finds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn session_queries_made_together_each_get_their_own_members() {
+        use std::os::unix::process::CommandExt;
+        let mut children: Vec<std::process::Child> = (0..4)
+            .map(|_| {
+                let mut child = std::process::Command::new("sleep");
+                child.arg("30");
+                // SAFETY: setsid is async-signal-safe and touches no parent memory.
+                unsafe {
+                    child.pre_exec(|| {
+                        nix::unistd::setsid()
+                            .map(|_| ())
+                            .map_err(std::io::Error::from)
+                    });
+                }
+                child.spawn().unwrap()
+            })
+            .collect();
+        let sids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
+        let mut queries = tokio::task::JoinSet::new();
+        for round in 0..25 {
+            for (i, sid) in sids.iter().copied().enumerate() {
+                queries.spawn(async move { (i, find_async(Selector::Session(sid)).await) });
+            }
+            // A session nobody is in: its own pid is taken by no process of ours.
+            queries.spawn(async move {
+                (
+                    usize::MAX - round,
+                    find_async(Selector::Session(1 << 30)).await,
+                )
+            });
+        }
+        while let Some(answer) = queries.join_next().await {
+            let (i, found) = answer.unwrap();
+            match sids.get(i) {
+                Some(sid) => assert_eq!(
+                    found,
+                    vec![Found {
+                        pid: *sid,
+                        sid: *sid
+                    }]
+                ),
+                None => assert!(found.is_empty(), "{found:?}"),
+            }
+        }
+        for child in &mut children {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        for sid in sids {
+            assert!(find_async(Selector::Session(sid)).await.is_empty());
+        }
     }
 
     #[test]
