@@ -322,7 +322,10 @@ async fn e3_escaped_processes_die_on_cancel(rig: Rig) {
         async move { exec.run(spec, cancel).await }
     });
     ready.wait().await;
-    assert_eq!(with_token(&token).len(), ESCAPE_PATTERNS);
+    // Each wrote its line just before its `exec`: wait for the sleeps themselves.
+    while with_token(&token).len() < ESCAPE_PATTERNS {
+        tokio::task::yield_now().await;
+    }
     cancel.cancel();
     let out = run.await.unwrap().unwrap();
     assert!(out.aborted);

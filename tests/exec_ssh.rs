@@ -153,7 +153,10 @@ async fn a_lost_connection_marks_the_task_killed_and_its_remote_processes_end_on
         .await
         .unwrap();
     ready.wait().await;
-    assert_eq!(with_token(&token).len(), 1);
+    // The fifo is written just before the `exec`: wait for the sleep itself.
+    while with_token(&token).is_empty() {
+        tokio::task::yield_now().await;
+    }
     // The connection drops: its master process dies.
     let master = master_pid(state.path()).expect("the master connection");
     nix::sys::signal::kill(

@@ -32,6 +32,12 @@ fn is_namespace_init(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
+/// The parent of `pid`, from `/proc/<pid>/stat`.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
 /// The live processes of a set of namespaces, split into inits and the rest.
 #[derive(Debug, Default)]
 struct Members {
@@ -122,6 +128,10 @@ pub async fn terminate(selector: Selector, spare: Option<i32>, grace: Duration) 
         }
         spare => spare,
     };
+    // bwrap itself (the parent of an init) is spared the SIGTERM too: its death
+    // would SIGKILL its namespace at once (`--die-with-parent`), skipping the grace.
+    let wrappers: HashSet<i32> = inside.inits.iter().filter_map(|i| parent(i.pid)).collect();
+    outside.retain(|p| !wrappers.contains(&p.pid));
     let targets: Vec<Found> = inside.workers.into_iter().chain(outside).collect();
     if targets.is_empty() && inside.inits.is_empty() {
         return;
