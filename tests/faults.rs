@@ -219,7 +219,7 @@ async fn daemon_sigkilled_mid_turn_restarts_with_whole_logs_closed_turns_and_no_
         p = pids.display(),
         r = bg_ready.path()
     );
-    c.start_task(&s, &bg).await;
+    let task = c.start_task(&s, &bg).await;
     bg_ready.wait().await;
     // The interrupted turn: the model's command is running when the daemon dies.
     c.start(
@@ -314,6 +314,13 @@ async fn daemon_sigkilled_mid_turn_restarts_with_whole_logs_closed_turns_and_no_
     assert_eq!(m[2]["content"], "Noted: 42.");
     assert_eq!(m[5]["tool_calls"][0]["id"], "call_fg");
     assert_eq!(m[6]["tool_call_id"], "call_fg");
+    // The task from before is not known to the new executor (RELIABILITY.md:
+    // no completion notice reaches the session for it).
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": task}))
+            .await,
+        (format!("Error: unknown bash task \"{task}\""), true)
+    );
     drop(c);
     daemon.stop().await;
     assert!(processes_under(&ws).is_empty());
