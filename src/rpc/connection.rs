@@ -10,9 +10,11 @@
 //! [`Service::closed`] runs, no handler of this connection is still running, and
 //! when `serve_connection` returns, nothing of the connection is left.
 //!
-//! After the end nothing more is written, not even answers that handlers produce
+//! After the end no new line is written, not even answers that handlers produce
 //! while winding down: a peer that has gone, or stopped reading, cannot take them,
 //! and waiting to flush would let a stuck peer hold the connection open forever.
+//! A line already being written is finished, for at most [`LINE_GRACE`], so a
+//! peer that closed only its sending side never reads half a message.
 //!
 //! Request dispatch hands jsonrpsee the peer's method and params under an id of
 //! our own, then puts the peer's id back on the answer. jsonrpsee only accepts
@@ -36,6 +38,9 @@ use tokio_util::task::TaskTracker;
 
 /// How much the read buffer grows by before each read.
 const READ_CHUNK: usize = 8 * 1024;
+/// How long a line that was being written when the connection ended may take
+/// to finish (see the module docs).
+const LINE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 /// An idle read buffer larger than this (left over from one big message) is
 /// released instead of being kept for the life of the connection.
 const KEEP_BUFFER: usize = 1024 * 1024;
@@ -397,10 +402,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 None => break,
             },
         };
+        // A batch in progress when the connection ends stops after its current
+        // line, which gets LINE_GRACE to reach the peer.
         let written = tokio::select! {
-            biased;
-            () = closed.cancelled() => break,
-            written = write_batch(&mut out, first, &mut queue) => written,
+            written = write_batch(&mut out, first, &mut queue, &closed) => written,
+            () = async {
+                closed.cancelled().await;
+                tokio::time::sleep(LINE_GRACE).await;
+            } => break,
         };
         if let Err(e) = written {
             tracing::warn!(peer = peer.id(), "write failed: {e}");
@@ -410,17 +419,23 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Writes `first` and whatever else is already queued, then flushes once.
+/// Writes `first` and whatever else is already queued (until the connection
+/// ends), then flushes once.
 async fn write_batch<W: AsyncWrite + Unpin>(
     out: &mut BufWriter<W>,
     first: String,
     queue: &mut mpsc::Receiver<String>,
+    closed: &CancellationToken,
 ) -> std::io::Result<()> {
     let mut next = Some(first);
     while let Some(line) = next {
         out.write_all(line.as_bytes()).await?;
         out.write_all(b"\n").await?;
-        next = queue.try_recv().ok();
+        next = if closed.is_cancelled() {
+            None
+        } else {
+            queue.try_recv().ok()
+        };
     }
     out.flush().await
 }

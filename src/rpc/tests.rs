@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{
-    AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf, duplex, split,
+    AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf,
+    duplex, split,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -629,4 +630,34 @@ async fn peers_have_distinct_ids() {
         .clone()
         .unwrap();
     assert_ne!(a.id(), b.id());
+}
+
+#[tokio::test]
+async fn a_line_being_written_when_the_peer_stops_sending_is_finished() {
+    // A pipe far smaller than the answer, so the writer is in the middle of
+    // the line when the client closes its sending side.
+    let mut h = start_default_with_pipe(16);
+    let pad = "p".repeat(4000);
+    h.client
+        .send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"pad": pad}}))
+        .await;
+    let mut first = [0u8; 1];
+    within(h.client.reader.read_exact(&mut first))
+        .await
+        .unwrap();
+    h.client.writer.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    within(h.client.reader.read_to_end(&mut rest))
+        .await
+        .unwrap();
+    let mut line = first.to_vec();
+    line.extend_from_slice(&rest);
+    assert_eq!(line.last(), Some(&b'\n'), "a torn line");
+    let answer: Value = serde_json::from_slice(&line).unwrap();
+    assert_eq!(answer["result"]["pad"], json!(pad));
+    h.finished().await;
+}
+
+fn start_default_with_pipe(pipe_bytes: usize) -> Harness {
+    start(Options::default(), pipe_bytes)
 }

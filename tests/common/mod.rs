@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod daemon;
 pub mod fake_model;
 pub mod sshd;
 

@@ -1,0 +1,101 @@
+//! Shell-segment judging (the waterfall's policy): arbitrary command lines
+//! through `hooks::shell::segments` and `Policy::judge` in every mode.
+//!
+//! Checked, besides "no panic" (the parser runs on its own thread; a panic
+//! there must come back as an error, and anything else aborts):
+//! - a command that cannot be parsed is never allowed;
+//! - a segment that names `rm` (a deny rule) makes the whole line denied, in
+//!   every mode, wherever it sits (after `;`, in `$( )`, behind `sudo`...);
+//! - read-only mode allows only lines whose every segment is a known reader
+//!   (or runs nothing), with no writing redirection and no name known only at
+//!   run time;
+//! - judging is deterministic.
+
+#![no_main]
+
+use dsh::config::{Decision, Mode, PermissionRule, PermissionsConfig};
+use dsh::hooks::policy::Policy;
+use dsh::hooks::shell;
+use libfuzzer_sys::fuzz_target;
+use serde_json::json;
+use std::sync::OnceLock;
+
+fn config() -> &'static PermissionsConfig {
+    static C: OnceLock<PermissionsConfig> = OnceLock::new();
+    C.get_or_init(|| {
+        let rule = |command: &str, action| PermissionRule {
+            tool: "bash".into(),
+            command: Some(command.into()),
+            action,
+        };
+        PermissionsConfig {
+            rules: vec![
+                rule("rm", Decision::Deny),
+                rule("git status", Decision::Allow),
+                rule("curl", Decision::Ask),
+            ],
+            ..PermissionsConfig::default()
+        }
+    })
+}
+
+fn policy() -> &'static Policy {
+    static P: OnceLock<Policy> = OnceLock::new();
+    P.get_or_init(|| Policy::new(config()))
+}
+
+fn read_only_prefixes() -> &'static Vec<Vec<String>> {
+    static R: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    R.get_or_init(|| {
+        config()
+            .read_only_commands
+            .iter()
+            .map(|c| c.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let command = String::from_utf8_lossy(data);
+    let args = json!({"command": command, "description": "fuzz"});
+    let parsed = shell::segments(&command);
+    for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
+        let judged = policy().judge("bash", &args, mode, &[]);
+        let again = policy().judge("bash", &args, mode, &[]);
+        assert_eq!(judged, again, "judging is not deterministic: {command:?}");
+        let segments = match &parsed {
+            Err(_) => {
+                assert_ne!(
+                    judged.decision,
+                    Decision::Allow,
+                    "unparsable allowed: {command:?}"
+                );
+                continue;
+            }
+            Ok(segments) => segments,
+        };
+        if segments
+            .iter()
+            .any(|s| !s.dynamic_name && s.words.first().is_some_and(|w| w == "rm"))
+        {
+            assert_eq!(
+                judged.decision,
+                Decision::Deny,
+                "a segment named by a deny rule was not denied ({mode:?}): {command:?} -> {segments:?}"
+            );
+        }
+        if mode == Mode::ReadOnly && judged.decision == Decision::Allow {
+            for s in segments {
+                assert!(
+                    !s.dynamic_name && !s.writes_redirect,
+                    "{command:?} -> {s:?}"
+                );
+                assert!(
+                    s.words.is_empty()
+                        || read_only_prefixes().iter().any(|p| s.words.starts_with(p)),
+                    "read-only allowed a non-reader: {command:?} -> {s:?}"
+                );
+            }
+        }
+    }
+});

@@ -1,0 +1,75 @@
+//! Tool-argument checking (spec T1): arbitrary JSON against the three tool
+//! schemas, and the policy's reading of the same arguments.
+//!
+//! Checked, besides "no panic": a non-object is always refused; every refusal
+//! says `invalid arguments: ...`; whatever the `bash` schema accepts has the
+//! types the bash tool relies on (string `command` and `description`, number
+//! `timeoutMs`, string `workdir`, boolean `run_in_background`); a `bash` call
+//! the policy cannot read (no string command) is denied, never allowed.
+
+#![no_main]
+
+use dsh::config::{Decision, Mode, PermissionsConfig};
+use dsh::hooks::policy::Policy;
+use dsh::tools::schema::{BASH, BASH_KILL, BASH_OUTPUT, ToolSchema};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+use std::sync::OnceLock;
+
+struct Fixture {
+    bash: ToolSchema,
+    output: ToolSchema,
+    kill: ToolSchema,
+    policy: Policy,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| Fixture {
+        bash: ToolSchema::parse(BASH).expect("bash schema"),
+        output: ToolSchema::parse(BASH_OUTPUT).expect("bash_output schema"),
+        kill: ToolSchema::parse(BASH_KILL).expect("bash_kill schema"),
+        policy: Policy::new(&PermissionsConfig::default()),
+    })
+}
+
+fn optional_is(args: &Value, key: &str, ok: fn(&Value) -> bool) -> bool {
+    args.get(key).is_none_or(ok)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(args) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let f = fixture();
+    for schema in [&f.bash, &f.output, &f.kill] {
+        let checked = schema.check(&args);
+        if !args.is_object() {
+            assert!(
+                checked.is_err(),
+                "{} accepted a non-object: {args}",
+                schema.name
+            );
+        }
+        match checked {
+            Err(e) => assert!(e.starts_with("invalid arguments: "), "{e}"),
+            Ok(()) if schema.name == "bash" => {
+                assert!(args["command"].is_string(), "{args}");
+                assert!(args["description"].is_string(), "{args}");
+                assert!(optional_is(&args, "timeoutMs", Value::is_number), "{args}");
+                assert!(optional_is(&args, "workdir", Value::is_string), "{args}");
+                assert!(
+                    optional_is(&args, "run_in_background", Value::is_boolean),
+                    "{args}"
+                );
+            }
+            Ok(()) => assert!(args["task_id"].is_string(), "{args}"),
+        }
+    }
+    for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
+        let judged = f.policy.judge("bash", &args, mode, &[]);
+        if !args["command"].is_string() {
+            assert_eq!(judged.decision, Decision::Deny, "{args}");
+        }
+    }
+});

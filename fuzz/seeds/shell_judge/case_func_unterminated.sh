@@ -1,0 +1,1 @@
+case $x in a) rm z;; esac; f() { rm q; }; f; echo 'unterminated

@@ -1,0 +1,1 @@
+PATH=/tmp ls; $CMD arg; r? x; echo ~root ${x:-$(id)} $((1+$(rm y)))

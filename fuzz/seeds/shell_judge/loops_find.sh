@@ -1,0 +1,1 @@
+for i in $(seq 1 3); do [ -v "a[$(rm x)]" ]; done; find . -name "*.rs" -delete

