@@ -93,6 +93,39 @@ fn req(command: &str, workdir: &Path) -> ExecRequest {
     }
 }
 
+/// A test directory, its executor, and a command that starts one process by each
+/// escape pattern and then runs `tail` (`escape_script`): what every E3 test needs.
+struct Escapes {
+    dir: tempfile::TempDir,
+    exec: Arc<dyn BashExecutor>,
+    pidfile: PathBuf,
+    ready: Fifo,
+    token: String,
+    spec: dsh::exec::ExecSpec,
+}
+
+impl Escapes {
+    fn new(rig: &Rig, tail: &str) -> Escapes {
+        let dir = tempfile::tempdir().unwrap();
+        let exec = rig.executor(dir.path());
+        let pidfile = dir.path().join("pids");
+        let ready = Fifo::new(dir.path(), "ready");
+        let token = token();
+        let spec = exec.resolve(req(
+            &escape_script(&pidfile, &ready, &token, tail),
+            dir.path(),
+        ));
+        Escapes {
+            dir,
+            exec,
+            pidfile,
+            ready,
+            token,
+            spec,
+        }
+    }
+}
+
 /// A command that starts `sleep 1000.<token>` in a session of its own and returns
 /// once it runs (the process is found by its token).
 fn detach(token: &str, dir: &Path) -> String {
@@ -290,16 +323,15 @@ async fn t4_timed_out_is_kept_when_the_command_exits_zero_on_term(rig: Rig) {
 }
 
 async fn e3_escaped_processes_die_on_timeout(rig: Rig) {
-    let dir = tempfile::tempdir().unwrap();
-    let exec = rig.executor(dir.path());
-    let pidfile = dir.path().join("pids");
-    let ready = Fifo::new(dir.path(), "ready");
     // The fifo write blocks (nobody reads it): the command sits there until the timer.
-    let token = token();
-    let mut spec = exec.resolve(req(
-        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
-        dir.path(),
-    ));
+    let Escapes {
+        dir: _dir,
+        exec,
+        pidfile,
+        ready: _ready,
+        token,
+        mut spec,
+    } = Escapes::new(&rig, "sleep 1000");
     spec.timeout_ms = 3000;
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
     assert!(out.timed_out);
@@ -307,15 +339,14 @@ async fn e3_escaped_processes_die_on_timeout(rig: Rig) {
 }
 
 async fn e3_escaped_processes_die_on_cancel(rig: Rig) {
-    let dir = tempfile::tempdir().unwrap();
-    let exec = rig.executor(dir.path());
-    let pidfile = dir.path().join("pids");
-    let ready = Fifo::new(dir.path(), "ready");
-    let token = token();
-    let spec = exec.resolve(req(
-        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
-        dir.path(),
-    ));
+    let Escapes {
+        dir: _dir,
+        exec,
+        pidfile,
+        ready,
+        token,
+        spec,
+    } = Escapes::new(&rig, "sleep 1000");
     let cancel = CancellationToken::new();
     let run = tokio::spawn({
         let cancel = cancel.clone();
@@ -334,15 +365,14 @@ async fn e3_escaped_processes_die_on_cancel(rig: Rig) {
 }
 
 async fn e3_escaped_processes_die_when_the_caller_drops_the_run(rig: Rig) {
-    let dir = tempfile::tempdir().unwrap();
-    let exec = rig.executor(dir.path());
-    let pidfile = dir.path().join("pids");
-    let ready = Fifo::new(dir.path(), "ready");
-    let token = token();
-    let spec = exec.resolve(req(
-        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
-        dir.path(),
-    ));
+    let Escapes {
+        dir: _dir,
+        exec,
+        pidfile,
+        ready,
+        token,
+        spec,
+    } = Escapes::new(&rig, "sleep 1000");
     let run = tokio::spawn({
         let exec = exec.clone();
         async move { exec.run(spec, CancellationToken::new()).await }
@@ -356,15 +386,14 @@ async fn e3_escaped_processes_die_when_the_caller_drops_the_run(rig: Rig) {
 }
 
 async fn e3_t11_escaped_processes_die_on_kill(rig: Rig) {
-    let dir = tempfile::tempdir().unwrap();
-    let exec = rig.executor(dir.path());
-    let pidfile = dir.path().join("pids");
-    let ready = Fifo::new(dir.path(), "ready");
-    let token = token();
-    let spec = exec.resolve(req(
-        &escape_script(&pidfile, &ready, &token, "sleep 1000"),
-        dir.path(),
-    ));
+    let Escapes {
+        dir: _dir,
+        exec,
+        pidfile,
+        ready,
+        token,
+        spec,
+    } = Escapes::new(&rig, "sleep 1000");
     let task = exec.start(spec).await.unwrap();
     assert_eq!(task.status, TaskStatus::Running);
     ready.wait().await;
@@ -381,15 +410,14 @@ async fn e3_t11_escaped_processes_die_on_kill(rig: Rig) {
 }
 
 async fn e3_everything_dies_on_shutdown(rig: Rig) {
-    let dir = tempfile::tempdir().unwrap();
-    let exec = rig.executor(dir.path());
-    let pidfile = dir.path().join("pids");
-    let ready = Fifo::new(dir.path(), "ready");
-    let token = token();
-    let spec = exec.resolve(req(
-        &escape_script(&pidfile, &ready, &token, "trap '' TERM; sleep 1000"),
-        dir.path(),
-    ));
+    let Escapes {
+        dir,
+        exec,
+        pidfile,
+        ready,
+        token,
+        spec,
+    } = Escapes::new(&rig, "trap '' TERM; sleep 1000");
     let task = exec.start(spec).await.unwrap();
     ready.wait().await;
     // A finished foreground run that left a detached process behind.
