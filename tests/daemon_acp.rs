@@ -5,32 +5,16 @@
 mod common;
 
 use common::client::Client;
+use common::daemon::{SocketDaemon, workspace, write_config};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dsh");
-
-/// A config with short kill grace and drain so tests are quick.
-fn write_config(dir: &Path, extra: &str) -> PathBuf {
-    let path = dir.join("dsh.toml");
-    std::fs::write(
-        &path,
-        format!("[exec]\nkill_grace_ms = 300\ndrain_ms = 300\n{extra}"),
-    )
-    .unwrap();
-    path
-}
-
-fn workspace(dir: &Path, name: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::create_dir_all(&p).unwrap();
-    p
-}
 
 async fn stdio_daemon(dir: &Path) -> (Child, Client) {
     stdio_daemon_on(dir, &dir.join("state")).await
@@ -46,73 +30,6 @@ async fn stdio_daemon_on(dir: &Path, state: &Path) -> (Child, Client) {
             .arg(config),
     );
     (child, client)
-}
-
-struct SocketDaemon {
-    child: Child,
-    socket: PathBuf,
-    state: PathBuf,
-    config: PathBuf,
-}
-
-impl SocketDaemon {
-    async fn start(dir: &Path, extra_config: &str) -> Self {
-        let socket = dir.join("run/dsh.sock");
-        let state = dir.join("state");
-        let config = write_config(dir, extra_config);
-        let mut child = Command::new(BIN)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        // The daemon says on stdout when it is listening: wait for that line.
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("daemon exited at start");
-        assert!(line.starts_with("dsh daemon listening on "), "{line}");
-        Self {
-            child,
-            socket,
-            state,
-            config,
-        }
-    }
-
-    async fn connect(&self) -> Client {
-        let stream = UnixStream::connect(&self.socket).await.unwrap();
-        let (r, w) = stream.into_split();
-        let mut client = Client::new(r, w);
-        client.initialize().await;
-        client
-    }
-
-    /// `dsh stop`, then the daemon process must be gone.
-    async fn stop(mut self) {
-        let out = Command::new(BIN)
-            .args(["stop", "--socket"])
-            .arg(&self.socket)
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let status = self.child.wait().await.unwrap();
-        assert!(status.success(), "daemon exit: {status}");
-        assert!(!self.socket.exists(), "socket left behind");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

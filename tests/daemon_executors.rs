@@ -7,11 +7,11 @@
 mod common;
 
 use common::client::Client;
+use common::daemon::SocketDaemon;
 use common::sshd::Sshd;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use tokio::io::AsyncBufReadExt;
 
 /// The `[exec]` section choosing `kind`, with short grace and drain.
 fn exec_section(kind: &str, sshd: Option<&Sshd>) -> String {
@@ -201,36 +201,14 @@ async fn a_sandbox_that_cannot_be_built_stops_the_daemon_before_it_listens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dsh_status_names_the_executor_that_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write(dir.path(), "dsh.toml", &exec_section("sandbox", None));
-    let socket = dir.path().join("dsh.sock");
-    let mut daemon = common::dsh()
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(daemon.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().expect("daemon exited");
-    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    let daemon = SocketDaemon::start(dir.path(), "kind = \"sandbox\"\n").await;
     let out = common::dsh()
         .args(["status", "--socket"])
-        .arg(&socket)
+        .arg(&daemon.socket)
         .output()
         .await
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("executor sandbox"), "{text}");
-    let out = common::dsh()
-        .args(["stop", "--socket"])
-        .arg(&socket)
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success());
-    assert!(daemon.wait().await.unwrap().success());
+    daemon.stop().await;
 }

@@ -166,6 +166,7 @@ contract!(
     e3_escaped_processes_die_on_cancel,
     e3_escaped_processes_die_when_the_caller_drops_the_run,
     e3_t11_escaped_processes_die_on_kill,
+    t11_a_task_killed_as_it_starts_ends_by_sigterm,
     e3_everything_dies_on_shutdown,
     e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only,
     e3_plain_background_child_of_a_foreground_command_is_gone_when_it_returns,
@@ -407,6 +408,25 @@ async fn e3_t11_escaped_processes_die_on_kill(rig: Rig) {
     );
     assert_eq!(exec.kill(&task.id).await, KillOutcome::AlreadyFinished);
     assert_eq!(exec.kill("bash-999999").await, KillOutcome::Unknown);
+}
+
+/// A kill that lands while the command is still being set up (bwrap building the
+/// sandbox, the remote login shell starting) still gives the command its SIGTERM.
+async fn t11_a_task_killed_as_it_starts_ends_by_sigterm(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let task = exec
+        .start(exec.resolve(req("sleep 1000", dir.path())))
+        .await
+        .unwrap();
+    assert_eq!(exec.kill(&task.id).await, KillOutcome::Killed);
+    assert_eq!(
+        exec.get(&task.id).unwrap().status,
+        TaskStatus::Killed {
+            signal: Some(libc::SIGTERM)
+        }
+    );
+    exec.shutdown().await;
 }
 
 async fn e3_everything_dies_on_shutdown(rig: Rig) {

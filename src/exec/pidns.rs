@@ -138,20 +138,34 @@ pub async fn terminate(selector: Selector, spare: Option<i32>, grace: Duration) 
     }
     procs::signal_all(&targets, Signal::SIGTERM);
     procs::signal_all(&targets, Signal::SIGCONT);
+    let mut signalled: HashSet<i32> = targets.iter().map(|p| p.pid).collect();
     let deadline = tokio::time::Instant::now() + grace;
     let mut pause = Duration::from_millis(2);
     loop {
-        let left = {
+        // The namespaces count until their inits are gone: an init alone means the
+        // command has not started yet (it gets its SIGTERM when it appears) or has
+        // just ended (and the init follows it at once).
+        let (pending, fresh) = {
             let (namespaces, selector) = (namespaces.clone(), selector.clone());
+            let wrappers = wrappers.clone();
             tokio::task::spawn_blocking(move || {
-                let workers = members(&namespaces).workers;
-                let (_, outside) = survey(&selector, spare);
-                workers.len() + outside.len()
+                let inside = members(&namespaces);
+                let (_, mut outside) = survey(&selector, spare);
+                outside.retain(|p| !wrappers.contains(&p.pid));
+                let pending = inside.inits.len() + inside.workers.len() + outside.len();
+                let fresh: Vec<Found> = inside.workers.into_iter().chain(outside).collect();
+                (pending, fresh)
             })
             .await
-            .unwrap_or(0)
+            .unwrap_or_default()
         };
-        if left == 0 || tokio::time::Instant::now() >= deadline {
+        let fresh: Vec<Found> = fresh
+            .into_iter()
+            .filter(|p| signalled.insert(p.pid))
+            .collect();
+        procs::signal_all(&fresh, Signal::SIGTERM);
+        procs::signal_all(&fresh, Signal::SIGCONT);
+        if pending == 0 || tokio::time::Instant::now() >= deadline {
             break;
         }
         // No event announces the end of a process we are not the parent of; poll
