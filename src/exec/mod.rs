@@ -13,6 +13,7 @@ mod pidns;
 pub mod process;
 mod procs;
 pub mod sandbox;
+mod spawn;
 pub mod ssh;
 
 pub use collector::{CollectedOutput, Spill, StreamRead, ensure_private_dir};

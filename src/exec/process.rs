@@ -21,6 +21,7 @@
 use super::collector::{Collector, SpillTarget, ensure_private_dir};
 use super::ids::TaskIds;
 use super::procs::{self, MARK_VAR, Selector};
+use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, Scope, TaskInfo,
     TaskRead, TaskStatus,
@@ -29,12 +30,11 @@ use crate::config::ExecConfig;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -341,30 +341,32 @@ impl<L: Launcher> Inner<L> {
         ))
     }
 
-    fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<Child, ExecError> {
-        let mut cmd = self.launcher.command(spec, mark)?;
-        cmd.env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env(MARK_VAR, mark)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        detach_until_parent_dies(&mut cmd);
-        cmd.spawn().map_err(|e| ExecError::Spawn(e.to_string()))
+    fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<HostProcess, ExecError> {
+        let cmd = self.launcher.command(spec, mark)?;
+        let cmd = cmd.as_std();
+        let mut env = self.env.clone();
+        env.push((MARK_VAR.into(), mark.into()));
+        spawn::spawn(&SpawnSpec {
+            program: cmd.get_program().to_os_string(),
+            args: cmd.get_args().map(|a| a.to_os_string()).collect(),
+            env,
+            cwd: cmd.get_current_dir().map(Path::to_path_buf),
+        })
+        .map_err(|e| ExecError::Spawn(e.to_string()))
     }
 
     /// Waits for the command to end by itself, by its timer or by `stop`, and
     /// cleans up everything it started by the rules in the module docs.
     async fn supervise(
         &self,
-        mut child: Child,
+        mut child: HostProcess,
         job: &Job,
         timeout: Option<Duration>,
         stop: &CancellationToken,
     ) -> Ended {
         let mark = job.mark.as_str();
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
-        let sid = child.id().map(|p| p as i32);
+        let sid = Some(child.id());
         let abort = CancellationToken::new();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let mut readers = tokio::spawn({
