@@ -191,8 +191,10 @@ impl Default for PermissionsConfig {
     }
 }
 
-/// Commands that only read, by command prefix. `find` and `sort` are judged with
-/// their writing flags (`-exec`, `-delete`, `-o`...) excluded by the policy.
+/// Commands that only read, by command prefix. Some of them can also write, run programs
+/// or change the system (`find -exec`, `sort -o`, `uniq IN OUT`, `rg --pre`, `date -s`,
+/// `hostname NAME`, `file -C`...); the policy refuses those forms in read-only mode
+/// (`writing_option` in src/hooks/policy.rs).
 pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
     "ls",
     "cat",

@@ -386,8 +386,11 @@ impl Policy {
         {
             return Some("is not known to be read-only".into());
         }
-        writing_option(&segment.words)
-            .map(|option| format!("is not known to be read-only (`{option}` writes or runs code)"))
+        writing_option(&segment.words).map(|option| {
+            format!(
+                "is not known to be read-only (`{option}` writes, runs code or changes the system)"
+            )
+        })
     }
 }
 
@@ -395,12 +398,18 @@ impl Policy {
 ///
 /// `find` and `sort` are the documented cases. `printf -v` and `test -v` / `[ -v` assign or
 /// evaluate array subscripts, which bash expands (so `[ -v 'a[$(rm x)]' ]` runs `rm`);
-/// `git ... --output` and `tree -o` write files. A word holding an expansion (`$X`) could be
-/// any option, so for these commands it counts as one too.
+/// `git ... --output` and `tree -o` write files. `uniq IN OUT` writes OUT, so a second operand
+/// (or a glob or brace that could become two) counts. `rg --pre` and `--hostname-bin` run a
+/// program (`--pre-glob` only selects files for `--pre`, but is refused with it). `date -s`,
+/// `-f` or an operand without a leading `+` set the clock; `hostname NAME`, `-F` and `-b` set
+/// the host name, while its bare form and printing flags (`-f`, `-i`, `-s`...) only read.
+/// `file -C` compiles a magic file into the working directory. A word holding an expansion
+/// (`$X`) could be any option, so for these commands it counts as one too.
 fn writing_option(words: &[String]) -> Option<&str> {
     let name = words.first()?.as_str();
     let args = &words[1..];
     let expands = |w: &&String| w.contains(['$', '`']);
+    let could_be_several = |w: &&String| w.contains(['*', '?', '[', '{']);
     let found = match name {
         "find" => args.iter().find(|w| {
             matches!(
@@ -426,6 +435,67 @@ fn writing_option(words: &[String]) -> Option<&str> {
         "tree" => args.iter().find(|w| {
             short_cluster_has(w, 'o', "LPIHT") || long_option_is(w, "--output", 3) || expands(w)
         }),
+        "uniq" => args.iter().find(expands).or_else(|| {
+            let files = operands(
+                args,
+                "fsw",
+                "",
+                &[
+                    ("--skip-fields", 8),
+                    ("--skip-chars", 8),
+                    ("--check-chars", 4),
+                ],
+            );
+            files
+                .iter()
+                .copied()
+                .find(could_be_several)
+                .or(files.get(1).copied())
+        }),
+        "rg" => args.iter().find(|w| {
+            matches!(
+                w.split('=').next(),
+                Some("--pre" | "--pre-glob" | "--hostname-bin")
+            ) || expands(w)
+        }),
+        "date" => args
+            .iter()
+            .find(|w| {
+                short_cluster_has(w, 's', "dfrI")
+                    || short_cluster_has(w, 'f', "dsrI")
+                    || long_option_is(w, "--set", 3)
+                    || long_option_is(w, "--file", 3)
+                    || expands(w)
+            })
+            .or_else(|| {
+                operands(
+                    args,
+                    "dfrs",
+                    "I",
+                    &[
+                        ("--date", 4),
+                        ("--file", 3),
+                        ("--reference", 5),
+                        ("--set", 3),
+                        ("--rfc-3339", 7),
+                    ],
+                )
+                .into_iter()
+                .find(|w| !w.starts_with('+'))
+            }),
+        "hostname" => args
+            .iter()
+            .find(|w| {
+                short_cluster_has(w, 'F', "")
+                    || short_cluster_has(w, 'b', "")
+                    || long_option_is(w, "--file", 3)
+                    || long_option_is(w, "--boot", 3)
+                    || expands(w)
+            })
+            .or_else(|| operands(args, "F", "", &[("--file", 3)]).first().copied()),
+        "file" => args.iter().find(|w| {
+            short_cluster_has(w, 'C', "eFfmP") || long_option_is(w, "--compile", 4) || expands(w)
+        }),
         _ => None,
     };
     found.map(String::as_str)
@@ -436,6 +506,55 @@ fn writing_option(words: &[String]) -> Option<&str> {
 fn long_option_is(word: &str, full: &str, min: usize) -> bool {
     let name = word.split('=').next().unwrap_or_default();
     name.len() >= min && full.starts_with(name)
+}
+
+/// The operands among a command's `args`: the words that are neither options nor their
+/// values. Short options in `with_value` take the rest of their cluster or else the next word,
+/// those in `attached` only the rest of their cluster; long options in `long_with_value`
+/// (full name and shortest accepted abbreviation) take the next word unless written
+/// `--name=value`. Every word after `--` is an operand. Where it is unsure a word counts as
+/// an operand, which can only make a command look less read-only, never more.
+fn operands<'a>(
+    args: &'a [String],
+    with_value: &str,
+    attached: &str,
+    long_with_value: &[(&str, usize)],
+) -> Vec<&'a String> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        i += 1;
+        if word == "--" {
+            found.extend(&args[i..]);
+            break;
+        }
+        if word.starts_with("--") {
+            let takes_next = !word.contains('=')
+                && long_with_value
+                    .iter()
+                    .any(|(full, min)| long_option_is(word, full, *min));
+            if takes_next {
+                i += 1;
+            }
+            continue;
+        }
+        let Some(cluster) = word.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            found.push(word);
+            continue;
+        };
+        for (at, option) in cluster.char_indices() {
+            if with_value.contains(option) {
+                if at + option.len_utf8() == cluster.len() {
+                    i += 1;
+                }
+                break;
+            }
+            if attached.contains(option) {
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// Whether `word` is a cluster of short options (`-uo`) containing `option` before any
@@ -662,6 +781,8 @@ mod tests {
             "nice -n 10 nohup rm x",
             "/bin/rm -rf /",
             "\\rm x",
+            "trap 'rm x' EXIT",
+            "trap -- 'ls; rm x' INT TERM",
         ] {
             let j = bash(&p, command, Mode::Auto);
             assert_eq!(j.decision, Deny, "{command}: {}", j.reason);
@@ -943,6 +1064,119 @@ mod tests {
     }
 
     #[test]
+    fn a_trap_is_judged_by_its_action() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for command in [
+            "trap",
+            "trap -p EXIT",
+            "trap - EXIT",
+            "trap '' INT",
+            "trap EXIT",
+        ] {
+            let j = bash(&p, command, Mode::Auto);
+            assert_eq!(j.decision, Allow, "{command}: {}", j.reason);
+        }
+        assert_eq!(bash(&p, "trap 'ls' EXIT", Mode::Auto).decision, Allow);
+        // An action only known at run time could be `rm`.
+        let j = bash(&p, "trap \"$A\" EXIT", Mode::Auto);
+        assert_eq!(j.decision, Ask, "{}", j.reason);
+        // Read-only mode refuses the trap (not on its list) whatever the action.
+        assert_eq!(bash(&p, "trap 'ls' EXIT", Mode::ReadOnly).decision, Deny);
+    }
+
+    #[test]
+    fn read_only_mode_refuses_readers_that_write_run_code_or_change_the_system() {
+        let p = policy(&[]);
+        for (command, culprit) in [
+            ("uniq in.txt out.txt", "out.txt"),
+            ("uniq -c in out", "out"),
+            ("uniq in -c out", "out"),
+            ("uniq -f 1 -w2 in out", "out"),
+            ("uniq --skip-fields 1 in out", "out"),
+            ("uniq -- - out", "out"),
+            ("uniq *.txt", "*.txt"),
+            ("uniq {a,b}", "{a,b}"),
+            ("uniq $IN", "$IN"),
+            ("rg --pre ./script pattern", "--pre"),
+            ("rg --pre=./script pattern", "--pre=./script"),
+            ("rg --pre-glob '*.gz' x", "--pre-glob"),
+            ("rg --hostname-bin ./prog x", "--hostname-bin"),
+            ("date -s 2020-01-01", "-s"),
+            ("date -us 2020-01-01", "-us"),
+            ("date --set=2020-01-01", "--set=2020-01-01"),
+            ("date --se 2020-01-01", "--se"),
+            ("date -f dates", "-f"),
+            ("date --file=dates", "--file=dates"),
+            ("date 010112002020", "010112002020"),
+            ("date -u 0101", "0101"),
+            ("date -Is 0101", "0101"),
+            ("hostname other", "other"),
+            ("hostname -F /etc/hostname", "-F"),
+            ("hostname --file=/etc/hostname", "--file=/etc/hostname"),
+            ("hostname -b", "-b"),
+            ("hostname -- -x", "-x"),
+            ("hostname $NAME", "$NAME"),
+            ("file -C -m magic", "-C"),
+            ("file -zC", "-zC"),
+            ("file --compile", "--compile"),
+            ("file --comp", "--comp"),
+        ] {
+            let j = bash(&p, command, Mode::ReadOnly);
+            assert_eq!(j.decision, Deny, "{command}: {}", j.reason);
+            assert!(
+                j.reason.contains(&format!("(`{culprit}` writes")),
+                "{command}: {}",
+                j.reason
+            );
+        }
+        // A rule that allows them does not loosen read-only mode.
+        let p = policy(&[(Some("uniq"), Allow), (Some("date"), Allow)]);
+        assert_eq!(bash(&p, "uniq a b", Mode::ReadOnly).decision, Deny);
+        assert_eq!(bash(&p, "date -s now", Mode::ReadOnly).decision, Deny);
+    }
+
+    #[test]
+    fn read_only_mode_still_allows_the_reading_forms_of_those_readers() {
+        let p = policy(&[]);
+        for command in [
+            "uniq",
+            "uniq in.txt",
+            "uniq -c in.txt",
+            "uniq -f 1 -s 2 -w 3 in",
+            "uniq --skip-fields 1 --check-chars=3 in",
+            "sort f | uniq -c",
+            "uniq -",
+            "rg pattern src",
+            "rg --no-pre -n x",
+            "rg -g '*.rs' x",
+            "date",
+            "date +%s",
+            "date -u '+%Y-%m-%d'",
+            "date -d tomorrow +%F",
+            "date --date 'next week'",
+            "date -r file",
+            "date --reference file +%s",
+            "date -Iseconds",
+            "date --rfc-3339 seconds",
+            "date -R",
+            "hostname",
+            "hostname -f",
+            "hostname -i",
+            "hostname -I",
+            "hostname -s",
+            "hostname -d",
+            "hostname --fqdn",
+            "file x",
+            "file -m magic x",
+            "file -mC x",
+            "file -b --mime-type x",
+        ] {
+            let j = bash(&p, command, Mode::ReadOnly);
+            assert_eq!(j.decision, Allow, "{command}: {}", j.reason);
+        }
+    }
+
+    #[test]
     fn in_read_only_mode_rules_still_restrict_readers() {
         let p = policy(&[
             (Some("cat"), Deny),
@@ -1043,5 +1277,25 @@ mod tests {
         assert_eq!(writing_option(&words("sort --check f")), None);
         assert_eq!(writing_option(&words("git log --outp=f")), Some("--outp=f"));
         assert_eq!(writing_option(&words("git log --oneline")), None);
+    }
+
+    #[test]
+    fn operands_skip_options_and_their_values() {
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let found = |s: &str, with_value, attached, long: &[(&str, usize)]| {
+            operands(&words(s), with_value, attached, long)
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(found("-f 1 a -f2 b", "f", "", &[]), ["a", "b"]);
+        assert_eq!(found("-cf 1 a", "f", "", &[]), ["a"]);
+        assert_eq!(found("-Is a", "s", "I", &[]), ["a"]);
+        assert_eq!(
+            found("--long v a --long=v b", "", "", &[("--long", 4)]),
+            ["a", "b"]
+        );
+        assert_eq!(found("--lo v", "", "", &[("--long", 5)]), ["v"]);
+        assert_eq!(found("- -- -x --y", "", "", &[]), ["-", "-x", "--y"]);
     }
 }

@@ -1178,6 +1178,7 @@ fn inner_commands(words: &[Word]) -> Vec<Inner> {
         "env" => env(words),
         "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" => shell_script(words),
         "eval" => eval(words),
+        "trap" => trap(words),
         "find" => find_exec(words),
         _ => Vec::new(),
     }
@@ -1417,6 +1418,33 @@ fn eval(words: &[Word]) -> Vec<Inner> {
                 .collect::<Vec<_>>()
                 .join(" "),
         )]
+    }
+}
+
+/// `trap [-lpP] [[ACTION] SIGNAL...]`: ACTION is a command line the shell runs later, on the
+/// signal or at exit, so it is judged now like `eval`'s. Only with two or more operands is
+/// the first one an action: a lone operand resets that signal, and `-` or an empty action
+/// resets or ignores the signals. Any option (`-p`, `-l`, `-P`, or an invalid one) makes
+/// bash list or fail instead of setting anything. A word only known at run time, or a glob,
+/// could become the action or shift the operands, so the action is then unknown.
+fn trap(words: &[Word]) -> Vec<Inner> {
+    let mut operands = &words[1..];
+    match operands.first() {
+        Some(first) if first.dynamic || first.pattern => {
+            return vec![Inner::Unknown(operands.to_vec())];
+        }
+        Some(first) if first.text == "--" => operands = &operands[1..],
+        Some(first) if first.text.len() > 1 && first.text.starts_with('-') => return Vec::new(),
+        _ => {}
+    }
+    match operands {
+        // Checked first: one such word can split or expand into an action and signals.
+        [action, ..] if action.dynamic || action.pattern => {
+            vec![Inner::Unknown(operands.to_vec())]
+        }
+        [] | [_] => Vec::new(),
+        [action, ..] if action.text.is_empty() || action.text == "-" => Vec::new(),
+        [action, ..] => vec![Inner::Script(action.text.clone())],
     }
 }
 
@@ -2401,6 +2429,53 @@ mod tests {
         assert!(has("eval \"ls && rm z\"", "rm z"));
         assert!(has("sudo bash -c 'rm -rf /'", "rm -rf /"));
         assert!(has("bash -c \"bash -c 'rm deep'\"", "rm deep"));
+    }
+
+    #[test]
+    fn a_trap_action_is_parsed_as_a_command_line() {
+        assert_eq!(shown("trap 'rm x' EXIT"), ["trap rm x EXIT", "rm x"]);
+        assert!(has("trap -- 'ls; rm y' INT TERM", "rm y"));
+        assert!(has("trap \"echo \\$(rm z)\" EXIT", "rm z"));
+        assert!(has("builtin trap 'rm x' EXIT", "rm x"));
+        assert!(has("bash -c \"trap 'rm x' EXIT\"", "rm x"));
+        // A numeric first operand is judged too: bash takes it as an action unless it is a
+        // valid signal number, which is not worth guessing here.
+        assert!(has("trap 1 2", "1"));
+        assert!(segments("trap 'if' EXIT").is_err());
+    }
+
+    #[test]
+    fn a_trap_without_an_action_adds_nothing() {
+        for command in [
+            "trap",
+            "trap -p",
+            "trap -p EXIT",
+            "trap -l",
+            "trap -P INT",
+            "trap -- EXIT",
+            "trap EXIT",
+            "trap - EXIT INT",
+            "trap '' INT",
+            "trap -- - EXIT",
+            "trap -x 'rm x' EXIT",
+        ] {
+            assert_eq!(parse(command).len(), 1, "{command:?}: {:?}", shown(command));
+        }
+    }
+
+    #[test]
+    fn a_trap_action_not_known_statically_is_a_dynamic_segment() {
+        for (command, inner) in [
+            ("trap \"$A\" EXIT", "$A EXIT"),
+            ("trap $A", "$A"),
+            ("trap -- $A", "$A"),
+            ("trap \"rm $X\" EXIT", "rm $X EXIT"),
+            ("trap {rm,EXIT}", "{rm,EXIT}"),
+            ("trap $OPT 'rm x' EXIT", "$OPT rm x EXIT"),
+        ] {
+            let segment = find(command, inner);
+            assert!(segment.dynamic_name, "{command:?}");
+        }
     }
 
     #[test]
