@@ -388,6 +388,11 @@ pub struct ExecConfig {
     pub max_timeout_ms: u64,
     /// Bytes of each stream (stdout, stderr) kept in memory per command.
     pub max_output_bytes: usize,
+    /// Bytes of output, over all finished background tasks not yet read to their
+    /// end, kept in memory for later reads. Past it the oldest finished tasks'
+    /// output is dropped from memory (a read then says so, naming the spill file
+    /// when there is one). Bounds the daemon's growth with many chatty tasks.
+    pub finished_output_bytes: usize,
     /// Time between SIGTERM and SIGKILL when a command is stopped.
     pub kill_grace_ms: u64,
     /// How long a foreground call waits for stdout/stderr to close after the
@@ -411,6 +416,7 @@ impl Default for ExecConfig {
             default_timeout_ms: 120_000,
             max_timeout_ms: 600_000,
             max_output_bytes: 64_000,
+            finished_output_bytes: 16_000_000,
             kill_grace_ms: 3_000,
             drain_ms: 2_000,
             cwd: None,
@@ -514,6 +520,7 @@ mod tests {
         assert_eq!(c.exec.default_timeout_ms, 120_000);
         assert_eq!(c.exec.max_timeout_ms, 600_000);
         assert_eq!(c.exec.max_output_bytes, 64_000);
+        assert_eq!(c.exec.finished_output_bytes, 16_000_000);
         assert_eq!(c.exec.kill_grace_ms, 3_000);
         assert_eq!(c.exec.drain_ms, 2_000);
     }
@@ -526,6 +533,7 @@ mod tests {
         assert_eq!(c.exec.default_timeout_ms, d.exec.default_timeout_ms);
         assert_eq!(c.exec.max_timeout_ms, d.exec.max_timeout_ms);
         assert_eq!(c.exec.max_output_bytes, d.exec.max_output_bytes);
+        assert_eq!(c.exec.finished_output_bytes, d.exec.finished_output_bytes);
         assert_eq!(c.exec.kill_grace_ms, d.exec.kill_grace_ms);
         assert_eq!(c.exec.drain_ms, d.exec.drain_ms);
         assert_eq!(c.exec.kind, d.exec.kind);

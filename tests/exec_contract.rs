@@ -172,6 +172,7 @@ contract!(
     e3_plain_background_child_of_a_foreground_command_is_gone_when_it_returns,
     e2_t8_background_reads_are_incremental,
     t9_a_read_that_lost_data_is_flagged_with_the_spill_path,
+    t9_finished_output_past_the_budget_is_dropped_and_flagged,
     t6_invalid_utf8_is_rendered_lossily,
     t7_ids_never_repeat_across_executors_on_one_state_dir,
     t14_each_finished_task_is_delivered_exactly_once,
@@ -623,6 +624,63 @@ async fn t9_a_read_that_lost_data_is_flagged_with_the_spill_path(rig: Rig) {
     let again = exec.read(&task.id).unwrap();
     assert_eq!(again.stdout.text, "");
     assert!(!again.stdout.dropped);
+}
+
+/// Finished tasks' unread output is kept while it fits `finished_output_bytes`,
+/// oldest finish out first; a read of a released task flags the drop (with the
+/// spill file when the output had one) and still gives the final status.
+async fn t9_finished_output_past_the_budget_is_dropped_and_flagged(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = rig.config(dir.path());
+    cfg.max_output_bytes = 1000;
+    cfg.finished_output_bytes = 1500;
+    let exec = rig.executor_with(&cfg);
+    let mut done = exec.take_completions().unwrap();
+    let mut ids = Vec::new();
+    // 1000 bytes held (tail of a spilled stream), 2, 900, 900: the third task
+    // pushes out the first, the fourth the second and the third.
+    for cmd in [
+        "seq 1 2000",
+        "echo b",
+        "head -c 900 /dev/zero | tr '\\0' c",
+        "head -c 900 /dev/zero | tr '\\0' d",
+    ] {
+        let task = exec
+            .start(exec.resolve(req(cmd, dir.path())))
+            .await
+            .unwrap();
+        assert_eq!(done.recv().await.unwrap().id, task.id);
+        ids.push(task.id);
+    }
+    let completed = TaskStatus::Completed { exit_code: 0 };
+    let r = exec.read(&ids[0]).unwrap();
+    assert_eq!((r.stdout.text.as_str(), r.stdout.dropped), ("", true));
+    let Spill::Written(path) = &r.stdout.spill else {
+        panic!("{:?}", r.stdout.spill)
+    };
+    let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    assert_eq!(r.status, completed);
+    for id in &ids[1..3] {
+        let r = exec.read(id).unwrap();
+        assert_eq!((r.stdout.text.as_str(), r.stdout.dropped), ("", true));
+        assert_eq!(r.stdout.spill, Spill::None, "it never outgrew memory");
+        assert!(!r.stderr.dropped, "stderr was empty: nothing lost");
+        assert_eq!(r.status, completed);
+    }
+    let r = exec.read(&ids[3]).unwrap();
+    assert_eq!(r.stdout.text, "d".repeat(900));
+    assert!(!r.stdout.dropped);
+    // Read to its end, the output is freed; nothing is re-delivered or flagged.
+    for id in &ids {
+        let again = exec.read(id).unwrap();
+        assert_eq!(
+            (again.stdout.text.as_str(), again.stdout.dropped),
+            ("", false)
+        );
+        assert_eq!(again.status, completed);
+        assert_eq!(exec.get(id).unwrap().status, completed);
+    }
 }
 
 async fn t6_invalid_utf8_is_rendered_lossily(rig: Rig) {

@@ -155,6 +155,23 @@ impl Collector {
         let mut s = self.lock();
         s.closed = true;
         s.file = None;
+        // A closed stream never grows again, so the ring gives back the spare
+        // capacity its growth left (up to as much again as it holds): a finished
+        // task then costs what `heap_bytes` says, and the retention budget that
+        // counts it is exact.
+        s.tail.shrink_to_fit();
+    }
+
+    /// Frees the tail kept in memory, for good; the totals, the read position and
+    /// the spill stay. Nothing is lost that a reader could still want when the
+    /// stream is closed and fully read; otherwise the next [`Collector::read_new`]
+    /// delivers nothing of what was not read and flags it as dropped, naming the
+    /// spill (which is [`Spill::None`] when the stream never outgrew memory: then
+    /// those bytes are gone). Reads never re-deliver after a release either.
+    pub fn release(&self) {
+        let mut s = self.lock();
+        // A new, empty ring: `clear` would keep the allocation.
+        s.tail = VecDeque::new();
     }
 
     /// The bytes since the previous call, never re-delivered. A trailing partial
@@ -211,6 +228,12 @@ impl Collector {
     #[cfg(test)]
     pub fn memory_bytes(&self) -> usize {
         self.lock().tail.len()
+    }
+
+    /// Bytes the ring has allocated: what keeping this stream costs. Spare
+    /// capacity goes when the stream closes and all of it on `release`.
+    pub fn heap_bytes(&self) -> usize {
+        self.lock().tail.capacity()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -415,6 +438,67 @@ mod tests {
         let r = c.read_new();
         assert!(!r.dropped);
         assert_eq!(r.text, "gh");
+    }
+
+    #[test]
+    fn release_of_a_fully_read_stream_loses_nothing_and_frees_the_ring() {
+        let c = Collector::new(64, None);
+        c.push(b"all of it\n");
+        c.close();
+        assert_eq!(c.read_new().text, "all of it\n");
+        assert!(c.heap_bytes() > 0);
+        c.release();
+        assert_eq!(c.heap_bytes(), 0);
+        let r = c.read_new();
+        assert_eq!(r, StreamRead::default(), "nothing new, nothing dropped");
+        assert_eq!(c.collected().total_bytes, 10);
+    }
+
+    #[test]
+    fn t9_unread_bytes_released_without_spill_are_flagged_once() {
+        let c = Collector::new(64, None);
+        c.push(b"read ");
+        assert_eq!(c.read_new().text, "read ");
+        c.push(b"unread\n");
+        c.close();
+        c.release();
+        let r = c.read_new();
+        assert_eq!(r.text, "", "released bytes are never delivered");
+        assert!(r.dropped);
+        assert_eq!(r.spill, Spill::None, "the stream never went to a file");
+        assert_eq!(c.read_new(), StreamRead::default(), "flagged only once");
+        c.release(); // idempotent
+        assert_eq!(c.read_new(), StreamRead::default());
+    }
+
+    #[test]
+    fn t9_unread_bytes_released_after_spill_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Collector::new(8, target(dir.path()));
+        c.push(b"0123456789");
+        assert_eq!(c.read_new().text, "23456789");
+        c.push(b"abc");
+        c.close();
+        c.release();
+        let r = c.read_new();
+        assert_eq!(r.text, "");
+        assert!(r.dropped);
+        let Spill::Written(path) = &r.spill else {
+            panic!("{:?}", r.spill)
+        };
+        assert_eq!(std::fs::read(path).unwrap(), b"0123456789abc");
+        assert_eq!(c.read_new(), StreamRead::default());
+    }
+
+    #[test]
+    fn close_gives_back_spare_capacity() {
+        let c = Collector::new(1000, None);
+        for _ in 0..10 {
+            c.push(&[b'x'; 300]);
+        }
+        c.close();
+        assert_eq!(c.heap_bytes(), c.memory_bytes());
+        assert_eq!(c.memory_bytes(), 1000);
     }
 
     #[test]

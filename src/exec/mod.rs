@@ -12,6 +12,7 @@ pub mod local;
 mod pidns;
 pub mod process;
 mod procs;
+mod retention;
 pub mod sandbox;
 mod spawn;
 pub mod ssh;

@@ -21,6 +21,7 @@
 use super::collector::{Collector, SpillTarget, ensure_private_dir};
 use super::ids::TaskIds;
 use super::procs::{self, MARK_VAR, Selector};
+use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, Scope, TaskInfo,
@@ -121,6 +122,10 @@ struct Inner<L> {
     seq: AtomicU64,
     env: Vec<(OsString, OsString)>,
     tasks: Mutex<BTreeMap<u64, Arc<Task>>>,
+    /// Which finished tasks keep their output tails (see `retention`). Its lock is
+    /// held while a task's status becomes final, so a read that sees the final
+    /// status finds the task booked.
+    retention: Mutex<Retention>,
     /// Dropped at the end of shutdown, so the consumer sees the stream end once
     /// every last completion is in it.
     completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
@@ -140,6 +145,8 @@ struct Job {
 
 struct Task {
     id: String,
+    /// The number in `id`, the key in `Inner::tasks`.
+    number: u64,
     command: String,
     workdir: PathBuf,
     started_at: SystemTime,
@@ -161,6 +168,18 @@ impl Task {
             status: *lock(&self.status),
             started_at: self.started_at,
         }
+    }
+
+    /// Gives back the memory of both output tails; what was not read by then is
+    /// reported as dropped by later reads (T9).
+    fn release_output(&self) {
+        self.job.stdout.release();
+        self.job.stderr.release();
+    }
+
+    /// Bytes the task's output holds in memory.
+    fn output_heap_bytes(&self) -> usize {
+        self.job.stdout.heap_bytes() + self.job.stderr.heap_bytes()
     }
 }
 
@@ -214,6 +233,7 @@ impl<L: Launcher> ProcessExecutor<L> {
                 seq: AtomicU64::new(0),
                 env: child_env(base_env),
                 tasks: Mutex::new(BTreeMap::new()),
+                retention: Mutex::new(Retention::new(config.finished_output_bytes)),
                 completions_tx: Mutex::new(Some(completions_tx)),
                 completions_rx: Mutex::new(Some(completions_rx)),
                 shutdown: CancellationToken::new(),
@@ -439,8 +459,20 @@ impl<L: Launcher> Inner<L> {
         }
     }
 
+    /// Makes `status` final (both streams are closed by then) and books the task's
+    /// tails, releasing those of older finished tasks that no longer fit.
     fn finish(&self, task: &Task, status: TaskStatus) {
-        *lock(&task.status) = status;
+        let release = {
+            let mut book = lock(&self.retention);
+            *lock(&task.status) = status;
+            book.finished(task.number, task.output_heap_bytes())
+        };
+        for number in release {
+            let old = lock(&self.tasks).get(&number).cloned();
+            if let Some(old) = old {
+                old.release_output();
+            }
+        }
         task.finished.cancel();
         // The receiver may be gone (nobody routes notices): that loses nothing.
         if let Some(tx) = lock(&self.completions_tx).as_ref() {
@@ -588,6 +620,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
         let mark = inner.next_mark(spec.scope.as_ref());
         let task = Arc::new(Task {
+            number,
             job: Job {
                 mark,
                 scope: spec.scope.clone(),
@@ -640,11 +673,18 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         // Status first: if it is final, both streams are closed and complete, so
         // this read drains them for good.
         let status = *lock(&task.status);
-        Some(TaskRead {
+        let read = TaskRead {
             stdout: task.job.stdout.read_new(),
             stderr: task.job.stderr.read_new(),
             status,
-        })
+        };
+        if status.is_finished() {
+            // Everything was delivered now and nothing more will come: the tails
+            // can only cost memory from here on.
+            lock(&self.inner.retention).drained(task.number);
+            task.release_output();
+        }
+        Some(read)
     }
 
     async fn kill(&self, id: &str) -> KillOutcome {
@@ -708,5 +748,72 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             .await;
         inner.launcher.close().await;
         lock(&inner.completions_tx).take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::LocalExecutor;
+
+    /// Bytes of output all tasks of `exec` hold in memory.
+    fn held(exec: &LocalExecutor) -> usize {
+        lock(&exec.inner.tasks)
+            .values()
+            .map(|t| t.output_heap_bytes())
+            .sum()
+    }
+
+    /// The measure of the retention rule: ten finished tasks that each fill both
+    /// tails held 10 x 2 x `max_output_bytes` before it (unbounded in the number of
+    /// tasks); with it they hold at most the budget, and nothing once read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn finished_output_memory_is_bounded_and_freed_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            kill_grace_ms: 300,
+            drain_ms: 300,
+            max_output_bytes: 10_000,
+            finished_output_bytes: 50_000,
+            ..ExecConfig::default()
+        };
+        let exec = LocalExecutor::new(&config).unwrap();
+        let mut done = exec.take_completions().unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..10 {
+            let spec = exec.resolve(ExecRequest {
+                command: "head -c 30000 /dev/zero; head -c 30000 /dev/zero >&2".into(),
+                workdir: Some(dir.path().to_path_buf()),
+                ..ExecRequest::default()
+            });
+            ids.push(exec.start(spec).await.unwrap().id);
+        }
+        for _ in 0..10 {
+            done.recv().await.unwrap();
+        }
+        let unbounded = 10 * 2 * 10_000;
+        let bounded = held(&exec);
+        // Two tasks' tails (2 x 20_000) fit the budget, a third would not.
+        assert!((40_000..=50_000).contains(&bounded), "{bounded}");
+        let mut delivered = 0;
+        for id in &ids {
+            let r = exec.read(id).unwrap();
+            assert_eq!(r.status, TaskStatus::Completed { exit_code: 0 });
+            // Every stream outgrew memory, so every read flags a drop and names
+            // the file; only the tasks still held deliver their tails.
+            assert!(r.stdout.dropped && r.stderr.dropped);
+            assert!(matches!(r.stdout.spill, crate::exec::Spill::Written(_)));
+            if !r.stdout.text.is_empty() {
+                assert_eq!((r.stdout.text.len(), r.stderr.text.len()), (10_000, 10_000));
+                delivered += 1;
+            }
+        }
+        assert_eq!(delivered, 2);
+        assert_eq!(held(&exec), 0, "output read to its end is freed");
+        eprintln!(
+            "10 finished tasks: {unbounded} bytes unbounded, {bounded} with the budget, 0 once read"
+        );
+        exec.shutdown().await;
     }
 }

@@ -304,23 +304,39 @@ pub fn status_line(status: TaskStatus) -> String {
 }
 
 /// The text of a `bash_output` read (T8, T9).
+///
+/// A stream can lose unread bytes without a spill file: a finished task's output
+/// that never outgrew memory is released when too much finished output waits to be
+/// read (see `exec::retention`). No path can be named then, so the T9 line names
+/// the stream instead: `[some output was dropped from memory; never written to a
+/// file: stdout]`, before `; full output: <path>` when the other stream has a file
+/// (last, so the history shortener still finds the path).
 pub fn read_result_text(stdout: &StreamRead, stderr: &StreamRead, status: TaskStatus) -> String {
     let text = body(&stdout.text, &stderr.text).unwrap_or_else(|| "(no new output)".to_string());
     let mut lines = Vec::new();
-    let dropped: Vec<String> = [stdout, stderr]
-        .iter()
-        .filter(|s| s.dropped)
-        .map(|s| {
-            s.spill
-                .display_path()
-                .unwrap_or_else(|| "(unavailable)".into())
-        })
-        .collect();
-    if !dropped.is_empty() {
-        lines.push(format!(
-            "[some output was dropped from memory; full output: {}]",
-            dropped.join(", ")
-        ));
+    let dropped = [("stdout", stdout), ("stderr", stderr)]
+        .into_iter()
+        .filter(|(_, s)| s.dropped);
+    let (mut unsaved, mut paths) = (Vec::new(), Vec::new());
+    for (name, s) in dropped {
+        match s.spill.display_path() {
+            Some(path) => paths.push(path),
+            None => unsaved.push(name),
+        }
+    }
+    if !unsaved.is_empty() || !paths.is_empty() {
+        let mut line = "[some output was dropped from memory".to_string();
+        if !unsaved.is_empty() {
+            line.push_str(&format!(
+                "; never written to a file: {}",
+                unsaved.join(", ")
+            ));
+        }
+        if !paths.is_empty() {
+            line.push_str(&format!("; full output: {}", paths.join(", ")));
+        }
+        line.push(']');
+        lines.push(line);
     }
     lines.push(status_line(status));
     with_lines(text, &lines)
@@ -432,6 +448,28 @@ mod tests {
                 TaskStatus::Running
             ),
             "x\n[stderr]\ny\n[some output was dropped from memory; full output: /a, /b]\n[status: running]"
+        );
+        let unavailable = StreamRead {
+            spill: Spill::Unavailable("disk full".into()),
+            ..dropped("", "")
+        };
+        assert_eq!(
+            read_result_text(&unavailable, &r(""), TaskStatus::Running),
+            "(no new output)\n[some output was dropped from memory; full output: (unavailable)]\n[status: running]"
+        );
+        // Released from memory after the task finished, never spilled (no path).
+        let gone = StreamRead {
+            spill: Spill::None,
+            ..dropped("", "")
+        };
+        let done = TaskStatus::Completed { exit_code: 0 };
+        assert_eq!(
+            read_result_text(&gone, &gone, done),
+            "(no new output)\n[some output was dropped from memory; never written to a file: stdout, stderr]\n[status: completed, exit code: 0]"
+        );
+        assert_eq!(
+            read_result_text(&dropped("", "/a"), &gone, done),
+            "(no new output)\n[some output was dropped from memory; never written to a file: stderr; full output: /a]\n[status: completed, exit code: 0]"
         );
     }
 }
