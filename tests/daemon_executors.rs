@@ -74,15 +74,20 @@ async fn the_tool_texts_are_the_same(kind: &str) {
         ok("failing\n[exit code: 3]")
     );
     assert_eq!(c.bash(&s, "pwd").await, ok(&format!("{}\n", ws.display())));
-    let call = json!({"command": "sleep 5", "description": "d", "timeoutMs": 100});
+    // Over ssh the remote login shell takes a while to start: the timeout must fire
+    // once the command runs (and has set its trap).
+    let ms = if kind == "ssh" { 3000 } else { 100 };
+    let call = json!({"command": "sleep 5", "description": "d", "timeoutMs": ms});
     assert_eq!(
         c.tool(Some(&s), "bash", call).await,
-        ok("(no output)\n[timed out after 100ms]\n[killed by signal: SIGTERM]")
+        ok(&format!(
+            "(no output)\n[timed out after {ms}ms]\n[killed by signal: SIGTERM]"
+        ))
     );
-    let call = json!({"command": "trap 'exit 0' TERM; sleep 5 & wait", "description": "d", "timeoutMs": 100});
+    let call = json!({"command": "trap 'exit 0' TERM; sleep 5 & wait", "description": "d", "timeoutMs": ms});
     assert_eq!(
         c.tool(Some(&s), "bash", call).await,
-        ok("(no output)\n[timed out after 100ms]")
+        ok(&format!("(no output)\n[timed out after {ms}ms]"))
     );
     // T7, T8, T10, T11, T13: a background task's life.
     // Inside the workspace: the sandbox sees only that of the test directory.

@@ -42,6 +42,16 @@ impl Kind {
     fn detached_outlive_their_command(self) -> bool {
         self != Kind::Sandbox
     }
+
+    /// A timeout that fires only once the command runs: over ssh the remote login
+    /// shell takes a while to start (about 0.2 s on this machine, more when busy),
+    /// and a SIGTERM that lands before the command set its trap tests nothing.
+    fn short_timeout_ms(self) -> u64 {
+        match self {
+            Kind::Local | Kind::Sandbox => 200,
+            Kind::Ssh => 3000,
+        }
+    }
 }
 
 /// One test's executor kind, and the ssh server when the kind needs one.
@@ -306,7 +316,7 @@ async fn t4_timeout_of_term_trapping_command_escalates_to_sigkill(rig: Rig) {
     let dir = tempfile::tempdir().unwrap();
     let exec = rig.executor(dir.path());
     let mut spec = exec.resolve(req("trap '' TERM; echo started; sleep 1000", dir.path()));
-    spec.timeout_ms = 200;
+    spec.timeout_ms = rig.kind.short_timeout_ms();
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
     assert!(out.timed_out);
     assert_eq!(out.signal, Some(libc::SIGKILL));
@@ -317,7 +327,7 @@ async fn t4_timed_out_is_kept_when_the_command_exits_zero_on_term(rig: Rig) {
     let dir = tempfile::tempdir().unwrap();
     let exec = rig.executor(dir.path());
     let mut spec = exec.resolve(req("trap 'exit 0' TERM; sleep 1000 & wait", dir.path()));
-    spec.timeout_ms = 200;
+    spec.timeout_ms = rig.kind.short_timeout_ms();
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
     assert!(out.timed_out);
     assert_eq!(out.exit_code, Some(0));
