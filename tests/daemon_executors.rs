@@ -9,7 +9,7 @@ mod common;
 use common::client::Client;
 use common::daemon::SocketDaemon;
 use common::sshd::Sshd;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -38,7 +38,9 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-async fn stdio_daemon(dir: &Path, config: &str) -> (tokio::process::Child, Client) {
+/// A daemon on stdio with `config`, its connection initialized, and the answer to
+/// `initialize`.
+async fn stdio_daemon(dir: &Path, config: &str) -> (tokio::process::Child, Client, Value) {
     let config = write(dir, "dsh.toml", config);
     let (child, mut client) = common::spawn_client(
         common::dsh()
@@ -47,14 +49,14 @@ async fn stdio_daemon(dir: &Path, config: &str) -> (tokio::process::Child, Clien
             .arg("--config")
             .arg(config),
     );
-    client.initialize().await;
-    (child, client)
+    let init = client.initialize().await;
+    (child, client, init)
 }
 
 async fn the_tool_texts_are_the_same(kind: &str) {
     let sshd = (kind == "ssh").then(Sshd::start);
     let dir = tempfile::tempdir().unwrap();
-    let (_child, mut c) = stdio_daemon(dir.path(), &exec_section(kind, sshd.as_ref())).await;
+    let (_child, mut c, _) = stdio_daemon(dir.path(), &exec_section(kind, sshd.as_ref())).await;
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
     let s = c.new_session(&ws).await;
@@ -216,4 +218,37 @@ async fn dsh_status_names_the_executor_that_runs() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("executor sandbox"), "{text}");
     daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_session_writes_to_its_cwd_and_the_directories_the_editor_granted_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c, init) = stdio_daemon(dir.path(), &exec_section("sandbox", None)).await;
+    assert!(
+        init["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"].is_object(),
+        "{init}"
+    );
+    let (ws, granted, other) = (
+        dir.path().join("ws"),
+        dir.path().join("granted"),
+        dir.path().join("other"),
+    );
+    for d in [&ws, &granted, &other] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let s = c
+        .request(
+            "session/new",
+            json!({"cwd": ws, "mcpServers": [], "additionalDirectories": [granted]}),
+        )
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (target, writable) in [(&ws, true), (&granted, true), (&other, false)] {
+        let file = target.join("f");
+        let (text, _) = c.bash(&s, &format!("echo x > {}", file.display())).await;
+        assert_eq!(file.exists(), writable, "{}: {text}", target.display());
+    }
 }

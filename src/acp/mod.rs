@@ -258,7 +258,9 @@ impl Agent {
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
-                    .close(acp::SessionCloseCapabilities::new()),
+                    .close(acp::SessionCloseCapabilities::new())
+                    // The sandbox executor makes them writable (ExecRequest.writable_roots).
+                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
             .meta(meta);
         to_value(
@@ -371,6 +373,7 @@ impl Agent {
         p: acp::LoadSessionRequest,
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, true).await?;
+        session.set_extra_roots(&p.additional_directories);
         to_value(acp::LoadSessionResponse::new().modes(modes_state(session.mode())))
     }
 
@@ -380,6 +383,7 @@ impl Agent {
         p: acp::ResumeSessionRequest,
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, false).await?;
+        session.set_extra_roots(&p.additional_directories);
         to_value(acp::ResumeSessionResponse::new().modes(modes_state(session.mode())))
     }
 
