@@ -155,6 +155,9 @@ impl Collector {
         let mut s = self.lock();
         s.closed = true;
         s.file = None;
+        // Nothing will spill any more: the target's paths (two allocations per
+        // stream, kept for as long as the task is) are not needed.
+        s.target = None;
         // A closed stream never grows again, so the ring gives back the spare
         // capacity its growth left (up to as much again as it holds): a finished
         // task then costs what `heap_bytes` says, and the retention budget that

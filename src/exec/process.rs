@@ -126,6 +126,10 @@ struct Inner<L> {
     /// held while a task's status becomes final, so a read that sees the final
     /// status finds the task booked.
     retention: Mutex<Retention>,
+    /// What a finished task that was read to its end keeps instead of its own
+    /// collectors and tokens (see `compact`): one empty closed stream and one
+    /// cancelled token, shared, so such a task costs little more than its strings.
+    drained: (Arc<Collector>, CancellationToken),
     /// Dropped at the end of shutdown, so the consumer sees the stream end once
     /// every last completion is in it.
     completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
@@ -234,6 +238,13 @@ impl<L: Launcher> ProcessExecutor<L> {
                 env: child_env(base_env),
                 tasks: Mutex::new(BTreeMap::new()),
                 retention: Mutex::new(Retention::new(config.finished_output_bytes)),
+                drained: {
+                    let stream = Arc::new(Collector::new(0, None));
+                    stream.close();
+                    let done = CancellationToken::new();
+                    done.cancel();
+                    (stream, done)
+                },
                 completions_tx: Mutex::new(Some(completions_tx)),
                 completions_rx: Mutex::new(Some(completions_rx)),
                 shutdown: CancellationToken::new(),
@@ -480,6 +491,31 @@ impl<L: Launcher> Inner<L> {
         }
     }
 
+    /// Replaces a finished task that was read to its end by a record of what is
+    /// still asked of it (its info, final status and marker, for `kill` of what it
+    /// left detached), sharing one drained stream and one cancelled token: ids
+    /// answer for the daemon's life (T7, T12) and each must cost little.
+    fn compact(&self, task: &Arc<Task>) {
+        let (stream, done) = &self.drained;
+        let record = Arc::new(Task {
+            id: task.id.clone(),
+            number: task.number,
+            command: task.command.clone(),
+            workdir: task.workdir.clone(),
+            started_at: task.started_at,
+            job: Job {
+                mark: task.job.mark.clone(),
+                scope: task.job.scope.clone(),
+                stdout: stream.clone(),
+                stderr: stream.clone(),
+            },
+            status: Mutex::new(*lock(&task.status)),
+            stop: done.clone(),
+            finished: done.clone(),
+        });
+        lock(&self.tasks).insert(task.number, record);
+    }
+
     fn task(&self, id: &str) -> Option<Arc<Task>> {
         let n: u64 = id.strip_prefix("bash-")?.parse().ok()?;
         lock(&self.tasks).get(&n).cloned()
@@ -683,6 +719,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             // can only cost memory from here on.
             lock(&self.inner.retention).drained(task.number);
             task.release_output();
+            self.inner.compact(&task);
         }
         Some(read)
     }

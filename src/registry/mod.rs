@@ -60,6 +60,9 @@ pub struct Notice {
     pub at: SystemTime,
 }
 
+/// How many pending notices a session's inbox mirrors (see `deliver_notice`).
+const INBOX_LIMIT: usize = 32;
+
 /// Something that wants to hear about notices as they arrive (the session log).
 pub trait NoticeListener: Send + Sync {
     fn notice(&self, session: &Session, notice: &Notice);
@@ -311,7 +314,16 @@ impl SessionRegistry {
             text,
             at: SystemTime::now(),
         };
-        lock(&session.inbox).push(notice.clone());
+        {
+            // The session log holds every notice at its place (that is what the
+            // model is sent); the inbox only mirrors the latest, so a session that
+            // never prompts a model does not grow the daemon with every task.
+            let mut inbox = lock(&session.inbox);
+            if inbox.len() >= INBOX_LIMIT {
+                inbox.remove(0);
+            }
+            inbox.push(notice.clone());
+        }
         for listener in lock(&self.listeners).iter() {
             listener.notice(&session, &notice);
         }
