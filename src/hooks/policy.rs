@@ -949,6 +949,17 @@ mod tests {
         assert!(j.reason.contains("cannot be parsed"), "{}", j.reason);
         let huge = "a".repeat(100 * 1024);
         assert_eq!(bash(&policy(&[]), &huge, Mode::Auto).decision, Ask);
+        // brush-parser panics on a descriptor number past i32 (found by the
+        // tool_args fuzzer): caught on the parser thread, the line is unparsable.
+        let p = policy(&[(None, Allow), (Some("cat"), Allow)]);
+        let j = bash(&p, "cat 77777777777<>f", Mode::Auto);
+        assert_eq!(j.decision, Ask, "{}", j.reason);
+        assert!(
+            j.reason.starts_with("cannot parse the command: "),
+            "{}",
+            j.reason
+        );
+        assert_eq!(bash(&p, "cat 77777777777<>f", Mode::Auto).decision, Ask);
     }
 
     #[test]
