@@ -61,6 +61,10 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// The host program that runs `spec`; `mark` is the command's marker, for
     /// launchers that must pass it on (a remote host does not inherit environments).
+    /// Only the program, its arguments and the working directory are used: the
+    /// engine sets the environment, stdio and session and starts it with
+    /// `spawn::spawn` (a `Command` because the ssh launcher builds its other calls,
+    /// which it runs itself, the same way).
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError>;
 
     /// Ends one command: everything marked `mark` or in session `sid` (the host
@@ -308,10 +312,10 @@ fn sweep_stale(tag: &str) {
     }
 }
 
-/// Makes the process `cmd` starts the leader of a new session (so its processes can
-/// be found and signalled together) that is SIGKILLed if the daemon dies without
-/// shutting down (SIGKILL, OOM); what it started is swept by the next daemon on the
-/// same state directory (`sweep_stale`).
+/// Makes the process `cmd` starts the leader of a new session that is SIGKILLed if
+/// the daemon dies without shutting down, for the few processes started through a
+/// `Command` rather than `spawn::spawn` (the ssh master connection), which does
+/// the same for every command.
 pub(crate) fn detach_until_parent_dies(cmd: &mut Command) {
     // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the
     // parent.
