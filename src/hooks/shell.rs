@@ -897,6 +897,8 @@ fn changes_code(name: &str) -> bool {
         "GIT_SSH",
         "GIT_SSH_COMMAND",
         "GIT_ASKPASS",
+        // A ripgrep config file can switch on `--pre PROG`, which runs PROG.
+        "RIPGREP_CONFIG_PATH",
     ];
     const PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_"];
     NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
@@ -2277,6 +2279,7 @@ mod tests {
         assert!(parse("LD_PRELOAD=x.so cat f")[0].dynamic_name);
         assert!(parse("GIT_PAGER=sh git log")[0].dynamic_name);
         assert!(parse("PATH=/tmp/evil:$PATH")[0].dynamic_name);
+        assert!(parse("RIPGREP_CONFIG_PATH=./cfg rg x")[0].dynamic_name);
         assert!(!parse("RUST_LOG=debug cargo test")[0].dynamic_name);
         assert!(find("env PATH=. ls", "ls").dynamic_name);
         assert!(!find("env FOO=1 ls", "ls").dynamic_name);
