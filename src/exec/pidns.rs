@@ -32,72 +32,109 @@ fn is_namespace_init(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// The parent of `pid`, from `/proc/<pid>/stat`.
-fn parent(pid: i32) -> Option<i32> {
+/// State letter and parent of `pid`, from `/proc/<pid>/stat`.
+fn state_and_parent(pid: i32) -> Option<(char, i32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+    // The command name is in parentheses and may itself contain ") ".
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.next()?.parse().ok()?))
 }
 
-/// The live processes of a set of namespaces, split into inits and the rest.
+/// What one stop deals with, read in one pass over `/proc`: the live members of
+/// its namespaces (inits apart), and the selector's live processes outside them
+/// other than the spared one and the namespaces' bwrap processes.
 #[derive(Debug, Default)]
-struct Members {
+struct Snapshot {
     inits: Vec<Found>,
     workers: Vec<Found>,
+    outside: Vec<Found>,
 }
 
-fn members(namespaces: &HashSet<u64>) -> Members {
-    let mut found = Members::default();
-    // Every process whose namespace is one of ours. `Session(-1)` would match
-    // nothing, so list by scanning /proc directly.
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if !pid_namespace(pid).is_some_and(|ns| namespaces.contains(&ns)) {
-            continue;
-        }
-        let Some(state) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s[s.rfind(')')? + 2..].chars().next())
-        else {
-            continue;
-        };
-        if state == 'Z' || state == 'X' {
-            continue;
-        }
-        let process = Found { pid, sid: 0 };
-        if is_namespace_init(pid) {
-            found.inits.push(process);
-        } else {
-            found.workers.push(process);
-        }
+impl Snapshot {
+    /// Everything, for the SIGKILL rounds (killing an init ends its namespace).
+    fn all(self) -> Vec<Found> {
+        let mut all = self.inits;
+        all.extend(self.workers);
+        all.extend(self.outside);
+        all
     }
-    found
 }
 
-/// What one stop is about: the namespaces the selector's processes live in, and the
-/// selector's processes outside any of them (except `spare`).
-fn survey(selector: &Selector, spare: Option<i32>) -> (HashSet<u64>, Vec<Found>) {
-    let own = pid_namespace(std::process::id() as i32);
-    let mut namespaces = HashSet::new();
-    let mut outside = Vec::new();
-    for process in procs::find(selector) {
-        match pid_namespace(process.pid) {
-            Some(ns) if Some(ns) != own => {
-                namespaces.insert(ns);
+/// The fixed facts of one stop: which namespaces, which process is spared, and
+/// which processes are the namespaces' bwrap wrappers.
+#[derive(Debug, Clone)]
+struct Scope {
+    selector: Selector,
+    spare: Option<i32>,
+    namespaces: HashSet<u64>,
+    wrappers: HashSet<i32>,
+}
+
+impl Scope {
+    fn snapshot(&self) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for pid in procs::other_pids() {
+            if !pid_namespace(pid).is_some_and(|ns| self.namespaces.contains(&ns)) {
+                continue;
             }
-            _ if Some(process.pid) == spare => {}
-            _ => outside.push(process),
+            if state_and_parent(pid).is_none_or(|(state, _)| state == 'Z' || state == 'X') {
+                continue;
+            }
+            let process = Found { pid, sid: 0 };
+            if is_namespace_init(pid) {
+                snapshot.inits.push(process);
+            } else {
+                snapshot.workers.push(process);
+            }
         }
+        snapshot.outside = procs::find(&self.selector)
+            .into_iter()
+            .filter(|p| {
+                Some(p.pid) != self.spare
+                    && !self.wrappers.contains(&p.pid)
+                    && !pid_namespace(p.pid).is_some_and(|ns| self.namespaces.contains(&ns))
+            })
+            .collect();
+        snapshot
     }
-    (namespaces, outside)
+
+    /// `snapshot` off the async worker threads.
+    async fn snapshot_async(&self) -> Snapshot {
+        let scope = self.clone();
+        tokio::task::spawn_blocking(move || scope.snapshot())
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Works out the namespaces of the selector's processes. When bwrap has not built
+    /// the sandbox yet (the stop came right after the start), bwrap itself is ended
+    /// instead of spared: its death ends the sandbox before anything runs inside.
+    fn survey(selector: Selector, spare: Option<i32>) -> Scope {
+        let own = pid_namespace(std::process::id() as i32);
+        let found = procs::find(&selector);
+        let namespaces: HashSet<u64> = found
+            .iter()
+            .filter_map(|p| pid_namespace(p.pid))
+            .filter(|ns| Some(*ns) != own)
+            .collect();
+        let spare = spare.filter(|_| !namespaces.is_empty());
+        let mut scope = Scope {
+            selector,
+            spare,
+            namespaces,
+            wrappers: HashSet::new(),
+        };
+        // bwrap itself (the parent of an init) is spared the SIGTERM too: its death
+        // would SIGKILL its namespace at once (`--die-with-parent`), skipping the grace.
+        scope.wrappers = scope
+            .snapshot()
+            .inits
+            .iter()
+            .filter_map(|i| Some(state_and_parent(i.pid)?.1))
+            .collect();
+        scope
+    }
 }
 
 /// Stops everything `selector` finds and everything sharing a PID namespace with
@@ -105,62 +142,26 @@ fn survey(selector: &Selector, spare: Option<i32>) -> (HashSet<u64>, Vec<Found>)
 /// (the host `bwrap` process, the caller's child) is never signalled: it exits by
 /// itself once its namespace is gone, and the caller reaps it.
 pub async fn terminate(selector: Selector, spare: Option<i32>, grace: Duration) {
-    let survey_now = {
-        let selector = selector.clone();
-        move || {
-            let (namespaces, outside) = survey(&selector, spare);
-            let inside = members(&namespaces);
-            (namespaces, outside, inside)
-        }
-    };
-    let Ok((namespaces, mut outside, inside)) = tokio::task::spawn_blocking(survey_now).await
+    let Ok(scope) = tokio::task::spawn_blocking(move || Scope::survey(selector, spare)).await
     else {
         return;
     };
-    // No namespace yet: bwrap has not built the sandbox (the stop came right after
-    // the start). Ending bwrap itself then ends it before anything runs inside.
-    let spare = match spare {
-        Some(pid)
-            if namespaces.is_empty() && procs::find(&selector).iter().any(|p| p.pid == pid) =>
-        {
-            outside.push(Found { pid, sid: pid });
-            None
-        }
-        spare => spare,
-    };
-    // bwrap itself (the parent of an init) is spared the SIGTERM too: its death
-    // would SIGKILL its namespace at once (`--die-with-parent`), skipping the grace.
-    let wrappers: HashSet<i32> = inside.inits.iter().filter_map(|i| parent(i.pid)).collect();
-    outside.retain(|p| !wrappers.contains(&p.pid));
-    let targets: Vec<Found> = inside.workers.into_iter().chain(outside).collect();
-    if targets.is_empty() && inside.inits.is_empty() {
-        return;
-    }
-    procs::signal_all(&targets, Signal::SIGTERM);
-    procs::signal_all(&targets, Signal::SIGCONT);
-    let mut signalled: HashSet<i32> = targets.iter().map(|p| p.pid).collect();
+    let mut signalled: HashSet<i32> = HashSet::new();
     let deadline = tokio::time::Instant::now() + grace;
     let mut pause = Duration::from_millis(2);
     loop {
+        let now = scope.snapshot_async().await;
         // The namespaces count until their inits are gone: an init alone means the
         // command has not started yet (it gets its SIGTERM when it appears) or has
         // just ended (and the init follows it at once).
-        let (pending, fresh) = {
-            let (namespaces, selector) = (namespaces.clone(), selector.clone());
-            let wrappers = wrappers.clone();
-            tokio::task::spawn_blocking(move || {
-                let inside = members(&namespaces);
-                let (_, mut outside) = survey(&selector, spare);
-                outside.retain(|p| !wrappers.contains(&p.pid));
-                let pending = inside.inits.len() + inside.workers.len() + outside.len();
-                let fresh: Vec<Found> = inside.workers.into_iter().chain(outside).collect();
-                (pending, fresh)
-            })
-            .await
-            .unwrap_or_default()
-        };
-        let fresh: Vec<Found> = fresh
+        let pending = now.inits.len() + now.workers.len() + now.outside.len();
+        if pending == 0 && signalled.is_empty() {
+            return;
+        }
+        let fresh: Vec<Found> = now
+            .workers
             .into_iter()
+            .chain(now.outside)
             .filter(|p| signalled.insert(p.pid))
             .collect();
         procs::signal_all(&fresh, Signal::SIGTERM);
@@ -175,17 +176,7 @@ pub async fn terminate(selector: Selector, spare: Option<i32>, grace: Duration) 
     }
     // Whatever is left goes now: killing an init ends its whole namespace.
     for round in 0..200u32 {
-        let (namespaces, selector) = (namespaces.clone(), selector.clone());
-        let left = tokio::task::spawn_blocking(move || {
-            let inside = members(&namespaces);
-            let (_, outside) = survey(&selector, spare);
-            let mut all = inside.inits;
-            all.extend(inside.workers);
-            all.extend(outside);
-            all
-        })
-        .await
-        .unwrap_or_default();
+        let left = scope.snapshot_async().await.all();
         if left.is_empty() {
             return;
         }
@@ -194,5 +185,5 @@ pub async fn terminate(selector: Selector, spare: Option<i32>, grace: Duration) 
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    tracing::warn!(?selector, "sandboxed processes survived SIGKILL");
+    tracing::warn!(?scope.selector, "sandboxed processes survived SIGKILL");
 }

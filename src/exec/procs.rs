@@ -339,7 +339,7 @@ fn find_sessions(sids: &[i32]) -> Vec<Found> {
 }
 
 /// Every process in `/proc` but this one.
-fn other_pids() -> impl Iterator<Item = i32> {
+pub(super) fn other_pids() -> impl Iterator<Item = i32> {
     let me = std::process::id() as i32;
     std::fs::read_dir("/proc")
         .into_iter()
