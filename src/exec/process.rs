@@ -312,24 +312,6 @@ fn sweep_stale(tag: &str) {
     }
 }
 
-/// Makes the process `cmd` starts the leader of a new session that is SIGKILLed if
-/// the daemon dies without shutting down, for the few processes started through a
-/// `Command` rather than `spawn::spawn` (the ssh master connection), which does
-/// the same for every command.
-pub(crate) fn detach_until_parent_dies(cmd: &mut Command) {
-    // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the
-    // parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 /// Whether `path` exists and is a directory on this machine.
 pub(crate) fn check_local_workdir(path: &Path) -> Result<(), ExecError> {
     match std::fs::metadata(path) {

@@ -21,7 +21,7 @@
 //! The remote side needs Linux (`/proc`), bash and `setsid`, and a POSIX login
 //! shell (OpenSSH runs every command through it).
 
-use super::process::{Launcher, ProcessExecutor, child_env, detach_until_parent_dies};
+use super::process::{Launcher, ProcessExecutor, child_env};
 use super::procs::{self, MARK_VAR, Selector};
 use super::{ExecError, ExecSpec, ensure_private_dir};
 use crate::config::{ExecConfig, SshConfig};
@@ -191,6 +191,23 @@ impl ProcessExecutor<SshLauncher> {
         };
         Self::with_launcher(config, std::env::vars_os(), launcher)
             .map_err(|e| format!("cannot start the ssh executor: {e}"))
+    }
+}
+
+/// Makes the master connection the leader of a new session that is SIGKILLed if the
+/// daemon dies without shutting down, as `spawn::spawn` does for every command (the
+/// master is started through a `Command` because it is read like one).
+fn detach_until_parent_dies(cmd: &mut Command) {
+    // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the
+    // parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
