@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod exec;
 pub mod hooks;
 pub mod llm;
+pub mod policy;
 pub mod registry;
 pub mod rpc;
 pub mod store;

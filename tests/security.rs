@@ -353,7 +353,7 @@ async fn a_symlink_planted_at_the_audit_log_stops_the_daemon_instead_of_being_fo
 #[test]
 fn known_policy_gaps_are_closed() {
     use dsh::config::{Decision, Mode, PermissionRule, PermissionsConfig};
-    use dsh::hooks::policy::Policy;
+    use dsh::policy::Policy;
     let config = PermissionsConfig {
         rules: vec![PermissionRule {
             tool: "bash".into(),

@@ -7,8 +7,8 @@ mod common;
 use dsh::config::{Config, Decision, ExternalHookConfig, Mode, PermissionRule};
 use dsh::exec::{BashExecutor, LocalExecutor};
 use dsh::hooks::audit::AuditLog;
-use dsh::hooks::policy::Grant;
 use dsh::hooks::waterfall::{ToolCall, ToolOutput};
+use dsh::policy::Grant;
 use dsh::registry::{
     Notice, NoticeListener, PermissionAnswer, PermissionPrompter, PermissionRequest, Session,
     SessionRegistry,

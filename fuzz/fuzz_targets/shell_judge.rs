@@ -1,5 +1,5 @@
 //! Shell-segment judging (the waterfall's policy): arbitrary command lines
-//! through `hooks::shell::segments` and `Policy::judge` in every mode.
+//! through `policy::shell::segments` and `Policy::judge` in every mode.
 //!
 //! Checked, besides "no panic" (the parser runs on its own thread; a panic
 //! there must come back as an error, and anything else aborts):
@@ -14,8 +14,8 @@
 #![no_main]
 
 use dsh::config::{Decision, Mode, PermissionRule, PermissionsConfig};
-use dsh::hooks::policy::Policy;
-use dsh::hooks::shell;
+use dsh::policy::Policy;
+use dsh::policy::shell;
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 use std::sync::OnceLock;

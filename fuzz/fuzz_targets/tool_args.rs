@@ -10,7 +10,7 @@
 #![no_main]
 
 use dsh::config::{Decision, Mode, PermissionsConfig};
-use dsh::hooks::policy::Policy;
+use dsh::policy::Policy;
 use dsh::tools::schema::{BASH, BASH_KILL, BASH_OUTPUT, ToolSchema};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

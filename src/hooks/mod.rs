@@ -2,14 +2,12 @@
 //!
 //! Every tool call passes, in order: [`audit`] (records the outcome), the schema
 //! check (in `tools::schema`), [`rules`] (the configured policy and the session's
-//! mode, judged per shell segment by [`policy`] over [`shell`]), [`external`] hook
+//! mode, judged by [`crate::policy`]), [`external`] hook
 //! programs, and the permission [`gate`] (asks the session's user). See
 //! [`waterfall`] for the chain itself.
 
 pub mod audit;
 pub mod external;
 pub mod gate;
-pub mod policy;
 pub mod rules;
-pub mod shell;
 pub mod waterfall;

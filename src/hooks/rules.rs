@@ -1,9 +1,9 @@
 //! The policy hook: the configured rules and the session's mode, applied to every
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
-use super::policy::Policy;
 use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
 use crate::config::{Decision, Mode};
+use crate::policy::Policy;
 
 /// Vetoes what the policy denies and marks what it wants asked.
 pub struct PolicyHook {

@@ -8,7 +8,7 @@
 //! a later hook can tighten but never loosen an earlier decision.
 
 use crate::config::Decision;
-use crate::hooks::policy::Grant;
+use crate::policy::Grant;
 use crate::registry::{PermissionAnswer, Session};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;

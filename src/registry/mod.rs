@@ -7,7 +7,7 @@
 //! it starts nothing and formats nothing for the model.
 
 use crate::config::Mode;
-use crate::hooks::policy::Grant;
+use crate::policy::Grant;
 use dashmap::DashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,8 +6,10 @@
 //! cannot carry an unjudged `rm -rf build` along with it, and "allow always" grants one
 //! command prefix, never a whole compound command.
 
+use self::shell::Segment;
 use crate::config::{Decision, Mode, PermissionRule, PermissionsConfig};
-use crate::hooks::shell::{self, Segment};
+
+pub mod shell;
 
 /// A command prefix granted "allow always" for one session (e.g. ["git", "push"]).
 ///
