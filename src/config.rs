@@ -4,7 +4,7 @@
 //! default here, so the daemon runs with no file at all. Unknown keys are rejected so
 //! that a typo in a config file is an error rather than a silently ignored setting.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Why a configuration could not be loaded.
@@ -25,7 +25,7 @@ pub enum ConfigError {
 }
 
 /// The whole daemon configuration.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// How commands are run: see [`ExecConfig`].
@@ -45,7 +45,7 @@ pub const DEFAULT_MODEL_BASE_URL: &str = "https://api.deepseek.com";
 
 /// `[model]`: an OpenAI-compatible chat-completions endpoint. The environment
 /// (`DSH_MODEL_BASE_URL`, `DSH_MODEL`, `DSH_API_KEY`) overrides these.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     /// Base URL; requests go to `<base_url>/chat/completions`.
@@ -77,7 +77,7 @@ impl Default for ModelConfig {
 }
 
 /// `[agent]`: the turn loop.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
     /// Model requests per prompt before the turn ends with `max_turn_requests`.
@@ -92,7 +92,7 @@ pub struct AgentConfig {
 }
 
 /// How `system_prompt_file` combines with the built-in prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SystemPromptMode {
     #[default]
@@ -113,9 +113,7 @@ impl Default for AgentConfig {
 
 /// A policy decision. Ordered so that the strongest wins when decisions combine:
 /// `Deny > Ask > Allow` (`max` of several decisions is their combination).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Allow,
@@ -124,7 +122,7 @@ pub enum Decision {
 }
 
 /// A session's permission mode (ACP `session/set_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Rules decide; calls no rule matches are asked.
@@ -155,19 +153,72 @@ impl Mode {
 }
 
 /// One `[[permissions.rules]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+///
+/// Built from the config file, or in code (tests, fuzzing): there, `Default` gives a rule that
+/// names no tool and denies, so struct literals can name only what they need and end with
+/// `..Default::default()`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
     /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, or `*`).
     pub tool: String,
     /// For `bash`: a command prefix, word by word (`git status`); `*` as a word
     /// matches any one word. Absent: every call of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// What a matching call gets; the strongest decision of all matching rules wins.
     pub action: Decision,
+    /// Command lines this rule must match: the rule's author says what they meant, so
+    /// a prefix that does not cover them is reported instead of silently missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+    /// Command lines this rule must not match (a rule broader than meant is reported).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_examples: Vec<String>,
+    /// Where the rule was written, as `FILE:LINE` (the line of its `[[permissions.rules]]`
+    /// header, or of its inline table), so that reports about it can point there. `None`
+    /// for rules built in code. Not a config key: never read from or written to TOML.
+    #[serde(skip)]
+    pub origin: Option<String>,
 }
 
-/// `[permissions]`: rules and the read-only list.
-#[derive(Debug, Clone, Deserialize)]
+impl Default for PermissionRule {
+    /// A rule that names no tool (so it matches nothing) and would deny: the safe base for
+    /// struct literals with `..Default::default()`.
+    fn default() -> Self {
+        Self {
+            tool: String::new(),
+            command: None,
+            action: Decision::Deny,
+            examples: Vec::new(),
+            not_examples: Vec::new(),
+            origin: None,
+        }
+    }
+}
+
+/// One `[[permissions.tests]]` entry: a command line and the decision the policy must
+/// reach for it in a mode. Lets a config carry its own checks, so a rule change that
+/// alters a decision someone relied on is caught when the config is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyTest {
+    /// The `bash` command line to judge.
+    pub command: String,
+    /// The session mode to judge it in.
+    #[serde(default)]
+    pub mode: Mode,
+    /// The decision the policy must reach.
+    pub expect: Decision,
+    /// Where the test was written, as `FILE:LINE` (the line of its `[[permissions.tests]]`
+    /// header, or of its inline table), so a failure can point there. `None` for tests
+    /// built in code. Not a config key: never read from or written to TOML.
+    #[serde(skip)]
+    pub origin: Option<String>,
+}
+
+/// `[permissions]`: rules, policy tests and the read-only list.
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PermissionsConfig {
     /// The mode of a new session.
@@ -176,6 +227,8 @@ pub struct PermissionsConfig {
     pub rules: Vec<PermissionRule>,
     /// Command prefixes known to only read (used by `read-only` mode).
     pub read_only_commands: Vec<String>,
+    /// Expected decisions for given command lines, checked against the rules above.
+    pub tests: Vec<PolicyTest>,
 }
 
 impl Default for PermissionsConfig {
@@ -187,6 +240,7 @@ impl Default for PermissionsConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            tests: Vec::new(),
         }
     }
 }
@@ -243,7 +297,7 @@ pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
 ];
 
 /// One `[[hooks.command]]` entry: an external program consulted on tool calls.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalHookConfig {
     /// Program and arguments (no shell).
@@ -261,14 +315,14 @@ fn default_hook_timeout_ms() -> u64 {
 }
 
 /// `[hooks]`: external hook programs, consulted in order.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     pub command: Vec<ExternalHookConfig>,
 }
 
 /// The executor implementations a config can choose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
     /// `bash -c` on this machine, as the daemon's user.
@@ -282,7 +336,7 @@ pub enum ExecutorKind {
 }
 
 /// `[exec.sandbox]`: how the bubblewrap sandbox is built.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// The bubblewrap program (a name looked up in PATH, or a path).
@@ -306,7 +360,7 @@ impl Default for SandboxConfig {
 }
 
 /// How the ssh executor treats the remote host's key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KnownHosts {
     /// The key must already be in the known-hosts file.
@@ -330,7 +384,7 @@ impl KnownHosts {
 }
 
 /// One `[[exec.ssh.path_map]]` entry: a local directory and where it is remotely.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathMapping {
     pub local: PathBuf,
@@ -338,7 +392,7 @@ pub struct PathMapping {
 }
 
 /// `[exec.ssh]`: the remote host and how to reach it with the system OpenSSH client.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SshConfig {
     /// Host name or address; required when `exec.kind = "ssh"`.
@@ -377,7 +431,7 @@ impl Default for SshConfig {
 }
 
 /// Settings of the shared command executor (`[exec]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecConfig {
     /// Which executor runs commands; `none` offers no bash tools at all.
@@ -428,14 +482,34 @@ impl Default for ExecConfig {
 }
 
 impl Config {
-    /// Parses a config from TOML text; `origin` names the source in errors.
+    /// Parses a config from TOML text; `origin` names the source in errors and in the
+    /// `FILE:LINE` origins of rules and policy tests.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let parse_error = |e: toml::de::Error| ConfigError::Parse {
             path: origin.to_path_buf(),
             message: e.to_string(),
-        })?;
+        };
+        let mut config: Config = toml::from_str(text).map_err(parse_error)?;
+        // A second, schema-free pass over the same text for where each entry starts. It
+        // cannot fail where the typed pass succeeded, and it sees the same entries in the
+        // same order (both read the same arrays).
+        let spans: Spans = toml::from_str(text).map_err(parse_error)?;
+        let permissions = &mut config.permissions;
+        for (rule, span) in permissions.rules.iter_mut().zip(&spans.permissions.rules) {
+            rule.origin = Some(origin_of(text, span.span().start, origin));
+        }
+        for (test, span) in permissions.tests.iter_mut().zip(&spans.permissions.tests) {
+            test.origin = Some(origin_of(text, span.span().start, origin));
+        }
         config.validate()?;
         Ok(config)
+    }
+
+    /// The configuration in force as TOML, for `dsh check-config` to print. Every key
+    /// is written, defaults included (keys whose value is absent are left out), so the
+    /// output is a complete config file that parses back to the same configuration.
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string_pretty(self).map_err(|e| format!("cannot render the config as TOML: {e}"))
     }
 
     /// Loads the file at `path`, or the built-in defaults when `path` is `None`.
@@ -486,6 +560,39 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Where the entries of `permissions.rules` and `permissions.tests` start in the text.
+/// Lenient on purpose (no `deny_unknown_fields`, any value): the typed parse has
+/// already checked the schema.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Spans {
+    permissions: SpanPermissions,
+}
+
+/// The `[permissions]` part of [`Spans`].
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SpanPermissions {
+    rules: Vec<toml::Spanned<toml::Value>>,
+    tests: Vec<toml::Spanned<toml::Value>>,
+}
+
+/// `FILE:LINE` of the byte offset `start` in `text` (lines counted from 1).
+///
+/// With toml 0.9 the span of an array-of-tables element starts at its `[[...]]` header
+/// (not at its first key, and comments or blank lines between header and keys do not
+/// matter), and the span of an inline-table element starts at its `{`; so the line of
+/// `start` is already the header's line, or the inline table's. The unit tests
+/// `origins_point_at_headers_and_inline_tables` pin this down should toml change it.
+fn origin_of(text: &str, start: usize, file: &Path) -> String {
+    let line = text.as_bytes()[..start.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1;
+    format!("{}:{}", file.display(), line)
 }
 
 impl ExecConfig {
@@ -543,6 +650,7 @@ mod tests {
             d.permissions.read_only_commands
         );
         assert!(c.permissions.rules.is_empty() && c.hooks.command.is_empty());
+        assert!(c.permissions.tests.is_empty());
         assert_eq!(c.model.base_url, d.model.base_url);
         assert_eq!(c.model.model, d.model.model);
         assert_eq!(c.model.api_key_env, d.model.api_key_env);
@@ -614,6 +722,253 @@ mod tests {
         assert_eq!(c.permissions.default_mode, Mode::ReadOnly);
         assert_eq!(c.permissions.rules[0].action, Decision::Allow);
         assert_eq!(c.hooks.command[0].timeout_ms, 5000);
+    }
+
+    /// A config with something in every list: rules (with and without command and
+    /// examples), policy tests, hooks, ssh path maps, optional paths set.
+    const FULL: &str = r#"
+        [exec]
+        kind = "ssh"
+        cwd = "/home/me/work"
+        [exec.ssh]
+        host = "build.example"
+        user = "me"
+        identity_file = "/home/me/.ssh/id_ed25519"
+        known_hosts = "accept-new"
+        [[exec.ssh.path_map]]
+        local = "/home/me/src"
+        remote = "/srv/src"
+        [[exec.ssh.path_map]]
+        local = "/home/me/other"
+        remote = "/srv/other"
+        [exec.sandbox]
+        writable = ["/var/cache/me"]
+        [permissions]
+        default_mode = "read-only"
+        read_only_commands = ["ls", "git status"]
+        [[permissions.rules]]
+        tool = "bash"
+        command = "git status"
+        action = "allow"
+        examples = ["git status", "git status --short"]
+        not_examples = ["git stash"]
+        [[permissions.rules]]
+        tool = "*"
+        action = "ask"
+        [[permissions.tests]]
+        command = "rm -rf /"
+        expect = "deny"
+        [[permissions.tests]]
+        command = "ls"
+        mode = "auto"
+        expect = "allow"
+        [[hooks.command]]
+        argv = ["/bin/true", "--x"]
+        tools = ["bash"]
+        [[hooks.command]]
+        argv = ["/bin/false"]
+        timeout_ms = 7
+        [model]
+        base_url = "http://localhost:8000/v1"
+        [agent]
+        system_prompt_file = "/etc/dsh/prompt.md"
+        system_prompt_mode = "replace"
+    "#;
+
+    /// Parses `c.to_toml()` back and checks it renders identically (every field is
+    /// serialized, so equal renderings mean equal configs, origins aside).
+    fn round_trip(c: &Config) -> Config {
+        let text = c.to_toml().unwrap();
+        let back = Config::from_toml(&text, Path::new("rendered.toml"))
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back.to_toml().unwrap(), text);
+        back
+    }
+
+    #[test]
+    fn defaults_render_as_toml_that_parses_back() {
+        let d = Config::default();
+        let back = round_trip(&d);
+        assert_eq!(back.exec.kind, ExecutorKind::Local);
+        assert_eq!(back.exec.state_dir, None);
+        assert_eq!(
+            back.permissions.read_only_commands,
+            d.permissions.read_only_commands
+        );
+        assert!(back.permissions.rules.is_empty() && back.permissions.tests.is_empty());
+        assert_eq!(back.model.base_url, d.model.base_url);
+        // The documented file is the defaults: it renders the same.
+        let doc = Config::from_toml(
+            include_str!("../config/dsh.toml"),
+            Path::new("config/dsh.toml"),
+        )
+        .unwrap();
+        assert_eq!(doc.to_toml().unwrap(), d.to_toml().unwrap());
+    }
+
+    #[test]
+    fn a_full_config_renders_as_toml_that_parses_back() {
+        let c = Config::from_toml(FULL, Path::new("full.toml")).unwrap();
+        let text = c.to_toml().unwrap();
+        let back = round_trip(&c);
+        // Enums are written with the names they are read with.
+        for line in [
+            "kind = \"ssh\"",
+            "known_hosts = \"accept-new\"",
+            "default_mode = \"read-only\"",
+            "system_prompt_mode = \"replace\"",
+            "expect = \"deny\"",
+            "mode = \"auto\"",
+        ] {
+            assert!(text.lines().any(|l| l.trim() == line), "{line}\n{text}");
+        }
+        // Origins are not keys.
+        assert!(!text.contains("origin"), "{text}");
+        let strip = |rules: &[PermissionRule]| {
+            rules
+                .iter()
+                .map(|r| PermissionRule {
+                    origin: None,
+                    ..r.clone()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(&back.permissions.rules), strip(&c.permissions.rules));
+        let rule = &back.permissions.rules[0];
+        assert_eq!(rule.examples, ["git status", "git status --short"]);
+        assert_eq!(rule.not_examples, ["git stash"]);
+        let star = &back.permissions.rules[1];
+        assert_eq!(
+            (star.command.as_deref(), star.action),
+            (None, Decision::Ask)
+        );
+        assert!(star.examples.is_empty() && star.not_examples.is_empty());
+        let tests: Vec<_> = back
+            .permissions
+            .tests
+            .iter()
+            .map(|t| (t.command.as_str(), t.mode, t.expect))
+            .collect();
+        assert_eq!(
+            tests,
+            [
+                ("rm -rf /", Mode::Ask, Decision::Deny),
+                ("ls", Mode::Auto, Decision::Allow)
+            ]
+        );
+        assert_eq!(back.hooks.command, c.hooks.command);
+        assert_eq!(back.hooks.command[1].timeout_ms, 7);
+        assert_eq!(back.exec.ssh.path_map, c.exec.ssh.path_map);
+        assert_eq!(back.exec.ssh.user.as_deref(), Some("me"));
+        assert_eq!(back.exec.cwd, Some(PathBuf::from("/home/me/work")));
+        assert_eq!(
+            back.agent.system_prompt_file,
+            Some(PathBuf::from("/etc/dsh/prompt.md"))
+        );
+    }
+
+    #[test]
+    fn origins_point_at_headers_and_inline_tables() {
+        // Line numbers are 1-based; the raw string starts with a newline, so its first
+        // line is empty.
+        let text = r#"
+[permissions]
+default_mode = "ask"
+
+[[permissions.rules]]
+# a comment between header and keys
+
+tool = "bash"
+command = "rm"
+action = "deny"
+
+[[ permissions . rules ]]
+tool = "*"
+action = "ask"
+[[permissions.tests]]
+command = "rm -rf /"
+expect = "deny"
+"#;
+        let c = Config::from_toml(text, Path::new("/etc/dsh.toml")).unwrap();
+        let origins: Vec<_> = c
+            .permissions
+            .rules
+            .iter()
+            .map(|r| r.origin.as_deref())
+            .collect();
+        assert_eq!(origins, [Some("/etc/dsh.toml:5"), Some("/etc/dsh.toml:12")]);
+        assert_eq!(
+            c.permissions.tests[0].origin.as_deref(),
+            Some("/etc/dsh.toml:15")
+        );
+
+        let inline = "[permissions]\n\
+                      tests = [{ command = \"ls\", expect = \"allow\" }]\n\
+                      rules = [\n\
+                      \x20 { tool = \"bash\", action = \"allow\" },\n\
+                      \n\
+                      \x20 { tool = \"*\", action = \"deny\" },\n\
+                      ]\n";
+        let c = Config::from_toml(inline, Path::new("x.toml")).unwrap();
+        let origins: Vec<_> = c
+            .permissions
+            .rules
+            .iter()
+            .map(|r| r.origin.as_deref())
+            .collect();
+        assert_eq!(origins, [Some("x.toml:4"), Some("x.toml:6")]);
+        assert_eq!(c.permissions.tests[0].origin.as_deref(), Some("x.toml:2"));
+
+        // Built in code and by default: no origin.
+        assert_eq!(PermissionRule::default().origin, None);
+        assert!(Config::default().permissions.rules.is_empty());
+    }
+
+    #[test]
+    fn documented_permission_examples_parse() {
+        // The commented-out `[[permissions.*]]` examples of config/dsh.toml, uncommented
+        // and appended to the file.
+        let doc = include_str!("../config/dsh.toml");
+        let mut text = doc.to_string();
+        let mut inside = false;
+        for line in doc.lines() {
+            inside = line.starts_with("# [[permissions.") || (inside && line.starts_with("# "));
+            if inside {
+                text.push_str(&line[2..]);
+                text.push('\n');
+            }
+        }
+        let c = Config::from_toml(&text, Path::new("dsh.toml")).unwrap();
+        let p = &c.permissions;
+        assert_eq!((p.rules.len(), p.tests.len()), (2, 2));
+        assert!(!p.rules[0].examples.is_empty() && !p.rules[0].not_examples.is_empty());
+        assert_eq!(p.tests[0].mode, Mode::Auto);
+        let header = doc.lines().count() + 1;
+        assert_eq!(p.rules[0].origin, Some(format!("dsh.toml:{header}")));
+    }
+
+    #[test]
+    fn policy_tests_default_to_ask_mode_and_reject_unknown_keys() {
+        let text = "[[permissions.tests]]\ncommand = \"ls\"\nexpect = \"ask\"\n";
+        let c = Config::from_toml(text, Path::new("x.toml")).unwrap();
+        assert_eq!(c.permissions.tests[0].mode, Mode::Ask);
+        assert_eq!(c.permissions.tests[0].expect, Decision::Ask);
+        let err =
+            Config::from_toml(&format!("{text}extra = 1\n"), Path::new("x.toml")).unwrap_err();
+        assert!(err.to_string().contains("extra"), "{err}");
+        // `origin` is not a key a file can set.
+        let err = Config::from_toml(
+            "[[permissions.rules]]\ntool = \"bash\"\naction = \"deny\"\norigin = \"a:1\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("origin"), "{err}");
+        let err = Config::from_toml(
+            "[[permissions.tests]]\ncommand = \"ls\"\n",
+            Path::new("x.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("expect"), "{err}");
     }
 
     #[test]

@@ -359,6 +359,7 @@ fn known_policy_gaps_are_closed() {
             tool: "bash".into(),
             command: Some("rm".into()),
             action: Decision::Deny,
+            ..PermissionRule::default()
         }],
         ..PermissionsConfig::default()
     };

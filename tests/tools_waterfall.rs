@@ -212,6 +212,7 @@ fn rule(command: &str, action: Decision) -> PermissionRule {
         tool: "bash".into(),
         command: Some(command.into()),
         action,
+        ..PermissionRule::default()
     }
 }
 

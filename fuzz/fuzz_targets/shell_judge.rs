@@ -27,6 +27,7 @@ fn config() -> &'static PermissionsConfig {
             tool: "bash".into(),
             command: Some(command.into()),
             action,
+            ..PermissionRule::default()
         };
         PermissionsConfig {
             rules: vec![

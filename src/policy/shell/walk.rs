@@ -1,0 +1,685 @@
+//! The walk over a parsed command line that collects its segments (P1, P2, P4, P5).
+
+use super::scan::check_nesting;
+use super::words::{
+    decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
+};
+use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
+use crate::policy::word::{Word, changes_code, texts};
+use crate::policy::wrappers::{Inner, Stdin, inner_commands};
+use brush_parser::word::{
+    self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
+};
+use brush_parser::{Parser, ParserOptions, ast};
+
+/// Walks parsed command lines and collects their segments.
+pub(super) struct Walker {
+    options: ParserOptions,
+    pub(super) out: Vec<Segment>,
+    /// The wrappers the walk is inside of, outermost first: every segment found carries it.
+    via: Vec<String>,
+    depth: usize,
+    /// What is left of `MAX_PARSE_COST` for all the lines parsed in this call.
+    budget: u64,
+}
+
+impl Walker {
+    pub(super) fn new() -> Walker {
+        Walker {
+            options: ParserOptions::default(),
+            out: Vec::new(),
+            via: Vec::new(),
+            depth: 0,
+            budget: MAX_PARSE_COST,
+        }
+    }
+
+    /// Runs `f` one recursion level deeper, refusing to go past `MAX_RECURSION`.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<T, String> {
+        if self.depth >= MAX_RECURSION {
+            return Err(format!(
+                "the command is nested more than {MAX_RECURSION} levels deep"
+            ));
+        }
+        self.depth += 1;
+        let result = f(self);
+        self.depth -= 1;
+        result
+    }
+
+    /// Parses `source` as a command line and walks it.
+    pub(super) fn line(&mut self, source: &str) -> Result<(), String> {
+        self.nested(|w| {
+            if source.len() > MAX_INPUT_BYTES {
+                return Err(format!(
+                    "a nested command is longer than {} KiB",
+                    MAX_INPUT_BYTES / 1024
+                ));
+            }
+            check_nesting(source, &mut w.budget)?;
+            let options = &w.options;
+            let program = guarded("the shell parser", || {
+                Parser::new(source.as_bytes(), options).parse_program()
+            })?
+            .map_err(short_error)?;
+            for list in &program.complete_commands {
+                w.list(list)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn list(&mut self, list: &ast::CompoundList) -> Result<(), String> {
+        for ast::CompoundListItem(and_or, _) in &list.0 {
+            self.pipeline(&and_or.first)?;
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p)?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), String> {
+        for command in &pipeline.seq {
+            self.command(command)?;
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, command: &ast::Command) -> Result<(), String> {
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple),
+            ast::Command::Compound(compound, redirects) => {
+                self.redirected(redirects.as_ref(), |w| w.compound(compound))
+            }
+            // A definition runs nothing by itself, but its body runs whenever the name is
+            // called later in the line, which cannot be tracked; judge the body as if run.
+            ast::Command::Function(def) => {
+                let ast::FunctionBody(body, redirects) = &def.body;
+                self.redirected(redirects.as_ref(), |w| w.compound(body))
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                self.redirected(redirects.as_ref(), |w| w.test(&test.expr))
+            }
+        }
+    }
+
+    /// Walks a compound command, then applies its redirections to what it ran: every segment
+    /// inside writes through them. One that runs no simple command at all (`((1)) > f`) still
+    /// truncates the file, so it becomes a segment of its own.
+    fn redirected(
+        &mut self,
+        redirects: Option<&ast::RedirectList>,
+        body: impl FnOnce(&mut Self) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = self.out.len();
+        body(self)?;
+        let end = self.out.len();
+        let mut writes = false;
+        for redirect in redirects.iter().flat_map(|list| list.0.iter()) {
+            writes |= self.redirect(redirect)?.0;
+        }
+        if writes {
+            if start == end {
+                let only_redirect = Segment {
+                    via: self.via.clone(),
+                    writes_redirect: true,
+                    ..Segment::default()
+                };
+                self.out.insert(end, only_redirect);
+            } else {
+                for segment in &mut self.out[start..end] {
+                    segment.writes_redirect = true;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand) -> Result<(), String> {
+        use ast::CompoundCommand as C;
+        self.nested(|w| match compound {
+            C::Arithmetic(a) => w.arithmetic(&a.expr.value, &format!("(({}))", a.expr.value)),
+            C::ArithmeticForClause(f) => {
+                for expr in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    w.arithmetic(&expr.value, &format!("(({}))", expr.value))?;
+                }
+                w.list(&f.body.list)
+            }
+            C::BraceGroup(group) => w.list(&group.list),
+            C::Subshell(subshell) => w.list(&subshell.list),
+            C::ForClause(f) => {
+                for value in f.values.iter().flatten() {
+                    w.word(value)?;
+                }
+                w.list(&f.body.list)
+            }
+            C::CaseClause(c) => {
+                w.word(&c.value)?;
+                for item in &c.cases {
+                    for pattern in &item.patterns {
+                        w.word(pattern)?;
+                    }
+                    if let Some(list) = &item.cmd {
+                        w.list(list)?;
+                    }
+                }
+                Ok(())
+            }
+            C::IfClause(i) => {
+                w.list(&i.condition)?;
+                w.list(&i.then)?;
+                for clause in i.elses.iter().flatten() {
+                    if let Some(condition) = &clause.condition {
+                        w.list(condition)?;
+                    }
+                    w.list(&clause.body)?;
+                }
+                Ok(())
+            }
+            C::WhileClause(clause) | C::UntilClause(clause) => {
+                w.list(&clause.0)?;
+                w.list(&clause.1.list)
+            }
+            C::Coprocess(coproc) => w.command(&coproc.body),
+        })
+    }
+
+    /// `[[ ]]`: runs nothing itself, but its operands can hold substitutions, and its
+    /// arithmetic comparisons and `-v` evaluate variables as arithmetic.
+    fn test(&mut self, expr: &ast::ExtendedTestExpr) -> Result<(), String> {
+        use ast::{BinaryPredicate as B, ExtendedTestExpr as E, UnaryPredicate as U};
+        self.nested(|w| match expr {
+            E::And(a, b) | E::Or(a, b) => {
+                w.test(a)?;
+                w.test(b)
+            }
+            E::Not(a) | E::Parenthesized(a) => w.test(a),
+            E::UnaryTest(predicate, operand) => {
+                let operand = w.word(operand)?;
+                if matches!(
+                    predicate,
+                    U::ShellVariableIsSetAndAssigned | U::ShellVariableIsSetAndNameRef
+                ) && operand.text.contains('[')
+                {
+                    w.arithmetic_hazard(&format!("[[ -v {} ]]", operand.text));
+                }
+                Ok(())
+            }
+            E::BinaryTest(predicate, left, right) => {
+                let left = w.word(left)?;
+                let right = w.word(right)?;
+                let arithmetic = matches!(
+                    predicate,
+                    B::ArithmeticEqualTo
+                        | B::ArithmeticNotEqualTo
+                        | B::ArithmeticLessThan
+                        | B::ArithmeticLessThanOrEqualTo
+                        | B::ArithmeticGreaterThan
+                        | B::ArithmeticGreaterThanOrEqualTo
+                );
+                if arithmetic
+                    && (evaluates_variables(&left.text) || evaluates_variables(&right.text))
+                {
+                    w.arithmetic_hazard(&format!("[[ {} {predicate} {} ]]", left.text, right.text));
+                }
+                Ok(())
+            }
+        })
+    }
+
+    fn simple(&mut self, command: &ast::SimpleCommand) -> Result<(), String> {
+        // Reserve the command's place so that it precedes the commands nested in its words.
+        let index = self.out.len();
+        self.out.push(Segment::default());
+        let mut parts = Parts::default();
+        if let Some(prefix) = &command.prefix {
+            for item in &prefix.0 {
+                self.item(item, true, &mut parts)?;
+            }
+        }
+        if let Some(name) = &command.word_or_name {
+            let name = self.word(name)?;
+            parts.words.push(name);
+        }
+        if let Some(suffix) = &command.suffix {
+            for item in &suffix.0 {
+                self.item(item, false, &mut parts)?;
+            }
+        }
+        let opaque = opaque_name(&parts.words, parts.risky_env);
+        self.out[index] = Segment {
+            words: texts(&parts.words),
+            via: self.via.clone(),
+            opaque,
+            writes_redirect: parts.writes,
+        };
+        let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
+        self.unwrap(&parts.words, &stdin)
+    }
+
+    fn item(
+        &mut self,
+        item: &ast::CommandPrefixOrSuffixItem,
+        in_prefix: bool,
+        parts: &mut Parts,
+    ) -> Result<(), String> {
+        use ast::CommandPrefixOrSuffixItem as I;
+        match item {
+            I::Word(word) => {
+                let word = self.word(word)?;
+                parts.words.push(word);
+            }
+            // Before the name it is an assignment (not a word); after it, an argument such
+            // as `export X=1` or `declare a=(1 2)`.
+            I::AssignmentWord(assignment, word) => {
+                if in_prefix {
+                    self.assignment(assignment)?;
+                    parts.risky_env |= changes_code(assignment_name(assignment));
+                } else {
+                    let word = self.word(word)?;
+                    parts.words.push(word);
+                }
+            }
+            I::IoRedirect(redirect) => {
+                let (writes, stdin) = self.redirect(redirect)?;
+                parts.writes |= writes;
+                // The last redirection of stdin is the one the command reads.
+                if stdin.is_some() {
+                    parts.stdin = stdin;
+                }
+            }
+            I::ProcessSubstitution(kind, subshell) => {
+                self.nested(|w| w.list(&subshell.list))?;
+                parts.words.push(Word {
+                    text: format!("{kind}({})", subshell.list),
+                    dynamic: true,
+                    pattern: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn assignment(&mut self, assignment: &ast::Assignment) -> Result<(), String> {
+        if let ast::AssignmentName::ArrayElementName(name, index) = &assignment.name {
+            self.arithmetic(index, &format!("{name}[{index}]="))?;
+        }
+        match &assignment.value {
+            ast::AssignmentValue::Scalar(value) => {
+                self.word(value)?;
+            }
+            ast::AssignmentValue::Array(elements) => {
+                for (key, value) in elements {
+                    if let Some(key) = key {
+                        self.word(key)?;
+                    }
+                    self.word(value)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks a redirection's words. Says whether it writes to a file, and what it gives the
+    /// command as stdin when it redirects stdin.
+    fn redirect(&mut self, redirect: &ast::IoRedirect) -> Result<(bool, Option<Stdin>), String> {
+        use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
+        let is_stdin = |fd: &Option<i32>| fd.is_none_or(|fd| fd == 0);
+        Ok(match redirect {
+            R::File(fd, kind, target) => {
+                let output = matches!(
+                    kind,
+                    K::Write | K::Append | K::Clobber | K::ReadAndWrite | K::DuplicateOutput
+                );
+                let input = matches!(kind, K::Read | K::ReadAndWrite | K::DuplicateInput);
+                let stdin = (input && is_stdin(fd)).then_some(Stdin::Unknown);
+                let writes = match target {
+                    T::Filename(word) | T::Duplicate(word) => {
+                        let target = self.word(word)?;
+                        // `>&2`, `2>&1-`, `>&-` duplicate or close descriptors; `>&file` is
+                        // bash for `&>file`.
+                        let duplicates = matches!(kind, K::DuplicateOutput | K::DuplicateInput)
+                            && is_descriptor(&target);
+                        output && !duplicates && !is_dev_null(&target)
+                    }
+                    T::Fd(_) => false,
+                    T::ProcessSubstitution(_, subshell) => {
+                        self.nested(|w| w.list(&subshell.list))?;
+                        false
+                    }
+                };
+                (writes, stdin)
+            }
+            R::HereDocument(fd, doc) => {
+                let body = &doc.doc.value;
+                // An expanding body is literal only when it has nothing to expand.
+                let literal = !doc.requires_expansion || !body.contains(['$', '`', '\\']);
+                if doc.requires_expansion {
+                    self.heredoc(body)?;
+                }
+                let stdin = literal.then(|| Stdin::Literal(body.clone()));
+                (false, is_stdin(fd).then(|| stdin.unwrap_or(Stdin::Unknown)))
+            }
+            R::HereString(fd, word) => {
+                let word = self.word(word)?;
+                let stdin = if word.dynamic {
+                    Stdin::Unknown
+                } else {
+                    Stdin::Literal(word.text)
+                };
+                (false, is_stdin(fd).then_some(stdin))
+            }
+            R::OutputAndError(word, _) => {
+                let target = self.word(word)?;
+                (!is_dev_null(&target), None)
+            }
+        })
+    }
+
+    fn word(&mut self, word: &ast::Word) -> Result<Word, String> {
+        self.word_text(&word.value)
+    }
+
+    /// Parses raw word text into pieces, walking every substitution in it.
+    fn word_text(&mut self, raw: &str) -> Result<Word, String> {
+        self.nested(|w| {
+            let options = &w.options;
+            let pieces = guarded("the word parser", || bash_word::parse(raw, options))?
+                .map_err(short_error)?;
+            let mut word = Word::default();
+            w.pieces(raw, &pieces, false, &mut word)?;
+            Ok(word)
+        })
+    }
+
+    /// A here-document body that expands: only its substitutions matter.
+    fn heredoc(&mut self, body: &str) -> Result<(), String> {
+        self.nested(|w| {
+            let options = &w.options;
+            let pieces = guarded("the here-document parser", || {
+                bash_word::parse_heredoc(body, options)
+            })?
+            .map_err(short_error)?;
+            w.pieces(body, &pieces, true, &mut Word::default())
+        })
+    }
+
+    fn pieces(
+        &mut self,
+        raw: &str,
+        pieces: &[WordPieceWithSource],
+        quoted: bool,
+        word: &mut Word,
+    ) -> Result<(), String> {
+        for piece in pieces {
+            // Piece indices are offsets into `raw`, also for pieces nested in double quotes.
+            let source = raw
+                .get(piece.start_index..piece.end_index)
+                .unwrap_or_default();
+            match &piece.piece {
+                WordPiece::Text(text) => {
+                    word.pattern |= !quoted && has_pattern(text);
+                    word.text.push_str(text);
+                }
+                WordPiece::SingleQuotedText(text) => word.text.push_str(text),
+                WordPiece::AnsiCQuotedText(text) => word.text.push_str(&decode_ansi_c(text)),
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(raw, inner, true, word)?;
+                }
+                // `~` depends only on the user's home, not on anything the command controls.
+                WordPiece::TildeExpansion(_) => word.text.push_str(source),
+                WordPiece::ParameterExpansion(expr) => {
+                    word.dynamic = true;
+                    word.text.push_str(source);
+                    self.parameter(expr, source)?;
+                }
+                WordPiece::CommandSubstitution(body)
+                | WordPiece::BackquotedCommandSubstitution(body) => {
+                    word.dynamic = true;
+                    word.text.push_str(source);
+                    self.line(body)?;
+                }
+                WordPiece::EscapeSequence(escape) => word.text.push_str(unescape(escape)),
+                WordPiece::ArithmeticExpression(expr) => {
+                    word.dynamic = true;
+                    word.text.push_str(source);
+                    self.arithmetic(&expr.value, source)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `${...}`: its operands are words of their own (`${x:-$(cmd)}`), and some forms
+    /// evaluate arithmetic (`${a[i]}`, `${x:i:n}`) or a name taken from a value (`${!x}`).
+    fn parameter(&mut self, expr: &ParameterExpr, source: &str) -> Result<(), String> {
+        use ParameterExpr as P;
+        let (parameter, indirect) = match expr {
+            P::Parameter {
+                parameter,
+                indirect,
+            }
+            | P::ParameterLength {
+                parameter,
+                indirect,
+            }
+            | P::Transform {
+                parameter,
+                indirect,
+                ..
+            } => (parameter, *indirect),
+            P::UseDefaultValues {
+                parameter,
+                indirect,
+                default_value: text,
+                ..
+            }
+            | P::AssignDefaultValues {
+                parameter,
+                indirect,
+                default_value: text,
+                ..
+            }
+            | P::IndicateErrorIfNullOrUnset {
+                parameter,
+                indirect,
+                error_message: text,
+                ..
+            }
+            | P::UseAlternativeValue {
+                parameter,
+                indirect,
+                alternative_value: text,
+                ..
+            }
+            | P::RemoveSmallestSuffixPattern {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::RemoveLargestSuffixPattern {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::RemoveSmallestPrefixPattern {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::RemoveLargestPrefixPattern {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::UppercaseFirstChar {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::UppercasePattern {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::LowercaseFirstChar {
+                parameter,
+                indirect,
+                pattern: text,
+            }
+            | P::LowercasePattern {
+                parameter,
+                indirect,
+                pattern: text,
+            } => {
+                if let Some(text) = text {
+                    self.word_text(text)?;
+                }
+                (parameter, *indirect)
+            }
+            P::Substring {
+                parameter,
+                indirect,
+                offset,
+                length,
+            } => {
+                self.arithmetic(&offset.value, source)?;
+                if let Some(length) = length {
+                    self.arithmetic(&length.value, source)?;
+                }
+                (parameter, *indirect)
+            }
+            P::ReplaceSubstring {
+                parameter,
+                indirect,
+                pattern,
+                replacement,
+                ..
+            } => {
+                self.word_text(pattern)?;
+                if let Some(replacement) = replacement {
+                    self.word_text(replacement)?;
+                }
+                (parameter, *indirect)
+            }
+            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(()),
+        };
+        if indirect {
+            self.arithmetic_hazard(source);
+        }
+        if let Parameter::NamedWithIndex { index, .. } = parameter
+            && index != "@"
+            && index != "*"
+        {
+            self.arithmetic(index, source)?;
+        }
+        Ok(())
+    }
+
+    /// Arithmetic text (`$(( ))`, `(( ))`, subscripts): walks its substitutions, and adds a
+    /// hazard segment when it reads variables.
+    fn arithmetic(&mut self, text: &str, display: &str) -> Result<(), String> {
+        // Quotes are not special in arithmetic, so the here-document grammar (which only
+        // knows `$`, backticks and backslashes) finds the substitutions without choking on
+        // operators that a word cannot contain.
+        self.heredoc(text)?;
+        if evaluates_variables(text) {
+            self.arithmetic_hazard(display);
+        }
+        Ok(())
+    }
+
+    /// Bash evaluates a variable used in arithmetic as an expression in turn, and array
+    /// subscripts in that expression run command substitutions: after
+    /// `x='a[$(rm -rf ~)]'`, `echo $((x))` runs `rm`. What a variable holds cannot be known
+    /// statically, so such an evaluation is a segment whose command is unknown.
+    fn arithmetic_hazard(&mut self, display: &str) {
+        self.out.push(Segment {
+            words: vec![display.to_owned()],
+            via: self.via.clone(),
+            opaque: Some("arithmetic on a variable's value, which can run commands".into()),
+            writes_redirect: false,
+        });
+    }
+
+    /// Adds the commands that the command `words` runs through a wrapper (P3, P4), each
+    /// with the wrapper added to its chain.
+    fn unwrap(&mut self, words: &[Word], stdin: &Stdin) -> Result<(), String> {
+        let inner = inner_commands(words, stdin);
+        if inner.is_empty() {
+            return Ok(());
+        }
+        let name = words
+            .first()
+            .map(|w| w.base_name().to_owned())
+            .unwrap_or_default();
+        self.via.push(name);
+        let result = inner.into_iter().try_for_each(|inner| {
+            self.nested(|w| match inner {
+                Inner::Command { words, risky_env } => {
+                    w.out.push(Segment {
+                        words: texts(&words),
+                        via: w.via.clone(),
+                        opaque: opaque_name(&words, risky_env),
+                        writes_redirect: false,
+                    });
+                    // What a wrapper runs inherits the wrapper's stdin.
+                    w.unwrap(&words, stdin)
+                }
+                Inner::Script(script) => w.line(&script),
+                Inner::Opaque { words, why } => {
+                    w.out.push(Segment {
+                        words: texts(&words),
+                        via: w.via.clone(),
+                        opaque: Some(why),
+                        writes_redirect: false,
+                    });
+                    Ok(())
+                }
+            })
+        });
+        self.via.pop();
+        result
+    }
+}
+
+/// What one simple command is made of, collected while walking it.
+#[derive(Default)]
+struct Parts {
+    words: Vec<Word>,
+    writes: bool,
+    risky_env: bool,
+    /// What its own redirections give it as stdin, if any.
+    stdin: Option<Stdin>,
+}
+
+/// Why a command named by `words` cannot be known before it runs, if it cannot (P5).
+fn opaque_name(words: &[Word], risky_env: bool) -> Option<String> {
+    if risky_env {
+        return Some("it sets a variable that changes which program runs (PATH, LD_*, ...)".into());
+    }
+    let name = words.first()?;
+    if name.dynamic {
+        Some("its command name is built from an expansion".into())
+    } else if name.pattern {
+        Some("its command name is a glob or brace pattern".into())
+    } else if name.text.is_empty() {
+        Some("its command name is empty".into())
+    } else {
+        None
+    }
+}
+
+fn assignment_name(assignment: &ast::Assignment) -> &str {
+    match &assignment.name {
+        ast::AssignmentName::VariableName(name) => name,
+        ast::AssignmentName::ArrayElementName(name, _) => name,
+    }
+}
