@@ -71,11 +71,39 @@ enum Command {
         #[command(flatten)]
         at: Where,
     },
-    /// Load a config file (or the built-in defaults) and print the values in force.
+    /// Load a config file (or the built-in defaults), run the examples and tests its rules
+    /// carry, and print the configuration in force as TOML.
     CheckConfig {
         /// The config file; without it the built-in defaults apply.
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Ask the permission policy about a command line; nothing runs.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Show the decision a bash call of COMMAND gets, and per segment what decided it.
+    Explain {
+        /// The config file whose rules judge (default: the built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The session mode (default: the config's default_mode).
+        #[arg(long, value_parser = ["ask", "auto", "read-only"])]
+        mode: Option<String>,
+        /// An "allow always" grant of the session, as a command prefix (repeatable).
+        #[arg(long = "grant", value_name = "PREFIX")]
+        grants: Vec<String>,
+        /// Print the judgement as JSON (the shape is in the README).
+        #[arg(long)]
+        json: bool,
+        /// The command line, after `--`.
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
     },
 }
 
@@ -83,6 +111,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Policy {
+            command:
+                PolicyCommand::Explain {
+                    config,
+                    mode,
+                    grants,
+                    json,
+                    command,
+                },
+        } => explain(
+            config.as_deref(),
+            mode.as_deref(),
+            &grants,
+            json,
+            &command.join(" "),
+        ),
         Command::Serve { at, stdio } => {
             limit_malloc_arenas();
             runtime().and_then(|rt| rt.block_on(serve(at, stdio)))
@@ -129,9 +173,74 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 fn check_config(path: Option<&Path>) -> Result<(), String> {
+    let config = load_checked(path)?;
+    print!("{}", config.to_toml()?);
+    println!(
+        "# state_dir in force: {}",
+        config.exec.state_dir().display()
+    );
+    Ok(())
+}
+
+/// Loads a config and refuses it when an example or test its rules carry fails: what
+/// `dsh serve` and `dsh check-config` run with.
+fn load_checked(path: Option<&Path>) -> Result<Config, String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
-    println!("{config:#?}");
-    println!("state_dir in force: {}", config.exec.state_dir().display());
+    check_rules(&config)?;
+    Ok(config)
+}
+
+/// Runs the examples and tests the permission rules carry; a daemon never runs rules that
+/// fail their own examples.
+fn check_rules(config: &Config) -> Result<(), String> {
+    let failed = dsh::policy::check_config(&config.permissions);
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = failed.iter().map(|f| format!("  {f}")).collect();
+    Err(format!(
+        "the permission rules' examples or tests fail:\n{}",
+        lines.join("\n")
+    ))
+}
+
+/// `dsh policy explain`: the policy's judgement of one bash call, with nothing run.
+fn explain(
+    path: Option<&Path>,
+    mode: Option<&str>,
+    grants: &[String],
+    json: bool,
+    command: &str,
+) -> Result<(), String> {
+    let config = load_checked(path)?;
+    let mode = match mode {
+        Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
+        None => config.permissions.default_mode,
+    };
+    let grants: Vec<dsh::policy::Grant> = grants
+        .iter()
+        .map(|g| dsh::policy::Grant(g.split_whitespace().map(str::to_owned).collect()))
+        .collect();
+    let policy = dsh::policy::Policy::new(&config.permissions);
+    let judged = policy.judge(
+        "bash",
+        &serde_json::json!({ "command": command }),
+        mode,
+        &grants,
+    );
+    if json {
+        let value = serde_json::json!({
+            "command": command,
+            "mode": mode.id(),
+            "judgement": judged,
+        });
+        println!("{value:#}");
+    } else {
+        print!(
+            "{}",
+            dsh::policy::explain::render(command, mode.id(), &judged)
+        );
+    }
     Ok(())
 }
 
@@ -165,6 +274,7 @@ fn init_logging(state_dir: &Path) {
 
 async fn serve(at: Where, stdio: bool) -> Result<(), String> {
     let config = at.config()?;
+    check_rules(&config)?;
     init_logging(&config.exec.state_dir());
     let daemon = Daemon::build(config)?;
     if stdio {

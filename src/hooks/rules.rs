@@ -4,16 +4,17 @@
 use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
 use crate::config::{Decision, Mode};
 use crate::policy::Policy;
+use std::sync::Arc;
 
 /// Vetoes what the policy denies and marks what it wants asked.
 pub struct PolicyHook {
-    policy: Policy,
+    policy: Arc<Policy>,
     /// The mode of a call made outside any session.
     sessionless_mode: Mode,
 }
 
 impl PolicyHook {
-    pub fn new(policy: Policy) -> Self {
+    pub fn new(policy: Arc<Policy>) -> Self {
         Self {
             policy,
             sessionless_mode: Mode::Ask,

@@ -18,6 +18,7 @@
 //! it, and "allow always" grants one command prefix, never a whole compound command.
 
 pub mod argv;
+pub mod explain;
 pub mod read_only;
 pub mod shell;
 pub mod word;

@@ -156,33 +156,36 @@ static WRAPPERS: &[Wrapper] = &[
         ]),
         WORDS,
     ),
-    row(
-        "xargs",
-        Grammar::stopping(&[
-            both('0', "null", No),
-            both('a', "arg-file", Required),
-            both('d', "delimiter", Required),
-            short('E', Required),
-            both('e', "eof", Optional),
-            short('I', Required),
-            both('i', "replace", Optional),
-            short('L', Required),
-            both('l', "max-lines", Optional),
-            both('n', "max-args", Required),
-            both('o', "open-tty", No),
-            both('P', "max-procs", Required),
-            both('p', "interactive", No),
-            long("process-slot-var", Required),
-            both('r', "no-run-if-empty", No),
-            both('s', "max-chars", Required),
-            long("show-limits", No),
-            both('t', "verbose", No),
-            both('x', "exit", No),
-            LONG_HELP,
-            LONG_VERSION,
-        ]),
-        WORDS,
-    ),
+    Wrapper {
+        runs: Runs::Custom(xargs),
+        ..row(
+            "xargs",
+            Grammar::stopping(&[
+                both('0', "null", No),
+                both('a', "arg-file", Required),
+                both('d', "delimiter", Required),
+                short('E', Required),
+                both('e', "eof", Optional),
+                short('I', Required),
+                both('i', "replace", Optional),
+                short('L', Required),
+                both('l', "max-lines", Optional),
+                both('n', "max-args", Required),
+                both('o', "open-tty", No),
+                both('P', "max-procs", Required),
+                both('p', "interactive", No),
+                long("process-slot-var", Required),
+                both('r', "no-run-if-empty", No),
+                both('s', "max-chars", Required),
+                long("show-limits", No),
+                both('t', "verbose", No),
+                both('x', "exit", No),
+                LONG_HELP,
+                LONG_VERSION,
+            ]),
+            WORDS,
+        )
+    },
     Wrapper {
         runs: Runs::Custom(flock),
         ..row(
@@ -524,6 +527,7 @@ static WRAPPERS: &[Wrapper] = &[
     own("source", source),
     own(".", source),
     own("find", find),
+    own("sg", sg),
     own("bash", shell),
     own("sh", shell),
     own("dash", shell),
@@ -657,7 +661,11 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<Inner> {
             let start = parsed.first_operand(args.len()) + skip;
             let command = command_at(args, start, assignments);
             if command.is_empty() && wrapper.shell_without_command {
-                return vec![shell_reading(stdin, args, wrapper.name)];
+                let why = format!(
+                    "`{}` starts a shell that reads its commands from stdin",
+                    wrapper.name
+                );
+                return vec![shell_reading(stdin, args, &why)];
             }
             command
         }
@@ -700,13 +708,10 @@ fn opaque(words: &[Word], why: String) -> Inner {
 
 /// An interactive shell (no command given) reads its commands from stdin: a literal
 /// here-document or here-string is judged as the script it is, anything else is opaque.
-fn shell_reading(stdin: &Stdin, args: &[Word], who: &str) -> Inner {
+fn shell_reading(stdin: &Stdin, args: &[Word], why: &str) -> Inner {
     match stdin {
         Stdin::Literal(text) => Inner::Script(text.clone()),
-        Stdin::Unknown => opaque(
-            args,
-            format!("`{who}` starts a shell that reads its commands from stdin"),
-        ),
+        Stdin::Unknown => opaque(args, why.to_owned()),
     }
 }
 
@@ -790,7 +795,11 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
         let start = offset + parsed.first_operand(args.len() - offset);
         let after_dashes = start > 0 && args[start - 1].known() && args[start - 1].text == "--";
         let Some(word) = args.get(start) else {
-            return vec![shell_reading(stdin, args, "sudo")];
+            return vec![shell_reading(
+                stdin,
+                args,
+                "`sudo` starts a shell that reads its commands from stdin",
+            )];
         };
         if !word.known() {
             return vec![opaque(
@@ -851,7 +860,11 @@ fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
     let mut operands: Vec<&Word> = parsed.operands.iter().map(|&i| &args[i]).collect();
     if parsed.has("user") {
         let Some(&first) = parsed.operands.first() else {
-            return vec![shell_reading(stdin, args, "runuser")];
+            return vec![shell_reading(
+                stdin,
+                args,
+                "`runuser` starts a shell that reads its commands from stdin",
+            )];
         };
         return command_at(args, first, false);
     }
@@ -859,7 +872,11 @@ fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
         operands.remove(0);
     }
     match operands.len() {
-        0 | 1 => vec![shell_reading(stdin, args, "su")],
+        0 | 1 => vec![shell_reading(
+            stdin,
+            args,
+            "`su` starts a shell that reads its commands from stdin",
+        )],
         _ => vec![opaque(
             args,
             "the user's shell runs a script named by its arguments".into(),
@@ -869,7 +886,11 @@ fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
 
 /// `script [OPTIONS] [FILE]`: without `-c` it starts an interactive shell.
 fn script(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
-    vec![shell_reading(stdin, args, "script")]
+    vec![shell_reading(
+        stdin,
+        args,
+        "`script` starts a shell that reads its commands from stdin",
+    )]
 }
 
 /// `watch [OPTIONS] COMMAND...` joins the words and runs them with `sh -c`, or execs them
@@ -984,10 +1005,69 @@ fn find(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<Inner> {
         {
             i += 1;
         }
-        inner.extend(command_at(&words[..i], start, false));
+        // `{}` becomes a found path: a word holding it is only known when find runs.
+        let command: Vec<Word> = words[start..i].iter().map(|w| filled_in(w, "{}")).collect();
+        inner.extend(command_at(&command, 0, false));
         i += 1;
     }
     inner
+}
+
+/// `word`, made a word known only at run time when it holds `placeholder` (a value that
+/// the wrapper fills in from its input).
+fn filled_in(word: &Word, placeholder: &str) -> Word {
+    let mut word = word.clone();
+    word.dynamic |= word.text.contains(placeholder);
+    word
+}
+
+/// `xargs [OPTIONS] [COMMAND [ARGS]]`: the command gets words read from stdin, appended
+/// (one more word only known at run time: `xargs sh -c` takes its script from there), or
+/// put in place of the replace string with `-I R` / `-i[R]` (default `{}`).
+fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+    let start = parsed.first_operand(args.len());
+    let replace = parsed
+        .options
+        .iter()
+        .rev()
+        .find(|g| g.option.is("I") || g.option.is("replace"))
+        .map(|g| g.value.clone().unwrap_or_else(|| "{}".to_owned()));
+    let mut command: Vec<Word> = match &replace {
+        Some(placeholder) if !placeholder.is_empty() => args[start..]
+            .iter()
+            .map(|w| filled_in(w, placeholder))
+            .collect(),
+        _ => args[start..].to_vec(),
+    };
+    if command.is_empty() {
+        return Vec::new();
+    }
+    if replace.is_none() {
+        command.push(Word {
+            text: "<words read from stdin>".into(),
+            dynamic: true,
+            pattern: false,
+        });
+    }
+    command_at(&command, 0, false)
+}
+
+/// `sg [-] [GROUP [-c] COMMAND]`: COMMAND is a command line for `/bin/sh -c`.
+fn sg(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
+    let mut rest = args;
+    if rest.first().is_some_and(|w| w.text == "-") {
+        rest = &rest[1..];
+    }
+    match rest {
+        [] | [_] => vec![shell_reading(
+            stdin,
+            args,
+            "`sg` starts a shell that reads its commands from stdin",
+        )],
+        [_, flag, script] if flag.text == "-c" => join_script(std::slice::from_ref(script)),
+        [_, script] => join_script(std::slice::from_ref(script)),
+        _ => vec![opaque(args, "`sg` with more than one command word".into())],
+    }
 }
 
 /// `bash [OPTIONS] [-c STRING [ARG0 [ARGS]] | FILE [ARGS] | -s [ARGS]]`. With `-c` the first
@@ -1047,7 +1127,11 @@ fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<Inner> {
         };
     }
     if reads_stdin || i >= words.len() {
-        return vec![shell_reading(stdin, words, "the shell")];
+        return vec![shell_reading(
+            stdin,
+            words,
+            "the shell reads its script from stdin (a pipe, a file or the terminal)",
+        )];
     }
     vec![opaque(
         &words[i..],
@@ -1121,8 +1205,8 @@ mod tests {
         runs("timeout --k 1 5 rm x", "rm x");
         runs("stdbuf --out L rm x", "rm x");
         runs("stdbuf --o L --e=0 rm x", "rm x");
-        runs("xargs --max-a 1 rm", "rm");
-        runs("xargs --arg 1 rm", "rm");
+        runs("xargs --max-a 1 rm", "rm <words read from stdin>");
+        runs("xargs --arg 1 rm", "rm <words read from stdin>");
         runs("env --split 'rm x'", "rm x");
         runs("env --u HOME rm x", "rm x");
         runs("env --ch /tmp rm x", "rm x");
@@ -1163,10 +1247,10 @@ mod tests {
         runs("xargs -0 -I {} rm {}", "rm {}");
         runs("xargs -i{} rm {}", "rm {}");
         runs("xargs -i rm x", "rm x");
-        runs("xargs -l rm", "rm");
-        runs("xargs -e STOP rm", "STOP rm");
-        runs("xargs -L 1 rm", "rm");
-        runs("xargs -rtn1 rm", "rm");
+        runs("xargs -l rm", "rm <words read from stdin>");
+        runs("xargs -e STOP rm", "STOP rm <words read from stdin>");
+        runs("xargs -L 1 rm", "rm <words read from stdin>");
+        runs("xargs -rtn1 rm", "rm <words read from stdin>");
         runs("env -iu HOME rm x", "rm x");
         runs("env -C/tmp rm x", "rm x");
         runs("sudo -u root -g root rm x", "rm x");
@@ -1348,6 +1432,37 @@ mod tests {
         assert_eq!(
             inner_with("bash -", &Stdin::Literal("rm x".into())),
             ["script: rm x"]
+        );
+    }
+
+    /// What xargs and find fill in from their input is known only when they run: as a
+    /// script (`xargs sh -c`, `-I{} sh -c '{}'`) or a command name (`-exec {} x`) it is
+    /// opaque.
+    #[test]
+    fn words_filled_in_from_input_are_not_known() {
+        is_opaque_in("xargs sh -c");
+        is_opaque_in("xargs -I{} sh -c {}");
+        is_opaque_in("xargs -i bash -c 'echo {}'");
+        assert_eq!(inner("find . -exec {} x ;").len(), 1);
+        let words = split("find . -exec {} x ;");
+        let Inner::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0] else {
+            panic!("a command");
+        };
+        assert!(words[0].dynamic);
+        runs("sg root -c 'rm x'", "script: rm x");
+        runs("sg - root 'rm x'", "script: rm x");
+    }
+
+    /// The wrapper's inner command itself hands an opaque script to a shell.
+    fn is_opaque_in(line: &str) {
+        let words = split(line);
+        let Inner::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0] else {
+            panic!("{line}: a command");
+        };
+        let found = shown(&inner_commands(words, &Stdin::Unknown));
+        assert!(
+            found.len() == 1 && found[0].starts_with("opaque"),
+            "{line}: {found:?}"
         );
     }
 

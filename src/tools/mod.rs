@@ -54,6 +54,8 @@ pub trait Tool: Send + Sync {
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     waterfall: Waterfall,
+    /// The judge of `standard()`'s policy hook (the defaults' for a bare registry).
+    policy: Arc<Policy>,
 }
 
 impl ToolRegistry {
@@ -62,6 +64,7 @@ impl ToolRegistry {
         Self {
             tools: Vec::new(),
             waterfall: Waterfall::new(),
+            policy: Arc::new(Policy::new(&Default::default())),
         }
     }
 
@@ -84,9 +87,10 @@ impl ToolRegistry {
         registry
             .waterfall
             .push(Arc::new(SchemaHook::new(registry.schemas())));
+        registry.policy = Arc::new(Policy::new(&config.permissions));
         registry
             .waterfall
-            .push(Arc::new(PolicyHook::new(Policy::new(&config.permissions))));
+            .push(Arc::new(PolicyHook::new(registry.policy.clone())));
         for hook in &config.hooks.command {
             registry
                 .waterfall
@@ -99,6 +103,12 @@ impl ToolRegistry {
     /// Adds a tool after those already registered.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.push(tool);
+    }
+
+    /// The policy the waterfall's policy hook judges with: `explain` asks this same one, so
+    /// its answer is the one a real call gets.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
 
     /// The waterfall, to add or reorder hooks.

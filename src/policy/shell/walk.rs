@@ -634,9 +634,12 @@ impl Walker {
                     w.unwrap(&words, stdin)
                 }
                 Inner::Script(script) => w.line(&script),
-                Inner::Opaque { words, why } => {
+                Inner::Opaque { words: inner, why } => {
+                    // With no words of its own (`bash` reading stdin) it stands for the
+                    // wrapper's whole line.
+                    let shown = if inner.is_empty() { words } else { &inner[..] };
                     w.out.push(Segment {
-                        words: texts(&words),
+                        words: texts(shown),
                         via: w.via.clone(),
                         opaque: Some(why),
                         writes_redirect: false,

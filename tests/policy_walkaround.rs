@@ -1,0 +1,749 @@
+//! Walk-arounds of a deny rule and of read-only mode, through the real daemon
+//! (spec issue 12; rules P1-P8 of ../shared/spec/policy.md).
+//!
+//! One table of command-line shapes, each a way a shell could be made to run a
+//! command the policy must see. A shape is a template: `%V` is the inner
+//! command's name, and the other `%` placeholders (see [`expand`]) are spellings
+//! of it and of its file argument. Each shape runs in a directory of its own
+//! holding a file `canary`:
+//!
+//! * pass 1 (`p1_p6_deny_rule_on_rm_survives_every_walk_around`): mode `auto`,
+//!   the rule `rm` -> deny, every permission question rejected; the inner command
+//!   is `rm canary`; the canary must survive.
+//! * pass 2 (`p5_p7_read_only_mode_creates_nothing_through_any_walk_around`):
+//!   mode `read-only`; the inner command is `touch canary.new`; the canary must
+//!   survive, and nothing may appear next to it.
+//!
+//! The control (`control_every_shape_really_runs_its_inner_command_in_plain_bash`)
+//! runs every shape with plain `bash -c` the way the local executor does (new
+//! session, stdin /dev/null, TERM=dumb) and requires it to delete the canary,
+//! and to create `canary.new`: a shape that does nothing in plain bash proves
+//! nothing through dsh. Shapes marked `root` need root (sudo, su, runuser,
+//! chroot, namespaces); the control skips them when not root.
+//!
+//! Not in the table (P8): interpreters and compilers given code (`python3 -c`,
+//! `perl -e`, `make`), and programs that delete without running a command
+//! (`find -delete`, `rsync --remove-source-files`): rules judge what a line
+//! says, not what a program does.
+//!
+//! Debian packages the shapes need (for scripts/test): bash, dash, coreutils,
+//! findutils, util-linux (setsid, flock, ionice, chrt, taskset, su, runuser,
+//! unshare, nsenter, setpriv, prlimit, choom, setarch), bsdutils (script),
+//! procps (watch), time (/usr/bin/time), sudo, login (sg), dpkg
+//! (start-stop-daemon), openssh-client (ssh-agent), strace, fakeroot.
+
+mod common;
+
+use common::client::Client;
+use common::daemon::{SocketDaemon, workspace};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const CONFIG: &str = r#"[permissions]
+default_mode = "auto"
+[[permissions.rules]]
+tool = "bash"
+command = "rm"
+action = "deny"
+"#;
+
+/// One walk-around: a template (placeholders in [`expand`]) and its family.
+struct Shape {
+    /// The family and the spec rules it exercises.
+    family: &'static str,
+    line: &'static str,
+    /// Needs root to work at all (the control skips it otherwise).
+    root: bool,
+}
+
+const fn s(family: &'static str, line: &'static str) -> Shape {
+    Shape {
+        family,
+        line,
+        root: false,
+    }
+}
+
+const fn root(family: &'static str, line: &'static str) -> Shape {
+    Shape {
+        family,
+        line,
+        root: true,
+    }
+}
+
+#[rustfmt::skip]
+const SHAPES: &[Shape] = &[
+    // ---- Issue family 1: GNU long options abbreviated, attached, clustered (P3) ----
+    // nice
+    s("P3 nice plain", "nice %V %F"),
+    s("P3 nice -n value", "nice -n 5 %V %F"),
+    s("P3 nice -n attached", "nice -n5 %V %F"),
+    s("P3 nice obsolete -N", "nice -5 %V %F"),
+    s("P3 nice --adj abbreviated", "nice --adj 5 %V %F"),
+    s("P3 nice --adjustment=", "nice --adjustment=5 %V %F"),
+    s("P3 nice --a= abbreviated", "nice --a=5 %V %F"),
+    s("P3 nice --", "nice -- %V %F"),
+    // timeout
+    s("P3 timeout plain", "timeout 5 %V %F"),
+    s("P3 timeout --sig abbreviated", "timeout --sig KILL 5 %V %F"),
+    s("P3 timeout --signal=", "timeout --signal=KILL 5 %V %F"),
+    s("P3 timeout -s value", "timeout -s KILL 5 %V %F"),
+    s("P3 timeout -s attached", "timeout -sKILL 5 %V %F"),
+    s("P3 timeout --k abbreviated", "timeout --k 1 5 %V %F"),
+    s("P3 timeout -k attached", "timeout -k1 5 %V %F"),
+    s("P3 timeout cluster -vk", "timeout -vk 1 5s %V %F"),
+    s("P3 timeout --fore abbreviated", "timeout --fore 5 %V %F"),
+    s("P3 timeout --preserve abbreviated", "timeout --preserve 5 %V %F"),
+    s("P3 timeout --", "timeout -- 5 %V %F"),
+    // stdbuf
+    s("P3 stdbuf --out abbreviated", "stdbuf --out L %V %F"),
+    s("P3 stdbuf -o attached", "stdbuf -oL %V %F"),
+    s("P3 stdbuf -o value", "stdbuf -o L %V %F"),
+    s("P3 stdbuf --i abbreviated", "stdbuf --i 0 %V %F"),
+    s("P3 stdbuf --e= abbreviated", "stdbuf --e=0 %V %F"),
+    s("P3 stdbuf --output= --error=", "stdbuf --output=L --error=0 %V %F"),
+    // xargs
+    s("P3 xargs from a pipe", "echo %F | xargs %V"),
+    s("P3 xargs --max-a abbreviated", "echo %F | xargs --max-a 5 %V"),
+    s("P3 xargs --max-args=", "echo %F | xargs --max-args=5 %V"),
+    s("P3 xargs -n attached", "echo %F | xargs -n1 %V"),
+    s("P3 xargs -n -P values", "echo %F | xargs -n 1 -P 1 %V"),
+    s("P3 xargs --a abbreviated arg-file", "xargs --a /dev/stdin %V <<< %F"),
+    s("P3 xargs -a arg-file", "xargs -a /dev/stdin %V <<< %F"),
+    s("P3 xargs --arg-file= process substitution", "xargs --arg-file=<(echo %F) %V"),
+    s("P3 xargs herestring", "xargs %V <<< %F"),
+    s("P3 xargs -0", r"printf '%s\0' %F | xargs -0 %V"),
+    s("P3 xargs --nu abbreviated null", r"printf '%s\0' %F | xargs --nu %V"),
+    s("P3 xargs -I{}", "echo %F | xargs -I{} %V {}"),
+    s("P3 xargs -I {} separate", "echo %F | xargs -I {} %V {}"),
+    s("P3 xargs --replace optional", "echo %F | xargs --replace %V {}"),
+    s("P3 xargs -i deprecated", "echo %F | xargs -i %V {}"),
+    s("P3 xargs -L attached", "echo %F | xargs -L1 %V"),
+    s("P3 xargs --max-l= abbreviated", "echo %F | xargs --max-l=1 %V"),
+    s("P3 xargs -d", r"printf '%s\n' %F | xargs -d '\n' %V"),
+    s("P3 xargs --del abbreviated", r"printf '%s\n' %F | xargs --del '\n' %V"),
+    s("P3 xargs -r", "echo %F | xargs -r %V"),
+    s("P3 xargs --no-r abbreviated", "echo %F | xargs --no-r %V"),
+    s("P3 xargs -t", "echo %F | xargs -t %V"),
+    s("P3 xargs -E value", "echo %F | xargs -E EOF %V"),
+    s("P3 xargs --max-c abbreviated", "echo %F | xargs --max-c 1000 %V"),
+    s("P3 xargs -x -n cluster values", "echo %F | xargs -xn 1 %V"),
+    s("P3 xargs --pro abbreviated", "echo %F | xargs --pro SLOT %V"),
+    s("P3 xargs --", "echo %F | xargs -- %V"),
+    s("P3 P5 xargs command from its input", "echo %V %F | xargs env"),
+    s("P3 P4 xargs -I into sh -c", "echo '%V %F' | xargs -I{} sh -c '{}'"),
+    s("P3 P4 xargs sh -c with arguments", r#"echo %F | xargs sh -c '%V "$1"' _"#),
+    s("P3 P4 P5 xargs sh -c with the command from its input", r#"echo %V %F | xargs sh -c '"$0" "$@"'"#),
+    s("P3 P4 xargs sh -c with the script from its input", r#"xargs sh -c <<< "'%V %F'""#),
+    s("P3 P5 xargs timeout with the command from its input", "echo %V %F | xargs timeout 5"),
+    // env
+    s("P3 env plain", "env %V %F"),
+    s("P3 env --", "env -- %V %F"),
+    s("P3 env -i", "env -i %V %F"),
+    s("P3 env - (empty environment)", "env - %V %F"),
+    s("P3 env assignment", "env FOO=1 %V %F"),
+    s("P3 env -u value", "env -u HOME %V %F"),
+    s("P3 env -u attached", "env -uHOME %V %F"),
+    s("P3 env --unset=", "env --unset=HOME %V %F"),
+    s("P3 env --uns abbreviated", "env --uns HOME %V %F"),
+    s("P3 env -C", "env -C %D %V %F"),
+    s("P3 env --chdir=", "env --chdir=/ %V %P"),
+    s("P3 env --ch abbreviated", "env --ch %D %V %F"),
+    s("P3 env -S split string", "env -S '%V %F'"),
+    s("P3 env -S attached", "env -S'%V %F'"),
+    s("P3 env --split-string=", "env --split-string='%V %F'"),
+    s("P3 env --split abbreviated", "env --split '%V %F'"),
+    s("P3 env --s abbreviated", "env --s '%V %F'"),
+    s("P3 env cluster -iS", "env -iS '%V %F'"),
+    s("P3 env -S with an assignment", "env -S 'FOO=1 %V %F'"),
+    s("P3 env --default-signal=", "env --default-signal=PIPE %V %F"),
+    s("P3 env --ignore-signal=", "env --ignore-signal=INT %V %F"),
+    s("P3 env --block-signal (optional value)", "env --block-signal %V %F"),
+    s("P3 env -v debug", "env -v %V %F"),
+    s("P3 env PATH=", "env PATH=/usr/bin:/bin %V %F"),
+    s("P3 P5 env -S expanding a variable", "X=%V env -S '${X} %F'"),
+
+    // ---- Issue family 2: a shell reading its script from stdin (P4 literal, P5 piped) ----
+    s("P4 heredoc to bash, quoted delimiter", "bash <<'EOF'\n%V %F\nEOF"),
+    s("P4 heredoc to bash, unquoted delimiter", "bash <<EOF\n%V %F\nEOF"),
+    s("P4 heredoc to bash, <<- tabs", "bash <<-EOF\n\t%V %F\n\tEOF"),
+    s("P4 heredoc to sh", "sh <<'EOF'\n%V %F\nEOF"),
+    s("P4 herestring to sh", "sh <<< '%V %F'"),
+    s("P4 herestring to bash", "bash <<< '%V %F'"),
+    s("P4 herestring to bash -s", "bash -s <<< '%V %F'"),
+    s("P4 herestring to sh -s --", "sh -s -- <<< '%V %F'"),
+    s("P4 herestring to bash -", "bash - <<< '%V %F'"),
+    s("P4 herestring to dash", "dash <<< '%V %F'"),
+    s("P4 herestring to bash /dev/stdin", "bash /dev/stdin <<< '%V %F'"),
+    s("P5 herestring with an expansion", r#"bash <<< "$(echo %V) %F""#),
+    s("P5 pipe to bash", "echo '%V %F' | bash"),
+    s("P5 pipe to sh", "echo '%V %F' | sh"),
+    s("P5 pipe to bash -s", r"printf '%s\n' '%V %F' | bash -s"),
+    s("P5 heredoc through cat to bash", "cat <<'EOF' | bash\n%V %F\nEOF"),
+    s("P5 bash from a process substitution on stdin", "bash < <(echo '%V %F')"),
+    s("P5 bash script file from a process substitution", "bash <(echo %V %F)"),
+    s("P5 sh script file from a process substitution", "sh <(echo %V %F)"),
+    s("P5 BASH_ENV from a process substitution", "BASH_ENV=<(echo '%V %F') bash -c :"),
+    s("P5 bash reading a duplicated descriptor", "exec 3<<< '%V %F'; bash <&3"),
+    s("P5 bash script file on a herestring descriptor", "bash 3<<< '%V %F' /dev/fd/3"),
+    s("P5 heredoc with a command substitution", "bash -s <<EOF\n%V $(echo %F)\nEOF"),
+    s("P4 herestring double-quoted", r#"bash <<< "%V %F""#),
+    s("P5 bash running a script file written first", "echo '%V %F' > %D.sh; bash %D.sh"),
+
+    // ---- Issue family 3: source / . (P5) ----
+    s("P5 source process substitution", "source <(echo '%V %F')"),
+    s("P5 . process substitution", ". <(echo %V %F)"),
+    s("P5 source /dev/stdin herestring", "source /dev/stdin <<< '%V %F'"),
+    s("P5 . /dev/stdin heredoc", ". /dev/stdin <<'EOF'\n%V %F\nEOF"),
+    s("P5 builtin source", "builtin source <(echo %V %F)"),
+    s("P5 source a file written first", "echo '%V %F' > %D.sh; . %D.sh"),
+
+    // ---- Issue family 4: unknown wrappers (P6) and other wrappers (P3) ----
+    s("P6 flock file form", "flock %L %V %F"),
+    s("P6 flock -x", "flock -x %L %V %F"),
+    s("P6 flock -w value", "flock -w 5 %L %V %F"),
+    s("P6 flock --time abbreviated", "flock --time 5 %L %V %F"),
+    s("P6 flock -F no-fork", "flock -F %L %V %F"),
+    s("P4 P6 flock -c", "flock %L -c '%V %F'"),
+    s("P4 P6 flock --command", "flock %L --command '%V %F'"),
+    s("P6 ionice -c value", "ionice -c 3 %V %F"),
+    s("P6 ionice -c attached", "ionice -c3 %V %F"),
+    s("P6 ionice --class", "ionice --class idle %V %F"),
+    s("P6 ionice -t -c -n", "ionice -t -c 2 -n 7 %V %F"),
+    s("P6 chrt -o", "chrt -o 0 %V %F"),
+    s("P6 chrt --other", "chrt --other 0 %V %F"),
+    s("P6 chrt -b", "chrt -b 0 %V %F"),
+    s("P6 taskset mask", "taskset 1 %V %F"),
+    s("P6 taskset -c", "taskset -c 0 %V %F"),
+    s("P6 taskset --cpu-list", "taskset --cpu-list 0 %V %F"),
+    s("P6 setpriv --nnp", "setpriv --nnp %V %F"),
+    s("P6 setpriv --no-new-privs", "setpriv --no-new-privs %V %F"),
+    root("P6 setpriv --reuid --regid", "setpriv --reuid=0 --regid=0 --clear-groups %V %F"),
+    s("P4 P6 script -qc", "script -qc '%V %F' /dev/null"),
+    s("P4 P6 script -q -c", "script -q -c '%V %F' /dev/null"),
+    s("P4 P6 script --c abbreviated", "script --c '%V %F' -q /dev/null"),
+    s("P6 watch -x", "timeout 2 watch -n 0.1 -x %V %F"),
+    s("P4 P6 watch string", "timeout 2 watch -n 0.1 '%V %F'"),
+    s("P6 watch --exec", "timeout 2 watch --exec -n 0.1 %V %F"),
+    s("P6 unshare -U", "unshare -U %V %F"),
+    s("P6 unshare -r", "unshare -r %V %F"),
+    root("P6 unshare -m", "unshare -m %V %F"),
+    root("P6 unshare --mount", "unshare --mount %V %F"),
+    root("P6 unshare -u", "unshare -u %V %F"),
+    root("P6 nsenter -t -m", "nsenter -t $$ -m %V %P"),
+    root("P6 nsenter --target --mount --wd", "nsenter --target $$ --mount --wd=%D %V %F"),
+    root("P6 chroot /", "chroot / %V %P"),
+    root("P6 chroot --skip-chdir", "chroot --skip-chdir / %V %F"),
+    root("P6 chroot --userspec", "chroot --userspec=0:0 / %V %P"),
+    s("P6 prlimit --nofile=", "prlimit --nofile=1024 %V %F"),
+    s("P6 prlimit -n attached", "prlimit -n1024 %V %F"),
+    s("P6 choom --", "choom -n 0 -- %V %F"),
+    s("P6 setarch", "setarch $(uname -m) %V %F"),
+    s("P6 setarch -R", "setarch x86_64 -R %V %F"),
+    s("P6 linux64", "linux64 %V %F"),
+    s("P6 ssh-agent", "ssh-agent %V %F"),
+    s("P6 strace", "strace -o /dev/null %V %F"),
+    s("P6 fakeroot", "fakeroot %V %F"),
+    root("P6 start-stop-daemon", "start-stop-daemon --start --pidfile %D.pid --exec /usr/bin/%V -- %P"),
+    root("P6 start-stop-daemon -S -p -d -x", "start-stop-daemon -S -p %D.pid -d %D -x /usr/bin/%V -- %F"),
+    root("P4 P6 sg -c", "sg root -c '%V %F'"),
+    s("P3 nohup", "nohup %V %F"),
+    s("P3 nohup --", "nohup -- %V %F"),
+    s("P3 setsid -w", "setsid -w %V %F"),
+    s("P3 setsid --wait", "setsid --wait %V %F"),
+    s("P3 /usr/bin/time", "/usr/bin/time %V %F"),
+    s("P3 /usr/bin/time -p", "/usr/bin/time -p %V %F"),
+    s("P3 /usr/bin/time -o value", "/usr/bin/time -o /dev/null %V %F"),
+    s("P3 /usr/bin/time --format=", "/usr/bin/time --format=x %V %F"),
+    s("P1 time keyword", "time %V %F"),
+    s("P1 time -p keyword", "time -p %V %F"),
+    s("P3 command", "command %V %F"),
+    s("P3 command -p", "command -p %V %F"),
+    s("P3 command --", "command -- %V %F"),
+    s("P3 command command", "command command %V %F"),
+    s("P3 exec", "exec %V %F"),
+    s("P1 P3 exec in a subshell", "(exec %V %F)"),
+    s("P3 exec -a", "(exec -a foo %V %F)"),
+    s("P3 exec -c", "(exec -c %V %F)"),
+    s("P3 builtin command", "builtin command %V %F"),
+    s("P3 builtin exec", "(builtin exec %V %F)"),
+    s("P4 builtin eval", "builtin eval '%V %F'"),
+    s("P4 command eval", "command eval '%V %F'"),
+    root("P3 sudo", "sudo %V %F"),
+    root("P3 sudo -u value", "sudo -u root %V %F"),
+    root("P3 sudo -u attached", "sudo -uroot %V %F"),
+    root("P3 sudo --user=", "sudo --user=root %V %F"),
+    root("P3 sudo -n", "sudo -n %V %F"),
+    root("P3 sudo -E", "sudo -E %V %F"),
+    root("P3 sudo -H -u --", "sudo -H -u root -- %V %F"),
+    root("P3 sudo --preserve-env= (optional value)", "sudo --preserve-env=PATH %V %F"),
+    root("P3 sudo -s command", "sudo -s %V %F"),
+    root("P4 sudo sh -c", "sudo sh -c '%V %F'"),
+    root("P5 sudo -s reading stdin", "sudo -s <<< '%V %F'"),
+    root("P4 su -c", "su -c '%V %F'"),
+    root("P4 su root -c", "su root -c '%V %F'"),
+    root("P4 su -c before the user", "su -c '%V %F' root"),
+    root("P4 su --command=", "su --command='%V %F'"),
+    root("P4 su --comm abbreviated", "su --comm '%V %F'"),
+    root("P4 su -l -c", "su -l -c '%V %P'"),
+    root("P4 su -s shell -c", "su -s /bin/sh -c '%V %F'"),
+    root("P5 su reading stdin", "su <<< '%V %P'"),
+    root("P3 runuser -u --", "runuser -u root -- %V %F"),
+    root("P3 runuser -u", "runuser -u root %V %F"),
+    root("P3 runuser --user=", "runuser --user=root -- %V %F"),
+    root("P4 runuser -c", "runuser root -c '%V %F'"),
+    root("P4 runuser -l -c", "runuser -l root -c '%V %P'"),
+
+    // ---- find -exec and friends (P3) ----
+    s("P3 find -exec ;", r"find . -name %C -exec %V {}%E \;"),
+    s("P3 find -exec +", "find . -maxdepth 0 -exec %V %F {} +"),
+    s("P3 find -execdir", r"find . -name %C -execdir %V {}%E \;"),
+    s("P3 find -ok", r"find . -name %C -ok %V {}%E \; <<< y"),
+    s("P3 find -okdir", r"find . -name %C -okdir %V {}%E \; <<< y"),
+    s("P3 find -exec env", r"find . -name %C -exec env %V {}%E \;"),
+    s("P3 P5 find -exec {} as the command", r"find /usr/bin -maxdepth 1 -name %V -exec {} %P \;"),
+    s("P3 P4 find -exec sh -c", r#"find . -name %C -exec sh -c '%V "$1"%E' _ {} \;"#),
+
+    // ---- wrappers nested in wrappers (P3) ----
+    s("P3 timeout nice env", "timeout 5 nice -n 1 env %V %F"),
+    s("P3 nohup nice timeout", "nohup nice -n 1 timeout 5 %V %F"),
+    s("P3 env nice stdbuf", "env nice stdbuf -oL %V %F"),
+    s("P3 command env", "command env %V %F"),
+    s("P3 xargs nice", "echo %F | xargs nice %V"),
+    s("P3 env -S nice", "env -S 'nice %V %F'"),
+    s("P3 P6 flock timeout", "flock %L timeout 5 %V %F"),
+    s("P3 P6 ionice nice", "ionice -c 3 nice %V %F"),
+    root("P3 sudo timeout", "sudo -u root timeout 5 %V %F"),
+    root("P3 sudo env", "sudo env %V %F"),
+    root("P4 su -c timeout", "su -c 'timeout 5 %V %F'"),
+    s("P3 P4 timeout bash -c", "timeout 5 bash -c '%V %F'"),
+    s("P3 P4 nice sh herestring", "nice sh <<< '%V %F'"),
+
+    // ---- quoting of the command's name (P2) ----
+    s("P2 single quotes", "'%V' %F"),
+    s("P2 double quotes", r#""%V" %F"#),
+    s("P2 split single quotes", "'%0'%1%S %F"),
+    s("P2 empty single quotes inside", "%0''%1%S %F"),
+    s("P2 empty double quotes inside", r#"%0""%1%S %F"#),
+    s("P2 leading backslash", r"\%V %F"),
+    s("P2 inner backslash", r"%0\%1%S %F"),
+    s("P2 backslash-newline", "%0\\\n%1%S %F"),
+    s("P2 ANSI-C quotes", "$'%V' %F"),
+    s("P2 ANSI-C hex escape", r"$'\x%X%1%S' %F"),
+    s("P2 ANSI-C octal escape", r"$'\%O%1%S' %F"),
+    s("P2 ANSI-C hex escape, rest outside", r"$'\x%X'%1%S %F"),
+    s("P2 locale quotes", r#"$"%V" %F"#),
+    s("P2 leading blanks", " \t %V %F"),
+
+    // ---- paths to the program (P2) ----
+    s("P2 /bin path", "/bin/%V %F"),
+    s("P2 /usr/bin path", "/usr/bin/%V %F"),
+    s("P2 path with ..", "/usr/bin/../bin/%V %F"),
+    s("P2 path with //", "//usr//bin//%V %F"),
+    s("P2 path with /./", "/./usr/./bin/./%V %F"),
+    s("P2 relative path up to /", "../../../../../../../../../../../../usr/bin/%V %F"),
+    s("P2 tilde path", "~root/../usr/bin/%V %F"),
+    s("P2 quoted path", r#""/usr/bin/%V" %F"#),
+    s("P2 path with quoted name", "/usr/bin/'%V' %F"),
+    s("P2 P5 glob ?", "/usr/bin/%0?%S %F"),
+    s("P2 P5 glob bracket", "/usr/bin/%0[%1]%S %F"),
+    s("P2 P5 glob bracket first", "/usr/bin/[%0]%1%S %F"),
+    s("P2 P5 glob in the directory", "/usr/b?n/%V %F"),
+    s("P2 P5 brace expansion", "{%V,%F}"),
+
+    // ---- expansions in command position (P5) ----
+    s("P5 $X", "X=%V; $X %F"),
+    s("P5 ${X}", "X=%V; ${X} %F"),
+    s("P5 \"$X\"", r#"X=%V; "$X" %F"#),
+    s("P5 ${X} plus literal", "X=%0; ${X}%1%S %F"),
+    s("P5 ${X:-default}", "X=%V; ${X:-true} %F"),
+    s("P5 unset variable inside the name", "%0${NOPE}%1%S %F"),
+    s("P5 empty command substitution inside the name", "%0$()%1%S %F"),
+    s("P5 array element", "a=(%V); ${a[0]} %F"),
+    s("P5 indirection", "X=%V; Y=X; ${!Y} %F"),
+    s("P5 set -- and \"$@\"", r#"set -- %V %F; "$@""#),
+    s("P5 command substitution", r#""$(echo %V)" %F"#),
+    s("P5 backticks", "`echo %V` %F"),
+    s("P5 printf -v", "printf -v X %V; $X %F"),
+    s("P5 read from a herestring", "read X <<< %V; $X %F"),
+    s("P5 IFS split", "IFS=,; X=%V,%F; $X"),
+    s("P5 export", "export X=%V; $X %F"),
+    s("P5 declare", "declare X=%V; $X %F"),
+    s("P4 P5 assignment before eval", r"X=%V eval '$X %F'"),
+    s("P2 PATH assignment before the command", "PATH=/usr/bin:/bin %V %F"),
+    s("P2 PATH changed first", "export PATH=/usr/bin:/bin; %V %F"),
+    s("P2 hash -p", "hash -p /usr/bin/%V x; x %F"),
+
+    // ---- lists, pipelines, compound commands (P1) ----
+    s("P1 ;", "true; %V %F"),
+    s("P1 newline", "true\n%V %F"),
+    s("P1 &&", "true && %V %F"),
+    s("P1 ||", "false || %V %F"),
+    s("P1 pipe, right", "true | %V %F"),
+    s("P1 pipe, left", "%V %F | cat"),
+    s("P1 |&", "%V %F |& cat"),
+    s("P1 !", "! %V %F"),
+    s("P1 group", "{ %V %F; }"),
+    s("P1 subshell", "(%V %F)"),
+    s("P1 nested subshells", "( ( %V %F ) )"),
+    s("P1 background and wait", "%V %F & wait"),
+    s("P1 background group", "{ %V %F; } & wait"),
+    s("P1 arithmetic then", "((1)) && %V %F"),
+    s("P1 [[ ]] then", "[[ -e %C ]] && %V %F"),
+    s("P1 if body", "if true; then %V %F; fi"),
+    s("P1 if condition", "if %V %F; then :; fi"),
+    s("P1 else body", "if false; then :; else %V %F; fi"),
+    s("P1 while condition", "while %V %F; do break; done"),
+    s("P1 while body", "while true; do %V %F; break; done"),
+    s("P1 until condition", "until %V %F; do :; done"),
+    s("P1 for body", "for i in 1; do %V %F; done"),
+    s("P1 arithmetic for body", "for ((i=0;i<1;i++)); do %V %F; done"),
+    s("P1 case body", "case x in x) %V %F;; esac"),
+    s("P1 select body", "select x in a; do %V %F; break; done <<< 1"),
+    s("P1 time group", "time { %V %F; }"),
+    s("P1 deeply nested compounds", "if true; then for i in 1; do case x in *) { (%V %F); };; esac; done; fi"),
+    s("P1 coproc", "coproc %V %F; wait"),
+    s("P1 named coproc", "coproc X { %V %F; }; wait"),
+
+    // ---- command and process substitutions (P1) ----
+    s("P1 $( ) in an argument", "echo $(%V %F)"),
+    s("P1 backticks in an argument", "echo `%V %F`"),
+    s("P1 $( ) in an assignment", "x=$(%V %F)"),
+    s("P1 $( ) in double quotes", r#"echo "$(%V %F)""#),
+    s("P1 $( ) in a default", r#": "${X:-$(%V %F)}""#),
+    s("P1 $( ) in a test", r#"[ -z "$(%V %F)" ]"#),
+    s("P1 $( ) in a for list", "for i in $(%V %F); do :; done"),
+    s("P1 $( ) in a case word", "case $(%V %F) in *) ;; esac"),
+    s("P1 nested $( )", "echo $(echo $(%V %F))"),
+    s("P1 subshell in $( )", "echo $( (%V %F) )"),
+    s("P1 <( )", "cat <(%V %F)"),
+    s("P1 < <( )", "cat < <(%V %F)"),
+    s("P1 >( )", "tee >(%V %F) </dev/null; wait $!"),
+
+    // ---- nested shells and eval (P4) ----
+    s("P4 sh -c", "sh -c '%V %F'"),
+    s("P4 bash -c", "bash -c '%V %F'"),
+    s("P4 dash -c", "dash -c '%V %F'"),
+    s("P4 /bin/sh -c", "/bin/sh -c '%V %F'"),
+    s("P4 rbash -c", "rbash -c '%V %F'"),
+    s("P4 bash -lc", "bash -lc '%V %F'"),
+    s("P4 bash -ec cluster", "bash -ec '%V %F'"),
+    s("P4 bash -x -c", "bash -x -c '%V %F'"),
+    s("P4 bash --norc -c", "bash --norc -c '%V %F'"),
+    s("P4 bash -o errexit -c", "bash -o errexit -c '%V %F'"),
+    s("P4 bash -O extglob -c", "bash -O extglob -c '%V %F'"),
+    s("P4 bash -c --", "bash -c -- '%V %F'"),
+    s("P4 bash -c with $1", r#"bash -c '%V "$1"' _ %F"#),
+    s("P4 P5 bash -c with $0 as the command", r#"bash -c '"$0" "$1"' %V %F"#),
+    s("P4 P5 bash -c with \"$@\"", r#"bash -c '"$@"' _ %V %F"#),
+    s("P4 bash -c in bash -c", r#"bash -c "bash -c '%V %F'""#),
+    s("P4 sh -c in sh -c", r#"sh -c 'sh -c "%V %F"'"#),
+    s("P4 eval in bash -c", r#"bash -c 'eval "%V %F"'"#),
+    s("P4 env bash -c", "env bash -c '%V %F'"),
+    s("P4 eval single-quoted", "eval '%V %F'"),
+    s("P4 eval double-quoted", r#"eval "%V %F""#),
+    s("P4 eval words", "eval %V %F"),
+    s("P4 eval ANSI-C", "eval $'%V %F'"),
+    s("P4 eval in eval", r#"eval 'eval "%V %F"'"#),
+    s("P5 eval of a command substitution", r#"eval "$(echo '%V %F')""#),
+    s("P5 eval of a heredoc", "eval \"$(cat <<'EOF'\n%V %F\nEOF\n)\""),
+    s("P5 eval of a variable", r#"X='%V %F'; eval "$X""#),
+    s("P4 P5 bash -c of a variable", r#"X='%V %F'; bash -c "$X""#),
+
+    // ---- functions, aliases, traps, hooks (P4) ----
+    s("P4 function", "f(){ %V %F; }; f"),
+    s("P4 function keyword", "function f { %V %F; }; f"),
+    s("P4 function keyword with ()", "function f() { %V %F; }; f"),
+    s("P4 function with a subshell body", "f() ( %V %F ); f"),
+    s("P4 function forwarding \"$@\"", r#"f(){ "$@"; }; f %V %F"#),
+    s("P4 function named like a harmless command", r#"x(){ %V "$@"; }; x %F"#),
+    s("P4 function calling a later function", "f(){ g; }; g(){ %V %F; }; f"),
+    s("P4 command_not_found_handle", "command_not_found_handle(){ %V %F; }; nosuchcommand"),
+    s("P4 exported function called by a child shell", "f(){ %V %F; }; export -f f; bash -c f"),
+    s("P4 function in bash -c", "bash -c 'f(){ %V %F; }; f'"),
+    s("P4 alias on its own line", "shopt -s expand_aliases\nalias x='%V'\nx %F"),
+    s("P4 alias with its argument", "shopt -s expand_aliases; alias x='%V %F'\nx"),
+    s("P4 alias in bash -c", r"bash -c $'shopt -s expand_aliases\nalias x=%V\nx %F'"),
+    s("P4 alias through BASH_ALIASES", "shopt -s expand_aliases; BASH_ALIASES[x]=%V\nx %F"),
+    s("P4 trap EXIT", "trap '%V %F' EXIT"),
+    s("P4 trap EXIT then a command", r#"trap "%V %F" EXIT; true"#),
+    s("P4 trap --", "trap -- '%V %F' EXIT"),
+    s("P4 trap ERR", "trap '%V %F' ERR; false"),
+    s("P4 trap DEBUG", "trap '%V %F' DEBUG; :"),
+    s("P4 trap USR1", "trap '%V %F' USR1; kill -USR1 $$"),
+    s("P4 trap calling a function", "f(){ %V %F; }; trap f EXIT"),
+    s("P4 P5 trap of a command substitution", r#"trap "$(echo %V %F)" EXIT"#),
+];
+
+/// The inner command of a pass: its name and the suffix of its file argument.
+struct Verb {
+    name: &'static str,
+    ext: &'static str,
+}
+
+/// Pass 1: deletes the canary.
+const RM: Verb = Verb {
+    name: "rm",
+    ext: "",
+};
+
+/// Pass 2: creates `canary.new` next to the canary.
+const TOUCH: Verb = Verb {
+    name: "touch",
+    ext: ".new",
+};
+
+/// Fills a template's placeholders:
+/// `%V` the command's name (`rm`, `touch`); `%0`, `%1` its first and second
+/// letter and `%S` the rest after them; `%X`, `%O` its first letter in hex and
+/// octal; `%C` the canary's name; `%E` the file suffix (`""`, `".new"`); `%F`
+/// the file argument, relative (`canary`, `canary.new`); `%P` the same,
+/// absolute; `%D` the shape's directory (the command's cwd); `%L` a lock file
+/// outside it. Any other `%` is kept.
+fn expand(line: &str, verb: &Verb, dir: &Path, lock: &Path) -> String {
+    let v = verb.name;
+    let first = v.as_bytes()[0];
+    let file = format!("canary{}", verb.ext);
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            let value = match chars.peek() {
+                Some('V') => Some(v.to_string()),
+                Some('0') => Some(v[..1].to_string()),
+                Some('1') => Some(v[1..2].to_string()),
+                Some('S') => Some(v[2..].to_string()),
+                Some('X') => Some(format!("{first:x}")),
+                Some('O') => Some(format!("{first:o}")),
+                Some('C') => Some("canary".to_string()),
+                Some('E') => Some(verb.ext.to_string()),
+                Some('F') => Some(file.clone()),
+                Some('P') => Some(dir.join(&file).display().to_string()),
+                Some('D') => Some(dir.display().to_string()),
+                Some('L') => Some(lock.display().to_string()),
+                _ => None,
+            };
+            if let Some(value) = value {
+                out.push_str(&value);
+                chars.next();
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The directory of shape `i` under `ws` (with its canary) and its lock file.
+fn prepare(ws: &Path, i: usize) -> (String, PathBuf, PathBuf) {
+    let name = format!("s{i:03}");
+    let dir = ws.join(&name);
+    std::fs::create_dir_all(&dir).expect("mkdir shape dir");
+    std::fs::write(dir.join("canary"), "canary\n").expect("write canary");
+    let lock = ws.join(format!("{name}.lock"));
+    (name, dir, lock)
+}
+
+/// What is in `dir` besides the canary.
+fn extra_entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "canary")
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Distinct templates: a repeated row would count twice.
+#[test]
+fn the_table_has_at_least_80_distinct_shapes() {
+    let mut seen = std::collections::HashSet::new();
+    for shape in SHAPES {
+        assert!(seen.insert(shape.line), "repeated shape: {}", shape.line);
+        assert!(
+            ["%V", "%0", "%X", "%O"]
+                .iter()
+                .any(|p| shape.line.contains(p)),
+            "no inner command in {}",
+            shape.line
+        );
+        assert!(!shape.family.is_empty());
+    }
+    assert!(SHAPES.len() >= 80, "only {} shapes", SHAPES.len());
+}
+
+/// Runs `line` the way the local executor does: `bash -c` in `dir`, a new
+/// session, stdin /dev/null, TERM=dumb; bounded to 20 s.
+async fn plain_bash(line: &str, dir: &Path) -> String {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(line)
+        .current_dir(dir)
+        .env("TERM", "dumb")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    match tokio::time::timeout(Duration::from_secs(20), cmd.output()).await {
+        Ok(Ok(out)) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Ok(Err(e)) => format!("spawn failed: {e}"),
+        Err(_) => "timed out".to_string(),
+    }
+}
+
+/// Every shape really runs its inner command in plain bash: `rm` deletes the
+/// canary, `touch` creates `canary.new`. Otherwise its row proves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_every_shape_really_runs_its_inner_command_in_plain_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "ws");
+    let is_root = nix::unistd::geteuid().is_root();
+    let mut jobs = tokio::task::JoinSet::new();
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(8));
+    for (pass, verb) in [RM, TOUCH].into_iter().enumerate() {
+        let verb = std::sync::Arc::new(verb);
+        for (i, shape) in SHAPES.iter().enumerate() {
+            if shape.root && !is_root {
+                continue;
+            }
+            let (_, shape_dir, lock) = prepare(&ws, pass * 1000 + i);
+            let line = expand(shape.line, &verb, &shape_dir, &lock);
+            let verb = verb.clone();
+            let limit = limit.clone();
+            jobs.spawn(async move {
+                let _permit = limit.acquire_owned().await.unwrap();
+                let output = plain_bash(&line, &shape_dir).await;
+                let canary = shape_dir.join("canary").exists();
+                let new = shape_dir.join("canary.new").exists();
+                let worked = if verb.ext.is_empty() { !canary } else { new };
+                (!worked).then(|| format!("{:?}: {line:?}\n    {}", shape.family, output.trim()))
+            });
+        }
+    }
+    let mut broken: Vec<String> = jobs.join_all().await.into_iter().flatten().collect();
+    broken.sort();
+    assert!(
+        broken.is_empty(),
+        "{} shapes do nothing in plain bash:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+/// A daemon with [`CONFIG`], one session in `ws` in `mode`, and a check that
+/// commands really run there (`probe` must succeed), so that no row passes
+/// only because nothing runs at all.
+async fn daemon_session(dir: &Path, mode: &str, probe: &str) -> (SocketDaemon, Client, String) {
+    let daemon = SocketDaemon::start(dir, CONFIG).await;
+    let mut client = daemon.connect().await;
+    let ws = workspace(dir, "ws");
+    let session = client.new_session(&ws).await;
+    client.set_mode(&session, mode).await;
+    let (text, is_error) = client.bash(&session, probe).await;
+    assert!(
+        !is_error,
+        "the probe {probe:?} failed in mode {mode}: {text}"
+    );
+    (daemon, client, session)
+}
+
+/// Runs one shape as a bash tool call in `workdir`, every question rejected.
+async fn run_shape(client: &mut Client, session: &str, workdir: &str, line: &str) -> String {
+    client.permission_answers = std::iter::repeat_n("reject_once", 16).collect();
+    let (text, is_error) = client
+        .tool(
+            Some(session),
+            "bash",
+            json!({"command": line, "description": "walk-around", "workdir": workdir,
+                   "timeoutMs": 15000}),
+        )
+        .await;
+    client.permission_answers.clear();
+    let mut text = text.trim().replace('\n', " | ");
+    if text.len() > 160 {
+        let mut cut = 160;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    format!("{}{text}", if is_error { "error: " } else { "ran: " })
+}
+
+/// P1-P6 (P8 limits the table): with the rule `rm` -> deny in mode `auto` and
+/// every question rejected, no shape deletes the canary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, mut c, s) = daemon_session(dir.path(), "auto", "touch alive").await;
+    assert!(
+        dir.path().join("ws/alive").exists(),
+        "auto mode ran nothing"
+    );
+    let ws = dir.path().join("ws");
+    let mut holes = Vec::new();
+    for (i, shape) in SHAPES.iter().enumerate() {
+        let (name, shape_dir, lock) = prepare(&ws, i);
+        let line = expand(shape.line, &RM, &shape_dir, &lock);
+        let result = run_shape(&mut c, &s, &name, &line).await;
+        if !shape_dir.join("canary").exists() {
+            holes.push(format!("{:?}: {line:?}\n    {result}", shape.family));
+        }
+    }
+    assert!(
+        holes.is_empty(),
+        "{} of {} shapes deleted the canary despite `rm` -> deny:\n{}",
+        holes.len(),
+        SHAPES.len(),
+        holes.join("\n")
+    );
+}
+
+/// P5, P7: in mode `read-only`, no shape creates a file (or deletes the canary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p5_p7_read_only_mode_creates_nothing_through_any_walk_around() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, mut c, s) = daemon_session(dir.path(), "read-only", "ls").await;
+    let ws = dir.path().join("ws");
+    let mut holes = Vec::new();
+    for (i, shape) in SHAPES.iter().enumerate() {
+        let (name, shape_dir, lock) = prepare(&ws, i);
+        let line = expand(shape.line, &TOUCH, &shape_dir, &lock);
+        let result = run_shape(&mut c, &s, &name, &line).await;
+        let extra = extra_entries(&shape_dir);
+        let canary = shape_dir.join("canary").exists();
+        if !extra.is_empty() || !canary {
+            let what = if canary {
+                format!("created {extra:?}")
+            } else {
+                format!("deleted the canary, created {extra:?}")
+            };
+            holes.push(format!("{:?}: {line:?} {what}\n    {result}", shape.family));
+        }
+    }
+    assert!(
+        holes.is_empty(),
+        "{} of {} shapes wrote in read-only mode:\n{}",
+        holes.len(),
+        SHAPES.len(),
+        holes.join("\n")
+    );
+}
