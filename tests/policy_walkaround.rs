@@ -700,10 +700,34 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
     );
     let ws = dir.path().join("ws");
     let mut holes = Vec::new();
+    let mut disagreements = Vec::new();
     for (i, shape) in SHAPES.iter().enumerate() {
         let (name, shape_dir, lock) = prepare(&ws, i);
         let line = expand(shape.line, &RM, &shape_dir, &lock);
+        // What `_dsh/policy/explain` says this call gets, asked before it runs.
+        let explained = c
+            .request(
+                "_dsh/policy/explain",
+                json!({"sessionId": s, "command": line}),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("explain {line:?}: {e}"));
+        let explained = explained["judgement"]["decision"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let asked_before = c.permission_requests.len();
         let result = run_shape(&mut c, &s, &name, &line).await;
+        let asked = c.permission_requests.len() > asked_before;
+        let vetoed = result.starts_with("error: Error: vetoed by policy");
+        let real = match (vetoed, asked) {
+            (true, _) => "deny",
+            (false, true) => "ask",
+            (false, false) => "allow",
+        };
+        if real != explained {
+            disagreements.push(format!("{line:?}: explain {explained}, the call {real}"));
+        }
         if !shape_dir.join("canary").exists() {
             holes.push(format!("{:?}: {line:?}\n    {result}", shape.family));
         }
@@ -714,6 +738,12 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
         holes.len(),
         SHAPES.len(),
         holes.join("\n")
+    );
+    // The explain method and the waterfall call one function: they never disagree.
+    assert!(
+        disagreements.is_empty(),
+        "explain and the real call disagree:\n{}",
+        disagreements.join("\n")
     );
 }
 

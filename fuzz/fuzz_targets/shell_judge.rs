@@ -6,6 +6,8 @@
 //! - a command that cannot be parsed is never allowed;
 //! - a segment that names `rm` (a deny rule) makes the whole line denied, in
 //!   every mode, wherever it sits (after `;`, in `$( )`, behind `sudo`...);
+//! - a segment whose command cannot be known before it runs (opaque) is never
+//!   allowed (P5);
 //! - read-only mode allows only lines whose every segment is a known reader
 //!   (or runs nothing), with no writing redirection and no name known only at
 //!   run time;
@@ -77,7 +79,7 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
         };
         if segments
             .iter()
-            .any(|s| !s.dynamic_name && s.words.first().is_some_and(|w| w == "rm"))
+            .any(|s| s.opaque.is_none() && s.words.first().is_some_and(|w| w == "rm"))
         {
             assert_eq!(
                 judged.decision,
@@ -85,10 +87,20 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
                 "a segment named by a deny rule was not denied ({mode:?}): {command:?} -> {segments:?}"
             );
         }
+        // P5: a segment whose command cannot be known is never allowed (no rule here
+        // allows every call).
+        if judged.decision == Decision::Allow {
+            assert!(
+                segments.iter().all(|s| s.opaque.is_none()),
+                "an opaque segment was allowed ({mode:?}): {command:?} -> {segments:?}"
+            );
+        }
+        // Explaining never fails, whatever was judged.
+        let _ = dsh::policy::explain::render(&command, mode.id(), &judged);
         if mode == Mode::ReadOnly && judged.decision == Decision::Allow {
             for s in segments {
                 assert!(
-                    !s.dynamic_name && !s.writes_redirect,
+                    s.opaque.is_none() && !s.writes_redirect,
                     "{command:?} -> {s:?}"
                 );
                 assert!(

@@ -248,7 +248,8 @@ impl Agent {
         let mut meta = serde_json::Map::new();
         meta.insert(
             "dsh".into(),
-            json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/status", "_dsh/stop"],
+            json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/status", "_dsh/stop",
+                               "_dsh/policy/explain"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -830,6 +831,7 @@ impl Service for Agent {
         register!(m, "_dsh/tasks/list", tasks_list);
         register!(m, "_dsh/status", status);
         register!(m, "_dsh/stop", stop);
+        register!(m, "_dsh/policy/explain", policy_explain);
         m.into()
     }
 
@@ -849,6 +851,38 @@ impl Agent {
     async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
         self.stop_requested.cancel();
         Ok(json!({}))
+    }
+
+    /// `_dsh/policy/explain {sessionId?, command, mode?}`: the judgement a bash call of
+    /// `command` would get now, from the very policy the waterfall's hook uses, with the
+    /// session's mode and grants (or the config's default mode and none), `mode` taking
+    /// precedence. Nothing runs.
+    async fn policy_explain(&self, ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
+        let command = p
+            .get("command")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("`command` (string) is required"))?;
+        let session = match p.get("sessionId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(self.addressable(&ctx, id)?),
+            Some(_) => return Err(RpcError::invalid_params("`sessionId` must be a string")),
+        };
+        let mode = match p.get("mode") {
+            None | Some(Value::Null) => session
+                .as_ref()
+                .map(|s| s.mode())
+                .unwrap_or(self.sessions.default_mode()),
+            Some(Value::String(id)) => Mode::from_id(id).ok_or_else(|| {
+                RpcError::invalid_params(format!("unknown mode `{id}` (ask, auto, read-only)"))
+            })?,
+            Some(_) => return Err(RpcError::invalid_params("`mode` must be a string")),
+        };
+        let grants = session.as_ref().map(|s| s.grants()).unwrap_or_default();
+        let judged =
+            self.tools
+                .policy()
+                .judge("bash", &json!({ "command": command }), mode, &grants);
+        Ok(json!({"command": command, "mode": mode.id(), "judgement": judged}))
     }
 }
 

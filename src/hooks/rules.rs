@@ -48,3 +48,92 @@ impl Hook for PolicyHook {
         next.run(call).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PermissionRule, PermissionsConfig};
+    use crate::hooks::waterfall::{Terminal, Waterfall};
+    use crate::registry::SessionRegistry;
+    use tokio_util::sync::CancellationToken;
+
+    /// Stands for the tool: reaching it means the hooks let the call through.
+    struct Reached;
+
+    #[async_trait::async_trait]
+    impl Terminal for Reached {
+        async fn execute(&self, _call: &ToolCall) -> ToolOutput {
+            ToolOutput::ok("reached")
+        }
+    }
+
+    /// The command lines the fuzzer starts from (fuzz/seeds/shell_judge) and the issue's
+    /// walk-around families.
+    fn lines() -> Vec<String> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/shell_judge");
+        let mut lines: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| {
+                let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .collect();
+        lines.extend(
+            [
+                "nice --adj 5 rm x",
+                "bash <<< 'rm x'",
+                "source <(echo rm x)",
+                "flock f rm x",
+                "git status",
+                "ls | wc -l",
+                "$X y",
+            ]
+            .map(String::from),
+        );
+        lines
+    }
+
+    /// The hook decides exactly what `Policy::judge` (and so `explain`) says, in every mode.
+    #[tokio::test]
+    async fn the_hook_and_explain_agree_over_the_fuzz_seeds() {
+        let rule = |command: &str, action| PermissionRule {
+            tool: "bash".into(),
+            command: Some(command.into()),
+            action,
+            ..PermissionRule::default()
+        };
+        let policy = Arc::new(Policy::new(&PermissionsConfig {
+            rules: vec![
+                rule("rm", Decision::Deny),
+                rule("git status", Decision::Allow),
+                rule("curl", Decision::Ask),
+            ],
+            ..PermissionsConfig::default()
+        }));
+        let waterfall = Waterfall::new();
+        waterfall.push(Arc::new(PolicyHook::new(policy.clone())));
+        let sessions = SessionRegistry::new(Mode::Ask);
+        let session = sessions.create(std::env::temp_dir());
+        for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
+            session.set_mode(mode);
+            for line in lines() {
+                let arguments = serde_json::json!({ "command": line });
+                let explained = policy.judge("bash", &arguments, mode, &[]);
+                let call = ToolCall::new(
+                    "c",
+                    "bash",
+                    arguments,
+                    Some(session.clone()),
+                    CancellationToken::new(),
+                );
+                let out = waterfall.run(&call, &Reached).await;
+                let verdict = call.verdict();
+                assert_eq!(verdict.decision, explained.decision, "{mode:?} {line:?}");
+                assert_eq!(out.vetoed, explained.decision == Decision::Deny, "{line:?}");
+                if explained.decision != Decision::Allow {
+                    assert_eq!(verdict.reason, explained.reason, "{line:?}");
+                }
+            }
+        }
+    }
+}

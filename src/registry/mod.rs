@@ -199,6 +199,11 @@ impl SessionRegistry {
         }
     }
 
+    /// The mode a new session starts in (and a sessionless question is judged in).
+    pub fn default_mode(&self) -> Mode {
+        self.default_mode
+    }
+
     /// Creates a session with a fresh random id.
     pub fn create(&self, cwd: PathBuf) -> Arc<Session> {
         self.insert(uuid::Uuid::new_v4().to_string(), cwd)
