@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B6` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B6`, `J1` run only those scenarios (for profiling one);
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
@@ -70,6 +70,7 @@ struct Counts {
     b4_sessions: usize,
     b5_sessions: usize,
     b6_calls: usize,
+    j1_judgements: usize,
 }
 
 const FULL: Counts = Counts {
@@ -84,6 +85,7 @@ const FULL: Counts = Counts {
     b4_sessions: 100,
     b5_sessions: 10_000,
     b6_calls: 1000,
+    j1_judgements: 300,
 };
 
 const QUICK: Counts = Counts {
@@ -99,6 +101,7 @@ const QUICK: Counts = Counts {
     b4_sessions: 4,
     b5_sessions: 200,
     b6_calls: 40,
+    j1_judgements: 20,
 };
 
 // ---------------------------------------------------------------------------
@@ -1019,6 +1022,85 @@ async fn b6(env: &Env) -> Res<Outcome> {
     })
 }
 
+/// A compound command line of at least `bytes` bytes: lists, pipes, substitutions,
+/// wrappers nested in wrappers, a heredoc to a shell and redirections, as an agent writes
+/// them, repeated with varying names.
+fn compound_line(bytes: usize) -> String {
+    let mut line = String::new();
+    let mut i = 0;
+    while line.len() < bytes {
+        line.push_str(&format!(
+            "timeout --sig KILL 5 nice -n 1 env A{i}=1 rm -rf build{i} && git status --short | \
+             grep -v '^??' > /dev/null; echo \"$(ls -la dir{i} 2>&1 | wc -l)\" || \
+             sudo -u root xargs -I{{}} cp {{}} out{i}/ < list{i}.txt; \
+             bash -c 'cd src{i} && cargo build --release'; find . -name '*.o{i}' -exec rm {{}} \\; ;\n"
+        ));
+        i += 1;
+    }
+    line
+}
+
+/// J1 (issue 12): judging a 10 KB compound command line in-process, against judging
+/// `git status` in the same moment; the target is under 1 ms per judgement.
+async fn j1(env: &Env) -> Res<Outcome> {
+    use dsh::config::{Decision, Mode, PermissionRule, PermissionsConfig};
+    use dsh::policy::Policy;
+    let rule = |command: &str, action| PermissionRule {
+        tool: "bash".into(),
+        command: Some(command.into()),
+        action,
+        ..PermissionRule::default()
+    };
+    let policy = Policy::new(&PermissionsConfig {
+        rules: vec![rule("rm", Decision::Deny), rule("git status", Decision::Allow)],
+        ..PermissionsConfig::default()
+    });
+    let long = json!({ "command": compound_line(10 * 1024) });
+    let short = json!({ "command": "git status" });
+    let judged = policy.judge("bash", &long, Mode::Auto, &[]);
+    if judged.segments.len() < 100 || judged.decision != Decision::Deny {
+        return Err(format!(
+            "J1: the long line was not judged as written ({} segments, {:?}: {})",
+            judged.segments.len(),
+            judged.decision,
+            judged.reason
+        ));
+    }
+    let n = env.counts.j1_judgements;
+    let (mut long_times, mut short_times) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n + env.counts.warmup {
+        let a = Instant::now();
+        std::hint::black_box(policy.judge("bash", &long, Mode::Auto, &[]));
+        let a = a.elapsed();
+        let b = Instant::now();
+        std::hint::black_box(policy.judge("bash", &short, Mode::Auto, &[]));
+        let b = b.elapsed();
+        if i >= env.counts.warmup {
+            long_times.push(a);
+            short_times.push(b);
+        }
+    }
+    let (l, s) = (Stats::of(&long_times), Stats::of(&short_times));
+    Ok(Outcome {
+        rows: vec![Row {
+            id: "J1",
+            scenario: format!(
+                "judge a {} KB compound line ({} segments)",
+                long["command"].as_str().map_or(0, str::len) / 1024,
+                judged.segments.len()
+            ),
+            metric: "median judgement",
+            unit: "ms",
+            dsh: l.p50,
+            baseline: Some(s.p50),
+            ratio: Some(l.p50 / s.p50),
+            target: Target::ValueAtMost(1.0),
+        }],
+        notes: vec![l.line("J1 10 KB line  "), s.line("J1 `git status`")],
+        details: json!({"long": l.json(), "short": s.json(), "segments": judged.segments.len()}),
+    })
+}
+
 // ---------------------------------------------------------------------------
 // Report
 
@@ -1131,13 +1213,14 @@ fn unix_now() -> u64 {
 
 type ScenarioFn = for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-const SCENARIOS: [(&str, ScenarioFn); 6] = [
+const SCENARIOS: [(&str, ScenarioFn); 7] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
     ("B4", |e| Box::pin(b4(e))),
     ("B5", |e| Box::pin(b5(e))),
     ("B6", |e| Box::pin(b6(e))),
+    ("J1", |e| Box::pin(j1(e))),
 ];
 
 async fn run(quick: bool, only: &[String]) -> Res<bool> {
