@@ -81,8 +81,8 @@ pub trait Launcher: Send + Sync + 'static {
     }
 
     /// After the host process exited by itself: ends what is left in its session,
-    /// leaving processes that detached on purpose.
-    async fn after_exit(&self, sid: i32, grace: Duration) {
+    /// leaving processes that detached on purpose. `mark` is the command's marker.
+    async fn after_exit(&self, _mark: &str, sid: i32, grace: Duration) {
         procs::terminate(Selector::Session(sid), grace).await;
     }
 
@@ -416,7 +416,7 @@ impl<L: Launcher> Inner<L> {
                 // What detached on purpose stays (and carries the marker, for kill,
                 // kill_scope and shutdown); the rest of the command goes.
                 if let Some(sid) = sid {
-                    self.launcher.after_exit(sid, self.grace).await;
+                    self.launcher.after_exit(mark, sid, self.grace).await;
                 }
                 Some(status)
             }
