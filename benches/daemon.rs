@@ -1052,7 +1052,10 @@ async fn j1(env: &Env) -> Res<Outcome> {
         ..PermissionRule::default()
     };
     let policy = Policy::new(&PermissionsConfig {
-        rules: vec![rule("rm", Decision::Deny), rule("git status", Decision::Allow)],
+        rules: vec![
+            rule("rm", Decision::Deny),
+            rule("git status", Decision::Allow),
+        ],
         ..PermissionsConfig::default()
     });
     let long = json!({ "command": compound_line(10 * 1024) });
@@ -1080,6 +1083,23 @@ async fn j1(env: &Env) -> Res<Outcome> {
             short_times.push(b);
         }
     }
+    // Where the time goes: splitting alone (parse and walk), and a tenth of the line.
+    let line = long["command"].as_str().unwrap_or_default().to_owned();
+    let tenth: String = line
+        .lines()
+        .take(line.lines().count() / 10)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (mut split_times, mut tenth_times) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let a = Instant::now();
+        std::hint::black_box(dsh::policy::shell::segments(&line).map(|s| s.len()).ok());
+        split_times.push(a.elapsed());
+        let b = Instant::now();
+        std::hint::black_box(dsh::policy::shell::segments(&tenth).map(|s| s.len()).ok());
+        tenth_times.push(b.elapsed());
+    }
+    let (split, tenth) = (Stats::of(&split_times), Stats::of(&tenth_times));
     let (l, s) = (Stats::of(&long_times), Stats::of(&short_times));
     Ok(Outcome {
         rows: vec![Row {
@@ -1096,8 +1116,14 @@ async fn j1(env: &Env) -> Res<Outcome> {
             ratio: Some(l.p50 / s.p50),
             target: Target::ValueAtMost(1.0),
         }],
-        notes: vec![l.line("J1 10 KB line  "), s.line("J1 `git status`")],
-        details: json!({"long": l.json(), "short": s.json(), "segments": judged.segments.len()}),
+        notes: vec![
+            l.line("J1 10 KB line  "),
+            s.line("J1 `git status`"),
+            split.line("J1 10 KB line, splitting only (parse + walk)"),
+            tenth.line("J1 a tenth of it, splitting only"),
+        ],
+        details: json!({"long": l.json(), "short": s.json(), "split_only": split.json(),
+                        "tenth_split_only": tenth.json(), "segments": judged.segments.len()}),
     })
 }
 

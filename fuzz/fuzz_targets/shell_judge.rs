@@ -115,14 +115,14 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
 
 /// brush-parser panics on some input (a file descriptor number too large for an
 /// i32 in a redirection, `77777777777<>`, found by this fuzzer). dsh runs every
-/// parse under `catch_unwind` on its parser threads and treats such a line as
+/// parse under `catch_unwind` and treats such a line as
 /// unparsable (never allowed), which the checks here hold it to. libfuzzer-sys
-/// aborts on any panic, caught or not, so a panic on a parser thread is left to
-/// its `catch_unwind`; any other panic still aborts.
+/// aborts on any panic, caught or not, so a panic inside the walk is left to its
+/// `catch_unwind`; any other panic still aborts.
 fn tolerate_caught_parser_panics() {
     let abort = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some("dsh-shell-parse") {
+        if dsh::policy::shell::in_walk() {
             return;
         }
         abort(info);

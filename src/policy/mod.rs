@@ -1112,7 +1112,7 @@ mod tests {
         let huge = "a".repeat(100 * 1024);
         assert_eq!(bash(&policy(&[]), &huge, Mode::Auto).decision, Ask);
         // brush-parser panics on a descriptor number past i32 (found by the
-        // tool_args fuzzer): caught on the parser thread, the line is unparsable.
+        // tool_args fuzzer): caught around the walk, the line is unparsable.
         let p = policy(&[(None, Allow), (Some("cat"), Allow)]);
         let j = bash(&p, "cat 77777777777<>f", Mode::Auto);
         assert_eq!(j.decision, Ask, "{}", j.reason);

@@ -20,10 +20,11 @@
 //! - recursion through substitutions, wrappers and nested compound commands is capped at
 //!   `MAX_RECURSION`;
 //! - every `brush-parser` call runs under `catch_unwind` (it has `unwrap`s on user input),
-//!   and so does each whole walk, which runs on a parser thread with a large stack, so a parse
-//!   can neither take the daemon down nor depend on the stack size of the thread that asked.
-//!   Parser threads are kept and reused (`ParserPool`): starting a 64 MiB-stack thread for
-//!   every command line cost about 0.09 ms per call, on the path of every bash call.
+//!   and so does each whole walk, which runs on the caller's thread but on a fresh 64 MiB
+//!   stack segment (`stacker`) whenever less than 1 MiB of the caller's stack is left, so a
+//!   parse can neither take the daemon down nor depend on the stack size of the thread that
+//!   asked. (Parser threads did this before; handing a line to one and back cost 0.11 ms,
+//!   35 times the parse and walk of `git status`, on the path of every bash call.)
 //!
 //! Anything the walk cannot make sense of is an error: the policy treats an unparsable line
 //! as unknown, never as harmless.
@@ -51,8 +52,9 @@ pub(super) const MAX_NESTING: usize = 16;
 /// costs a quarter of it; nesting multiplies the cost of what is nested.
 pub(super) const MAX_PARSE_COST: u64 = 1 << 18;
 
-/// Stack of the thread the walk runs on. Only touched pages are committed, so this is cheap;
-/// it leaves a wide margin over what `MAX_NESTING` and `MAX_RECURSION` allow.
+/// Stack segment a walk gets when its caller's is nearly used up. Only touched pages are
+/// committed, so this is cheap; it leaves a wide margin over what `MAX_NESTING` and
+/// `MAX_RECURSION` allow.
 pub(super) const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// Longest error text kept from `brush-parser`, whose messages can quote the input.
@@ -99,108 +101,39 @@ pub fn segments(command: &str) -> Result<Vec<Segment>, String> {
             MAX_INPUT_BYTES / 1024
         ));
     }
-    PARSERS.parse(command.to_owned())
+    IN_WALK.with(|flag| flag.set(true));
+    // The walk runs on the caller's thread, on a fresh stack segment when less than
+    // `STACK_RED_ZONE` of the caller's is left, so its depth never depends on who asks.
+    // (It used to run on a pool of parser threads: the hand-off cost about 0.11 ms per
+    // line, where parsing and walking `git status` takes 3 us.)
+    let result = stacker::maybe_grow(STACK_RED_ZONE, PARSER_STACK_BYTES, || {
+        guarded("the shell walk", || walk(command))
+    })
+    .and_then(|walked| walked);
+    IN_WALK.with(|flag| flag.set(false));
+    result
 }
 
-/// The walk of one command line, as a parser thread runs it.
+/// Stack a walk may need at most: the deepest line `check_nesting` admits used under
+/// 300 KiB in a debug build; the margin covers the rest.
+const STACK_RED_ZONE: usize = 1024 * 1024;
+
+thread_local! {
+    /// Set while this thread walks a command line (see [`in_walk`]).
+    static IN_WALK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is inside [`segments`], whose panics (from `brush-parser`'s
+/// `unwrap`s on some input) are caught and become "unparsable". For panic hooks that
+/// must tell such a panic from any other, as the fuzzers' do.
+pub fn in_walk() -> bool {
+    IN_WALK.with(|flag| flag.get())
+}
+
+/// The walk of one command line.
 fn walk(line: &str) -> Result<Vec<Segment>, String> {
     let mut walker = Walker::new();
     walker.line(line).map(|()| walker.out)
-}
-
-/// The daemon's parser threads.
-static PARSERS: ParserPool = ParserPool::new(walk);
-
-/// Parser threads kept idle for reuse. A parse blocks its caller (a runtime worker), so
-/// there are rarely more parses at once than runtime workers; a burst beyond this starts
-/// extra threads, which end once their parse is answered. A kept thread keeps the stack
-/// pages its deepest parse touched: under 300 KiB for the deepest lines `check_nesting`
-/// lets through (measured in a debug build), so the pool holds about 1 MiB at worst.
-const MAX_IDLE_PARSERS: usize = 4;
-
-/// What a caller hands a parser thread: the line, and where the answer goes.
-struct ParseJob {
-    line: String,
-    answer: std::sync::mpsc::SyncSender<Result<Vec<Segment>, String>>,
-}
-
-/// Long-lived parser threads with large stacks, each fed through its own channel.
-///
-/// A caller takes an idle thread (or starts one), sends it the line and waits for the
-/// answer, then puts the thread back. Taking a whole thread instead of queueing on a shared
-/// one means a slow parse never delays another caller's. Every walk runs under
-/// `catch_unwind`, so a panic is that parse's error and the thread goes on. Should a thread
-/// die anyway, its channel closes: the parse that was running fails closed (the policy treats
-/// an unparsable line as unknown), the dead thread is never reused, and the next parse starts
-/// a fresh one.
-struct ParserPool {
-    parse: fn(&str) -> Result<Vec<Segment>, String>,
-    idle: std::sync::Mutex<Vec<std::sync::mpsc::Sender<ParseJob>>>,
-    /// Threads started so far (tests check reuse with it).
-    started: std::sync::atomic::AtomicUsize,
-}
-
-impl ParserPool {
-    const fn new(parse: fn(&str) -> Result<Vec<Segment>, String>) -> Self {
-        Self {
-            parse,
-            idle: std::sync::Mutex::new(Vec::new()),
-            started: std::sync::atomic::AtomicUsize::new(0),
-        }
-    }
-
-    fn parse(&self, line: String) -> Result<Vec<Segment>, String> {
-        let idle = self.lock_idle().pop();
-        let thread = match idle {
-            Some(thread) => thread,
-            None => self.start()?,
-        };
-        let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        // An idle thread has no parse running, so its channel is open; if it is not, the
-        // thread is gone and this line was never parsed: fail closed like any other death.
-        if thread.send(ParseJob { line, answer }).is_err() {
-            return Err("the shell parser stopped".into());
-        }
-        match answered.recv() {
-            Ok(result) => {
-                let mut idle = self.lock_idle();
-                if idle.len() < MAX_IDLE_PARSERS {
-                    idle.push(thread);
-                }
-                result
-            }
-            // The thread died during the parse (its end of `answer` was dropped); it is
-            // not put back.
-            Err(_) => Err("the shell parser stopped".into()),
-        }
-    }
-
-    fn start(&self) -> Result<std::sync::mpsc::Sender<ParseJob>, String> {
-        let (jobs, incoming) = std::sync::mpsc::channel::<ParseJob>();
-        let parse = self.parse;
-        std::thread::Builder::new()
-            .name("dsh-shell-parse".into())
-            .stack_size(PARSER_STACK_BYTES)
-            .spawn(move || {
-                // Ends when the pool drops the sender (more idle threads than kept).
-                for job in incoming {
-                    let result =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse(&job.line)))
-                            .unwrap_or_else(|_| Err("the shell parser panicked".into()));
-                    // The caller always waits for its answer; nothing to do if it cannot.
-                    let _ = job.answer.send(result);
-                }
-            })
-            .map_err(|e| format!("cannot start the shell parser: {e}"))?;
-        self.started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(jobs)
-    }
-
-    fn lock_idle(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::mpsc::Sender<ParseJob>>> {
-        // The list is only ever pushed to or popped from; a poisoned lock holds a valid one.
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// Runs `f`, turning a panic into an error: `brush-parser` unwraps on some inputs

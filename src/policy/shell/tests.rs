@@ -596,60 +596,28 @@ fn a_parser_panic_is_an_error() {
     );
 }
 
-/// A parse function for the pool tests: "panic" panics inside the walk, "die" ends the
-/// thread (a panic payload whose drop panics escapes the per-parse `catch_unwind`).
-fn test_parse(line: &str) -> Result<Vec<Segment>, String> {
-    struct PanicsOnDrop;
-    impl Drop for PanicsOnDrop {
-        fn drop(&mut self) {
-            panic!("the payload's drop panics");
-        }
-    }
-    match line {
-        "panic" => panic!("a parse panicked"),
-        "die" => std::panic::resume_unwind(Box::new(PanicsOnDrop)),
-        _ => Ok(vec![Segment {
-            words: vec![line.to_string()],
-            ..Segment::default()
-        }]),
-    }
-}
-
+/// The walk does not depend on the caller's stack: the deepest lines the limits admit
+/// parse on a thread with a 128 KiB stack (a fresh segment is used when it runs low), and
+/// a caught panic leaves the thread able to parse again.
 #[test]
-fn the_parser_thread_is_reused_and_survives_a_panic() {
-    let pool = ParserPool::new(test_parse);
-    for _ in 0..3 {
-        assert_eq!(pool.parse("ls".into()).unwrap()[0].words, ["ls"]);
-    }
-    let err = pool.parse("panic".into()).unwrap_err();
-    assert!(err.contains("panicked"), "{err}");
-    assert_eq!(pool.parse("ls".into()).unwrap()[0].words, ["ls"]);
-    assert_eq!(pool.started.load(std::sync::atomic::Ordering::Relaxed), 1);
-}
-
-#[test]
-fn a_dead_parser_thread_fails_its_parse_and_is_replaced() {
-    let pool = ParserPool::new(test_parse);
-    assert!(pool.parse("ls".into()).is_ok());
-    let err = pool.parse("die".into()).unwrap_err();
-    assert!(err.contains("stopped"), "{err}");
-    assert_eq!(pool.parse("ls".into()).unwrap()[0].words, ["ls"]);
-    assert_eq!(pool.started.load(std::sync::atomic::Ordering::Relaxed), 2);
-}
-
-#[test]
-fn parses_at_once_each_get_a_thread_and_few_are_kept() {
-    let pool = std::sync::Arc::new(ParserPool::new(test_parse));
-    let callers: Vec<_> = (0..8)
-        .map(|i| {
-            let pool = pool.clone();
-            std::thread::spawn(move || pool.parse(format!("c{i}")))
+fn the_deepest_admitted_lines_parse_on_a_small_stack() {
+    let deep = [
+        format!("{}x{}", "$(".repeat(15), ")".repeat(15)),
+        "bash -c \"bash -c 'eval \\\"ls\\\"'\"".to_owned(),
+        format!("{}x{}", "( ".repeat(15), " )".repeat(15)),
+        format!("{}ls{}", "if true; then ".repeat(15), "; fi".repeat(15)),
+    ];
+    let parsed = std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let results: Vec<bool> = deep.iter().map(|l| segments(l).is_ok()).collect();
+            let panicked = segments("echo ~99999999999999999999999").is_err();
+            (results, panicked, in_walk(), segments("ls").is_ok())
         })
-        .collect();
-    for (i, caller) in callers.into_iter().enumerate() {
-        assert_eq!(caller.join().unwrap().unwrap()[0].words, [format!("c{i}")]);
-    }
-    assert!(pool.lock_idle().len() <= MAX_IDLE_PARSERS);
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(parsed, (vec![true; 4], true, false, true));
 }
 
 #[test]
