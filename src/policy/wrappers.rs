@@ -610,6 +610,21 @@ const SU_OPTIONS: &[Opt] = &[
     VERSION,
 ];
 
+/// The option grammar the table reads `name`'s words with, for the wrappers that are
+/// getopt programs (`None` for the shells, `eval`, `find`..., and for names not in the
+/// table). The tests hold it against the real program.
+pub fn grammar(name: &str) -> Option<&'static Grammar> {
+    WRAPPERS
+        .iter()
+        .find(|w| w.name == name)
+        .and_then(|w| w.grammar.as_ref())
+}
+
+/// The names of every row of the table.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    WRAPPERS.iter().map(|w| w.name)
+}
+
 /// Whether `name` (a command name's last path component) is in the wrapper table.
 pub fn is_wrapper(name: &str) -> bool {
     WRAPPERS.iter().any(|w| w.name == name)
