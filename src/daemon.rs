@@ -42,7 +42,7 @@ impl Daemon {
     /// Builds the daemon from its config; fails with a message fit for a person.
     pub fn build(config: Config) -> Result<Self, String> {
         let state_dir = config.exec.state_dir();
-        crate::exec::ensure_private_dir(&state_dir)?;
+        crate::fsutil::ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
         let executor = crate::exec::from_config(&config.exec)?;
         let sessions = Arc::new(SessionRegistry::new(config.permissions.default_mode));
         let router = executor
@@ -171,7 +171,7 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
     let dir = path
         .parent()
         .ok_or_else(|| format!("socket path has no directory: {}", path.display()))?;
-    crate::exec::ensure_private_dir(dir)?;
+    crate::fsutil::ensure_private_dir(dir).map_err(|e| e.to_string())?;
     if path.exists() {
         if tokio::net::UnixStream::connect(path).await.is_ok() {
             return Err(format!(

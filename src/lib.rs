@@ -7,6 +7,7 @@ pub mod agent;
 pub mod config;
 pub mod daemon;
 pub mod exec;
+pub mod fsutil;
 pub mod hooks;
 pub mod llm;
 pub mod policy;

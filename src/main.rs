@@ -249,18 +249,14 @@ fn init_logging(state_dir: &Path) {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let file = dsh::exec::ensure_private_dir(state_dir)
-        .ok()
+    let file = dsh::fsutil::ensure_private_dir(state_dir)
         .and_then(|()| {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
+            dsh::fsutil::private_file()
                 .append(true)
                 .create(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
                 .open(state_dir.join("daemon.log"))
-                .ok()
-        });
+        })
+        .ok();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false);
@@ -296,15 +292,13 @@ async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
         .parent()
         .ok_or_else(|| format!("socket path has no directory: {}", socket.display()))?
         .to_path_buf();
-    dsh::exec::ensure_private_dir(&dir)?;
+    dsh::fsutil::ensure_private_dir(&dir).map_err(|e| e.to_string())?;
     let lock_path = dir.join("dsh.lock");
     let lock = tokio::task::spawn_blocking(move || {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
+        let file = dsh::fsutil::private_file()
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
             .open(&lock_path)
             .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)

@@ -10,11 +10,11 @@
 //! and take microseconds, and readers of a running stream are rare, so a second
 //! writer thread would add a copy per chunk for no measurable gain.
 
+use crate::fsutil::{ensure_private_dir, private_file};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// Where the full stream went once it outgrew memory.
@@ -248,42 +248,14 @@ impl Collector {
 
 fn open_spill(target: Option<&SpillTarget>) -> Result<(PathBuf, File), String> {
     let target = target.ok_or_else(|| "no spill directory".to_string())?;
-    ensure_private_dir(&target.dir)?;
+    ensure_private_dir(&target.dir).map_err(|e| e.to_string())?;
     let path = target.dir.join(&target.file_name);
-    let file = std::fs::OpenOptions::new()
+    let file = private_file()
         .write(true)
         .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| format!("create {}: {e}", path.display()))?;
     Ok((path, file))
-}
-
-/// Creates `dir` as a 0700 directory, or checks that an existing one is a real
-/// directory (not a symlink) owned by us, and tightens its mode.
-pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(e) => return Err(format!("create {}: {e}", dir.display())),
-    }
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.file_type().is_dir() {
-        return Err(format!("{} is not a directory", dir.display()));
-    }
-    if meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(format!("{} is owned by another user", dir.display()));
-    }
-    if meta.mode() & 0o777 != 0o700 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
-    }
-    Ok(())
 }
 
 /// Number of leading UTF-8 continuation bytes (at most 3): the rest of a
@@ -319,6 +291,7 @@ fn complete_prefix_len(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn target(dir: &Path) -> Option<SpillTarget> {
         Some(SpillTarget {

@@ -8,7 +8,6 @@
 
 use nix::fcntl::{Flock, FlockArg};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// Allocator of persistent task numbers.
@@ -27,13 +26,11 @@ impl TaskIds {
 
     /// The next id, as `bash-N`.
     pub fn next(&self) -> std::io::Result<String> {
-        let file = std::fs::OpenOptions::new()
+        let file = crate::fsutil::private_file()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&self.path)?;
         let mut file =
             Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;

@@ -17,7 +17,7 @@ pub mod sandbox;
 mod spawn;
 pub mod ssh;
 
-pub use collector::{CollectedOutput, Spill, StreamRead, ensure_private_dir};
+pub use collector::{CollectedOutput, Spill, StreamRead};
 pub use local::LocalExecutor;
 pub use process::{Launcher, ProcessExecutor};
 pub use sandbox::SandboxExecutor;

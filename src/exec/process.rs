@@ -18,7 +18,7 @@
 //! * timeout, kill, cancel, shutdown: the launcher's `stop`: SIGTERM to everything
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
-use super::collector::{Collector, SpillTarget, ensure_private_dir};
+use super::collector::{Collector, SpillTarget};
 use super::ids::TaskIds;
 use super::procs::{self, MARK_VAR, Selector};
 use super::retention::Retention;
@@ -28,6 +28,7 @@ use super::{
     TaskRead, TaskStatus,
 };
 use crate::config::ExecConfig;
+use crate::fsutil::ensure_private_dir;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -211,9 +212,9 @@ impl<L: Launcher> ProcessExecutor<L> {
         launcher: L,
     ) -> std::io::Result<Self> {
         let state_dir = config.state_dir();
-        ensure_private_dir(&state_dir).map_err(std::io::Error::other)?;
+        ensure_private_dir(&state_dir)?;
         let spill_dir = state_dir.join("spill");
-        ensure_private_dir(&spill_dir).map_err(std::io::Error::other)?;
+        ensure_private_dir(&spill_dir)?;
         let fallback_cwd = match &config.cwd {
             Some(cwd) => cwd.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),

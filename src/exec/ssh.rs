@@ -23,8 +23,9 @@
 
 use super::process::{Launcher, ProcessExecutor, child_env};
 use super::procs::{self, MARK_VAR, Selector};
-use super::{ExecError, ExecSpec, ensure_private_dir};
+use super::{ExecError, ExecSpec};
 use crate::config::{ExecConfig, SshConfig};
+use crate::fsutil::ensure_private_dir;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -162,9 +163,9 @@ impl ProcessExecutor<SshLauncher> {
     /// down fails each call with an infrastructure error, not the daemon's start.
     pub fn new(config: &ExecConfig) -> Result<Self, String> {
         let state_dir = config.state_dir();
-        ensure_private_dir(&state_dir)?;
+        ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
         let ssh_dir = state_dir.join("ssh");
-        ensure_private_dir(&ssh_dir)?;
+        ensure_private_dir(&ssh_dir).map_err(|e| e.to_string())?;
         let control_path = ssh_dir.join("control");
         // sockaddr_un holds 108 bytes; OpenSSH adds a random suffix while binding.
         if control_path.as_os_str().len() > 80 {

@@ -9,7 +9,6 @@ use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
 use serde_json::json;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -23,11 +22,9 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (or creates, 0600) `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        let file = std::fs::OpenOptions::new()
+        let file = crate::fsutil::private_file()
             .append(true)
             .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         Ok(Self {
             path: path.to_path_buf(),

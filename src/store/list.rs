@@ -12,8 +12,8 @@
 //! header reads plus the ones the cwd filter rejects, however many logs exist.
 
 use super::event::{Header, HeaderLine};
-use super::log::open_regular;
 use super::{is_valid_session_id, sessions_dir};
+use crate::fsutil::{ensure_private_dir, open_regular};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -53,7 +53,7 @@ pub fn list(
     let after = cursor.map(parse_cursor).transpose()?;
     let limit = limit.max(1);
     let dir = sessions_dir(state_dir);
-    crate::exec::ensure_private_dir(&dir).map_err(io::Error::other)?;
+    ensure_private_dir(&dir)?;
 
     let mut candidates: Vec<(u64, String)> = Vec::new();
     for entry in std::fs::read_dir(&dir)? {

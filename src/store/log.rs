@@ -20,10 +20,11 @@
 
 use super::event::{Event, HeaderLine, INTERRUPTED_TEXT, STOP_INTERRUPTED, ToolStatus, now_ms};
 use super::{Header, log_path, sessions_dir};
+use crate::fsutil::{ensure_private_dir, open_regular, private_file};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -54,15 +55,13 @@ impl SessionLog {
     pub fn create(state_dir: &Path, header: &Header) -> io::Result<SessionLog> {
         let path = log_path(state_dir, &header.id)?;
         let dir = sessions_dir(state_dir);
-        crate::exec::ensure_private_dir(&dir).map_err(io::Error::other)?;
+        ensure_private_dir(&dir)?;
         let line = encode(&HeaderLine::Header(header.clone()))?;
         // Readable too, for [`SessionLog::replay`].
-        let file = std::fs::OpenOptions::new()
+        let file = private_file()
             .read(true)
             .append(true)
             .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)?;
         let file = lock(file, &path)?;
         // Without its header the file is not a log (open and list reject it) but
@@ -102,7 +101,7 @@ impl SessionLog {
     /// [`io::ErrorKind::InvalidData`] and left untouched.
     pub fn open(state_dir: &Path, id: &str) -> io::Result<(SessionLog, Header, Vec<Event>)> {
         let path = log_path(state_dir, id)?;
-        crate::exec::ensure_private_dir(&sessions_dir(state_dir)).map_err(io::Error::other)?;
+        ensure_private_dir(&sessions_dir(state_dir))?;
         let file = open_regular(&path, true)?;
         let file = lock(file, &path)?;
         let mut bytes = Vec::new();
@@ -202,23 +201,6 @@ impl SessionLog {
         // only set after the write it describes.
         self.torn.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Opens an existing file for reading (and appending if `append`) without
-/// following a symlink or blocking on a FIFO, and refuses anything that is not a
-/// regular file.
-pub(super) fn open_regular(path: &Path, append: bool) -> io::Result<File> {
-    // O_NONBLOCK only matters for the open of a FIFO planted at the path (which
-    // would otherwise wait for a writer); regular files ignore it.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .append(append)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(invalid(path, "not a regular file"));
-    }
-    Ok(file)
 }
 
 /// Takes the exclusive, non-blocking lock that makes this the only open log.
