@@ -134,8 +134,9 @@ static WRAPPERS: &[Wrapper] = &[
         Grammar::stopping(&[
             both('k', "kill-after", Required),
             both('s', "signal", Required),
-            both('p', "preserve-status", No),
-            both('f', "foreground", No),
+            // Long only: coreutils 9.1 (Debian 12) refuses `timeout -p` and `timeout -f`.
+            long("preserve-status", No),
+            long("foreground", No),
             both('v', "verbose", No),
             LONG_HELP,
             LONG_VERSION,
@@ -280,7 +281,8 @@ static WRAPPERS: &[Wrapper] = &[
             both('p', "portability", No),
             both('q', "quiet", No),
             both('v', "verbose", No),
-            HELP,
+            // GNU time has no `-h`.
+            LONG_HELP,
             VERSION,
         ]),
         WORDS,
@@ -322,6 +324,9 @@ static WRAPPERS: &[Wrapper] = &[
     Wrapper {
         runs: Runs::Custom(su),
         script_in: &["command", "session-command"],
+        // getopt reads `-u`/`--user` for su too (one option table in util-linux), but su
+        // then refuses to run with it: only runuser has it.
+        runs_nothing_with: &["user"],
         ..row("su", Grammar::permuting(SU_OPTIONS), WORDS)
     },
     Wrapper {
@@ -648,13 +653,13 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<Inner> {
             return vec![opaque(args, format!("`{}`: {why}", wrapper.name))];
         }
     };
-    if let Some(given) = parsed
+    // Such an option only lists, checks, edits or is refused; the wrapper's own segment is
+    // still judged as itself.
+    if parsed
         .options
         .iter()
-        .find(|g| wrapper.runs_nothing_with.iter().any(|k| g.option.is(k)))
+        .any(|g| wrapper.runs_nothing_with.iter().any(|k| g.option.is(k)))
     {
-        // Still judged as itself; the option only lists, checks or edits.
-        let _ = given;
         return Vec::new();
     }
     if let Some(script) = wrapper
@@ -1385,7 +1390,8 @@ mod tests {
         runs("su --com rm root", "script: rm");
         runs("su --session-command=rm root", "script: rm");
         runs("runuser root -c rm", "script: rm");
-        runs("su -u root -c rm", "script: rm");
+        // su reads `-u` with getopt and then refuses it.
+        assert!(inner("su -u root -c rm").is_empty());
         is_opaque("su root script.sh");
         is_opaque("su");
         assert_eq!(
