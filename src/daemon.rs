@@ -7,7 +7,7 @@
 //! then remove the socket. Session logs need no flush: every append is already
 //! one complete write.
 
-use crate::acp::Agent;
+use crate::acp::AcpService;
 use crate::config::Config;
 use crate::exec::BashExecutor;
 use crate::hooks::audit::AuditLog;
@@ -31,7 +31,7 @@ pub fn default_socket_path() -> PathBuf {
 
 /// Everything one daemon process shares between its connections.
 pub struct Daemon {
-    pub agent: Arc<Agent>,
+    pub agent: Arc<AcpService>,
     executor: Option<Arc<dyn BashExecutor>>,
     /// The completion-notice router; it ends after the executor's shutdown, once
     /// every notice is delivered (and logged).
@@ -65,7 +65,7 @@ impl Daemon {
             tracing::info!(model = %crate::llm::Model::describe(&m), "model configured");
             Arc::new(m) as Arc<dyn crate::llm::Model>
         });
-        let agent = Agent::new(config, model, executor.clone(), sessions, tools);
+        let agent = AcpService::new(config, model, executor.clone(), sessions, tools);
         Ok(Self {
             agent,
             executor,

@@ -30,12 +30,15 @@ fn write(dir: &Path, text: &str) -> std::path::PathBuf {
     path
 }
 
-/// Runs dsh with `args`; its exit status, stdout and stderr.
+/// Runs dsh with `args`, `--config CONFIG` put before a `--` if there is one; its exit
+/// status, stdout and stderr.
 async fn run(args: &[&str], config: &Path) -> (bool, String, String) {
+    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let out = common::dsh()
-        .args(args)
+        .args(&args[..split])
         .arg("--config")
         .arg(config)
+        .args(&args[split..])
         .stdin(std::process::Stdio::null())
         .output()
         .await

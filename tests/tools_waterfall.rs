@@ -7,7 +7,7 @@ mod common;
 use dsh::config::{Config, Decision, ExternalHookConfig, Mode, PermissionRule};
 use dsh::exec::{BashExecutor, LocalExecutor};
 use dsh::hooks::audit::AuditLog;
-use dsh::hooks::waterfall::{ToolCall, ToolOutput};
+use dsh::hooks::waterfall::{ToolExecution, ToolOutput};
 use dsh::policy::Grant;
 use dsh::registry::{
     Notice, NoticeListener, PermissionAnswer, PermissionPrompter, PermissionRequest, Session,
@@ -89,7 +89,7 @@ impl Harness {
         cancel: CancellationToken,
     ) -> ToolOutput {
         let id = format!("call-{}", self.calls.fetch_add(1, Ordering::Relaxed));
-        let call = ToolCall::new(id, tool, args, session.cloned(), cancel);
+        let call = ToolExecution::new(id, tool, args, session.cloned(), cancel);
         self.tools.execute(&call).await
     }
 

@@ -1,7 +1,7 @@
 //! ACP v1 as dsh speaks it (spec/acp.md): the methods, the session/connection
 //! rules, session updates and the permission prompter.
 //!
-//! [`Agent`] is the daemon's one ACP service: every connection dispatches into
+//! [`AcpService`] is the daemon's one ACP service: every connection dispatches into
 //! it through the rpc layer. It holds which connection each session is bound to
 //! (a connection may address only sessions it created, loaded or resumed), the
 //! in-flight prompt of each session, and each session's log. Everything about
@@ -13,7 +13,7 @@ pub mod updates;
 use crate::agent;
 use crate::config::{AgentConfig, Config, Mode, ModelConfig};
 use crate::exec::{BashExecutor, TaskStatus};
-use crate::hooks::waterfall::ToolCall as WaterfallCall;
+use crate::hooks::waterfall::ToolExecution;
 use crate::llm::Model;
 use crate::registry::{Notice, NoticeListener, Session, SessionRegistry};
 use crate::rpc::{Peer, RequestContext, RpcError, Service};
@@ -39,7 +39,7 @@ struct Connection {
 }
 
 /// The daemon's ACP side, shared by every connection.
-pub struct Agent {
+pub struct AcpService {
     state_dir: PathBuf,
     /// The model prompts go to; `None` when none is configured.
     model: Option<Arc<dyn Model>>,
@@ -57,12 +57,12 @@ pub struct Agent {
     started: Instant,
     /// Cancelled when someone asks the daemon to stop (`_dsh/stop`).
     pub stop_requested: CancellationToken,
-    this: Weak<Agent>,
+    this: Weak<AcpService>,
 }
 
 /// Writes each completion notice to its session's log, so it survives a
 /// disconnect and a restart (T14).
-struct LogNotices(Weak<Agent>);
+struct LogNotices(Weak<AcpService>);
 
 impl NoticeListener for LogNotices {
     fn notice(&self, session: &Session, notice: &Notice) {
@@ -111,7 +111,7 @@ fn modes_state(current: Mode) -> acp::SessionModeState {
     )
 }
 
-impl Agent {
+impl AcpService {
     /// The ACP service over an executor (none: no bash tools) and the registry.
     pub fn new(
         config: Config,
@@ -121,7 +121,7 @@ impl Agent {
         tools: Arc<ToolRegistry>,
     ) -> Arc<Self> {
         let state_dir = config.exec.state_dir();
-        let agent = Arc::new_cyclic(|this| Agent {
+        let agent = Arc::new_cyclic(|this| AcpService {
             state_dir,
             model,
             model_config: config.model,
@@ -458,7 +458,7 @@ impl Agent {
     ) -> crate::hooks::waterfall::ToolOutput {
         let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
         let Some(session) = session else {
-            let call = WaterfallCall::new(call_id, tool, arguments, None, cancel);
+            let call = ToolExecution::new(call_id, tool, arguments, None, cancel);
             return self.tools.execute(&call).await;
         };
         let send = |update| self.send_update(&session.id, update);
@@ -798,7 +798,7 @@ pub fn iso8601(ms: u64) -> String {
 macro_rules! register {
     ($module:expr, $name:literal, $method:ident) => {
         $module
-            .register_async_method($name, |params, agent: Arc<Agent>, ext| async move {
+            .register_async_method($name, |params, agent: Arc<AcpService>, ext| async move {
                 let ctx = ext
                     .get::<RequestContext>()
                     .cloned()
@@ -813,7 +813,7 @@ macro_rules! register {
     };
 }
 
-impl Service for Agent {
+impl Service for AcpService {
     fn methods(&self) -> jsonrpsee::Methods {
         let Some(agent) = self.this.upgrade() else {
             return jsonrpsee::Methods::new();
@@ -847,7 +847,7 @@ impl Service for Agent {
     }
 }
 
-impl Agent {
+impl AcpService {
     async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
         self.stop_requested.cancel();
         Ok(json!({}))

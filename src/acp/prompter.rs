@@ -1,19 +1,19 @@
 //! The waterfall's permission prompter over ACP: `session/request_permission` to
 //! the connection the session is bound to at the moment of asking.
 
-use super::Agent;
+use super::AcpService;
 use crate::registry::{PermissionAnswer, PermissionPrompter, PermissionRequest};
 use agent_client_protocol_schema::v1 as acp;
 use std::sync::Weak;
 
 /// Asks one session's user through its current connection.
 pub struct AcpPrompter {
-    agent: Weak<Agent>,
+    agent: Weak<AcpService>,
     session_id: String,
 }
 
 impl AcpPrompter {
-    pub fn new(agent: Weak<Agent>, session_id: String) -> Self {
+    pub fn new(agent: Weak<AcpService>, session_id: String) -> Self {
         Self { agent, session_id }
     }
 }

@@ -10,7 +10,7 @@ pub mod history;
 
 use crate::acp::updates;
 use crate::config::{AgentConfig, SystemPromptMode};
-use crate::hooks::waterfall::{ToolCall as WaterfallCall, ToolOutput};
+use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
 use crate::store::{Event, SessionLog, ToolStatus, now_ms};
@@ -115,7 +115,7 @@ pub async fn run_tool(
             raw.chars().take(200).collect::<String>()
         )),
         _ => {
-            let call = WaterfallCall::new(
+            let call = ToolExecution::new(
                 call_id,
                 tool,
                 arguments,

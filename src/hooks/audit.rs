@@ -5,7 +5,7 @@
 //! included. Arguments are logged as given (secrets in them are not special-cased),
 //! so the file is created 0600 and never through a symlink.
 
-use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use serde_json::json;
 use std::fs::File;
 use std::io::Write;
@@ -94,7 +94,7 @@ impl Hook for AuditHook {
         "audit"
     }
 
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let started = Instant::now();
         let out = next.run(call).await;
         let verdict = call.verdict();

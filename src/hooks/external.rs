@@ -7,7 +7,7 @@
 //! code, a crash, a timeout, unreadable output) is a deny that says what went
 //! wrong: a broken policy must not open the door (fail closed).
 
-use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use crate::config::{Decision, ExternalHookConfig};
 use std::process::Stdio;
 use std::time::Duration;
@@ -36,7 +36,7 @@ impl ExternalHook {
     }
 
     /// Runs the program for `call` and returns its decision and reason.
-    pub async fn consult(&self, call: &ToolCall) -> (Decision, String) {
+    pub async fn consult(&self, call: &ToolExecution) -> (Decision, String) {
         let input = serde_json::json!({
             "sessionId": call.session_id(),
             "cwd": call.session.as_ref().map(|s| s.cwd.display().to_string()),
@@ -137,7 +137,7 @@ impl Hook for ExternalHook {
         &self.name
     }
 
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         if !self.applies_to(&call.tool) {
             return next.run(call).await;
         }

@@ -5,7 +5,7 @@
 //! is nobody to ask and the call is denied. A cancelled or unanswerable question
 //! is a deny (fail closed).
 
-use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use crate::config::Decision;
 use crate::registry::{PermissionAnswer, PermissionRequest};
 
@@ -18,7 +18,7 @@ impl Hook for PermissionGate {
         "permission"
     }
 
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let verdict = call.verdict();
         match verdict.decision {
             Decision::Allow => return next.run(call).await,

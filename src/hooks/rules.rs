@@ -1,7 +1,7 @@
 //! The policy hook: the configured rules and the session's mode, applied to every
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
-use super::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use crate::config::{Decision, Mode};
 use crate::policy::Policy;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ impl Hook for PolicyHook {
         "policy"
     }
 
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let (mode, grants) = match &call.session {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
@@ -62,7 +62,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Terminal for Reached {
-        async fn execute(&self, _call: &ToolCall) -> ToolOutput {
+        async fn execute(&self, _call: &ToolExecution) -> ToolOutput {
             ToolOutput::ok("reached")
         }
     }
@@ -119,7 +119,7 @@ mod tests {
             for line in lines() {
                 let arguments = serde_json::json!({ "command": line });
                 let explained = policy.judge("bash", &arguments, mode, &[]);
-                let call = ToolCall::new(
+                let call = ToolExecution::new(
                     "c",
                     "bash",
                     arguments,

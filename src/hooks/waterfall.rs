@@ -4,7 +4,7 @@
 //! A hook gets the call and a [`Next`]; it may run the rest of the chain
 //! (delegate), return without doing so (veto: an error result saying who vetoed
 //! and why), or just watch. Hooks that judge record their decision on the call
-//! with [`ToolCall::tighten`], which only ever raises it (deny > ask > allow), so
+//! with [`ToolExecution::tighten`], which only ever raises it (deny > ask > allow), so
 //! a later hook can tighten but never loosen an earlier decision.
 
 use crate::config::Decision;
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// One tool call on its way through the waterfall.
-pub struct ToolCall {
+pub struct ToolExecution {
     /// The model's (or client's) id for this call.
     pub call_id: String,
     pub tool: String,
@@ -39,7 +39,7 @@ pub struct Verdict {
     pub answer: Option<PermissionAnswer>,
 }
 
-impl ToolCall {
+impl ToolExecution {
     /// A call that nothing has judged yet: allowed until a hook says otherwise.
     pub fn new(
         call_id: impl Into<String>,
@@ -158,13 +158,13 @@ pub trait Hook: Send + Sync {
     /// Named in vetoes and the audit log.
     fn name(&self) -> &str;
     /// Handles the call: run `next` to delegate, or return without it to veto.
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput;
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput;
 }
 
 /// What the waterfall ends in: the tool itself.
 #[async_trait::async_trait]
 pub trait Terminal: Send + Sync {
-    async fn execute(&self, call: &ToolCall) -> ToolOutput;
+    async fn execute(&self, call: &ToolExecution) -> ToolOutput;
 }
 
 /// The rest of the chain after the current hook.
@@ -175,7 +175,7 @@ pub struct Next<'a> {
 
 impl Next<'_> {
     /// Runs the remaining hooks and then the tool.
-    pub async fn run(self, call: &ToolCall) -> ToolOutput {
+    pub async fn run(self, call: &ToolExecution) -> ToolOutput {
         match self.hooks.split_first() {
             Some((hook, rest)) => {
                 hook.handle(
@@ -223,7 +223,7 @@ impl Waterfall {
 
     /// Runs `call` through every hook and then `terminal`. The chain is a
     /// snapshot: hooks added meanwhile apply to later calls.
-    pub async fn run(&self, call: &ToolCall, terminal: &dyn Terminal) -> ToolOutput {
+    pub async fn run(&self, call: &ToolExecution, terminal: &dyn Terminal) -> ToolOutput {
         let hooks = self.snapshot();
         Next {
             hooks: &hooks,
@@ -256,7 +256,7 @@ mod tests {
         fn name(&self) -> &str {
             self.0
         }
-        async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+        async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
             self.1.lock().unwrap().push(format!("{} in", self.0));
             if self.2 {
                 return call.veto(self.0, "said no");
@@ -271,13 +271,13 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Terminal for Echo {
-        async fn execute(&self, _call: &ToolCall) -> ToolOutput {
+        async fn execute(&self, _call: &ToolExecution) -> ToolOutput {
             ToolOutput::ok("ran")
         }
     }
 
-    fn call() -> ToolCall {
-        ToolCall::new(
+    fn call() -> ToolExecution {
+        ToolExecution::new(
             "c1",
             "bash",
             serde_json::json!({}),

@@ -19,7 +19,7 @@ use Value::{No, Optional, Required};
 
 /// A command that another command runs.
 #[derive(Debug, Clone)]
-pub enum Inner {
+pub enum InnerCommand {
     /// Given as words: `sudo rm x` runs `rm x`.
     Command {
         words: Vec<Word>,
@@ -48,7 +48,7 @@ enum Runs {
     /// `assignments`, `NAME=value` words before the command set its environment.
     Words { skip: usize, assignments: bool },
     /// Only the wrapper knows: a function reads the parsed line.
-    Custom(fn(&Parsed, &[Word], &Stdin) -> Vec<Inner>),
+    Custom(fn(&Parsed, &[Word], &Stdin) -> Vec<InnerCommand>),
 }
 
 /// One program that runs another command.
@@ -84,7 +84,10 @@ const fn row(name: &'static str, grammar: Grammar, runs: Runs) -> Wrapper {
 }
 
 /// A row for a program whose handler reads its words itself.
-const fn own(name: &'static str, handler: fn(&Parsed, &[Word], &Stdin) -> Vec<Inner>) -> Wrapper {
+const fn own(
+    name: &'static str,
+    handler: fn(&Parsed, &[Word], &Stdin) -> Vec<InnerCommand>,
+) -> Wrapper {
     Wrapper {
         grammar: None,
         ..row(name, Grammar::stopping(&[]), Runs::Custom(handler))
@@ -638,7 +641,7 @@ pub fn is_wrapper(name: &str) -> bool {
 /// What the command `words` runs through a wrapper, if it is one, given what its stdin
 /// holds. Wrappers are recognized by the last path component of their name, so
 /// `/usr/bin/sudo` is `sudo`.
-pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<Inner> {
+pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let Some(name) = words.first().filter(|name| name.is_known_name()) else {
         return Vec::new();
     };
@@ -668,7 +671,7 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<Inner> {
         .find_map(|key| parsed.options.iter().rev().find(|g| g.option.is(key)))
     {
         return match &script.value {
-            Some(text) if script.value_known => vec![Inner::Script(text.clone())],
+            Some(text) if script.value_known => vec![InnerCommand::Script(text.clone())],
             _ => vec![opaque(
                 args,
                 "the command line it runs is known only when the line runs".into(),
@@ -693,7 +696,7 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<Inner> {
 }
 
 /// The command in `args` from `start` on (after `NAME=value` words when `assignments`).
-fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<Inner> {
+fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCommand> {
     let mut risky_env = false;
     if assignments {
         while let Some(word) = args.get(start) {
@@ -711,7 +714,7 @@ fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<Inner> 
         }
     }
     match args.get(start..) {
-        Some(rest) if !rest.is_empty() => vec![Inner::Command {
+        Some(rest) if !rest.is_empty() => vec![InnerCommand::Command {
             words: rest.to_vec(),
             risky_env,
         }],
@@ -719,8 +722,8 @@ fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<Inner> 
     }
 }
 
-fn opaque(words: &[Word], why: String) -> Inner {
-    Inner::Opaque {
+fn opaque(words: &[Word], why: String) -> InnerCommand {
+    InnerCommand::Opaque {
         words: words.to_vec(),
         why,
     }
@@ -728,9 +731,9 @@ fn opaque(words: &[Word], why: String) -> Inner {
 
 /// An interactive shell (no command given) reads its commands from stdin: a literal
 /// here-document or here-string is judged as the script it is, anything else is opaque.
-fn shell_reading(stdin: &Stdin, args: &[Word], why: &str) -> Inner {
+fn shell_reading(stdin: &Stdin, args: &[Word], why: &str) -> InnerCommand {
     match stdin {
-        Stdin::Literal(text) => Inner::Script(text.clone()),
+        Stdin::Literal(text) => InnerCommand::Script(text.clone()),
         Stdin::Unknown => opaque(args, why.to_owned()),
     }
 }
@@ -739,7 +742,7 @@ fn shell_reading(stdin: &Stdin, args: &[Word], why: &str) -> Inner {
 /// that take its place, and option parsing starts again over them (GNU env does exactly
 /// this). Its splitting has escapes and `${VAR}` of its own; a string that uses them is not
 /// split here but judged opaque.
-fn env(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn env(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let mut parsed = parsed.clone();
     let mut args = args.to_vec();
     // Each round consumes one -S; the bound is the line's own length.
@@ -807,7 +810,7 @@ fn split_env_string(text: &str) -> Option<Vec<String>> {
 /// not start with `/` sets a variable and option reading goes on after it
 /// (`sudo A=1 -u root rm`). With `-s` or `-i` the words are joined for the target user's
 /// shell, escaped except for `$`, so a word that holds `$` is expanded over there.
-fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
+fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut parsed = parsed.clone();
     let mut offset = 0;
     let mut risky_env = false;
@@ -846,7 +849,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
                 "`sudo -s`/`-i` hands `$` to the target user's shell to expand".into(),
             )];
         }
-        return vec![Inner::Command {
+        return vec![InnerCommand::Command {
             words: args[start..].to_vec(),
             risky_env,
         }];
@@ -856,12 +859,12 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
 /// `flock [OPTIONS] FILE|DIR COMMAND [ARGS]`, `flock [OPTIONS] FILE|DIR -c COMMAND`, or
 /// `flock [OPTIONS] FD` (runs nothing). `-c` is not an option: only the exact word `-c` or
 /// `--command` right after FILE makes the next word a command line for the shell.
-fn flock(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn flock(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let start = parsed.first_operand(args.len()) + 1;
     match args.get(start) {
         Some(word) if word.known() && matches!(word.text.as_str(), "-c" | "--command") => {
             match args.get(start + 1) {
-                Some(script) if script.known() => vec![Inner::Script(script.text.clone())],
+                Some(script) if script.known() => vec![InnerCommand::Script(script.text.clone())],
                 Some(_) => vec![opaque(
                     &args[start..],
                     "the command line it runs is known only when the line runs".into(),
@@ -876,7 +879,7 @@ fn flock(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
 /// `su [OPTIONS] [-] [USER [ARGS...]]` and `runuser` (also `runuser -u USER COMMAND...`).
 /// Without `-c` (handled by `script_in`), ARGS go to the user's shell, which then runs a
 /// script file; with no ARGS the shell is interactive and reads stdin.
-fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
+fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut operands: Vec<&Word> = parsed.operands.iter().map(|&i| &args[i]).collect();
     if parsed.has("user") {
         let Some(&first) = parsed.operands.first() else {
@@ -905,7 +908,7 @@ fn su(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
 }
 
 /// `script [OPTIONS] [FILE]`: without `-c` it starts an interactive shell.
-fn script(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
+fn script(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     vec![shell_reading(
         stdin,
         args,
@@ -915,7 +918,7 @@ fn script(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
 
 /// `watch [OPTIONS] COMMAND...` joins the words and runs them with `sh -c`, or execs them
 /// as they are with `-x`.
-fn watch(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn watch(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let start = parsed.first_operand(args.len());
     if parsed.has("exec") {
         return command_at(args, start, false);
@@ -924,7 +927,7 @@ fn watch(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
 }
 
 /// Words joined by spaces as one command line, when every word is known.
-fn join_script(words: &[Word]) -> Vec<Inner> {
+fn join_script(words: &[Word]) -> Vec<InnerCommand> {
     if words.is_empty() {
         Vec::new()
     } else if words.iter().any(|w| w.dynamic) {
@@ -933,7 +936,7 @@ fn join_script(words: &[Word]) -> Vec<Inner> {
             "the command line it runs is known only when the line runs".into(),
         )]
     } else {
-        vec![Inner::Script(
+        vec![InnerCommand::Script(
             words
                 .iter()
                 .map(|w| w.text.as_str())
@@ -944,7 +947,7 @@ fn join_script(words: &[Word]) -> Vec<Inner> {
 }
 
 /// `eval ARGS...` runs its arguments joined by spaces as a command line.
-fn eval(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn eval(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let args = match args.first() {
         Some(first) if !first.dynamic && first.text == "--" => &args[1..],
         _ => args,
@@ -954,7 +957,7 @@ fn eval(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
 
 /// `alias NAME=VALUE...`: each value is a command line's start, judged like one now (a
 /// later use of the alias in the same line runs it).
-fn alias_values(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn alias_values(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     args.iter()
         .filter_map(|word| {
             let (_, value) = word.text.split_once('=')?;
@@ -964,14 +967,14 @@ fn alias_values(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
                     "an alias whose value is known only when the line runs".into(),
                 )
             } else {
-                Inner::Script(value.to_owned())
+                InnerCommand::Script(value.to_owned())
             })
         })
         .collect()
 }
 
 /// `source FILE` / `. FILE`: the file's commands cannot be seen from the line (P5).
-fn source(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn source(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     vec![opaque(args, "it runs the commands of a file".into())]
 }
 
@@ -981,7 +984,7 @@ fn source(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
 /// resets or ignores the signals. Any option (`-p`, `-l`, `-P`, or an invalid one) makes
 /// bash list or fail instead of setting anything. A word only known at run time, or a glob,
 /// could become the action or shift the operands, so the action is then unknown.
-fn trap(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn trap(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let mut operands = words;
     match operands.first() {
         Some(first) if first.dynamic || first.pattern => {
@@ -1004,12 +1007,12 @@ fn trap(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<Inner> {
         }
         [] | [_] => Vec::new(),
         [action, ..] if action.text.is_empty() || action.text == "-" => Vec::new(),
-        [action, ..] => vec![Inner::Script(action.text.clone())],
+        [action, ..] => vec![InnerCommand::Script(action.text.clone())],
     }
 }
 
 /// `find ... -exec COMMAND... ;` (also `-execdir`, `-ok`, `-okdir`, and `+` as terminator).
-fn find(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn find(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let mut inner = Vec::new();
     let mut i = 0;
     while i < words.len() {
@@ -1044,7 +1047,7 @@ fn filled_in(word: &Word, placeholder: &str) -> Word {
 /// `xargs [OPTIONS] [COMMAND [ARGS]]`: the command gets words read from stdin, appended
 /// (one more word only known at run time: `xargs sh -c` takes its script from there), or
 /// put in place of the replace string with `-I R` / `-i[R]` (default `{}`).
-fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
+fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
     let start = parsed.first_operand(args.len());
     let replace = parsed
         .options
@@ -1073,7 +1076,7 @@ fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner> {
 }
 
 /// `sg [-] [GROUP [-c] COMMAND]`: COMMAND is a command line for `/bin/sh -c`.
-fn sg(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
+fn sg(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut rest = args;
     if rest.first().is_some_and(|w| w.text == "-") {
         rest = &rest[1..];
@@ -1096,7 +1099,7 @@ fn sg(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<Inner> {
 /// here-string is judged as that script, anything else is opaque. Bash's options are its
 /// own: single letters in clusters (`-ec`), `-o NAME` / `-O NAME` (also with `+`), and a
 /// few long ones that must be spelled whole.
-fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<Inner> {
+fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut i = 0;
     let mut has_c = false;
     let mut reads_stdin = false;
@@ -1143,7 +1146,7 @@ fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<Inner> {
                 &words[i..],
                 "the command line it runs is known only when the line runs".into(),
             )],
-            Some(script) => vec![Inner::Script(script.text.clone())],
+            Some(script) => vec![InnerCommand::Script(script.text.clone())],
         };
     }
     if reads_stdin || i >= words.len() {
@@ -1161,13 +1164,13 @@ fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<Inner> {
 
 /// What `texts` says of a wrapper's inner command, for messages and tests.
 #[cfg(test)]
-fn shown(inner: &[Inner]) -> Vec<String> {
+fn shown(inner: &[InnerCommand]) -> Vec<String> {
     inner
         .iter()
         .map(|i| match i {
-            Inner::Command { words, .. } => super::word::texts(words).join(" "),
-            Inner::Script(s) => format!("script: {s}"),
-            Inner::Opaque { why, .. } => format!("opaque: {why}"),
+            InnerCommand::Command { words, .. } => super::word::texts(words).join(" "),
+            InnerCommand::Script(s) => format!("script: {s}"),
+            InnerCommand::Opaque { why, .. } => format!("opaque: {why}"),
         })
         .collect()
 }
@@ -1332,7 +1335,7 @@ mod tests {
         is_opaque("env -S ${X}");
         assert!(inner("env").is_empty());
         assert!(inner("env A=1").is_empty());
-        let Inner::Command { risky_env, .. } = &inner_commands(
+        let InnerCommand::Command { risky_env, .. } = &inner_commands(
             &[
                 Word::literal("env"),
                 Word::literal("PATH=."),
@@ -1466,7 +1469,8 @@ mod tests {
         is_opaque_in("xargs -i bash -c 'echo {}'");
         assert_eq!(inner("find . -exec {} x ;").len(), 1);
         let words = split("find . -exec {} x ;");
-        let Inner::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0] else {
+        let InnerCommand::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0]
+        else {
             panic!("a command");
         };
         assert!(words[0].dynamic);
@@ -1477,7 +1481,8 @@ mod tests {
     /// The wrapper's inner command itself hands an opaque script to a shell.
     fn is_opaque_in(line: &str) {
         let words = split(line);
-        let Inner::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0] else {
+        let InnerCommand::Command { words, .. } = &inner_commands(&words, &Stdin::Unknown)[0]
+        else {
             panic!("{line}: a command");
         };
         let found = shown(&inner_commands(words, &Stdin::Unknown));
@@ -1515,7 +1520,7 @@ mod tests {
         ];
         assert!(matches!(
             &inner_commands(&words, &Stdin::Unknown)[..],
-            [Inner::Opaque { .. }]
+            [InnerCommand::Opaque { .. }]
         ));
         let words = vec![
             Word::literal("sudo"),
@@ -1527,7 +1532,7 @@ mod tests {
         ];
         assert!(matches!(
             &inner_commands(&words, &Stdin::Unknown)[..],
-            [Inner::Opaque { .. }]
+            [InnerCommand::Opaque { .. }]
         ));
     }
 

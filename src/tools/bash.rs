@@ -9,7 +9,7 @@ use crate::exec::{
     TaskStatus,
 };
 use crate::hooks::audit::AuditLog;
-use crate::hooks::waterfall::{ToolCall, ToolOutput};
+use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use crate::registry::{SessionRegistry, TaskAccess};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -79,7 +79,7 @@ impl Tool for Bash {
         ToolKind::Execute
     }
 
-    async fn call(&self, call: &ToolCall) -> ToolOutput {
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
         let args = &call.arguments;
         let command = str_arg(args, "command").unwrap_or_default();
         if command.trim().is_empty() {
@@ -147,7 +147,7 @@ impl Tool for Bash {
 
 impl Shared {
     /// Checks `task_id` and the caller's right to it (T10, T13).
-    fn admit(&self, call: &ToolCall) -> Result<String, ToolOutput> {
+    fn admit(&self, call: &ToolExecution) -> Result<String, ToolOutput> {
         let task_id = str_arg(&call.arguments, "task_id")
             .unwrap_or_default()
             .trim();
@@ -182,7 +182,7 @@ impl Tool for BashOutput {
         ToolKind::Read
     }
 
-    async fn call(&self, call: &ToolCall) -> ToolOutput {
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
         let task_id = match self.shared.admit(call) {
             Ok(id) => id,
             Err(out) => return out,
@@ -204,7 +204,7 @@ impl Tool for BashKill {
         ToolKind::Execute
     }
 
-    async fn call(&self, call: &ToolCall) -> ToolOutput {
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
         let task_id = match self.shared.admit(call) {
             Ok(id) => id,
             Err(out) => return out,

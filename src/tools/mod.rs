@@ -16,7 +16,7 @@ use crate::hooks::audit::{AuditHook, AuditLog};
 use crate::hooks::external::ExternalHook;
 use crate::hooks::gate::PermissionGate;
 use crate::hooks::rules::PolicyHook;
-use crate::hooks::waterfall::{Terminal, ToolCall, ToolOutput, Waterfall};
+use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::policy::Policy;
 use crate::registry::SessionRegistry;
 use schema::{SchemaHook, ToolSchema};
@@ -47,7 +47,7 @@ pub trait Tool: Send + Sync {
     fn schema(&self) -> &Arc<ToolSchema>;
     fn kind(&self) -> ToolKind;
     /// Runs a call whose arguments already passed the schema check.
-    async fn call(&self, call: &ToolCall) -> ToolOutput;
+    async fn call(&self, call: &ToolExecution) -> ToolOutput;
 }
 
 /// The tools in registration order, and the waterfall every call goes through.
@@ -138,7 +138,7 @@ impl ToolRegistry {
     }
 
     /// Runs one call through the waterfall and the tool.
-    pub async fn execute(&self, call: &ToolCall) -> ToolOutput {
+    pub async fn execute(&self, call: &ToolExecution) -> ToolOutput {
         self.waterfall.run(call, self).await
     }
 }
@@ -151,7 +151,7 @@ impl Default for ToolRegistry {
 
 #[async_trait::async_trait]
 impl Terminal for ToolRegistry {
-    async fn execute(&self, call: &ToolCall) -> ToolOutput {
+    async fn execute(&self, call: &ToolExecution) -> ToolOutput {
         match self.get(&call.tool) {
             Some(tool) => tool.call(call).await,
             None => ToolOutput::error(format!("unknown tool `{}`", call.tool)),

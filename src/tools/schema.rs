@@ -1,7 +1,7 @@
 //! Tool schemas: embedded from `proto/tools/*.json`, the single source of what
 //! the model is told, and checked against every call's arguments (T1).
 
-use crate::hooks::waterfall::{Hook, Next, ToolCall, ToolOutput};
+use crate::hooks::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -104,7 +104,7 @@ impl Hook for SchemaHook {
         "schema"
     }
 
-    async fn handle(&self, call: &ToolCall, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let Some(schema) = self.schemas.get(&call.tool) else {
             return ToolOutput::error(format!("unknown tool `{}`", call.tool));
         };

@@ -6,7 +6,7 @@ use super::words::{
 };
 use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
 use crate::policy::word::{Word, changes_code, texts};
-use crate::policy::wrappers::{Inner, Stdin, inner_commands};
+use crate::policy::wrappers::{InnerCommand, Stdin, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
 };
@@ -629,7 +629,7 @@ impl Walker {
         self.via.push(name);
         let result = inner.into_iter().try_for_each(|inner| {
             self.nested(|w| match inner {
-                Inner::Command { words, risky_env } => {
+                InnerCommand::Command { words, risky_env } => {
                     w.out.push(Segment {
                         words: texts(&words),
                         via: w.via.clone(),
@@ -639,8 +639,8 @@ impl Walker {
                     // What a wrapper runs inherits the wrapper's stdin.
                     w.unwrap(&words, stdin)
                 }
-                Inner::Script(script) => w.line(&script),
-                Inner::Opaque { words: inner, why } => {
+                InnerCommand::Script(script) => w.line(&script),
+                InnerCommand::Opaque { words: inner, why } => {
                     // With no words of its own (`bash` reading stdin) it stands for the
                     // wrapper's whole line.
                     let shown = if inner.is_empty() { words } else { &inner[..] };
