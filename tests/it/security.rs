@@ -4,7 +4,7 @@
 //! permissions and updates, private state files, planted symlinks, and hooks
 //! that fail closed when configured in the daemon.
 
-mod common;
+use crate::common;
 
 use common::client::Client;
 use common::daemon::{SocketDaemon, workspace, write_config};

@@ -3,7 +3,7 @@
 //! `dsh serve` refusing a config whose rule examples or policy tests fail, naming the
 //! entry's file:line and what decided instead.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;

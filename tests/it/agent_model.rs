@@ -2,7 +2,7 @@
 //! real model is a paid service elsewhere): what dsh sends, how it streams,
 //! calls tools, recovers from errors, and keeps history across restarts.
 
-mod common;
+use crate::common;
 
 use common::client::Client;
 use common::fake_model::{self, FakeModel, Reply, bash_call, messages, text, tool_call};

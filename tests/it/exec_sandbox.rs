@@ -3,7 +3,7 @@
 //! the network is off unless configured, /tmp is private, and a process that hides
 //! from every marker still dies with its PID namespace.
 
-mod common;
+use crate::common;
 
 use common::*;
 use dsh::config::{ExecConfig, ExecutorKind};

@@ -32,7 +32,7 @@
 //! procps (watch), time (/usr/bin/time), sudo, login (sg), dpkg
 //! (start-stop-daemon), openssh-client (ssh-agent), strace, fakeroot.
 
-mod common;
+use crate::common;
 
 use common::client::Client;
 use common::daemon::{SocketDaemon, workspace};

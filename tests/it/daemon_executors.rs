@@ -4,7 +4,7 @@
 //! say which one runs; and a sandbox that cannot be built stops `dsh serve`
 //! (fail closed) instead of running anything unsandboxed.
 
-mod common;
+use crate::common;
 
 use common::client::Client;
 use common::daemon::SocketDaemon;

@@ -2,7 +2,7 @@
 //! --stdio`, over the socket, and through `dsh acp`. Rule ids (spec/tools.md,
 //! spec/acp.md) are in the test names where one applies.
 
-mod common;
+use crate::common;
 
 use common::client::Client;
 use common::daemon::{SocketDaemon, workspace, write_config};

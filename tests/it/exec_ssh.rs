@@ -4,7 +4,7 @@
 //! dropped connection marks the task killed and ends its remote processes once a
 //! new connection is up.
 
-mod common;
+use crate::common;
 
 use common::sshd::Sshd;
 use common::*;

@@ -2,7 +2,7 @@
 //! local executor: T1-T14 as the model sees them, plus policy, external hooks,
 //! the permission gate and the audit log. Rule ids are in the test names.
 
-mod common;
+use crate::common;
 
 use dsh::config::{Config, Decision, ExternalHookConfig, Mode, PermissionRule};
 use dsh::exec::{BashExecutor, LocalExecutor};

@@ -5,7 +5,7 @@
 //! through a method of `Kind` and ARCHITECTURE.md explains why. Rule ids are in the
 //! test names.
 
-mod common;
+use crate::common;
 
 use common::sshd::Sshd;
 use common::*;

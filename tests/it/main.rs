@@ -1,0 +1,24 @@
+//! The integration tests, in one binary: each file is a module (as codex-rs does), so the
+//! crate and its dev-dependencies are linked once instead of once per file, which was
+//! most of a cold `cargo test` on two cores.
+//!
+//! Kept apart, each its own binary, is what must run alone: `tests/soak.rs` (a daemon's
+//! memory over time), `tests/exec_big_output.rs` (the 1 GiB peak-memory test) and
+//! `tests/faults.rs` (holds the user `nobody` at its process limit, which another test
+//! running as `nobody` at the same moment would disturb).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod acp_sdk;
+mod agent_model;
+mod daemon_acp;
+mod daemon_executors;
+mod exec_contract;
+mod exec_sandbox;
+mod exec_ssh;
+mod policy_cli;
+mod policy_walkaround;
+mod security;
+mod tools_waterfall;
+mod wrapper_grammars;
