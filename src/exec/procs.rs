@@ -422,12 +422,21 @@ mod tests {
         // Wait until the grandchild runs in its own group (`set -m` makes bash give each
         // job one); nothing here is timed.
         let pgid = |pid: i32| nix::unistd::getpgid(Some(Pid::from_raw(pid))).ok();
+        // The grandchild's environment (its mark) reads as empty while it is inside
+        // execve, so the marks are awaited too, not only the group.
+        let by_mark = || {
+            find(&Selector::Task {
+                mark: mark.clone(),
+                sid: None,
+            })
+        };
         let members = loop {
             let members = find(&Selector::Session(sid));
             if members.len() == 2
                 && members
                     .iter()
                     .any(|f| f.pid != sid && pgid(f.pid).is_some_and(|g| g.as_raw() != sid))
+                && by_mark().len() == 2
             {
                 break members;
             }
@@ -436,10 +445,7 @@ mod tests {
         assert!(members.iter().all(|f| f.sid == sid));
         let by_prefix = find(&Selector::MarkPrefix(prefix));
         assert_eq!(by_prefix.len(), 2, "{by_prefix:?}");
-        let by_mark = find(&Selector::Task {
-            mark: mark.clone(),
-            sid: None,
-        });
+        let by_mark = by_mark();
         assert_eq!(by_mark.len(), 2, "{by_mark:?}");
         signal_all(&members, Signal::SIGKILL);
         child.wait().unwrap();
