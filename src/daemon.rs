@@ -2,10 +2,13 @@
 //! ACP service) and serves connections on a private unix socket or on stdio,
 //! until a signal or `_dsh/stop` asks it to shut down.
 //!
-//! Shutdown order matters: stop accepting, cancel prompts (which settles pending
-//! permission questions), close connections, kill every task (E3) and wait,
-//! then remove the socket. Session logs need no flush: every append is already
-//! one complete write.
+//! One shutdown mechanism (as in mini-redis): the daemon owns a cancellation token that
+//! a signal, `_dsh/stop` or the end of the stdio connection cancels; both serve paths
+//! wait on it and end in the same ordered [`Daemon::stop`]: stop accepting, cancel
+//! prompts (which settles pending permission questions), close connections and wait for
+//! them, kill every task (E3) and wait, drain the notice router; then the socket path
+//! removes its socket. Session logs need no flush: every append is already one complete
+//! write.
 
 use crate::acp::AcpService;
 use crate::config::Config;
@@ -18,6 +21,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Where the daemon listens unless told otherwise: `$XDG_RUNTIME_DIR/dsh/dsh.sock`,
@@ -31,11 +35,15 @@ pub fn default_socket_path() -> PathBuf {
 
 /// Everything one daemon process shares between its connections.
 pub struct Daemon {
-    pub agent: Arc<AcpService>,
+    service: Arc<AcpService>,
     executor: Option<Arc<dyn BashExecutor>>,
     /// The completion-notice router; it ends after the executor's shutdown, once
     /// every notice is delivered (and logged).
     router: Option<tokio::task::JoinHandle<()>>,
+    /// The one shutdown trigger: cancelled by SIGTERM/SIGINT, `_dsh/stop` (the service
+    /// holds a clone), or the end of the stdio connection. Both serve paths wait on it,
+    /// then run the same ordered [`Daemon::stop`].
+    shutdown: CancellationToken,
 }
 
 impl Daemon {
@@ -65,33 +73,45 @@ impl Daemon {
             tracing::info!(model = %crate::llm::Model::describe(&m), "model configured");
             Arc::new(m) as Arc<dyn crate::llm::Model>
         });
-        let agent = AcpService::new(config, model, executor.clone(), sessions, tools);
+        let shutdown = CancellationToken::new();
+        let service = AcpService::new(
+            config,
+            model,
+            executor.clone(),
+            sessions,
+            tools,
+            shutdown.clone(),
+        );
         Ok(Self {
-            agent,
+            service,
             executor,
             router,
+            shutdown,
         })
     }
 
-    /// Serves exactly one connection on stdin/stdout, then shuts down.
-    pub async fn serve_stdio(mut self) {
-        let service: Arc<dyn Service> = self.agent.clone();
-        let conn = rpc::serve_connection(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            service,
-            Options::default(),
-        );
-        tokio::select! {
-            () = conn => {}
-            () = shutdown_signal() => {}
-            () = self.agent.stop_requested.cancelled() => {}
-        }
-        self.shutdown().await;
+    /// Serves exactly one connection on stdin/stdout; its end stops the daemon.
+    pub async fn serve_stdio(self) {
+        let connections = TaskTracker::new();
+        let service: Arc<dyn Service> = self.service.clone();
+        let end = self.shutdown.clone();
+        connections.spawn(async move {
+            rpc::serve_connection(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                service,
+                Options::default(),
+            )
+            .await;
+            end.cancel();
+        });
+        self.triggered().await;
+        self.stop(connections).await;
+        tracing::info!("dsh daemon stopped");
     }
 
-    /// Serves the unix socket at `path` until a signal or `_dsh/stop`.
-    pub async fn serve_socket(mut self, path: &Path) -> Result<(), String> {
+    /// Serves the unix socket at `path` until the shutdown trigger fires.
+    pub async fn serve_socket(self, path: &Path) -> Result<(), String> {
         let listener = bind_socket(path).await?;
         // The one line on stdout: people (and tests) learn the daemon is ready.
         println!("dsh daemon listening on {}", path.display());
@@ -121,26 +141,39 @@ impl Daemon {
                         }
                     }
                     let (reader, writer) = stream.into_split();
-                    let service: Arc<dyn Service> = self.agent.clone();
+                    let service: Arc<dyn Service> = self.service.clone();
                     connections.spawn(rpc::serve_connection(reader, writer, service, Options::default()));
                 }
-                () = shutdown_signal() => break,
-                () = self.agent.stop_requested.cancelled() => break,
+                () = self.triggered() => break,
             }
         }
+        // Stop accepting first: nothing new arrives while the rest shuts down.
         drop(listener);
-        self.agent.cancel_all_prompts();
-        self.agent.close_all_connections();
-        connections.close();
-        connections.wait().await;
-        self.shutdown().await;
+        self.stop(connections).await;
         let _ = std::fs::remove_file(path);
         tracing::info!("dsh daemon stopped");
         Ok(())
     }
 
-    async fn shutdown(&mut self) {
-        self.agent.cancel_all_prompts();
+    /// Resolves when the daemon should stop: a signal, `_dsh/stop`, or (stdio) the end of
+    /// its connection.
+    async fn triggered(&self) {
+        tokio::select! {
+            () = shutdown_signal() => self.shutdown.cancel(),
+            () = self.shutdown.cancelled() => {}
+        }
+    }
+
+    /// The ordered shutdown both serve paths end in: cancel prompts (pending permission
+    /// questions settle as cancelled), close the connections and wait for them, kill every
+    /// task and what it started (E3), then wait for the notice router to drain so every
+    /// completion notice is in its session log.
+    async fn stop(mut self, connections: TaskTracker) {
+        self.shutdown.cancel();
+        self.service.cancel_all_prompts();
+        self.service.close_all_connections();
+        connections.close();
+        connections.wait().await;
         if let Some(exec) = &self.executor {
             exec.shutdown().await;
         }

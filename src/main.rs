@@ -129,7 +129,14 @@ fn main() -> ExitCode {
         ),
         Command::Serve { at, stdio } => {
             limit_malloc_arenas();
-            runtime().and_then(|rt| rt.block_on(serve(at, stdio)))
+            runtime().and_then(|rt| {
+                let result = rt.block_on(serve(at, stdio));
+                // `serve` returns once the daemon has stopped and waited for all of its
+                // work; only the stdin reader of `--stdio` may still sit in a blocking
+                // read that only the editor can end, and it must not keep the process.
+                rt.shutdown_background();
+                result
+            })
         }
         Command::Acp { at } => runtime().and_then(|rt| {
             let result = rt.block_on(acp(at));

@@ -55,8 +55,8 @@ pub struct AcpService {
     /// Session id -> cancel token of its in-flight prompt.
     prompts: DashMap<String, CancellationToken>,
     started: Instant,
-    /// Cancelled when someone asks the daemon to stop (`_dsh/stop`).
-    pub stop_requested: CancellationToken,
+    /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
+    shutdown: CancellationToken,
     this: Weak<AcpService>,
 }
 
@@ -119,6 +119,7 @@ impl AcpService {
         executor: Option<Arc<dyn BashExecutor>>,
         sessions: Arc<SessionRegistry>,
         tools: Arc<ToolRegistry>,
+        shutdown: CancellationToken,
     ) -> Arc<Self> {
         let state_dir = config.exec.state_dir();
         let agent = Arc::new_cyclic(|this| AcpService {
@@ -134,7 +135,7 @@ impl AcpService {
             connections: DashMap::new(),
             prompts: DashMap::new(),
             started: Instant::now(),
-            stop_requested: CancellationToken::new(),
+            shutdown,
             this: this.clone(),
         });
         sessions.add_notice_listener(Arc::new(LogNotices(Arc::downgrade(&agent))));
@@ -849,7 +850,7 @@ impl Service for AcpService {
 
 impl AcpService {
     async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
-        self.stop_requested.cancel();
+        self.shutdown.cancel();
         Ok(json!({}))
     }
 

@@ -2,7 +2,6 @@
 //! dsh through `dsh acp` (which starts the daemon on a private socket): the
 //! protocol as a real client library speaks it, string request ids included.
 
-
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{

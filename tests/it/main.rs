@@ -20,5 +20,6 @@ mod exec_ssh;
 mod policy_cli;
 mod policy_walkaround;
 mod security;
+mod shutdown;
 mod tools_waterfall;
 mod wrapper_grammars;
