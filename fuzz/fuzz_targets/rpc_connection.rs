@@ -12,7 +12,7 @@
 
 #![no_main]
 
-use dsh::acp::Agent;
+use dsh::acp::AcpService;
 use dsh::config::{Config, ExecutorKind};
 use dsh::hooks::audit::AuditLog;
 use dsh::registry::SessionRegistry;
@@ -33,7 +33,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-fn agent(state: &std::path::Path) -> Arc<Agent> {
+fn agent(state: &std::path::Path) -> Arc<AcpService> {
     let mut config = Config::default();
     config.exec.kind = ExecutorKind::None;
     config.exec.state_dir = Some(state.to_path_buf());
@@ -44,7 +44,9 @@ fn agent(state: &std::path::Path) -> Arc<Agent> {
         sessions.clone(),
         Arc::new(AuditLog::disabled()),
     ));
-    Agent::new(config, None, None, sessions, tools)
+    // `_dsh/stop` cancels this token; nothing here waits on it.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    AcpService::new(config, None, None, sessions, tools, shutdown)
 }
 
 fn check_line(line: &[u8]) {
