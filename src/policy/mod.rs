@@ -234,6 +234,20 @@ impl Rule {
             })
     }
 
+    /// Whether the rule decides a segment of `words`; `opaque_tokens` are the segment's
+    /// words cut at punctuation when its command cannot be known. A prefix rule matches a
+    /// known command; of an opaque one only a deny rule whose words stand in it (P5), and
+    /// a rule for every call only when it does not allow: what cannot be known is never
+    /// allowed by a rule.
+    fn applies(&self, words: &[String], opaque_tokens: Option<&[&str]>) -> bool {
+        match (&self.prefix, opaque_tokens) {
+            (None, None) => true,
+            (None, Some(_)) => self.action != Decision::Allow,
+            (Some(_), None) => !words.is_empty() && self.matches(words),
+            (Some(_), Some(tokens)) => self.action == Decision::Deny && self.appears_in(tokens),
+        }
+    }
+
     /// Whether the rule's words stand, one after another, among `tokens` (the words of an
     /// opaque segment cut at shell punctuation): "a deny rule whose words appear literally
     /// in an opaque segment denies" (P5).
@@ -430,13 +444,7 @@ impl Policy {
         let named = segment.opaque.is_none() && !segment.words.is_empty();
         let opaque_tokens = segment.opaque.as_ref().map(|_| tokens(&segment.words));
         let rule = bash_rules()
-            .filter(|r| match (&r.prefix, &opaque_tokens) {
-                // What cannot be known is never allowed by a rule, even one for every call.
-                (None, Some(_)) => r.action != Decision::Allow,
-                (None, None) => true,
-                (Some(_), None) => named && r.matches(&segment.words),
-                (Some(_), Some(tokens)) => r.action == Decision::Deny && r.appears_in(tokens),
-            })
+            .filter(|r| r.applies(&segment.words, opaque_tokens.as_deref()))
             .max_by_key(|r| r.action);
         let grant = grants
             .iter()
@@ -615,12 +623,9 @@ impl Policy {
         self.judge_bash(command, Mode::Auto, &[])
             .segments
             .iter()
-            .any(|s| match (&s.opaque, &rule.prefix) {
-                (_, None) => true,
-                (None, Some(_)) => !s.words.is_empty() && rule.matches(&s.words),
-                (Some(_), Some(_)) => {
-                    rule.action == Decision::Deny && rule.appears_in(&tokens(&s.words))
-                }
+            .any(|s| {
+                let opaque_tokens = s.opaque.as_ref().map(|_| tokens(&s.words));
+                rule.applies(&s.words, opaque_tokens.as_deref())
             })
     }
 }
