@@ -17,7 +17,7 @@ use crate::hooks::waterfall::ToolExecution;
 use crate::llm::Model;
 use crate::registry::{Notice, NoticeListener, Session, SessionRegistry};
 use crate::rpc::{Peer, RequestContext, RpcError, Service};
-use crate::store::{self, Event, Header, SessionLog, now_ms};
+use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
 use crate::tools::ToolRegistry;
 use agent_client_protocol_schema::v1 as acp;
 use dashmap::DashMap;
@@ -462,12 +462,13 @@ impl AcpService {
             let call = ToolExecution::new(call_id, tool, arguments, None, cancel);
             return self.tools.execute(&call).await;
         };
-        let send = |update| self.send_update(&session.id, update);
+        let send =
+            |event: agent::TurnEvent<'_>| self.send_update(&session.id, updates::from_turn(event));
         let ctx = agent::TurnContext {
             session,
             log: self.log_of(&session.id),
             tools: &self.tools,
-            updates: &send,
+            events: &send,
             cancel,
         };
         agent::run_tool(&ctx, &call_id, tool, arguments, false).await
@@ -521,12 +522,13 @@ impl AcpService {
                 },
             );
         }
-        let send = |update| self.send_update(&session.id, update);
+        let send =
+            |event: agent::TurnEvent<'_>| self.send_update(&session.id, updates::from_turn(event));
         let ctx = agent::TurnContext {
             session,
             log: log.clone(),
             tools: &self.tools,
-            updates: &send,
+            events: &send,
             cancel: cancel.clone(),
         };
         let outcome = if let Some(command) = text.trim_start().strip_prefix('!') {
@@ -773,29 +775,6 @@ fn replay_update(event: &Event) -> Option<acp::SessionUpdate> {
     })
 }
 
-/// Unix milliseconds as an RFC 3339 UTC timestamp (ACP `updatedAt`).
-pub fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
-}
-
 macro_rules! register {
     ($module:expr, $name:literal, $method:ident) => {
         $module
@@ -884,18 +863,5 @@ impl AcpService {
                 .policy()
                 .judge("bash", &json!({ "command": command }), mode, &grants);
         Ok(json!({"command": command, "mode": mode.id(), "judgement": judged}))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn iso8601_formats_known_instants() {
-        assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(
-            super::iso8601(1_798_675_200_123),
-            "2026-12-31T00:00:00.123Z"
-        );
     }
 }

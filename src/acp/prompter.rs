@@ -47,7 +47,7 @@ impl PermissionPrompter for AcpPrompter {
             .get(&request.tool)
             .map(|t| t.kind().as_str())
             .unwrap_or("other");
-        let title = super::updates::title_for(&request.tool, &request.arguments);
+        let title = crate::tools::title_for(&request.tool, &request.arguments);
         let tool_call = acp::ToolCallUpdate::new(
             request.call_id.clone(),
             acp::ToolCallUpdateFields::new()

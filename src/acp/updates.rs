@@ -88,15 +88,23 @@ pub fn tool_done(call_id: &str, text: &str, is_error: bool) -> SessionUpdate {
     ))
 }
 
-/// The title of a tool call: the `description` argument of bash, else the tool name.
-pub fn title_for(tool: &str, arguments: &Value) -> String {
-    arguments
-        .get("description")
-        .and_then(Value::as_str)
-        .filter(|d| !d.trim().is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| match arguments.get("task_id").and_then(Value::as_str) {
-            Some(id) => format!("{tool} {id}"),
-            None => tool.to_string(),
-        })
+/// The `session/update` for one protocol-neutral event of a turn (src/agent).
+pub fn from_turn(event: crate::agent::TurnEvent<'_>) -> SessionUpdate {
+    use crate::agent::TurnEvent as E;
+    match event {
+        E::ToolCall {
+            call_id,
+            title,
+            kind,
+            arguments,
+        } => tool_call(call_id, title, kind, arguments),
+        E::ToolInProgress { call_id } => tool_in_progress(call_id),
+        E::ToolDone {
+            call_id,
+            text,
+            is_error,
+        } => tool_done(call_id, text, is_error),
+        E::AgentText(text) => agent_text(text),
+        E::AgentThought(text) => agent_thought(text),
+    }
 }

@@ -8,27 +8,51 @@
 
 pub mod history;
 
-use crate::acp::updates;
 use crate::config::{AgentConfig, SystemPromptMode};
 use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
 use crate::store::{Event, SessionLog, ToolStatus, now_ms};
 use crate::tools::ToolRegistry;
-use agent_client_protocol_schema::v1::{SessionUpdate, StopReason};
+use agent_client_protocol_schema::v1::StopReason;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// What a turn tells the session's client as it happens, in no protocol's terms: the
+/// ACP side turns each into a `session/update` (src/acp/updates.rs).
+#[derive(Debug, Clone, Copy)]
+pub enum TurnEvent<'a> {
+    /// A tool call begins (pending), with its title and kind for the client's card.
+    ToolCall {
+        call_id: &'a str,
+        title: &'a str,
+        kind: &'a str,
+        arguments: &'a Value,
+    },
+    /// The call passed to the waterfall.
+    ToolInProgress { call_id: &'a str },
+    /// The call's result text, completed or failed.
+    ToolDone {
+        call_id: &'a str,
+        text: &'a str,
+        is_error: bool,
+    },
+    /// A piece of the model's answer.
+    AgentText(&'a str),
+    /// A piece of the model's reasoning.
+    AgentThought(&'a str),
+}
+
 /// Everything a turn (or a single user-initiated tool call) works with.
 pub struct TurnContext<'a> {
     pub session: &'a Arc<Session>,
     pub log: Option<Arc<SessionLog>>,
     pub tools: &'a ToolRegistry,
-    /// Sends a `session/update` to the session's client.
-    pub updates: &'a (dyn Fn(SessionUpdate) + Send + Sync),
+    /// Tells the session's client what happens.
+    pub events: &'a (dyn Fn(TurnEvent<'_>) + Send + Sync),
     pub cancel: CancellationToken,
 }
 
@@ -45,7 +69,7 @@ impl TurnContext<'_> {
 /// The built-in system prompt: our own words on where the model is and how the
 /// tools behave.
 pub fn system_prompt(session: &Session, config: &AgentConfig) -> String {
-    let today = crate::acp::iso8601(now_ms());
+    let today = crate::store::iso8601(now_ms());
     let builtin = format!(
         "You are a coding agent working in a user's project through dsh.\n\
          Working directory: {cwd}\nPlatform: {os}\nToday: {date}\n\n\
@@ -97,7 +121,7 @@ pub async fn run_tool(
         .get(tool)
         .map(|t| t.kind().as_str())
         .unwrap_or("other");
-    let title = updates::title_for(tool, &arguments);
+    let title = crate::tools::title_for(tool, &arguments);
     ctx.append(Event::ToolCall {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
@@ -107,8 +131,13 @@ pub async fn run_tool(
         arguments: arguments.clone(),
         by_model,
     });
-    (ctx.updates)(updates::tool_call(call_id, &title, kind, &arguments));
-    (ctx.updates)(updates::tool_in_progress(call_id));
+    (ctx.events)(TurnEvent::ToolCall {
+        call_id,
+        title: &title,
+        kind,
+        arguments: &arguments,
+    });
+    (ctx.events)(TurnEvent::ToolInProgress { call_id });
     let out = match &arguments {
         Value::String(raw) => ToolOutput::error(format!(
             "invalid arguments: not a JSON object: {}",
@@ -136,7 +165,11 @@ pub async fn run_tool(
         text: out.text.clone(),
         is_error: out.is_error,
     });
-    (ctx.updates)(updates::tool_done(call_id, &out.text, out.is_error));
+    (ctx.events)(TurnEvent::ToolDone {
+        call_id,
+        text: &out.text,
+        is_error: out.is_error,
+    });
     out
 }
 
@@ -179,11 +212,11 @@ pub async fn run_model_turn(
         let mut finish = None;
         let mut handle = |event: ModelEvent| match event {
             ModelEvent::Text(t) => {
-                (ctx.updates)(updates::agent_text(&t));
+                (ctx.events)(TurnEvent::AgentText(&t));
                 text.push_str(&t);
             }
             ModelEvent::Reasoning(t) => {
-                (ctx.updates)(updates::agent_thought(&t));
+                (ctx.events)(TurnEvent::AgentThought(&t));
                 thought.push_str(&t);
             }
             ModelEvent::ToolCallDelta {

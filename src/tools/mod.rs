@@ -158,3 +158,19 @@ impl Terminal for ToolRegistry {
         }
     }
 }
+
+/// The title of a tool call, for the client's tool-call card and the session log: the
+/// `description` argument of bash, else the tool name (with the task id of bash_output/kill).
+pub fn title_for(tool: &str, arguments: &serde_json::Value) -> String {
+    arguments
+        .get("description")
+        .and_then(serde_json::Value::as_str)
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(
+            || match arguments.get("task_id").and_then(serde_json::Value::as_str) {
+                Some(id) => format!("{tool} {id}"),
+                None => tool.to_string(),
+            },
+        )
+}
