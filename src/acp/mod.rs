@@ -202,6 +202,20 @@ impl AcpService {
         }
     }
 
+    /// The session a `_dsh/*` request names in an optional `sessionId`, if this connection
+    /// may address it.
+    fn optional_session(
+        &self,
+        ctx: &RequestContext,
+        params: &Value,
+    ) -> Result<Option<Arc<Session>>, RpcError> {
+        match params.get("sessionId") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(id)) => self.addressable(ctx, id).map(Some),
+            Some(_) => Err(RpcError::invalid_params("`sessionId` must be a string")),
+        }
+    }
+
     /// Sends an update to whichever connection the session is bound to now.
     fn send_update(&self, session_id: &str, update: acp::SessionUpdate) {
         let Some(peer) = self.bindings.get(session_id).map(|b| *b) else {
@@ -602,11 +616,7 @@ impl AcpService {
             .ok_or_else(|| RpcError::invalid_params("`name` (string) is required"))?
             .to_string();
         let arguments = p.get("arguments").cloned().unwrap_or_else(|| json!({}));
-        let session = match p.get("sessionId") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(id)) => Some(self.addressable(&ctx, id)?),
-            Some(_) => return Err(RpcError::invalid_params("`sessionId` must be a string")),
-        };
+        let session = self.optional_session(&ctx, &p)?;
         let out = self
             .run_tool(session.as_ref(), &name, arguments, ctx.cancel.clone())
             .await;
@@ -842,11 +852,7 @@ impl AcpService {
             .get("command")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("`command` (string) is required"))?;
-        let session = match p.get("sessionId") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(id)) => Some(self.addressable(&ctx, id)?),
-            Some(_) => return Err(RpcError::invalid_params("`sessionId` must be a string")),
-        };
+        let session = self.optional_session(&ctx, &p)?;
         let mode = match p.get("mode") {
             None | Some(Value::Null) => session
                 .as_ref()

@@ -275,6 +275,26 @@ fn tokens(texts: &[String]) -> Vec<&str> {
         .collect()
 }
 
+/// One segment's verdict while judging: what it gets, why, what decided it, and what an
+/// "allow always" answer would grant for it (only for an ask from the mode default).
+struct Verdict {
+    decision: Decision,
+    reason: String,
+    cause: Cause,
+    grant: Option<Grant>,
+}
+
+impl Verdict {
+    fn new(decision: Decision, reason: String, cause: Cause) -> Verdict {
+        Verdict {
+            decision,
+            reason,
+            cause,
+            grant: None,
+        }
+    }
+}
+
 impl Policy {
     /// Compiles the rules and read-only prefixes of `config`.
     pub fn new(config: &PermissionsConfig) -> Self {
@@ -392,8 +412,11 @@ impl Policy {
         let judged: Vec<SegmentJudgement> = segments
             .into_iter()
             .map(|segment| {
-                let (verdict, grant) = self.judge_segment(&segment, mode, grants);
-                if let Some(grant) = grant.filter(|g| !grants_on_allow_always.contains(g)) {
+                let verdict = self.judge_segment(&segment, mode, grants);
+                if let Some(grant) = verdict
+                    .grant
+                    .filter(|g| !grants_on_allow_always.contains(g))
+                {
                     grants_on_allow_always.push(grant);
                 }
                 SegmentJudgement {
@@ -401,9 +424,9 @@ impl Policy {
                     via: segment.via,
                     opaque: segment.opaque,
                     writes_redirect: segment.writes_redirect,
-                    decision: verdict.0,
-                    reason: verdict.1,
-                    cause: verdict.2,
+                    decision: verdict.decision,
+                    reason: verdict.reason,
+                    cause: verdict.cause,
                 }
             })
             .collect();
@@ -429,21 +452,17 @@ impl Policy {
         }
     }
 
-    /// One segment's decision, why, and what decided it; plus what "allow always" would
-    /// grant for it (only for an ask from the mode default).
-    fn judge_segment(
-        &self,
-        segment: &Segment,
-        mode: Mode,
-        grants: &[Grant],
-    ) -> ((Decision, String, Cause), Option<Grant>) {
+    /// One segment's verdict.
+    fn judge_segment(&self, segment: &Segment, mode: Mode, grants: &[Grant]) -> Verdict {
         let shown = quote_segment(segment);
-        let bash_rules = || self.rules.iter().filter(|r| r.covers_tool("bash"));
         // What matches: tool-wide rules always; prefix rules and grants only when the
         // command is known; deny rules also by their words inside an opaque segment.
         let named = segment.opaque.is_none() && !segment.words.is_empty();
         let opaque_tokens = segment.opaque.as_ref().map(|_| tokens(&segment.words));
-        let rule = bash_rules()
+        let rule = self
+            .rules
+            .iter()
+            .filter(|r| r.covers_tool("bash"))
             .filter(|r| r.applies(&segment.words, opaque_tokens.as_deref()))
             .max_by_key(|r| r.action);
         let grant = grants
@@ -451,7 +470,7 @@ impl Policy {
             .find(|g| named && !g.0.is_empty() && segment.words.starts_with(&g.0));
         // A grant acts as an allow rule, so it only decides when no rule matched.
         let matched = match (rule, grant) {
-            (Some(rule), _) => Some((
+            (Some(rule), _) => Some(Verdict::new(
                 rule.action,
                 match &segment.opaque {
                     Some(why) => format!(
@@ -462,7 +481,7 @@ impl Policy {
                 },
                 rule.cause(),
             )),
-            (None, Some(grant)) => Some((
+            (None, Some(grant)) => Some(Verdict::new(
                 Decision::Allow,
                 format!(
                     "`{}` is allowed always in this session and matches {shown}",
@@ -477,83 +496,67 @@ impl Policy {
 
         if mode == Mode::ReadOnly {
             if let Some((why, cause)) = self.not_read_only(segment) {
-                return (
-                    (
-                        Decision::Deny,
-                        format!("read-only mode: {shown} {why}"),
-                        cause,
-                    ),
-                    None,
+                return Verdict::new(
+                    Decision::Deny,
+                    format!("read-only mode: {shown} {why}"),
+                    cause,
                 );
             }
-            let verdict = matched.unwrap_or_else(|| {
-                (
+            return matched.unwrap_or_else(|| {
+                Verdict::new(
                     Decision::Allow,
                     format!("read-only mode: {shown} only reads"),
                     Cause::ReadOnly,
                 )
             });
-            return (verdict, None);
         }
         // P6: under a program that is not a known wrapper, an argument that names what a
         // deny rule names may be run by it (`flock F rm x`): never less than ask.
         let unknown_wrapper = named
             .then(|| self.names_denied_command(&segment.words))
             .flatten();
-        if let Some((decision, reason, cause)) = matched {
-            if let Some(flagged) = unknown_wrapper.filter(|_| decision < Decision::Ask) {
-                return (flagged, None);
-            }
-            return ((decision, reason, cause), None);
-        }
-        if let Some(flagged) = unknown_wrapper {
-            return (flagged, None);
+        match (matched, unknown_wrapper) {
+            (Some(matched), Some(flagged)) if matched.decision < Decision::Ask => return flagged,
+            (Some(matched), _) => return matched,
+            (None, Some(flagged)) => return flagged,
+            (None, None) => {}
         }
         if segment.words.is_empty() && !segment.writes_redirect && segment.opaque.is_none() {
-            return (
-                (
-                    Decision::Allow,
-                    format!("{shown} runs nothing"),
-                    Cause::RunsNothing,
-                ),
-                None,
+            return Verdict::new(
+                Decision::Allow,
+                format!("{shown} runs nothing"),
+                Cause::RunsNothing,
             );
         }
         if let Some(why) = &segment.opaque {
             // The command could be anything, including what a deny or ask rule names, so
             // it is never allowed silently (P5).
-            return (
-                (
-                    Decision::Ask,
-                    format!("{shown} cannot be known before it runs: {why}"),
-                    Cause::Opaque { why: why.clone() },
-                ),
-                None,
+            return Verdict::new(
+                Decision::Ask,
+                format!("{shown} cannot be known before it runs: {why}"),
+                Cause::Opaque { why: why.clone() },
             );
         }
         match mode {
-            Mode::Auto => (
-                (
-                    Decision::Allow,
-                    format!("no rule matches {shown} (mode auto)"),
-                    Cause::Mode { mode },
-                ),
-                None,
+            Mode::Auto => Verdict::new(
+                Decision::Allow,
+                format!("no rule matches {shown} (mode auto)"),
+                Cause::Mode { mode },
             ),
-            _ => (
-                (
+            _ => Verdict {
+                grant: grant_for(&segment.words),
+                ..Verdict::new(
                     Decision::Ask,
                     format!("no rule matches {shown} (mode {})", mode.id()),
                     Cause::Mode { mode },
-                ),
-                grant_for(&segment.words),
-            ),
+                )
+            },
         }
     }
 
     /// P6: the first argument of a segment whose program is not a known wrapper that names
     /// the command of a deny rule, as an ask.
-    fn names_denied_command(&self, words: &[String]) -> Option<(Decision, String, Cause)> {
+    fn names_denied_command(&self, words: &[String]) -> Option<Verdict> {
         let program = base_name(words.first()?);
         if wrappers::is_wrapper(program) {
             return None;
@@ -567,7 +570,7 @@ impl Policy {
                         .and_then(|p| p.first())
                         .is_some_and(|first| first != "*" && base_name(word) == first)
             })?;
-            Some((
+            Some(Verdict::new(
                 Decision::Ask,
                 format!(
                     "`{program}` is not a known wrapper, and its argument `{word}` is what {} names",

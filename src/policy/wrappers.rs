@@ -60,12 +60,19 @@ struct Wrapper {
     runs: Runs,
     /// Options after which the program runs nothing (`taskset -p`, `sudo -l`).
     runs_nothing_with: &'static [&'static str],
-    /// Options whose value is a command line for a shell (`flock -c`, `su -c`).
+    /// Options whose value is a command line for a shell (`su -c`, `script -c`).
     script_in: &'static [&'static str],
     /// With no command given it starts an interactive shell, which reads its stdin
-    /// (`chroot /`, `unshare`, `su`, `script`).
+    /// (`chroot /`, `unshare`, `nsenter`, `doas -s`); for `Runs::Words` rows (a custom
+    /// handler decides this itself).
     shell_without_command: bool,
 }
+
+/// Why a wrapper's command line (`bash -c "$X"`, `eval $X`, `flock f -c "$X"`) is opaque.
+const SCRIPT_NOT_KNOWN: &str = "the command line it runs is known only when the line runs";
+/// Why a wrapper's command, or an assignment before it (`sudo $CMD`, `sudo $A=1 rm`), is
+/// opaque.
+const COMMAND_NOT_KNOWN: &str = "an assignment or the command is known only when the line runs";
 
 const HELP: Opt = both('h', "help", No);
 const VERSION: Opt = both('V', "version", No);
@@ -299,7 +306,7 @@ static WRAPPERS: &[Wrapper] = &[
             "version",
             "help",
         ],
-        shell_without_command: true,
+        // Its handler starts a shell reading stdin itself when no command is given.
         runs: Runs::Custom(sudo),
         ..row(
             "sudo",
@@ -672,10 +679,7 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     {
         return match &script.value {
             Some(text) if script.value_known => vec![InnerCommand::Script(text.clone())],
-            _ => vec![opaque(
-                args,
-                "the command line it runs is known only when the line runs".into(),
-            )],
+            _ => vec![opaque(args, SCRIPT_NOT_KNOWN.into())],
         };
     }
     match wrapper.runs {
@@ -701,10 +705,7 @@ fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCo
     if assignments {
         while let Some(word) = args.get(start) {
             if !word.known() {
-                return vec![opaque(
-                    &args[start..],
-                    "an assignment or the command is known only when the line runs".into(),
-                )];
+                return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
             }
             match assigned_name(&word.text) {
                 Some(name) => risky_env |= changes_code(name),
@@ -825,10 +826,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
             )];
         };
         if !word.known() {
-            return vec![opaque(
-                &args[start..],
-                "an assignment or the command is known only when the line runs".into(),
-            )];
+            return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
         }
         let assigned =
             assigned_name(&word.text).filter(|_| !after_dashes && !word.text.starts_with('/'));
@@ -865,10 +863,7 @@ fn flock(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
         Some(word) if word.known() && matches!(word.text.as_str(), "-c" | "--command") => {
             match args.get(start + 1) {
                 Some(script) if script.known() => vec![InnerCommand::Script(script.text.clone())],
-                Some(_) => vec![opaque(
-                    &args[start..],
-                    "the command line it runs is known only when the line runs".into(),
-                )],
+                Some(_) => vec![opaque(&args[start..], SCRIPT_NOT_KNOWN.into())],
                 None => Vec::new(),
             }
         }
@@ -931,10 +926,7 @@ fn join_script(words: &[Word]) -> Vec<InnerCommand> {
     if words.is_empty() {
         Vec::new()
     } else if words.iter().any(|w| w.dynamic) {
-        vec![opaque(
-            words,
-            "the command line it runs is known only when the line runs".into(),
-        )]
+        vec![opaque(words, SCRIPT_NOT_KNOWN.into())]
     } else {
         vec![InnerCommand::Script(
             words
@@ -1142,10 +1134,7 @@ fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     if has_c {
         return match words.get(i) {
             None => Vec::new(),
-            Some(script) if !script.known() => vec![opaque(
-                &words[i..],
-                "the command line it runs is known only when the line runs".into(),
-            )],
+            Some(script) if !script.known() => vec![opaque(&words[i..], SCRIPT_NOT_KNOWN.into())],
             Some(script) => vec![InnerCommand::Script(script.text.clone())],
         };
     }

@@ -172,3 +172,20 @@ pub fn processes_under(dir: &Path) -> Vec<i32> {
         })
         .collect()
 }
+
+/// `dsh serve --stdio` with `dir/dsh.toml` (see [`write_config`]), state in `dir/state` and
+/// `env` added, as an initialized connection on its stdio.
+pub async fn stdio_daemon(dir: &Path, extra_config: &str, env: &[(&str, &str)]) -> (Child, Client) {
+    let config = write_config(dir, extra_config);
+    let mut cmd = super::dsh();
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.join("state"))
+        .arg("--config")
+        .arg(config);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (child, mut client) = super::spawn_client(&mut cmd);
+    client.initialize().await;
+    (child, client)
+}

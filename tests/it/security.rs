@@ -6,33 +6,12 @@
 
 use crate::common;
 
-use common::client::Client;
-use common::daemon::{SocketDaemon, workspace, write_config};
+use common::daemon::{SocketDaemon, stdio_daemon, workspace};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 const AUTO: &str = "[permissions]\ndefault_mode = \"auto\"\n";
-
-/// `dsh serve --stdio` with `dir/dsh.toml` and state in `dir/state`.
-async fn stdio_daemon(
-    dir: &Path,
-    extra_config: &str,
-    env: &[(&str, &str)],
-) -> (tokio::process::Child, Client) {
-    let config = write_config(dir, extra_config);
-    let mut cmd = common::dsh();
-    cmd.args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.join("state"))
-        .arg("--config")
-        .arg(config);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let (child, mut client) = common::spawn_client(&mut cmd);
-    client.initialize().await;
-    (child, client)
-}
 
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path)

@@ -3,7 +3,12 @@
 //! `dsh stop` on the socket), it exits 0 and leaves no task behind: the process table
 //! is read to prove it (E3), not the daemon's word.
 
-use crate::common::{self, client::Client, daemon::SocketDaemon, token, with_token};
+use crate::common::{
+    self,
+    client::Client,
+    daemon::{SocketDaemon, stdio_daemon},
+    token, with_token,
+};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -17,14 +22,7 @@ const HUNG: Duration = Duration::from_secs(30);
 /// `dsh serve --stdio` with state in `dir`, initialized, with a session that runs a
 /// background `sleep 1000.<token>`; the token, once the task is in the process table.
 async fn stdio_daemon_with_a_task(dir: &Path) -> (tokio::process::Child, Client, String) {
-    let config = common::daemon::write_config(dir, AUTO);
-    let mut cmd = common::dsh();
-    cmd.args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.join("state"))
-        .arg("--config")
-        .arg(config);
-    let (child, mut client) = common::spawn_client(&mut cmd);
-    client.initialize().await;
+    let (child, mut client) = stdio_daemon(dir, AUTO, &[]).await;
     let token = start_task(&mut client, dir).await;
     (child, client, token)
 }
