@@ -423,39 +423,39 @@ async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, Strin
 }
 
 async fn status(at: Where) -> Result<(), String> {
-    let s = ask_daemon(&at, "_dsh/status").await?;
+    let answer = ask_daemon(&at, "_dsh/status").await?;
+    let s: dsh::acp::StatusResponse = serde_json::from_value(answer)
+        .map_err(|e| format!("the daemon's status is not what this dsh reads: {e}"))?;
     println!(
         "dsh {} (pid {}), executor {}, up {}s, {} connection(s)",
-        s["version"].as_str().unwrap_or("?"),
-        s["pid"],
-        s["executor"].as_str().unwrap_or("?"),
-        s["uptimeMs"].as_u64().unwrap_or_default() / 1000,
-        s["connections"]
+        s.version,
+        s.pid,
+        s.executor,
+        s.uptime_ms / 1000,
+        s.connections
     );
-    let sessions = s["sessions"].as_array().cloned().unwrap_or_default();
-    println!("sessions: {}", sessions.len());
-    for session in sessions {
+    println!("sessions: {}", s.sessions.len());
+    for session in &s.sessions {
         println!(
             "  {}  {}  {}  mode {}{}",
-            session["sessionId"].as_str().unwrap_or("?"),
-            session["state"].as_str().unwrap_or("?"),
-            session["cwd"].as_str().unwrap_or("?"),
-            session["mode"].as_str().unwrap_or("?"),
-            if session["connected"].as_bool() == Some(true) {
+            session.session_id,
+            session.state,
+            session.cwd.display(),
+            session.mode,
+            if session.connected {
                 ""
             } else {
                 "  (no connection)"
             },
         );
     }
-    let tasks = s["runningTasks"].as_array().cloned().unwrap_or_default();
-    println!("running tasks: {}", tasks.len());
-    for task in tasks {
+    println!("running tasks: {}", s.running_tasks.len());
+    for task in &s.running_tasks {
         println!(
             "  {}  owner {}  {}",
-            task["taskId"].as_str().unwrap_or("?"),
-            task["owner"].as_str().unwrap_or("(none)"),
-            task["command"].as_str().unwrap_or("?"),
+            task.task_id,
+            task.owner.clone().flatten().as_deref().unwrap_or("(none)"),
+            task.command,
         );
     }
     Ok(())

@@ -120,7 +120,7 @@ async fn client_killed_mid_prompt_mid_permission_and_mid_load_the_daemon_goes_on
         .collect();
     assert_eq!(failed.len(), 1, "the asked call is closed as failed");
     assert!(
-        failed[0]["content"][0]["content"]["text"]
+        failed[0]["rawOutput"]["text"]
             .as_str()
             .unwrap()
             .contains("cancelled"),
@@ -276,7 +276,7 @@ async fn daemon_sigkilled_mid_turn_restarts_with_whole_logs_closed_turns_and_no_
         .collect();
     assert_eq!(fg.len(), 1, "{fg:?}");
     assert_eq!(fg[0]["status"], "failed");
-    assert_eq!(fg[0]["content"][0]["content"]["text"], "interrupted");
+    assert_eq!(fg[0]["rawOutput"]["text"], "interrupted");
     // On disk: the fragment is gone, the dangling call and the turn are closed.
     let now = log_lines(&state, &s);
     assert!(!now.iter().any(|e| e["text"] == "half a li"));

@@ -116,7 +116,7 @@ struct Worker {
 }
 
 fn text_of(result: &Value) -> String {
-    result["content"][0]["content"]["text"]
+    result["rawOutput"]["text"]
         .as_str()
         .unwrap_or_default()
         .to_string()
@@ -286,7 +286,9 @@ fn calls_seen(client: &Client, session: &str) -> Vec<SeenCall> {
             .to_string();
         match update["sessionUpdate"].as_str() {
             Some("tool_call") => order.push(id),
-            Some("tool_call_update") if update["status"] != "in_progress" => {
+            Some("tool_call_update")
+                if matches!(update["status"].as_str(), Some("completed" | "failed")) =>
+            {
                 let status = update["status"].as_str().unwrap_or_default().to_string();
                 last.insert(id, (status, text_of(update)));
             }

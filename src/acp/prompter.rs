@@ -1,8 +1,9 @@
 //! The waterfall's permission prompter over ACP: `session/request_permission` to
 //! the connection the session is bound to at the moment of asking.
 
-use super::AcpService;
+use super::{AcpService, updates};
 use crate::registry::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use crate::tools::CallView;
 use agent_client_protocol_schema::v1 as acp;
 use std::sync::Weak;
 
@@ -39,7 +40,7 @@ impl PermissionPrompter for AcpPrompter {
         let Some(agent) = self.agent.upgrade() else {
             return PermissionAnswer::Cancelled;
         };
-        let Some(peer) = agent.peer_of(&self.session_id) else {
+        let Some((peer, display)) = agent.peer_of(&self.session_id) else {
             return PermissionAnswer::Cancelled;
         };
         let kind = agent
@@ -47,13 +48,15 @@ impl PermissionPrompter for AcpPrompter {
             .get(&request.tool)
             .map(|t| t.kind().as_str())
             .unwrap_or("other");
-        let title = crate::tools::title_for(&request.tool, &request.arguments);
-        let tool_call = acp::ToolCallUpdate::new(
-            request.call_id.clone(),
-            acp::ToolCallUpdateFields::new()
-                .title(title)
-                .kind(super::updates::kind_of(kind))
-                .raw_input(request.arguments.clone()),
+        let cwd = agent.sessions.get(&self.session_id).map(|s| s.cwd.clone());
+        let view = CallView::of(&request.tool, &request.arguments, cwd.as_deref());
+        let tool_call = updates::permission_tool_call(
+            &request.call_id,
+            &view,
+            kind,
+            &request.arguments,
+            &request.reason,
+            display,
         );
         let kinds = [
             acp::PermissionOptionKind::AllowOnce,

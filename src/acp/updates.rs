@@ -1,10 +1,13 @@
 //! `session/update` payloads, built from the ACP schema types so the wire format
 //! is the official one.
 
+use crate::agent::TurnEvent;
+use crate::hooks::waterfall::CommandExit;
+use crate::tools::CallView;
 use agent_client_protocol_schema::v1::{
-    Content, ContentBlock, ContentChunk, CurrentModeUpdate, SessionNotification, SessionUpdate,
-    TextContent, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind,
+    Content, ContentBlock, ContentChunk, CurrentModeUpdate, Meta, SessionNotification,
+    SessionUpdate, Terminal, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
 
@@ -43,6 +46,32 @@ pub fn mode(mode_id: &str) -> SessionUpdate {
     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id.to_string()))
 }
 
+/// How the client shows things, from what it advertised in `initialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientDisplay {
+    /// Zed's display-only terminals (`clientCapabilities._meta.terminal_output`): a
+    /// command's output goes to a terminal the editor draws, while it still runs in
+    /// dsh's executor.
+    pub terminal_output: bool,
+}
+
+impl ClientDisplay {
+    /// What `initialize`'s `clientCapabilities` say about display.
+    pub fn from_capabilities(capabilities: Option<&Value>) -> Self {
+        let flag = capabilities
+            .and_then(|c| c.get("_meta"))
+            .and_then(|m| m.get("terminal_output"))
+            .and_then(Value::as_bool);
+        Self {
+            terminal_output: flag == Some(true),
+        }
+    }
+
+    fn terminal(self, view: &CallView) -> bool {
+        self.terminal_output && view.terminal
+    }
+}
+
 /// The ACP kind of one of our tools, by name.
 pub fn kind_of(kind: &str) -> ToolKind {
     match kind {
@@ -52,59 +81,239 @@ pub fn kind_of(kind: &str) -> ToolKind {
     }
 }
 
-/// A new tool call, pending.
-pub fn tool_call(call_id: &str, title: &str, kind: &str, raw_input: &Value) -> SessionUpdate {
-    SessionUpdate::ToolCall(
-        ToolCall::new(call_id.to_string(), title.to_string())
+/// `text` as a fenced code block, so editors that render Markdown show it verbatim:
+/// the fence is longer than any run of backticks inside.
+pub fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let newline = if text.ends_with('\n') || text.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}\n{text}{newline}{fence}")
+}
+
+fn text_content(text: String) -> ToolCallContent {
+    ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(text))))
+}
+
+/// A call's content: the model's description, then `body` (output in a fence, or the
+/// terminal that shows it).
+fn content(view: &CallView, body: ToolCallContent) -> Vec<ToolCallContent> {
+    let mut content = Vec::with_capacity(2);
+    if let Some(description) = &view.description {
+        content.push(text_content(description.clone()));
+    }
+    content.push(body);
+    content
+}
+
+fn meta(key: &str, value: Value) -> Meta {
+    Meta::from_iter([(key.to_string(), value)])
+}
+
+/// A new tool call, pending. With a terminal display its content is the terminal
+/// (named after the call), announced in `_meta.terminal_info`.
+pub fn tool_call(
+    call_id: &str,
+    view: &CallView,
+    kind: &str,
+    raw_input: &Value,
+    display: ClientDisplay,
+) -> SessionUpdate {
+    let mut call = ToolCall::new(call_id.to_string(), view.title.clone())
+        .kind(kind_of(kind))
+        .status(ToolCallStatus::Pending)
+        .raw_input(raw_input.clone())
+        .locations(
+            view.location
+                .iter()
+                .map(|p| ToolCallLocation::new(p.clone()))
+                .collect(),
+        );
+    if display.terminal(view) {
+        let mut info = serde_json::json!({"terminal_id": call_id});
+        if let Some(cwd) = &view.location {
+            info["cwd"] = cwd.display().to_string().into();
+        }
+        call = call
+            .content(content(
+                view,
+                ToolCallContent::Terminal(Terminal::new(call_id.to_string())),
+            ))
+            .meta(meta("terminal_info", info));
+    } else if let Some(description) = &view.description {
+        call = call.content(vec![text_content(description.clone())]);
+    }
+    SessionUpdate::ToolCall(call)
+}
+
+/// The tool call a permission question is about: it says why it is asked, beside the
+/// description (and the terminal, which must stay in the content).
+pub fn permission_tool_call(
+    call_id: &str,
+    view: &CallView,
+    kind: &str,
+    raw_input: &Value,
+    reason: &str,
+    display: ClientDisplay,
+) -> ToolCallUpdate {
+    let mut content = Vec::with_capacity(3);
+    if let Some(description) = &view.description {
+        content.push(text_content(description.clone()));
+    }
+    if !reason.is_empty() {
+        content.push(text_content(format!("Asked because: {reason}")));
+    }
+    if display.terminal(view) {
+        content.push(ToolCallContent::Terminal(Terminal::new(
+            call_id.to_string(),
+        )));
+    }
+    ToolCallUpdate::new(
+        call_id.to_string(),
+        ToolCallUpdateFields::new()
+            .title(view.title.clone())
             .kind(kind_of(kind))
-            .status(ToolCallStatus::Pending)
-            .raw_input(raw_input.clone()),
+            .raw_input(raw_input.clone())
+            .content(content),
     )
 }
 
-/// A tool call starting to run.
-pub fn tool_in_progress(call_id: &str) -> SessionUpdate {
+/// A tool call starting to run: the waterfall and the person let it through.
+pub fn tool_running(call_id: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         call_id.to_string(),
         ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
     ))
 }
 
-/// A tool call's end, with the text the model saw.
-pub fn tool_done(call_id: &str, text: &str, is_error: bool) -> SessionUpdate {
+/// Output of a running call: the new bytes for a terminal, else all that is shown so
+/// far, fenced. No status: it stays what it was.
+pub fn tool_output(
+    call_id: &str,
+    view: &CallView,
+    shown: &str,
+    new: &str,
+    display: ClientDisplay,
+) -> SessionUpdate {
+    let update = if display.terminal(view) {
+        ToolCallUpdate::new(call_id.to_string(), ToolCallUpdateFields::new()).meta(meta(
+            "terminal_output",
+            serde_json::json!({"terminal_id": call_id, "data": new}),
+        ))
+    } else {
+        ToolCallUpdate::new(
+            call_id.to_string(),
+            ToolCallUpdateFields::new().content(content(view, text_content(fenced(shown)))),
+        )
+    };
+    SessionUpdate::ToolCallUpdate(update)
+}
+
+/// A tool call's end, with the text the model saw (fenced; the exact text is in
+/// `rawOutput`). A terminal keeps its content and hears how the command exited.
+pub fn tool_done(
+    call_id: &str,
+    view: &CallView,
+    text: &str,
+    is_error: bool,
+    exit: Option<CommandExit>,
+    display: ClientDisplay,
+) -> SessionUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
         ToolCallStatus::Completed
     };
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        call_id.to_string(),
-        ToolCallUpdateFields::new()
-            .status(status)
-            .content(vec![ToolCallContent::Content(Content::new(
-                ContentBlock::Text(TextContent::new(text.to_string())),
-            ))])
-            .raw_output(serde_json::json!({"text": text, "isError": is_error})),
-    ))
+    let fields = ToolCallUpdateFields::new()
+        .status(status)
+        .raw_output(serde_json::json!({"text": text, "isError": is_error}));
+    let update = if display.terminal(view) {
+        let mut exit_info = serde_json::json!({"terminal_id": call_id});
+        if let Some(exit) = exit {
+            if let Some(code) = exit.exit_code {
+                exit_info["exit_code"] = code.into();
+            }
+            if let Some(signal) = exit.signal {
+                exit_info["signal"] = crate::tools::bash::signal_name(signal).into();
+            }
+        }
+        let mut meta = meta("terminal_exit", exit_info);
+        if exit.is_none() {
+            // No command ran in the foreground (a read of a task's output, a refusal):
+            // the result is what the terminal shows.
+            meta.insert(
+                "terminal_output".into(),
+                serde_json::json!({"terminal_id": call_id, "data": text}),
+            );
+        }
+        ToolCallUpdate::new(call_id.to_string(), fields).meta(meta)
+    } else {
+        ToolCallUpdate::new(
+            call_id.to_string(),
+            fields.content(content(view, text_content(fenced(text)))),
+        )
+    };
+    SessionUpdate::ToolCallUpdate(update)
 }
 
-/// The `session/update` for one protocol-neutral event of a turn (src/agent).
-pub fn from_turn(event: crate::agent::TurnEvent<'_>) -> SessionUpdate {
-    use crate::agent::TurnEvent as E;
+/// The `session/update` for one protocol-neutral event of a turn (src/agent), shown
+/// the way `display` allows.
+pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate {
+    use TurnEvent as E;
     match event {
+        E::UserText(text) => user_text(text),
         E::ToolCall {
             call_id,
-            title,
+            view,
             kind,
             arguments,
-        } => tool_call(call_id, title, kind, arguments),
-        E::ToolInProgress { call_id } => tool_in_progress(call_id),
+        } => tool_call(call_id, view, kind, arguments, display),
+        E::ToolRunning { call_id, .. } => tool_running(call_id),
+        E::ToolOutput {
+            call_id,
+            view,
+            shown,
+            new,
+        } => tool_output(call_id, view, shown, new, display),
         E::ToolDone {
             call_id,
+            view,
             text,
             is_error,
-        } => tool_done(call_id, text, is_error),
+            exit,
+        } => tool_done(call_id, view, text, is_error, exit, display),
         E::AgentText(text) => agent_text(text),
         E::AgentThought(text) => agent_thought(text),
+        E::ModeChanged(mode_id) => mode(mode_id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_are_longer_than_any_backtick_run_inside() {
+        assert_eq!(fenced("# title\n"), "```\n# title\n```");
+        assert_eq!(fenced("a"), "```\na\n```");
+        assert_eq!(fenced("x ```` y"), "`````\nx ```` y\n`````");
+        assert_eq!(fenced(""), "```\n```");
+    }
+
+    #[test]
+    fn zed_terminal_capability_is_read_from_meta() {
+        let caps = serde_json::json!({"_meta": {"terminal_output": true}, "terminal": true});
+        assert!(ClientDisplay::from_capabilities(Some(&caps)).terminal_output);
+        let caps = serde_json::json!({"terminal": true});
+        assert!(!ClientDisplay::from_capabilities(Some(&caps)).terminal_output);
+        assert!(!ClientDisplay::from_capabilities(None).terminal_output);
     }
 }

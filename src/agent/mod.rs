@@ -7,13 +7,17 @@
 //! their place. Notices never start a turn; they wait for the next request.
 
 pub mod history;
+pub mod live;
+mod replay;
 
-use crate::config::{AgentConfig, SystemPromptMode};
-use crate::hooks::waterfall::{ToolExecution, ToolOutput};
+pub use replay::replay;
+
+use crate::config::{AgentConfig, ModelConfig, SystemPromptMode};
+use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
 use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
 use crate::store::{Event, SessionLog, ToolStatus, now_ms};
-use crate::tools::ToolRegistry;
+use crate::tools::{CallView, ToolRegistry};
 use agent_client_protocol_schema::v1::StopReason;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -22,28 +26,48 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// What a turn tells the session's client as it happens, in no protocol's terms: the
-/// ACP side turns each into a `session/update` (src/acp/updates.rs).
+/// ACP side turns each into a `session/update` (src/acp/updates.rs), for live turns and
+/// for replays of the session log alike.
 #[derive(Debug, Clone, Copy)]
 pub enum TurnEvent<'a> {
-    /// A tool call begins (pending), with its title and kind for the client's card.
+    /// What the user said (a prompt, or a notice shown where it arrived).
+    UserText(&'a str),
+    /// A tool call begins: pending until every hook and the person have let it
+    /// through.
     ToolCall {
         call_id: &'a str,
-        title: &'a str,
+        view: &'a CallView,
         kind: &'a str,
         arguments: &'a Value,
     },
-    /// The call passed to the waterfall.
-    ToolInProgress { call_id: &'a str },
+    /// The tool started running.
+    ToolRunning {
+        call_id: &'a str,
+        view: &'a CallView,
+    },
+    /// Output while the call runs: `shown` is all of it the client is shown now (the
+    /// last 64 KB), `new` what arrived since the previous event.
+    ToolOutput {
+        call_id: &'a str,
+        view: &'a CallView,
+        shown: &'a str,
+        new: &'a str,
+    },
     /// The call's result text, completed or failed.
     ToolDone {
         call_id: &'a str,
+        view: &'a CallView,
         text: &'a str,
         is_error: bool,
+        /// How the command ended, when one ran in the foreground.
+        exit: Option<CommandExit>,
     },
     /// A piece of the model's answer.
     AgentText(&'a str),
     /// A piece of the model's reasoning.
     AgentThought(&'a str),
+    /// The session's mode changed.
+    ModeChanged(&'a str),
 }
 
 /// Everything a turn (or a single user-initiated tool call) works with.
@@ -105,8 +129,9 @@ pub fn system_prompt(session: &Session, config: &AgentConfig) -> String {
     }
 }
 
-/// Runs one tool call with the full ACP choreography (tool_call pending ->
-/// in_progress -> completed/failed), logging the call and its result.
+/// Runs one tool call with the full choreography (a pending call, running once the
+/// waterfall lets it through, its output as it comes, then completed or failed),
+/// logging the call and its result.
 /// `arguments` that are not a JSON object (a model's unparsable output) are
 /// answered with an error result and never reach the tool.
 pub async fn run_tool(
@@ -121,37 +146,38 @@ pub async fn run_tool(
         .get(tool)
         .map(|t| t.kind().as_str())
         .unwrap_or("other");
-    let title = crate::tools::title_for(tool, &arguments);
+    let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd));
     ctx.append(Event::ToolCall {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
         tool: tool.to_string(),
-        title: title.clone(),
+        title: view.title.clone(),
         kind: kind.to_string(),
         arguments: arguments.clone(),
         by_model,
     });
     (ctx.events)(TurnEvent::ToolCall {
         call_id,
-        title: &title,
+        view: &view,
         kind,
         arguments: &arguments,
     });
-    (ctx.events)(TurnEvent::ToolInProgress { call_id });
     let out = match &arguments {
         Value::String(raw) => ToolOutput::error(format!(
             "invalid arguments: not a JSON object: {}",
             raw.chars().take(200).collect::<String>()
         )),
         _ => {
+            let live = Arc::new(live::LiveCall::new());
             let call = ToolExecution::new(
                 call_id,
                 tool,
                 arguments,
                 Some(ctx.session.clone()),
                 ctx.cancel.clone(),
-            );
-            ctx.tools.execute(&call).await
+            )
+            .watched_by(live.clone());
+            live::watch(ctx, call_id, &view, &live, ctx.tools.execute(&call)).await
         }
     };
     ctx.append(Event::ToolResult {
@@ -167,10 +193,72 @@ pub async fn run_tool(
     });
     (ctx.events)(TurnEvent::ToolDone {
         call_id,
+        view: &view,
         text: &out.text,
         is_error: out.is_error,
+        exit: out.exit,
     });
     out
+}
+
+/// One prompt's turn, framed in the log (turn start, the user's message, turn end with
+/// its stop reason): a `!COMMAND` prompt runs the command through the waterfall as the
+/// user's own call; any other goes to the model, or, with none configured (`Err`
+/// carries its settings), is answered with what to set. `Err` is a model failure, for
+/// the prompt's JSON-RPC error.
+pub async fn run_prompt(
+    ctx: &TurnContext<'_>,
+    text: &str,
+    model: Result<&dyn Model, &ModelConfig>,
+    config: &AgentConfig,
+) -> Result<StopReason, String> {
+    let turn_id = uuid::Uuid::new_v4().simple().to_string();
+    ctx.append(Event::TurnStart {
+        at_ms: now_ms(),
+        turn_id: turn_id.clone(),
+    });
+    ctx.append(Event::UserMessage {
+        at_ms: now_ms(),
+        text: text.to_string(),
+    });
+    let outcome = if let Some(command) = text.trim_start().strip_prefix('!') {
+        let args = serde_json::json!({"command": command.trim(), "description": "Run the user's ! command"});
+        let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
+        run_tool(ctx, &call_id, "bash", args, false).await;
+        Ok(if ctx.cancel.is_cancelled() {
+            StopReason::Cancelled
+        } else {
+            StopReason::EndTurn
+        })
+    } else {
+        match model {
+            Ok(model) => run_model_turn(ctx, model, config)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(settings) => {
+                let text = crate::llm::openai::not_configured_text(settings);
+                ctx.append(Event::AgentMessage {
+                    at_ms: now_ms(),
+                    text: text.clone(),
+                });
+                (ctx.events)(TurnEvent::AgentText(&text));
+                Ok(StopReason::EndTurn)
+            }
+        }
+    };
+    let stop_reason = match &outcome {
+        Ok(stop) => serde_json::to_value(stop)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "end_turn".into()),
+        Err(_) => "error".into(),
+    };
+    ctx.append(Event::TurnEnd {
+        at_ms: now_ms(),
+        turn_id,
+        stop_reason,
+    });
+    outcome
 }
 
 /// A tool call being assembled from stream fragments.

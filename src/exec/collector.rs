@@ -209,6 +209,11 @@ impl Collector {
         }
     }
 
+    /// Bytes received so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.lock().total
+    }
+
     /// The final result of the stream: its tail and where the rest went.
     pub fn collected(&self) -> CollectedOutput {
         let s = self.lock();

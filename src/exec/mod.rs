@@ -17,7 +17,7 @@ pub mod sandbox;
 mod spawn;
 pub mod ssh;
 
-pub use collector::{CollectedOutput, Spill, StreamRead};
+pub use collector::{CollectedOutput, Collector, Spill, StreamRead};
 pub use local::LocalExecutor;
 pub use process::{Launcher, ProcessExecutor};
 pub use sandbox::SandboxExecutor;
@@ -64,6 +64,19 @@ pub struct ExecSpec {
     /// See [`ExecRequest::writable_roots`].
     pub writable_roots: Vec<PathBuf>,
 }
+
+/// Which stream a piece of live output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// Sees a foreground command's output as it arrives, chunk by chunk, so an editor can
+/// show a long build while it runs. It is called on the executor's reader task, so it
+/// must copy what it wants and return (never block). The result of the run is the
+/// same with or without one (T3-T6).
+pub type OutputWatch = Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>;
 
 /// The result of a foreground command (E1). Exits, timeouts and aborts all end
 /// here; only infrastructure problems are errors.
@@ -184,6 +197,19 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// Runs a foreground command to its end, its timeout, or `cancel` (E1).
     async fn run(&self, spec: ExecSpec, cancel: CancellationToken)
     -> Result<RunOutcome, ExecError>;
+
+    /// [`BashExecutor::run`], handing every chunk of output to `watch` as it arrives.
+    /// An executor that cannot stream keeps this default: the output is then seen only
+    /// in the result, which is the same either way.
+    async fn run_watched(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: OutputWatch,
+    ) -> Result<RunOutcome, ExecError> {
+        let _ = watch;
+        self.run(spec, cancel).await
+    }
 
     /// Starts a background task and returns at once (E2). A spawn failure still
     /// yields a task, already `Killed`, whose stderr says why.

@@ -24,8 +24,8 @@ use super::procs::{self, MARK_VAR, Selector};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, Scope, TaskInfo,
-    TaskRead, TaskStatus,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputStream, OutputWatch,
+    RunOutcome, Scope, TaskInfo, TaskRead, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
@@ -150,6 +150,8 @@ struct Job {
     scope: Option<Scope>,
     stdout: Arc<Collector>,
     stderr: Arc<Collector>,
+    /// Who sees the output live (foreground runs only); `None` costs nothing.
+    watch: Option<OutputWatch>,
 }
 
 struct Task {
@@ -384,13 +386,22 @@ impl<L: Launcher> Inner<L> {
     ) -> Ended {
         let mark = job.mark.as_str();
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
+        let watch = job.watch.clone();
         let sid = Some(child.id());
         let abort = CancellationToken::new();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let mut readers = tokio::spawn({
             let abort = abort.clone();
             async move {
-                tokio::join!(pump(stdout, out, abort.clone()), pump(stderr, err, abort));
+                tokio::join!(
+                    pump(
+                        stdout,
+                        out,
+                        abort.clone(),
+                        watch.clone().map(|w| (w, OutputStream::Stdout))
+                    ),
+                    pump(stderr, err, abort, watch.map(|w| (w, OutputStream::Stderr)))
+                );
             }
         });
         let mut readers_done = false;
@@ -495,6 +506,7 @@ impl<L: Launcher> Inner<L> {
                 scope: task.job.scope.clone(),
                 stdout: stream.clone(),
                 stderr: stream.clone(),
+                watch: None,
             },
             status: Mutex::new(*lock(&task.status)),
             stop: done.clone(),
@@ -517,6 +529,7 @@ async fn pump(
     pipe: Option<impl AsyncRead + Unpin>,
     sink: Arc<Collector>,
     abort: CancellationToken,
+    watch: Option<(OutputWatch, OutputStream)>,
 ) {
     const MAX_BUF: usize = 64 * 1024;
     const READS_AFTER_ABORT: u32 = 16;
@@ -532,6 +545,9 @@ async fn pump(
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         sink.push(&buf[..n]);
+                        if let Some((watch, stream)) = &watch {
+                            watch(*stream, &buf[..n]);
+                        }
                         if n == buf.len() && buf.len() < MAX_BUF {
                             buf.resize(buf.len() * 2, 0);
                         }
@@ -549,38 +565,16 @@ async fn pump(
     }
 }
 
-#[async_trait::async_trait]
-impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
-    fn kind(&self) -> &'static str {
-        self.inner.launcher.kind()
-    }
-
-    fn resolve(&self, request: ExecRequest) -> ExecSpec {
-        let inner = &self.inner;
-        let workdir = match request.workdir {
-            Some(dir) if dir.is_absolute() => dir,
-            Some(dir) => inner.fallback_cwd.join(dir),
-            None => inner.fallback_cwd.clone(),
-        };
-        let timeout_ms = request
-            .timeout_ms
-            .unwrap_or(inner.default_timeout_ms)
-            .min(inner.max_timeout_ms);
-        ExecSpec {
-            command: request.command,
-            workdir,
-            timeout_ms,
-            scope: request.scope,
-            writable_roots: request.writable_roots,
-        }
-    }
-
-    async fn run(
+impl<L: Launcher> ProcessExecutor<L> {
+    /// A foreground run (E1), its output seen live by `watch` when there is one.
+    async fn run_with(
         &self,
         spec: ExecSpec,
         cancel: CancellationToken,
+        watch: Option<OutputWatch>,
     ) -> Result<RunOutcome, ExecError> {
         let inner = self.inner.clone();
+
         if inner.shutting_down.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
@@ -593,6 +587,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             scope: spec.scope.clone(),
             stdout: inner.collector(format!("{label}.stdout")),
             stderr: inner.collector(format!("{label}.stderr")),
+            watch,
         });
         let stop = inner.shutdown.child_token();
         // If the caller stops waiting (its future is dropped), the command is
@@ -629,6 +624,50 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             stderr: job.stderr.collected(),
         })
     }
+}
+
+#[async_trait::async_trait]
+impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
+    fn kind(&self) -> &'static str {
+        self.inner.launcher.kind()
+    }
+
+    fn resolve(&self, request: ExecRequest) -> ExecSpec {
+        let inner = &self.inner;
+        let workdir = match request.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => inner.fallback_cwd.join(dir),
+            None => inner.fallback_cwd.clone(),
+        };
+        let timeout_ms = request
+            .timeout_ms
+            .unwrap_or(inner.default_timeout_ms)
+            .min(inner.max_timeout_ms);
+        ExecSpec {
+            command: request.command,
+            workdir,
+            timeout_ms,
+            scope: request.scope,
+            writable_roots: request.writable_roots,
+        }
+    }
+
+    async fn run(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ExecError> {
+        self.run_with(spec, cancel, None).await
+    }
+
+    async fn run_watched(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: OutputWatch,
+    ) -> Result<RunOutcome, ExecError> {
+        self.run_with(spec, cancel, Some(watch)).await
+    }
 
     async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError> {
         let inner = self.inner.clone();
@@ -649,6 +688,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
                 scope: spec.scope.clone(),
                 stdout: inner.collector(format!("{id}.stdout")),
                 stderr: inner.collector(format!("{id}.stderr")),
+                watch: None,
             },
             id,
             command: spec.command.clone(),

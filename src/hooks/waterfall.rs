@@ -8,6 +8,7 @@
 //! a later hook can tighten but never loosen an earlier decision.
 
 use crate::config::Decision;
+use crate::exec::{OutputStream, OutputWatch};
 use crate::policy::Grant;
 use crate::registry::{PermissionAnswer, Session};
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,6 +25,18 @@ pub struct ToolExecution {
     /// Cancelled when the caller gives up (session/cancel, connection closed).
     pub cancel: CancellationToken,
     verdict: Mutex<Verdict>,
+    /// Who shows this call while it runs; `None` when nobody does.
+    watcher: Option<Arc<dyn CallWatcher>>,
+}
+
+/// Watches a call for whoever shows it live (the turn loop): the moment the tool starts,
+/// once every hook and the person have let it through, and its output as it comes.
+/// Both are called on the tool's own task and must not block.
+pub trait CallWatcher: Send + Sync {
+    /// The tool starts running.
+    fn running(&self);
+    /// A chunk of the command's output, as the executor read it.
+    fn output(&self, stream: OutputStream, bytes: &[u8]);
 }
 
 /// What the hooks decided about a call so far.
@@ -61,7 +74,30 @@ impl ToolExecution {
                 grants: Vec::new(),
                 answer: None,
             }),
+            watcher: None,
         }
+    }
+
+    /// The same call, shown live by `watcher`.
+    pub fn watched_by(mut self, watcher: Arc<dyn CallWatcher>) -> Self {
+        self.watcher = Some(watcher);
+        self
+    }
+
+    /// Tells the watcher the tool starts: the waterfall let the call through.
+    pub fn report_running(&self) {
+        if let Some(w) = &self.watcher {
+            w.running();
+        }
+    }
+
+    /// What a tool hands the executor so the watcher sees the output as it comes;
+    /// `None` when nobody watches, which costs the executor nothing.
+    pub fn output_watch(&self) -> Option<OutputWatch> {
+        let watcher = self.watcher.clone()?;
+        Some(Arc::new(move |stream, bytes: &[u8]| {
+            watcher.output(stream, bytes)
+        }))
     }
 
     /// The calling session's id.
@@ -114,6 +150,7 @@ impl ToolExecution {
             text: format!("Error: vetoed by {hook}: {reason}"),
             is_error: true,
             vetoed: true,
+            exit: None,
         }
     }
 
@@ -123,13 +160,26 @@ impl ToolExecution {
 }
 
 /// The result of a tool call as the model sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOutput {
     pub text: String,
     /// Only infrastructure failures, invalid arguments and vetoes (T5).
     pub is_error: bool,
     /// The waterfall stopped the call before the tool ran.
     pub vetoed: bool,
+    /// How the command ended, when the tool ran one in the foreground: for displays
+    /// (a terminal's exit) and hooks that want more than the text.
+    pub exit: Option<CommandExit>,
+}
+
+/// How a foreground command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CommandExit {
+    /// The exit code, when the main process exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the main process.
+    pub signal: Option<i32>,
+    pub timed_out: bool,
 }
 
 impl ToolOutput {
@@ -137,8 +187,7 @@ impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            is_error: false,
-            vetoed: false,
+            ..Self::default()
         }
     }
 
@@ -147,7 +196,7 @@ impl ToolOutput {
         Self {
             text: format!("Error: {message}"),
             is_error: true,
-            vetoed: false,
+            ..Self::default()
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::exec::{
     TaskStatus,
 };
 use crate::hooks::audit::AuditLog;
-use crate::hooks::waterfall::{ToolExecution, ToolOutput};
+use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
 use crate::registry::{SessionRegistry, TaskAccess};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -137,9 +137,21 @@ impl Tool for Bash {
                 Err(e) => ToolOutput::error(e),
             };
         }
-        match self.shared.exec.run(spec, call.cancel.clone()).await {
+        let cancel = call.cancel.clone();
+        let ran = match call.output_watch() {
+            Some(watch) => self.shared.exec.run_watched(spec, cancel, watch).await,
+            None => self.shared.exec.run(spec, cancel).await,
+        };
+        match ran {
             Ok(outcome) if outcome.aborted => ToolOutput::error("command aborted"),
-            Ok(outcome) => ToolOutput::ok(run_result_text(&outcome)),
+            Ok(outcome) => ToolOutput {
+                exit: Some(CommandExit {
+                    exit_code: outcome.exit_code,
+                    signal: outcome.signal,
+                    timed_out: outcome.timed_out,
+                }),
+                ..ToolOutput::ok(run_result_text(&outcome))
+            },
             Err(e) => ToolOutput::error(e),
         }
     }

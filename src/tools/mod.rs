@@ -21,6 +21,7 @@ use crate::policy::Policy;
 use crate::registry::SessionRegistry;
 use schema::{SchemaHook, ToolSchema};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a tool does, as editors show it (ACP `ToolKind`).
@@ -153,24 +154,120 @@ impl Default for ToolRegistry {
 impl Terminal for ToolRegistry {
     async fn execute(&self, call: &ToolExecution) -> ToolOutput {
         match self.get(&call.tool) {
-            Some(tool) => tool.call(call).await,
+            Some(tool) => {
+                call.report_running();
+                tool.call(call).await
+            }
             None => ToolOutput::error(format!("unknown tool `{}`", call.tool)),
         }
     }
 }
 
-/// The title of a tool call, for the client's tool-call card and the session log: the
-/// `description` argument of bash, else the tool name (with the task id of bash_output/kill).
-pub fn title_for(tool: &str, arguments: &serde_json::Value) -> String {
-    arguments
-        .get("description")
-        .and_then(serde_json::Value::as_str)
-        .filter(|d| !d.trim().is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(
-            || match arguments.get("task_id").and_then(serde_json::Value::as_str) {
-                Some(id) => format!("{tool} {id}"),
-                None => tool.to_string(),
-            },
-        )
+/// Longest title a call gets, in characters (a long command is cut and ends in `…`).
+const TITLE_CHARS: usize = 120;
+
+/// How a tool call reads in an editor. Built from the call's arguments alone, so a live
+/// call and its replay from the session log read the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallView {
+    /// One line: the command itself for `bash` (its first line, cut to 120 characters),
+    /// `output of bash-3`, `kill bash-3`, else the tool's name.
+    pub title: String,
+    /// The model's `description` of the call, shown before the output.
+    pub description: Option<String>,
+    /// Where the call works: bash's workdir (resolved against the session's cwd), or
+    /// the session's cwd.
+    pub location: Option<PathBuf>,
+    /// Its output reads as a terminal: a foreground `bash` command (shown as it comes)
+    /// or a read of a background task's output.
+    pub terminal: bool,
+}
+
+impl CallView {
+    /// The view of a call of `tool` with `arguments` in a session working in `cwd`.
+    pub fn of(tool: &str, arguments: &serde_json::Value, cwd: Option<&Path>) -> Self {
+        let arg = |name| {
+            arguments
+                .get(name)
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+        };
+        let title = match (tool, arg("command"), arg("task_id")) {
+            ("bash", Some(command), _) => one_line(command, TITLE_CHARS),
+            ("bash_output", _, Some(id)) => format!("output of {}", one_line(id, 60)),
+            ("bash_kill", _, Some(id)) => format!("kill {}", one_line(id, 60)),
+            _ => tool.to_string(),
+        };
+        let location = match (arg("workdir"), cwd) {
+            (Some(dir), Some(cwd)) => Some(cwd.join(dir)),
+            (Some(dir), None) => Some(PathBuf::from(dir)),
+            (None, cwd) => cwd.map(Path::to_path_buf),
+        };
+        let background = arguments
+            .get("run_in_background")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        Self {
+            title,
+            description: arg("description").map(str::to_string),
+            location,
+            terminal: (tool == "bash" && !background) || tool == "bash_output",
+        }
+    }
+}
+
+/// The first line of `text`, cut to `max` characters; `…` says something was left out.
+fn one_line(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or_default().trim_end();
+    let more_lines = text.trim_end().contains('\n');
+    let mut line: String = first.chars().take(max).collect();
+    if more_lines || first.chars().count() > max {
+        line.push('…');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_bash_call_is_titled_by_its_command_and_keeps_its_description() {
+        let v = CallView::of(
+            "bash",
+            &json!({"command": "cargo build --release", "description": "Build it", "workdir": "sub"}),
+            Some(Path::new("/p")),
+        );
+        assert_eq!(v.title, "cargo build --release");
+        assert_eq!(v.description.as_deref(), Some("Build it"));
+        assert_eq!(v.location, Some(PathBuf::from("/p/sub")));
+        assert!(v.terminal);
+        let long = "x".repeat(200);
+        let v = CallView::of("bash", &json!({"command": format!("{long}\necho 2")}), None);
+        assert_eq!(v.title.chars().count(), 121);
+        assert!(v.title.ends_with('…'));
+        let v = CallView::of("bash", &json!({"command": "a\nb"}), None);
+        assert_eq!(v.title, "a…");
+        let v = CallView::of(
+            "bash",
+            &json!({"command": "sleep 9", "run_in_background": true}),
+            None,
+        );
+        assert!(!v.terminal);
+    }
+
+    #[test]
+    fn task_tools_name_the_task() {
+        let id = json!({"task_id": "bash-3"});
+        assert_eq!(
+            CallView::of("bash_output", &id, None).title,
+            "output of bash-3"
+        );
+        assert_eq!(CallView::of("bash_kill", &id, None).title, "kill bash-3");
+        assert_eq!(CallView::of("bash", &json!({}), None).title, "bash");
+        assert!(CallView::of("bash_output", &id, None).terminal);
+        assert!(!CallView::of("bash_kill", &id, None).terminal);
+    }
 }

@@ -133,12 +133,20 @@ async fn bang_prompt_runs_bash_with_tool_call_updates_and_other_prompts_say_no_m
     assert_eq!(calls[0]["rawInput"]["command"], "echo hi; pwd");
     let id = calls[0]["toolCallId"].clone();
     let ups = c.updates_of(&s, "tool_call_update");
-    assert_eq!(ups[0]["toolCallId"], id);
+    assert!(ups.iter().all(|u| u["toolCallId"] == id));
     assert_eq!(ups[0]["status"], "in_progress");
-    assert_eq!(ups[1]["status"], "completed");
+    let done = ups.last().unwrap();
+    assert_eq!(done["status"], "completed");
+    let text = format!("hi\n{}\n", ws.display());
+    assert_eq!(done["rawOutput"]["text"], text);
+    // Shown as its description, then the output verbatim in a fence.
     assert_eq!(
-        ups[1]["content"][0]["content"]["text"],
-        format!("hi\n{}\n", ws.display())
+        done["content"][0]["content"]["text"],
+        "Run the user's ! command"
+    );
+    assert_eq!(
+        done["content"][1]["content"]["text"],
+        format!("```\n{text}```")
     );
     let r = c.prompt(&s, "what is in this directory?").await.unwrap();
     assert_eq!(r["stopReason"], "end_turn");
@@ -376,7 +384,7 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
     let texts: Vec<Value> = b
         .updates_of(&s, "tool_call_update")
         .iter()
-        .map(|u| u["content"][0]["content"]["text"].clone())
+        .map(|u| u["rawOutput"]["text"].clone())
         .collect();
     assert!(texts.contains(&json!("remembered\n")), "{texts:?}");
     // The background task is still owned by the session and readable from here.

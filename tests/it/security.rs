@@ -149,7 +149,7 @@ async fn another_connection_cannot_answer_cancel_or_watch_a_sessions_permission(
     let last = result.last().unwrap();
     assert_eq!(last["status"], "failed");
     assert!(
-        last["content"][0]["content"]["text"]
+        last["rawOutput"]["text"]
             .as_str()
             .unwrap()
             .contains("rejected"),

@@ -81,7 +81,22 @@ impl Harness {
             .await
     }
 
+    /// The call's text, error and veto flags: what the model sees (how a command
+    /// exited, for displays, is compared where a test is about it).
     async fn call_with(
+        &self,
+        session: Option<&Arc<Session>>,
+        tool: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> ToolOutput {
+        ToolOutput {
+            exit: None,
+            ..self.call_full(session, tool, args, cancel).await
+        }
+    }
+
+    async fn call_full(
         &self,
         session: Option<&Arc<Session>>,
         tool: &str,
@@ -147,18 +162,14 @@ impl Harness {
 }
 
 fn ok(text: &str) -> ToolOutput {
-    ToolOutput {
-        text: text.into(),
-        is_error: false,
-        vetoed: false,
-    }
+    ToolOutput::ok(text)
 }
 
 fn err(text: &str) -> ToolOutput {
     ToolOutput {
         text: text.into(),
         is_error: true,
-        vetoed: false,
+        ..ToolOutput::default()
     }
 }
 
@@ -356,6 +367,20 @@ async fn t3_t4_t5_result_texts_from_real_commands() {
         .call(Some(&s), "bash", json!({"command": "trap 'exit 0' TERM; sleep 5 & wait", "description": "d", "timeoutMs": 100}))
         .await;
     assert_eq!(out, ok("(no output)\n[timed out after 100ms]"));
+    // How each ended is kept beside the text, for displays (a terminal's exit).
+    let exit = |command: &'static str| {
+        let args = json!({"command": command, "description": "d", "timeoutMs": 100});
+        let (h, s) = (&h, &s);
+        async move {
+            h.call_full(Some(s), "bash", args, CancellationToken::new())
+                .await
+                .exit
+                .unwrap()
+        }
+    };
+    assert_eq!(exit("exit 3").await.exit_code, Some(3));
+    assert_eq!(exit("kill -KILL $$").await.signal, Some(9));
+    assert!(exit("sleep 5").await.timed_out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

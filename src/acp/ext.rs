@@ -1,0 +1,263 @@
+//! dsh's own methods (`_dsh/*`), beside ACP's: a tool call as the user, a session's
+//! tasks, the daemon's status, stop, and the policy's explanation of a command. Their
+//! answers are typed here and shared with the CLI, which reads them.
+
+use super::{AcpService, to_value};
+use crate::config::Mode;
+use crate::exec::TaskStatus;
+use crate::policy::Judgement;
+use crate::rpc::{RequestContext, RpcError};
+use crate::store::iso8601;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// `_dsh/tools/call` params: a tool call made by the user (or a script), not the model.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCallParams {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// The session the call runs as; none: outside any session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `_dsh/tools/call`'s answer, shaped like an MCP tool result.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsCallResult {
+    pub content: Vec<TextBlock>,
+    pub is_error: bool,
+}
+
+/// One text block of a [`ToolsCallResult`].
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TextBlock {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+/// Params naming one session.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionParams {
+    pub session_id: String,
+}
+
+/// `_dsh/tasks/list`'s answer: the session's tasks, oldest first.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TasksResponse {
+    pub tasks: Vec<TaskSummary>,
+}
+
+/// One background task as `_dsh/*` answers show it.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub command: String,
+    /// `running`, `completed` or `killed`.
+    pub status: String,
+    pub started_at: String,
+    pub started_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal's name, when one ended the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The owning session (`_dsh/status` only; absent in a session's own list, and
+    /// null for a task no session owns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Option<String>>,
+}
+
+/// `_dsh/status`'s answer, read by `dsh status`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResponse {
+    pub version: String,
+    pub pid: u32,
+    pub uptime_ms: u64,
+    /// `local`, `sandbox`, `ssh` or `none`.
+    pub executor: String,
+    pub connections: usize,
+    pub sessions: Vec<SessionStatus>,
+    pub running_tasks: Vec<TaskSummary>,
+}
+
+/// One session in [`StatusResponse`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionStatus {
+    pub session_id: String,
+    pub cwd: PathBuf,
+    pub mode: String,
+    /// `prompting` or `idle`.
+    pub state: String,
+    /// Bound to a live connection.
+    pub connected: bool,
+}
+
+/// `_dsh/policy/explain` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExplainParams {
+    pub command: String,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// `ask`, `auto` or `read-only`; default: the session's, else the config's.
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+/// `_dsh/policy/explain`'s answer.
+#[derive(Debug, Serialize)]
+pub struct ExplainResponse {
+    pub command: String,
+    pub mode: &'static str,
+    pub judgement: Judgement,
+}
+
+impl AcpService {
+    pub(super) async fn tools_call(
+        &self,
+        ctx: RequestContext,
+        p: ToolsCallParams,
+    ) -> Result<Value, RpcError> {
+        let session = self.optional_session(&ctx, p.session_id.as_deref())?;
+        let arguments = p.arguments.unwrap_or_else(|| json!({}));
+        let out = self
+            .run_tool(session.as_ref(), &p.name, arguments, ctx.cancel.clone())
+            .await;
+        to_value(ToolsCallResult {
+            content: vec![TextBlock {
+                kind: "text".into(),
+                text: out.text,
+            }],
+            is_error: out.is_error,
+        })
+    }
+
+    pub(super) async fn tasks_list(
+        &self,
+        ctx: RequestContext,
+        p: SessionParams,
+    ) -> Result<Value, RpcError> {
+        self.addressable(&ctx, &p.session_id)?;
+        let mut tasks: Vec<TaskSummary> = self
+            .sessions
+            .tasks_of(&p.session_id)
+            .into_iter()
+            .filter_map(|t| self.executor.as_ref()?.get(&t))
+            .map(|t| task_summary(&t, None))
+            .collect();
+        tasks.sort_by_key(|t| t.started_at_ms);
+        to_value(TasksResponse { tasks })
+    }
+
+    pub(super) async fn status(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        let running_tasks = self
+            .executor
+            .as_ref()
+            .map(|e| e.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !t.status.is_finished())
+            .map(|t| {
+                let owner = self.sessions.owner(&t.id).flatten();
+                task_summary(&t, Some(owner))
+            })
+            .collect();
+        let sessions = self
+            .sessions
+            .sessions()
+            .into_iter()
+            .map(|s| SessionStatus {
+                state: if self.prompts.contains_key(&s.id) {
+                    "prompting"
+                } else {
+                    "idle"
+                }
+                .into(),
+                connected: self.bindings.contains_key(&s.id),
+                mode: s.mode().id().into(),
+                cwd: s.cwd.clone(),
+                session_id: s.id.clone(),
+            })
+            .collect();
+        to_value(StatusResponse {
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            executor: self.executor_kind().into(),
+            connections: self.connections.len(),
+            sessions,
+            running_tasks,
+        })
+    }
+
+    pub(super) async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        self.shutdown.cancel();
+        Ok(json!({}))
+    }
+
+    /// `_dsh/policy/explain {sessionId?, command, mode?}`: the judgement a bash call of
+    /// `command` would get now, from the very policy the waterfall's hook uses, with the
+    /// session's mode and grants (or the config's default mode and none), `mode` taking
+    /// precedence. Nothing runs.
+    pub(super) async fn policy_explain(
+        &self,
+        ctx: RequestContext,
+        p: ExplainParams,
+    ) -> Result<Value, RpcError> {
+        let session = self.optional_session(&ctx, p.session_id.as_deref())?;
+        let mode = match &p.mode {
+            None => session
+                .as_ref()
+                .map(|s| s.mode())
+                .unwrap_or(self.sessions.default_mode()),
+            Some(id) => Mode::from_id(id).ok_or_else(|| {
+                RpcError::invalid_params(format!("unknown mode `{id}` (ask, auto, read-only)"))
+            })?,
+        };
+        let grants = session.as_ref().map(|s| s.grants()).unwrap_or_default();
+        let judgement =
+            self.tools
+                .policy()
+                .judge("bash", &json!({ "command": p.command }), mode, &grants);
+        to_value(ExplainResponse {
+            command: p.command,
+            mode: mode.id(),
+            judgement,
+        })
+    }
+}
+
+/// A task as the `_dsh/*` answers show it; `owner` only where the answer names owners.
+fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> TaskSummary {
+    let started_at_ms = t
+        .started_at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let (status, exit_code, signal) = match t.status {
+        TaskStatus::Running => ("running", None, None),
+        TaskStatus::Completed { exit_code } => ("completed", Some(exit_code), None),
+        TaskStatus::Killed { signal } => {
+            ("killed", None, signal.map(crate::tools::bash::signal_name))
+        }
+    };
+    TaskSummary {
+        task_id: t.id.clone(),
+        command: t.command.clone(),
+        status: status.into(),
+        started_at: iso8601(started_at_ms),
+        started_at_ms,
+        exit_code,
+        signal,
+        owner,
+    }
+}

@@ -1,0 +1,230 @@
+//! Sessions over ACP: new, load and resume (with the replay of the log), list, close
+//! and the mode, and the rules binding a session to one connection.
+
+use super::{AcpService, REPLAY_STALL, to_value, updates};
+use crate::agent;
+use crate::config::Mode;
+use crate::registry::Session;
+use crate::rpc::{RequestContext, RpcError};
+use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+fn modes_state(current: Mode) -> acp::SessionModeState {
+    let describe = |m: Mode| match m {
+        Mode::Ask => "Rules decide; anything they do not cover is asked",
+        Mode::Auto => "Rules decide; anything they do not cover runs (deny rules still apply)",
+        Mode::ReadOnly => "Only commands known to read run; everything else is refused",
+    };
+    let name = |m: Mode| match m {
+        Mode::Ask => "Ask",
+        Mode::Auto => "Auto",
+        Mode::ReadOnly => "Read-only",
+    };
+    acp::SessionModeState::new(
+        current.id().to_string(),
+        [Mode::Ask, Mode::Auto, Mode::ReadOnly]
+            .into_iter()
+            .map(|m| acp::SessionMode::new(m.id().to_string(), name(m)).description(describe(m)))
+            .collect(),
+    )
+}
+
+impl AcpService {
+    pub(super) fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+        if !cwd.is_absolute() {
+            return Err(RpcError::invalid_params(format!(
+                "cwd must be an absolute path, got {}",
+                cwd.display()
+            )));
+        }
+        match std::fs::metadata(cwd) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(RpcError::invalid_params(format!(
+                "cwd is not a directory: {}",
+                cwd.display()
+            ))),
+            Err(e) => Err(RpcError::invalid_params(format!(
+                "cwd is not usable: {}: {e}",
+                cwd.display()
+            ))),
+        }
+    }
+
+    pub(super) async fn new_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::NewSessionRequest,
+    ) -> Result<Value, RpcError> {
+        Self::check_cwd(&p.cwd)?;
+        let session = self.sessions.create(p.cwd.clone());
+        session.set_extra_roots(&p.additional_directories);
+        let header = Header {
+            id: session.id.clone(),
+            cwd: p.cwd.clone(),
+            created_ms: now_ms(),
+            title: None,
+        };
+        let log = SessionLog::create(&self.state_dir, &header)
+            .map_err(|e| RpcError::internal(format!("cannot create the session log: {e}")))?;
+        self.logs.insert(session.id.clone(), Arc::new(log));
+        self.bind(&ctx, &session);
+        to_value(
+            acp::NewSessionResponse::new(session.id.clone()).modes(modes_state(session.mode())),
+        )
+    }
+
+    /// Loads (or resumes) a persisted session onto this connection.
+    pub(super) async fn attach(
+        &self,
+        ctx: &RequestContext,
+        session_id: &str,
+        replay: bool,
+    ) -> Result<Arc<Session>, RpcError> {
+        // A connection that has ended (even if its cleanup is still running) no
+        // longer holds its sessions.
+        if let Some(peer) = self.bindings.get(session_id).map(|b| *b)
+            && peer != ctx.peer.id()
+            && self
+                .connections
+                .get(&peer)
+                .is_some_and(|c| !c.peer.is_closed())
+        {
+            return Err(RpcError::invalid_request(format!(
+                "session {session_id} is in use by another connection"
+            )));
+        }
+        let (log, header, events) = match self.log_of(session_id) {
+            Some(log) => {
+                let (header, events) = log
+                    .replay()
+                    .map_err(|e| RpcError::internal(format!("cannot read the session log: {e}")))?;
+                (log, header, events)
+            }
+            None => {
+                let (log, header, events) = SessionLog::open(&self.state_dir, session_id)
+                    .map_err(|_| RpcError::not_found(format!("session {session_id} not found")))?;
+                let log = Arc::new(log);
+                self.logs.insert(session_id.to_string(), log.clone());
+                (log, header, events)
+            }
+        };
+        let _ = log;
+        let session = self
+            .sessions
+            .insert(session_id.to_string(), header.cwd.clone());
+        for e in &events {
+            if let Event::ModeChange { mode_id, .. } = e
+                && let Some(mode) = Mode::from_id(mode_id)
+            {
+                session.set_mode(mode);
+            }
+        }
+        self.bind(ctx, &session);
+        if replay {
+            // Replayed before the answer (spec/acp.md), paced to the socket so a
+            // long history is not mistaken for a client that stopped reading.
+            // Live output is not logged, so a terminal would be empty: a replay shows
+            // every result as text.
+            let mut replayed = Vec::new();
+            agent::replay(&events, &session.cwd, |event| {
+                replayed.push(updates::from_turn(event, updates::ClientDisplay::default()))
+            });
+            for update in replayed {
+                {
+                    let params = updates::notification(session_id, update);
+                    if ctx
+                        .peer
+                        .notify_paced("session/update", params, REPLAY_STALL)
+                        .await
+                        .is_err()
+                    {
+                        return Err(RpcError::internal("the connection closed during replay"));
+                    }
+                }
+            }
+        }
+        Ok(session)
+    }
+
+    pub(super) async fn load_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::LoadSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.attach(&ctx, &p.session_id.0, true).await?;
+        session.set_extra_roots(&p.additional_directories);
+        to_value(acp::LoadSessionResponse::new().modes(modes_state(session.mode())))
+    }
+
+    pub(super) async fn resume_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::ResumeSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.attach(&ctx, &p.session_id.0, false).await?;
+        session.set_extra_roots(&p.additional_directories);
+        to_value(acp::ResumeSessionResponse::new().modes(modes_state(session.mode())))
+    }
+
+    pub(super) async fn list_sessions(
+        &self,
+        _ctx: RequestContext,
+        p: acp::ListSessionsRequest,
+    ) -> Result<Value, RpcError> {
+        let (found, next) = store::list(&self.state_dir, p.cwd.as_deref(), p.cursor.as_deref(), 50)
+            .map_err(|e| RpcError::internal(format!("cannot list sessions: {e}")))?;
+        let sessions = found
+            .into_iter()
+            .map(|s| {
+                acp::SessionInfo::new(s.id.clone(), s.cwd.clone())
+                    .title(s.title.clone())
+                    .updated_at(iso8601(s.updated_ms))
+            })
+            .collect();
+        to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
+    }
+
+    pub(super) async fn close_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::CloseSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let id = p.session_id.0.to_string();
+        self.addressable(&ctx, &id)?;
+        if let Some(prompt) = self.prompts.get(&id) {
+            prompt.cancel();
+        }
+        if let Some(exec) = &self.executor {
+            exec.kill_scope(&id).await;
+        }
+        self.sessions.close(&id);
+        self.bindings.remove(&id);
+        self.logs.remove(&id);
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    pub(super) async fn set_mode(
+        &self,
+        ctx: RequestContext,
+        p: acp::SetSessionModeRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id.0)?;
+        let mode = Mode::from_id(&p.mode_id.0)
+            .ok_or_else(|| RpcError::invalid_params(format!("unknown mode `{}`", p.mode_id.0)))?;
+        session.set_mode(mode);
+        if let Some(log) = self.log_of(&session.id) {
+            self.append(
+                &log,
+                Event::ModeChange {
+                    at_ms: now_ms(),
+                    mode_id: mode.id().to_string(),
+                },
+            );
+        }
+        self.send_update(&session.id, updates::mode(mode.id()));
+        to_value(acp::SetSessionModeResponse::new())
+    }
+}
