@@ -296,18 +296,122 @@ pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
     "git blame",
 ];
 
-/// One `[[hooks.command]]` entry: an external program consulted on tool calls.
+/// One `[[hooks.command]]` entry: an external program consulted at one event.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalHookConfig {
     /// Program and arguments (no shell).
     pub argv: Vec<String>,
-    /// Tools the hook is asked about; empty means all.
+    /// Its name in the trace, vetoes and the audit log; default `hook <program>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When it runs.
+    #[serde(default)]
+    pub event: HookEvent,
+    /// Tools the hook is asked about, as names or globs (`mcp__*`); empty means all.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Command prefixes: a bash call is shown to the hook only when one of its segments
+    /// matches one (the permission rules' matcher); empty means every call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
+    /// The shape of its input and output.
+    #[serde(default)]
+    pub protocol: HookProtocol,
+    /// `claude-code`: Claude Code's hook input and output, so its hook scripts run as
+    /// they are.
+    #[serde(default)]
+    pub dialect: HookDialect,
+    /// A process per call, or one long-lived server for every call.
+    #[serde(default)]
+    pub run: HookRun,
+    /// Environment variables passed on purpose, beyond what commands get (E4 drops
+    /// anything named like a credential).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
     /// How long the program may take before its silence counts as a deny.
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: u64,
+}
+
+impl Default for ExternalHookConfig {
+    /// A pre_tool hook with no program (invalid until `argv` is set), for struct
+    /// literals with `..Default::default()`.
+    fn default() -> Self {
+        Self {
+            argv: Vec::new(),
+            name: None,
+            event: HookEvent::default(),
+            tools: Vec::new(),
+            commands: Vec::new(),
+            protocol: HookProtocol::default(),
+            dialect: HookDialect::default(),
+            run: HookRun::default(),
+            env: Vec::new(),
+            timeout_ms: default_hook_timeout_ms(),
+        }
+    }
+}
+
+/// When a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    /// Before a tool runs: decide, rewrite the arguments, add context.
+    #[default]
+    PreTool,
+    /// After a tool ran: add context, replace the result text.
+    PostTool,
+    /// A call's final decision is an ask from the mode's default: answer it.
+    Permission,
+    /// A user prompt arrived: add context or block it.
+    Prompt,
+    /// A session was created or loaded: add context.
+    SessionStart,
+}
+
+impl HookEvent {
+    /// The wire name (`pre_tool`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreTool => "pre_tool",
+            HookEvent::PostTool => "post_tool",
+            HookEvent::Permission => "permission",
+            HookEvent::Prompt => "prompt",
+            HookEvent::SessionStart => "session_start",
+        }
+    }
+}
+
+/// The input and output shape of a dsh-dialect hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookProtocol {
+    /// Five fields in, `{decision, reason}` out (the first hooks).
+    V1,
+    /// The full input (segments, verdict, result, ...) and answer (context, rewrite, ...).
+    #[default]
+    V2,
+}
+
+/// Whose hook conventions a hook follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookDialect {
+    #[default]
+    Dsh,
+    ClaudeCode,
+}
+
+/// How a hook program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookRun {
+    /// A process per call.
+    #[default]
+    Spawn,
+    /// One process started with the daemon, answering JSON-RPC 2.0 on stdin/stdout.
+    Server,
 }
 
 fn default_hook_timeout_ms() -> u64 {
@@ -548,6 +652,16 @@ impl Config {
                 return Err(ConfigError::Invalid(
                     "hooks.command entry with empty argv".into(),
                 ));
+            }
+            if hook.protocol == HookProtocol::V1
+                && hook.dialect == HookDialect::Dsh
+                && hook.event != HookEvent::PreTool
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "hook {:?}: protocol \"v1\" answers only pre_tool, not {}",
+                    hook.argv[0],
+                    hook.event.as_str()
+                )));
             }
         }
         if let Some(cwd) = &e.cwd

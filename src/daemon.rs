@@ -40,6 +40,8 @@ pub struct Daemon {
     /// The completion-notice router; it ends after the executor's shutdown, once
     /// every notice is delivered (and logged).
     router: Option<tokio::task::JoinHandle<()>>,
+    /// The hook programs: their servers start with the daemon and stop with it.
+    hooks: Arc<crate::hooks::external::HookSet>,
     /// The one shutdown trigger: cancelled by SIGTERM/SIGINT, `_dsh/stop` (the service
     /// holds a clone), or the end of the stdio connection. Both serve paths wait on it,
     /// then run the same ordered [`Daemon::stop`].
@@ -66,6 +68,7 @@ impl Daemon {
             sessions.clone(),
             audit,
         ));
+        let hooks = tools.hooks().clone();
         let model = crate::llm::openai::OpenAiModel::from_config(&config.model, |name| {
             std::env::var(name).ok()
         })?
@@ -86,12 +89,14 @@ impl Daemon {
             service,
             executor,
             router,
+            hooks,
             shutdown,
         })
     }
 
     /// Serves exactly one connection on stdin/stdout; its end stops the daemon.
     pub async fn serve_stdio(self) {
+        self.hooks.start_servers().await;
         let connections = TaskTracker::new();
         let service: Arc<dyn Service> = self.service.clone();
         let end = self.shutdown.clone();
@@ -113,6 +118,7 @@ impl Daemon {
     /// Serves the unix socket at `path` until the shutdown trigger fires.
     pub async fn serve_socket(self, path: &Path) -> Result<(), String> {
         let listener = bind_socket(path).await?;
+        self.hooks.start_servers().await;
         // The one line on stdout: people (and tests) learn the daemon is ready.
         println!("dsh daemon listening on {}", path.display());
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
@@ -177,6 +183,7 @@ impl Daemon {
         if let Some(exec) = &self.executor {
             exec.shutdown().await;
         }
+        self.hooks.stop_servers().await;
         if let Some(router) = self.router.take() {
             let _ = router.await;
         }

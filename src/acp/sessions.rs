@@ -71,9 +71,29 @@ impl AcpService {
             .map_err(|e| RpcError::internal(format!("cannot create the session log: {e}")))?;
         self.logs.insert(session.id.clone(), Arc::new(log));
         self.bind(&ctx, &session);
+        self.session_start_hooks(&session, "new").await;
         to_value(
             acp::NewSessionResponse::new(session.id.clone()).modes(modes_state(session.mode())),
         )
+    }
+
+    /// Asks the `session_start` hooks about `session` and logs the context they add,
+    /// where the model will find it.
+    async fn session_start_hooks(&self, session: &Arc<Session>, source: &str) {
+        let context = self.tools.hooks().on_session_start(session, source).await;
+        if let Some(log) = self.log_of(&session.id) {
+            for (source, text) in context {
+                self.append(
+                    &log,
+                    Event::Notice {
+                        at_ms: now_ms(),
+                        source,
+                        task_id: String::new(),
+                        text,
+                    },
+                );
+            }
+        }
     }
 
     /// Loads (or resumes) a persisted session onto this connection.
@@ -146,6 +166,7 @@ impl AcpService {
                 }
             }
         }
+        self.session_start_hooks(&session, "load").await;
         Ok(session)
     }
 

@@ -186,6 +186,18 @@ pub fn permission_tool_call(
     )
 }
 
+/// A hook rewrote a call: the editor shows what actually runs (title, input,
+/// description). No status: it stays what it was.
+pub fn tool_rewritten(call_id: &str, view: &CallView, raw_input: &Value) -> SessionUpdate {
+    let mut fields = ToolCallUpdateFields::new()
+        .title(view.title.clone())
+        .raw_input(raw_input.clone());
+    if let Some(description) = &view.description {
+        fields = fields.content(vec![text_content(description.clone())]);
+    }
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.to_string(), fields))
+}
+
 /// A tool call starting to run: the waterfall and the person let it through.
 pub fn tool_running(call_id: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
@@ -277,6 +289,11 @@ pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate 
             arguments,
         } => tool_call(call_id, view, kind, arguments, display),
         E::ToolRunning { call_id, .. } => tool_running(call_id),
+        E::ToolRewritten {
+            call_id,
+            view,
+            arguments,
+        } => tool_rewritten(call_id, view, arguments),
         E::ToolOutput {
             call_id,
             view,

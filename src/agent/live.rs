@@ -21,6 +21,8 @@ const ENOUGH_BYTES: u64 = 8 * 1024;
 /// What the turn knows of one running call, filled by the tool's own task.
 pub struct LiveCall {
     running: AtomicBool,
+    /// Arguments a hook rewrote the call to, until shown.
+    rewritten: std::sync::Mutex<Option<serde_json::Value>>,
     /// stdout and stderr in the order they arrived, as a terminal shows them; the
     /// tail is kept and the part not yet shown is read as it grows.
     output: Collector,
@@ -31,6 +33,7 @@ impl LiveCall {
     pub fn new() -> Self {
         Self {
             running: AtomicBool::new(false),
+            rewritten: std::sync::Mutex::new(None),
             output: Collector::new(SHOWN_BYTES, None),
             changed: Notify::new(),
         }
@@ -53,6 +56,11 @@ impl CallWatcher for LiveCall {
         self.output.push(bytes);
         self.changed.notify_one();
     }
+
+    fn rewritten(&self, arguments: &serde_json::Value) {
+        *self.rewritten.lock().unwrap_or_else(|p| p.into_inner()) = Some(arguments.clone());
+        self.changed.notify_one();
+    }
 }
 
 /// Runs `call` (the call's way through the waterfall) while telling the client when it
@@ -61,12 +69,14 @@ impl CallWatcher for LiveCall {
 pub async fn watch(
     ctx: &TurnContext<'_>,
     call_id: &str,
+    tool: &str,
     view: &CallView,
     live: &LiveCall,
     call: impl Future<Output = ToolOutput>,
 ) -> ToolOutput {
     tokio::pin!(call);
     let mut shown = Shown::default();
+    let mut view = view.clone();
     let out = loop {
         let deadline = shown.due();
         tokio::select! {
@@ -75,9 +85,11 @@ pub async fn watch(
             () = live.changed.notified() => {}
             () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
         }
-        shown.update(ctx, call_id, view, live, false);
+        view = shown.rewrite(ctx, call_id, tool, view, live);
+        shown.update(ctx, call_id, &view, live, false);
     };
-    shown.update(ctx, call_id, view, live, true);
+    view = shown.rewrite(ctx, call_id, tool, view, live);
+    shown.update(ctx, call_id, &view, live, true);
     out
 }
 
@@ -93,6 +105,32 @@ struct Shown {
 }
 
 impl Shown {
+    /// Shows a hook's rewrite of the call, once, and returns the view of what runs.
+    fn rewrite(
+        &mut self,
+        ctx: &TurnContext<'_>,
+        call_id: &str,
+        tool: &str,
+        view: CallView,
+        live: &LiveCall,
+    ) -> CallView {
+        let taken = live
+            .rewritten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(arguments) = taken else {
+            return view;
+        };
+        let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd));
+        (ctx.events)(TurnEvent::ToolRewritten {
+            call_id,
+            view: &view,
+            arguments: &arguments,
+        });
+        view
+    }
+
     /// When waiting output is due.
     fn due(&self) -> Option<Instant> {
         match (self.waiting, self.at) {

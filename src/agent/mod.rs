@@ -45,6 +45,12 @@ pub enum TurnEvent<'a> {
         call_id: &'a str,
         view: &'a CallView,
     },
+    /// A hook rewrote the call: `view` and `arguments` are what runs now.
+    ToolRewritten {
+        call_id: &'a str,
+        view: &'a CallView,
+        arguments: &'a Value,
+    },
     /// Output while the call runs: `shown` is all of it the client is shown now (the
     /// last 64 KB), `new` what arrived since the previous event.
     ToolOutput {
@@ -177,9 +183,16 @@ pub async fn run_tool(
                 ctx.cancel.clone(),
             )
             .watched_by(live.clone());
-            live::watch(ctx, call_id, &view, &live, ctx.tools.execute(&call)).await
+            live::watch(ctx, call_id, tool, &view, &live, ctx.tools.execute(&call)).await
         }
     };
+    if let Some(arguments) = &out.arguments_run {
+        ctx.append(Event::ToolRewritten {
+            at_ms: now_ms(),
+            call_id: call_id.to_string(),
+            arguments: arguments.clone(),
+        });
+    }
     ctx.append(Event::ToolResult {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
@@ -191,6 +204,17 @@ pub async fn run_tool(
         text: out.text.clone(),
         is_error: out.is_error,
     });
+    if let Some(original) = &out.original_text {
+        ctx.append(Event::ToolResultReplaced {
+            at_ms: now_ms(),
+            call_id: call_id.to_string(),
+            original_text: original.clone(),
+        });
+    }
+    let view = match &out.arguments_run {
+        Some(arguments) => CallView::of(tool, arguments, Some(&ctx.session.cwd)),
+        None => view,
+    };
     (ctx.events)(TurnEvent::ToolDone {
         call_id,
         view: &view,
@@ -198,7 +222,24 @@ pub async fn run_tool(
         is_error: out.is_error,
         exit: out.exit,
     });
+    add_context(ctx, &out.context);
     out
+}
+
+/// Context hooks added for the model: logged as notices at their place (the model
+/// sees each as `<context source="hook:NAME">` after what it belongs to) and shown.
+fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
+    for (source, text) in context {
+        ctx.append(Event::Notice {
+            at_ms: now_ms(),
+            source: source.clone(),
+            task_id: String::new(),
+            text: text.clone(),
+        });
+        (ctx.events)(TurnEvent::UserText(&format!(
+            "<context source=\"{source}\">{text}</context>"
+        )));
+    }
 }
 
 /// One prompt's turn, framed in the log (turn start, the user's message, turn end with
@@ -221,7 +262,17 @@ pub async fn run_prompt(
         at_ms: now_ms(),
         text: text.to_string(),
     });
-    let outcome = if let Some(command) = text.trim_start().strip_prefix('!') {
+    let said = ctx.tools.hooks().on_prompt(ctx.session, text).await;
+    add_context(ctx, &said.context);
+    let outcome = if let Some((hook, reason)) = said.blocked {
+        let text = format!("The prompt was blocked by {hook}: {reason}");
+        ctx.append(Event::AgentMessage {
+            at_ms: now_ms(),
+            text: text.clone(),
+        });
+        (ctx.events)(TurnEvent::AgentText(&text));
+        Ok(StopReason::Refusal)
+    } else if let Some(command) = text.trim_start().strip_prefix('!') {
         let args = serde_json::json!({"command": command.trim(), "description": "Run the user's ! command"});
         let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
         run_tool(ctx, &call_id, "bash", args, false).await;

@@ -13,6 +13,7 @@ use std::path::Path;
 /// they were live.
 pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>)) {
     let mut views: HashMap<&str, CallView> = HashMap::new();
+    let mut tools: HashMap<&str, &str> = HashMap::new();
     for event in events {
         match event {
             Event::UserMessage { text, .. } => emit(TurnEvent::UserText(text)),
@@ -33,6 +34,20 @@ pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>))
                     arguments,
                 });
                 views.insert(call_id, view);
+                tools.insert(call_id, tool);
+            }
+            Event::ToolRewritten {
+                call_id, arguments, ..
+            } => {
+                if let Some(view) = views.get_mut(call_id.as_str()) {
+                    let tool = tools.get(call_id.as_str()).copied().unwrap_or_default();
+                    *view = CallView::of(tool, arguments, Some(cwd));
+                    emit(TurnEvent::ToolRewritten {
+                        call_id,
+                        view,
+                        arguments,
+                    });
+                }
             }
             Event::ToolResult {
                 call_id,

@@ -80,11 +80,17 @@ impl AuditLog {
 /// The hook that writes one audit line per execution.
 pub struct AuditHook {
     log: std::sync::Arc<AuditLog>,
+    /// The version of the policy every line is judged under (see
+    /// `ToolRegistry::policy_version`).
+    policy_version: String,
 }
 
 impl AuditHook {
-    pub fn new(log: std::sync::Arc<AuditLog>) -> Self {
-        Self { log }
+    pub fn new(log: std::sync::Arc<AuditLog>, policy_version: String) -> Self {
+        Self {
+            log,
+            policy_version,
+        }
     }
 }
 
@@ -97,6 +103,11 @@ impl Hook for AuditHook {
     async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let started = Instant::now();
         let out = next.run(call).await;
+        if call.rewrite_pending() {
+            // A hook rewrote the call: the pass that runs the rewrite writes the line,
+            // with both argument sets and the whole trace.
+            return out;
+        }
         let verdict = call.verdict();
         let outcome = if out.vetoed {
             "vetoed"
@@ -106,7 +117,11 @@ impl Hook for AuditHook {
             "ok"
         };
         let answer = verdict.answer.map(|a| format!("{a:?}"));
-        self.log.write(json!({
+        let mode = call
+            .judged()
+            .map(|(mode, _)| mode)
+            .or_else(|| call.session.as_ref().map(|s| s.mode()));
+        let mut line = json!({
             "event": "execution",
             "session": call.session_id(),
             "callId": call.call_id,
@@ -118,7 +133,18 @@ impl Hook for AuditHook {
             "answer": answer,
             "durationMs": started.elapsed().as_millis() as u64,
             "outcome": outcome,
-        }));
+            "mode": mode.map(crate::config::Mode::id),
+            "policyVersion": self.policy_version,
+            "trace": call.trace(),
+        });
+        if let Some(original) = &call.original_arguments {
+            line["originalArguments"] = original.clone();
+        }
+        if let Some(original) = &out.original_text {
+            line["originalText"] = original.clone().into();
+            line["text"] = out.text.clone().into();
+        }
+        self.log.write(line);
         out
     }
 }

@@ -1,16 +1,36 @@
 //! The permission gate: where an "ask" becomes a question to the session's user.
 //!
-//! It runs after every judging hook, so it sees their combined decision. Only the
-//! calling session's own prompter is asked; with no session or no prompter there
-//! is nobody to ask and the call is denied. A cancelled or unanswerable question
-//! is a deny (fail closed).
+//! It runs after every judging hook, so it sees their combined decision. An ask that
+//! stands only because of the mode's default is first put to the `permission` hooks,
+//! which may answer it; any other ask (a rule's, a hook's, an opaque command's) always
+//! reaches the person. Only the calling session's own prompter is asked; with no session
+//! or no prompter there is nobody to ask and the call is denied. A cancelled or
+//! unanswerable question is a deny (fail closed).
 
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use super::external::HookSet;
+use super::external::protocol::PermissionReply;
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::Decision;
 use crate::registry::{PermissionAnswer, PermissionRequest};
+use std::sync::Arc;
 
-/// Asks the session's user about calls the hooks marked "ask".
-pub struct PermissionGate;
+/// Asks the session's user (or a `permission` hook) about calls the hooks marked "ask".
+pub struct PermissionGate {
+    hooks: Arc<HookSet>,
+}
+
+impl PermissionGate {
+    /// A gate that puts mode-default asks to the `permission` hooks of `hooks` first.
+    pub fn new(hooks: Arc<HookSet>) -> Self {
+        Self { hooks }
+    }
+}
+
+impl Default for PermissionGate {
+    fn default() -> Self {
+        Self::new(Arc::new(HookSet::default()))
+    }
+}
 
 #[async_trait::async_trait]
 impl Hook for PermissionGate {
@@ -40,6 +60,14 @@ impl Hook for PermissionGate {
                 );
             }
         }
+        if verdict.ask_from_mode_default
+            && let Some((reply, hook, reason)) = self.hooks.answer_permission(call).await
+        {
+            return match reply {
+                PermissionReply::Reject => call.veto(&hook, &reason),
+                _ => next.run(call).await,
+            };
+        }
         let Some(prompter) = session.prompter() else {
             return call.veto(
                 self.name(),
@@ -59,6 +87,13 @@ impl Hook for PermissionGate {
             () = call.cancel.cancelled() => PermissionAnswer::Cancelled,
         };
         call.record_answer(answer);
+        call.record(TraceEntry {
+            name: "user".into(),
+            event: "permission",
+            decision: format!("{answer:?}"),
+            reason: String::new(),
+            ms: 0,
+        });
         match answer {
             PermissionAnswer::AllowOnce => next.run(call).await,
             PermissionAnswer::AllowAlways => {

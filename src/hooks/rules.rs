@@ -1,9 +1,9 @@
 //! The policy hook: the configured rules and the session's mode, applied to every
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
-use crate::policy::Policy;
+use crate::policy::{Cause, Judgement, Policy};
 use std::sync::Arc;
 
 /// Vetoes what the policy denies and marks what it wants asked.
@@ -29,6 +29,7 @@ impl Hook for PolicyHook {
     }
 
     async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        let started = std::time::Instant::now();
         let (mode, grants) = match &call.session {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
@@ -36,17 +37,41 @@ impl Hook for PolicyHook {
         let judgement = self
             .policy
             .judge(&call.tool, &call.arguments, mode, &grants);
+        call.record(TraceEntry {
+            name: self.name().into(),
+            event: "pre_tool",
+            decision: crate::policy::action(judgement.decision).into(),
+            reason: judgement.reason.clone(),
+            ms: started.elapsed().as_millis() as u64,
+        });
+        let judgement = Arc::new(judgement);
+        call.set_judged(mode, judgement.clone());
         if judgement.decision == Decision::Deny {
             return call.veto(self.name(), &judgement.reason);
         }
-        call.tighten(
+        call.tighten_as(
             judgement.decision,
             self.name(),
             &judgement.reason,
-            judgement.grants_on_allow_always,
+            judgement.grants_on_allow_always.clone(),
+            asks_only_by_mode(&judgement),
         );
         next.run(call).await
     }
+}
+
+/// Whether every ask in `judgement` is the mode's default: no rule, opaque segment or
+/// unknown wrapper asked.
+fn asks_only_by_mode(judgement: &Judgement) -> bool {
+    let by_mode = |cause: &Cause| matches!(cause, Cause::Mode { .. });
+    if judgement.segments.is_empty() {
+        return by_mode(&judgement.cause);
+    }
+    judgement
+        .segments
+        .iter()
+        .filter(|s| s.decision == Decision::Ask)
+        .all(|s| by_mode(&s.cause))
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@
 //! with [`ToolExecution::tighten`], which only ever raises it (deny > ask > allow), so
 //! a later hook can tighten but never loosen an earlier decision.
 
-use crate::config::Decision;
+use crate::config::{Decision, Mode};
 use crate::exec::{OutputStream, OutputWatch};
-use crate::policy::Grant;
+use crate::policy::{Grant, Judgement};
 use crate::registry::{PermissionAnswer, Session};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
@@ -27,6 +27,30 @@ pub struct ToolExecution {
     verdict: Mutex<Verdict>,
     /// Who shows this call while it runs; `None` when nobody does.
     watcher: Option<Arc<dyn CallWatcher>>,
+    /// Everyone who spoke about the call, in order (the audit line's `trace`).
+    trace: Mutex<Vec<TraceEntry>>,
+    /// New arguments a pre_tool hook asked for: the call goes through the waterfall again
+    /// with them (see [`ToolExecution::rewritten`]).
+    rewrite: Mutex<Option<serde_json::Value>>,
+    /// The arguments the caller gave, when these are a hook's rewrite of them.
+    pub original_arguments: Option<serde_json::Value>,
+    /// The policy's judgement and the mode it judged in, once the policy hook ran: hooks
+    /// see its segments, the audit line its mode.
+    judged: Mutex<Option<(Mode, Arc<Judgement>)>>,
+}
+
+/// One decider's word on a call, for the audit line and `explain`-like tools: a rule
+/// set, a hook or the person.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TraceEntry {
+    pub name: String,
+    /// The hook event it spoke at (`pre_tool`, `post_tool`, `permission`).
+    pub event: &'static str,
+    /// What it said: a decision, or `rewrite`, `context`, `replace`, `pass`.
+    pub decision: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    pub ms: u64,
 }
 
 /// Watches a call for whoever shows it live (the turn loop): the moment the tool starts,
@@ -37,6 +61,8 @@ pub trait CallWatcher: Send + Sync {
     fn running(&self);
     /// A chunk of the command's output, as the executor read it.
     fn output(&self, stream: OutputStream, bytes: &[u8]);
+    /// A hook rewrote the call: these arguments are what will run.
+    fn rewritten(&self, _arguments: &serde_json::Value) {}
 }
 
 /// What the hooks decided about a call so far.
@@ -50,6 +76,9 @@ pub struct Verdict {
     pub grants: Vec<Grant>,
     /// The user's answer, when the call was asked about.
     pub answer: Option<PermissionAnswer>,
+    /// The ask stands only because of the mode's default (no rule, hook or opaque
+    /// segment asked): the one kind of ask a `permission` hook may answer.
+    pub ask_from_mode_default: bool,
 }
 
 impl ToolExecution {
@@ -73,9 +102,71 @@ impl ToolExecution {
                 reason: String::new(),
                 grants: Vec::new(),
                 answer: None,
+                ask_from_mode_default: false,
             }),
             watcher: None,
+            trace: Mutex::new(Vec::new()),
+            rewrite: Mutex::new(None),
+            original_arguments: None,
+            judged: Mutex::new(None),
         }
+    }
+
+    /// The same call with a hook's `arguments` in place of the caller's: it goes through
+    /// the waterfall again from the start, and cannot be rewritten again. The trace so
+    /// far carries over.
+    pub fn rewritten(&self, arguments: serde_json::Value) -> Self {
+        let mut call = ToolExecution::new(
+            self.call_id.clone(),
+            self.tool.clone(),
+            arguments,
+            self.session.clone(),
+            self.cancel.clone(),
+        );
+        call.watcher = self.watcher.clone();
+        call.original_arguments = Some(self.arguments.clone());
+        *lock(&call.trace) = self.trace();
+        call
+    }
+
+    /// Asks for the call to run with `arguments` instead (a pre_tool hook's rewrite).
+    /// Refused (false) for a call that is itself a rewrite.
+    pub fn request_rewrite(&self, arguments: serde_json::Value) -> bool {
+        if self.original_arguments.is_some() {
+            return false;
+        }
+        *lock(&self.rewrite) = Some(arguments);
+        true
+    }
+
+    /// The rewrite a hook asked for, taken once.
+    pub fn take_rewrite(&self) -> Option<serde_json::Value> {
+        lock(&self.rewrite).take()
+    }
+
+    /// Whether a rewrite waits (the pass that asked for it must not be audited as final).
+    pub fn rewrite_pending(&self) -> bool {
+        lock(&self.rewrite).is_some()
+    }
+
+    /// Keeps the policy's judgement of the call (the policy hook does).
+    pub fn set_judged(&self, mode: Mode, judgement: Arc<Judgement>) {
+        *lock(&self.judged) = Some((mode, judgement));
+    }
+
+    /// The policy's judgement of the call and the mode it judged in, once judged.
+    pub fn judged(&self) -> Option<(Mode, Arc<Judgement>)> {
+        lock(&self.judged).clone()
+    }
+
+    /// Adds a decider's word to the trace.
+    pub fn record(&self, entry: TraceEntry) {
+        lock(&self.trace).push(entry);
+    }
+
+    /// Everyone who spoke so far.
+    pub fn trace(&self) -> Vec<TraceEntry> {
+        lock(&self.trace).clone()
     }
 
     /// The same call, shown live by `watcher`.
@@ -88,6 +179,13 @@ impl ToolExecution {
     pub fn report_running(&self) {
         if let Some(w) = &self.watcher {
             w.running();
+        }
+    }
+
+    /// Tells the watcher the call now runs with a hook's rewrite of its arguments.
+    pub fn report_rewrite(&self) {
+        if let Some(w) = &self.watcher {
+            w.rewritten(&self.arguments);
         }
     }
 
@@ -108,7 +206,27 @@ impl ToolExecution {
     /// Raises the decision to `decision` if it is stronger than the current one;
     /// a weaker or equal decision changes nothing (a hook cannot loosen).
     pub fn tighten(&self, decision: Decision, by: &str, reason: &str, grants: Vec<Grant>) {
+        self.tighten_as(decision, by, reason, grants, false);
+    }
+
+    /// [`ToolExecution::tighten`] by the policy, saying whether an ask comes only from
+    /// the mode's default. Any other ask makes the call's ask explicit for good.
+    pub fn tighten_as(
+        &self,
+        decision: Decision,
+        by: &str,
+        reason: &str,
+        grants: Vec<Grant>,
+        from_mode_default: bool,
+    ) {
         let mut v = self.lock();
+        if decision == Decision::Ask {
+            v.ask_from_mode_default = if v.decision == Decision::Ask && v.decided_by != "default" {
+                v.ask_from_mode_default && from_mode_default
+            } else {
+                from_mode_default
+            };
+        }
         if decision > v.decision || (v.decided_by == "default" && decision == v.decision) {
             v.decision = decision;
             v.decided_by = by.to_string();
@@ -150,13 +268,19 @@ impl ToolExecution {
             text: format!("Error: vetoed by {hook}: {reason}"),
             is_error: true,
             vetoed: true,
-            exit: None,
+            ..ToolOutput::default()
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Verdict> {
-        self.verdict.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.verdict)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves nothing half-done that matters more
+    // than the call itself.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The result of a tool call as the model sees it.
@@ -170,6 +294,13 @@ pub struct ToolOutput {
     /// How the command ended, when the tool ran one in the foreground: for displays
     /// (a terminal's exit) and hooks that want more than the text.
     pub exit: Option<CommandExit>,
+    /// The tool's own text when a post_tool hook replaced it (kept in the session log
+    /// and the audit line; the model and the editor see `text`).
+    pub original_text: Option<String>,
+    /// What hooks added for the model, seen right after the result: (source, text).
+    pub context: Vec<(String, String)>,
+    /// The arguments that ran, when a hook rewrote the caller's.
+    pub arguments_run: Option<serde_json::Value>,
 }
 
 /// How a foreground command ended.

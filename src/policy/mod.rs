@@ -263,6 +263,46 @@ impl Rule {
     }
 }
 
+/// Command prefixes matched the way a deny rule matches them (a path spelling of the
+/// command included, an opaque segment by the words that stand in it): what
+/// `[[hooks.command]] commands` uses, so a hook sees every call a deny rule with the same
+/// words would catch.
+#[derive(Debug, Clone)]
+pub struct CommandMatcher(Vec<Rule>);
+
+impl CommandMatcher {
+    /// A matcher for `prefixes` (each split into words; a `*` matches any one word).
+    pub fn new(prefixes: &[String]) -> Self {
+        CommandMatcher(
+            prefixes
+                .iter()
+                .enumerate()
+                .map(|(index, prefix)| {
+                    Rule::new(
+                        index,
+                        &PermissionRule {
+                            tool: "bash".into(),
+                            command: Some(prefix.clone()),
+                            action: Decision::Deny,
+                            ..PermissionRule::default()
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether a segment of a judged call matches one of the prefixes.
+    pub fn matches(&self, segments: &[SegmentJudgement]) -> bool {
+        segments.iter().any(|segment| {
+            let opaque = segment.opaque.as_ref().map(|_| tokens(&segment.words));
+            self.0
+                .iter()
+                .any(|rule| rule.applies(&segment.words, opaque.as_deref()))
+        })
+    }
+}
+
 /// The words of an opaque text cut at whitespace and shell punctuation, so that `rm` is
 /// found in `$(echo;rm` or `'rm x'`.
 fn tokens(texts: &[String]) -> Vec<&str> {

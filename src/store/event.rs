@@ -93,8 +93,23 @@ pub enum Event {
         text: String,
         is_error: bool,
     },
+    /// A pre_tool hook rewrote the arguments of the [`Event::ToolCall`] with the same
+    /// `call_id`: these ran instead (the call keeps what was asked).
+    ToolRewritten {
+        at_ms: u64,
+        call_id: String,
+        arguments: serde_json::Value,
+    },
+    /// A post_tool hook replaced the text of the [`Event::ToolResult`] with the same
+    /// `call_id` (which holds what the model read): the tool's own text.
+    ToolResultReplaced {
+        at_ms: u64,
+        call_id: String,
+        original_text: String,
+    },
     /// A completion notice of a background task, injected into the history where
-    /// it arrived (`source` is `tool-bash`).
+    /// it arrived (`source` is `tool-bash`), or context a hook added (`hook:NAME`, no
+    /// task).
     Notice {
         at_ms: u64,
         source: String,
@@ -126,6 +141,8 @@ impl Event {
             | Event::AgentThought { at_ms, .. }
             | Event::ToolCall { at_ms, .. }
             | Event::ToolResult { at_ms, .. }
+            | Event::ToolRewritten { at_ms, .. }
+            | Event::ToolResultReplaced { at_ms, .. }
             | Event::Notice { at_ms, .. }
             | Event::TurnStart { at_ms, .. }
             | Event::TurnEnd { at_ms, .. }

@@ -46,7 +46,7 @@ pub fn sessions_dir(state_dir: &Path) -> PathBuf {
 }
 
 /// The log file of session `id`, refusing ids that could escape the directory.
-fn log_path(state_dir: &Path, id: &str) -> io::Result<PathBuf> {
+pub fn log_path(state_dir: &Path, id: &str) -> io::Result<PathBuf> {
     if !is_valid_session_id(id) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

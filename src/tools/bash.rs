@@ -159,22 +159,22 @@ impl Tool for Bash {
 
 impl Shared {
     /// Checks `task_id` and the caller's right to it (T10, T13).
-    fn admit(&self, call: &ToolExecution) -> Result<String, ToolOutput> {
+    fn admit(&self, call: &ToolExecution) -> Result<String, Box<ToolOutput>> {
         let task_id = str_arg(&call.arguments, "task_id")
             .unwrap_or_default()
             .trim();
         if task_id.is_empty() {
-            return Err(ToolOutput::error("invalid task_id"));
+            return Err(Box::new(ToolOutput::error("invalid task_id")));
         }
         match self.sessions.check_task_access(task_id, call.session_id()) {
             TaskAccess::Allowed => Ok(task_id.to_string()),
-            TaskAccess::Unknown => Err(unknown_task(task_id)),
+            TaskAccess::Unknown => Err(Box::new(unknown_task(task_id))),
             TaskAccess::Refused => {
                 self.audit
                     .refusal(call.session_id(), &call.call_id, &call.tool, task_id);
-                Err(ToolOutput::error(format!(
+                Err(Box::new(ToolOutput::error(format!(
                     "task {task_id} belongs to another session"
-                )))
+                ))))
             }
         }
     }
@@ -197,7 +197,7 @@ impl Tool for BashOutput {
     async fn call(&self, call: &ToolExecution) -> ToolOutput {
         let task_id = match self.shared.admit(call) {
             Ok(id) => id,
-            Err(out) => return out,
+            Err(out) => return *out,
         };
         match self.shared.exec.read(&task_id) {
             Some(read) => ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status)),
@@ -219,7 +219,7 @@ impl Tool for BashKill {
     async fn call(&self, call: &ToolExecution) -> ToolOutput {
         let task_id = match self.shared.admit(call) {
             Ok(id) => id,
-            Err(out) => return out,
+            Err(out) => return *out,
         };
         match self.shared.exec.kill(&task_id).await {
             KillOutcome::Killed => ToolOutput::ok(format!("killed background task {task_id}")),

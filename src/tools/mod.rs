@@ -13,7 +13,7 @@ pub mod schema;
 use crate::config::Config;
 use crate::exec::BashExecutor;
 use crate::hooks::audit::{AuditHook, AuditLog};
-use crate::hooks::external::ExternalHook;
+use crate::hooks::external::HookSet;
 use crate::hooks::gate::PermissionGate;
 use crate::hooks::rules::PolicyHook;
 use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput, Waterfall};
@@ -57,6 +57,11 @@ pub struct ToolRegistry {
     waterfall: Waterfall,
     /// The judge of `standard()`'s policy hook (the defaults' for a bare registry).
     policy: Arc<Policy>,
+    /// The configured hook programs, for the events outside the waterfall.
+    hooks: Arc<HookSet>,
+    /// A hash of the effective config and every hook program's bytes: each audit line
+    /// names it, so a changed rule or script shows.
+    policy_version: String,
 }
 
 impl ToolRegistry {
@@ -66,6 +71,8 @@ impl ToolRegistry {
             tools: Vec::new(),
             waterfall: Waterfall::new(),
             policy: Arc::new(Policy::new(&Default::default())),
+            hooks: Arc::new(HookSet::default()),
+            policy_version: String::new(),
         }
     }
 
@@ -84,7 +91,15 @@ impl ToolRegistry {
                 registry.register(tool);
             }
         }
-        registry.waterfall.push(Arc::new(AuditHook::new(audit)));
+        registry.hooks = Arc::new(HookSet::new(
+            &config.hooks.command,
+            Some(config.exec.state_dir()),
+        ));
+        registry.policy_version = policy_version(config, &registry.hooks);
+        registry.waterfall.push(Arc::new(AuditHook::new(
+            audit,
+            registry.policy_version.clone(),
+        )));
         registry
             .waterfall
             .push(Arc::new(SchemaHook::new(registry.schemas())));
@@ -92,13 +107,23 @@ impl ToolRegistry {
         registry
             .waterfall
             .push(Arc::new(PolicyHook::new(registry.policy.clone())));
-        for hook in &config.hooks.command {
-            registry
-                .waterfall
-                .push(Arc::new(ExternalHook::new(hook.clone())));
+        for hook in registry.hooks.waterfall_hooks() {
+            registry.waterfall.push(hook);
         }
-        registry.waterfall.push(Arc::new(PermissionGate));
         registry
+            .waterfall
+            .push(Arc::new(PermissionGate::new(registry.hooks.clone())));
+        registry
+    }
+
+    /// The configured hook programs (prompt and session_start events, hook servers).
+    pub fn hooks(&self) -> &Arc<HookSet> {
+        &self.hooks
+    }
+
+    /// What each audit line names as `policyVersion`.
+    pub fn policy_version(&self) -> &str {
+        &self.policy_version
     }
 
     /// Adds a tool after those already registered.
@@ -138,9 +163,18 @@ impl ToolRegistry {
             .collect()
     }
 
-    /// Runs one call through the waterfall and the tool.
+    /// Runs one call through the waterfall and the tool. A pre_tool hook's rewrite sends
+    /// the call through again, from the start, with the new arguments (once).
     pub async fn execute(&self, call: &ToolExecution) -> ToolOutput {
-        self.waterfall.run(call, self).await
+        let out = self.waterfall.run(call, self).await;
+        let Some(arguments) = call.take_rewrite() else {
+            return out;
+        };
+        let again = call.rewritten(arguments);
+        again.report_rewrite();
+        let mut out = self.waterfall.run(&again, self).await;
+        out.arguments_run = Some(again.arguments.clone());
+        out
     }
 }
 
@@ -161,6 +195,25 @@ impl Terminal for ToolRegistry {
             None => ToolOutput::error(format!("unknown tool `{}`", call.tool)),
         }
     }
+}
+
+/// A hash of the config in force (as TOML) and of every hook program's bytes: a
+/// changed rule, setting or script gives another version.
+fn policy_version(config: &Config, hooks: &HookSet) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(config.to_toml().unwrap_or_default());
+    for path in hooks.program_paths() {
+        hash.update(path.to_string_lossy().as_bytes());
+        // An unreadable program hashes as its name: it will fail (and deny) anyway.
+        if let Ok(bytes) = std::fs::read(&path) {
+            hash.update(&bytes);
+        }
+    }
+    hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Longest title a call gets, in characters (a long command is cut and ends in `…`).

@@ -718,8 +718,8 @@ fn hook_script(dir: &std::path::Path, name: &str, body: &str) -> ExternalHookCon
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     ExternalHookConfig {
         argv: vec![path.display().to_string()],
-        tools: vec![],
         timeout_ms: 2000,
+        ..ExternalHookConfig::default()
     }
 }
 

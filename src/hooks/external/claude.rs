@@ -1,0 +1,293 @@
+//! Claude Code's hook dialect (`dialect = "claude-code"`), so its hook scripts run as they
+//! are: its input names (`hook_event_name`, `tool_name`, `tool_input`, ...) and its
+//! answers (exit code 2, or JSON with `hookSpecificOutput`, `decision: "block"`,
+//! `continue: false`). Two differences by design: any failure denies (Claude Code goes
+//! on), and `allow` never loosens a rule's deny or ask.
+
+use super::protocol::{Answer, EventInput, PermissionReply, result_json};
+use crate::config::{Decision, HookEvent, Mode};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// Claude Code's event name for each of ours.
+fn event_name(event: HookEvent) -> &'static str {
+    match event {
+        HookEvent::PreTool => "PreToolUse",
+        HookEvent::PostTool => "PostToolUse",
+        HookEvent::Permission => "PermissionRequest",
+        HookEvent::Prompt => "UserPromptSubmit",
+        HookEvent::SessionStart => "SessionStart",
+    }
+}
+
+/// Claude Code's names for dsh's tools; others keep their own.
+fn tool_name(tool: &str) -> &str {
+    match tool {
+        "bash" => "Bash",
+        "bash_output" => "BashOutput",
+        "bash_kill" => "KillShell",
+        other => other,
+    }
+}
+
+/// Claude Code's permission modes nearest to dsh's.
+fn permission_mode(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ask => "default",
+        Mode::Auto => "acceptEdits",
+        Mode::ReadOnly => "plan",
+    }
+}
+
+/// A call's arguments as Claude Code names them.
+fn tool_input(tool: &str, arguments: &Value) -> Value {
+    let mut input = Map::new();
+    let arg = |name: &str| arguments.get(name).cloned();
+    match tool {
+        "bash" => {
+            for (ours, theirs) in [
+                ("command", "command"),
+                ("description", "description"),
+                ("timeoutMs", "timeout"),
+                ("run_in_background", "run_in_background"),
+                ("workdir", "workdir"),
+            ] {
+                if let Some(v) = arg(ours) {
+                    input.insert(theirs.into(), v);
+                }
+            }
+        }
+        "bash_output" => {
+            if let Some(v) = arg("task_id") {
+                input.insert("bash_id".into(), v);
+            }
+        }
+        "bash_kill" => {
+            if let Some(v) = arg("task_id") {
+                input.insert("shell_id".into(), v);
+            }
+        }
+        _ => return arguments.clone(),
+    }
+    Value::Object(input)
+}
+
+/// An `updatedInput` back in dsh's argument names, over the call's own arguments.
+fn arguments_from(tool: &str, arguments: &Value, updated: &Value) -> Value {
+    let mut args = arguments.as_object().cloned().unwrap_or_default();
+    let Some(updated) = updated.as_object() else {
+        return Value::Object(args);
+    };
+    for (theirs, v) in updated {
+        let ours = match (tool, theirs.as_str()) {
+            ("bash", "timeout") => "timeoutMs",
+            ("bash_output", "bash_id") | ("bash_kill", "shell_id") => "task_id",
+            (_, name) => name,
+        };
+        args.insert(ours.into(), v.clone());
+    }
+    Value::Object(args)
+}
+
+pub fn input(e: &EventInput<'_>) -> Value {
+    let mut v = json!({
+        "session_id": e.session_id,
+        "transcript_path": e.session_log,
+        "cwd": e.cwd,
+        "hook_event_name": event_name(e.event),
+        "permission_mode": e.mode.map(permission_mode),
+    });
+    if let Some(call) = e.call {
+        v["tool_name"] = tool_name(&call.tool).into();
+        v["tool_input"] = tool_input(&call.tool, &call.arguments);
+        v["tool_use_id"] = call.call_id.clone().into();
+    }
+    if let Some(result) = e.result {
+        v["tool_response"] = result_json(result);
+    }
+    if let Some(prompt) = e.prompt {
+        v["prompt"] = prompt.into();
+    }
+    if let Some(source) = e.source {
+        v["source"] = match source {
+            "load" => "resume",
+            _ => "startup",
+        }
+        .into();
+    }
+    v
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Output {
+    #[serde(rename = "continue")]
+    go_on: Option<bool>,
+    stop_reason: Option<String>,
+    decision: Option<String>,
+    reason: Option<String>,
+    system_message: Option<String>,
+    hook_specific_output: Option<Specific>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Specific {
+    permission_decision: Option<String>,
+    permission_decision_reason: Option<String>,
+    updated_input: Option<Value>,
+    additional_context: Option<String>,
+    /// PermissionRequest's answer.
+    decision: Option<PermissionDecision>,
+}
+
+#[derive(Deserialize)]
+struct PermissionDecision {
+    behavior: String,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// Reads a Claude Code hook's stdout (exit code 0). Plain text is context where Claude
+/// Code takes it so (a prompt or a session's start) and no opinion elsewhere; JSON is
+/// read leniently (Claude Code's outputs carry fields dsh has no use for), but a decision
+/// it cannot read is an error, so it denies.
+pub fn answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
+    let text = String::from_utf8_lossy(stdout);
+    let trimmed = text.trim();
+    if !trimmed.starts_with('{') {
+        let context = matches!(event, HookEvent::Prompt | HookEvent::SessionStart)
+            .then(|| trimmed.to_string())
+            .filter(|t| !t.is_empty());
+        return Ok(Answer {
+            context,
+            ..Answer::default()
+        });
+    }
+    let out: Output = serde_json::from_str(trimmed).map_err(|e| {
+        let shown: String = trimmed.chars().take(200).collect();
+        format!("unreadable answer ({e}): {shown:?}")
+    })?;
+    let specific = out.hook_specific_output.unwrap_or_default();
+    let mut a = Answer {
+        context: specific.additional_context.filter(|c| !c.is_empty()),
+        ..Answer::default()
+    };
+    let mut reasons: Vec<String> = Vec::new();
+    if let Some(d) = &specific.permission_decision {
+        a.decision = Some(match d.as_str() {
+            "allow" => Decision::Allow,
+            "ask" => Decision::Ask,
+            "deny" => Decision::Deny,
+            other => return Err(format!("unknown permissionDecision `{other}`")),
+        });
+        reasons.extend(specific.permission_decision_reason.clone());
+    }
+    if let Some(updated) = specific.updated_input {
+        a.rewrite = Some(updated);
+    }
+    if let Some(p) = specific.decision {
+        a.permission = Some(match p.behavior.as_str() {
+            "allow" => PermissionReply::AllowOnce,
+            "deny" => PermissionReply::Reject,
+            other => return Err(format!("unknown decision.behavior `{other}`")),
+        });
+        reasons.extend(p.message);
+    }
+    match out.decision.as_deref() {
+        None | Some("approve") => {}
+        Some("block") => {
+            let reason = out.reason.clone().unwrap_or_else(|| "blocked".into());
+            if event == HookEvent::PostTool {
+                // Claude Code shows a PostToolUse block's reason to the model.
+                a.context = Some(match a.context {
+                    Some(c) => format!("{c}\n{reason}"),
+                    None => reason,
+                });
+            } else {
+                a.decision = Some(Decision::Deny);
+                reasons.push(reason);
+            }
+        }
+        Some(other) => return Err(format!("unknown decision `{other}`")),
+    }
+    if out.go_on == Some(false) {
+        a.decision = Some(Decision::Deny);
+        reasons.push(out.stop_reason.unwrap_or_else(|| "stopped by hook".into()));
+    }
+    reasons.extend(out.system_message);
+    a.reason = reasons.join("; ");
+    Ok(a)
+}
+
+/// Turns an answer's `updatedInput` into dsh's arguments for `tool`.
+pub fn rewrite_arguments(tool: &str, arguments: &Value, updated: &Value) -> Value {
+    arguments_from(tool, arguments, updated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_both_ways() {
+        let args = json!({"command": "ls", "description": "d", "timeoutMs": 5, "run_in_background": false});
+        let input = tool_input("bash", &args);
+        assert_eq!(input["timeout"], 5);
+        assert_eq!(input["command"], "ls");
+        assert_eq!(
+            tool_input("bash_kill", &json!({"task_id": "bash-1"})),
+            json!({"shell_id": "bash-1"})
+        );
+        let back = rewrite_arguments("bash", &args, &json!({"command": "ls -a", "timeout": 9}));
+        assert_eq!(back["command"], "ls -a");
+        assert_eq!(back["timeoutMs"], 9);
+        assert_eq!(back["description"], "d");
+    }
+
+    #[test]
+    fn answers_read_as_claude_code_means_them() {
+        let a = answer(
+            HookEvent::PreTool,
+            br#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"},"suppressOutput":true}"#,
+        )
+        .unwrap();
+        assert_eq!(a.decision, Some(Decision::Deny));
+        assert_eq!(a.reason, "no");
+        let a = answer(HookEvent::Prompt, b"remember the tests\n").unwrap();
+        assert_eq!(a.context.as_deref(), Some("remember the tests"));
+        assert_eq!(
+            answer(HookEvent::PreTool, b"hello").unwrap(),
+            Answer::default()
+        );
+        let a = answer(
+            HookEvent::Prompt,
+            br#"{"decision":"block","reason":"secret"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.decision, Some(Decision::Deny));
+        let a = answer(
+            HookEvent::PostTool,
+            br#"{"decision":"block","reason":"look"}"#,
+        )
+        .unwrap();
+        assert_eq!((a.decision, a.context.as_deref()), (None, Some("look")));
+        let a = answer(
+            HookEvent::Permission,
+            br#"{"hookSpecificOutput":{"decision":{"behavior":"allow"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(a.permission, Some(PermissionReply::AllowOnce));
+        let a = answer(
+            HookEvent::PreTool,
+            br#"{"continue":false,"stopReason":"halt"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (a.decision, a.reason.as_str()),
+            (Some(Decision::Deny), "halt")
+        );
+        assert!(answer(HookEvent::PreTool, br#"{"decision":"maybe"}"#).is_err());
+        assert!(answer(HookEvent::PreTool, b"{not json").is_err());
+    }
+}

@@ -1,0 +1,511 @@
+//! External hook programs (`[[hooks.command]]`): the user's own policy code, at five
+//! events (see [`crate::config::HookEvent`]).
+//!
+//! pre_tool and post_tool hooks are links of the waterfall, in config order after the
+//! policy; `permission` hooks are asked by the permission gate before the person;
+//! `prompt` and `session_start` hooks by the turn and the session's start, through the
+//! [`HookSet`]. A hook reads its event as JSON (protocol v1 or v2, or Claude Code's
+//! dialect) and answers with a decision, context, a rewrite, a replacement or a
+//! permission answer. Every failure (a crash, another exit code, a timeout, an answer
+//! it cannot read) denies, naming what went wrong: a broken policy must not open the
+//! door. A hook can tighten a decision, never loosen it.
+
+mod claude;
+pub mod protocol;
+mod runner;
+
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
+use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
+use crate::policy::CommandMatcher;
+use crate::registry::Session;
+use protocol::{Answer, EventInput, PermissionReply, Reply};
+use runner::{Program, Server};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One configured hook program.
+pub struct ExternalHook {
+    config: ExternalHookConfig,
+    /// `hook NAME`, as vetoes and the trace name it.
+    name: String,
+    /// NAME, for `<context source="hook:NAME">`.
+    label: String,
+    commands: Option<CommandMatcher>,
+    runner: Runner,
+    /// Where session logs live, to tell hooks the path of theirs.
+    state_dir: Option<PathBuf>,
+}
+
+enum Runner {
+    Spawn(Program),
+    Server(Server),
+}
+
+/// What a prompt's hooks said.
+#[derive(Debug, Default)]
+pub struct PromptOutcome {
+    /// Context for the model, as (source, text).
+    pub context: Vec<(String, String)>,
+    /// The first hook that blocked the prompt, and why.
+    pub blocked: Option<(String, String)>,
+}
+
+impl ExternalHook {
+    /// The hook `config` describes; session logs are found under `state_dir`.
+    pub fn new(config: ExternalHookConfig, state_dir: Option<PathBuf>) -> Self {
+        let program = config.argv.first().cloned().unwrap_or_default();
+        let label = config.name.clone().unwrap_or_else(|| {
+            Path::new(&program)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(program)
+        });
+        let process = Program::new(&config.argv, &config.env);
+        let runner = match config.run {
+            HookRun::Spawn => Runner::Spawn(process),
+            HookRun::Server => Runner::Server(Server::new(
+                &label,
+                process,
+                std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            )),
+        };
+        Self {
+            name: format!("hook {label}"),
+            label,
+            commands: (!config.commands.is_empty()).then(|| CommandMatcher::new(&config.commands)),
+            runner,
+            state_dir,
+            config,
+        }
+    }
+
+    /// The event it answers.
+    pub fn event(&self) -> HookEvent {
+        self.config.event
+    }
+
+    /// Whether the hook is asked about `call`: its tool matches one of `tools` (names or
+    /// globs) and, with `commands`, a segment of its bash command matches one of them.
+    fn applies_to(&self, call: &ToolExecution) -> bool {
+        let tools = &self.config.tools;
+        if !tools.is_empty() && !tools.iter().any(|t| glob_matches(t, &call.tool)) {
+            return false;
+        }
+        match &self.commands {
+            None => true,
+            Some(matcher) => {
+                call.tool == "bash"
+                    && call
+                        .judged()
+                        .is_some_and(|(_, judgement)| matcher.matches(&judgement.segments))
+            }
+        }
+    }
+
+    /// Asks the program about one event: its answer, or (on any failure) a deny naming
+    /// what went wrong, and how long it took.
+    async fn consult(&self, input: EventInput<'_>) -> (Result<Answer, String>, u64) {
+        let started = Instant::now();
+        let event = input.event;
+        let json = protocol::input(self.config.protocol, self.config.dialect, &input);
+        let timeout = Duration::from_millis(self.config.timeout_ms);
+        let reply: Result<Reply, String> = match &self.runner {
+            Runner::Spawn(program) => {
+                runner::spawn_once(
+                    program,
+                    input.cwd,
+                    input.session_id,
+                    event,
+                    json.to_string().as_bytes(),
+                    timeout,
+                )
+                .await
+            }
+            Runner::Server(server) => server.call(event, json, timeout).await,
+        };
+        let answer = reply
+            .and_then(|r| protocol::answer(self.config.protocol, self.config.dialect, event, r));
+        (answer, started.elapsed().as_millis() as u64)
+    }
+
+    fn session_log(&self, session: Option<&Arc<Session>>) -> Option<PathBuf> {
+        let dir = self.state_dir.as_ref()?;
+        crate::store::log_path(dir, &session?.id).ok()
+    }
+
+    /// The input of a tool event for `call` (with `result` after the tool ran).
+    async fn consult_call(
+        &self,
+        event: HookEvent,
+        call: &ToolExecution,
+        result: Option<&ToolOutput>,
+    ) -> (Result<Answer, String>, u64) {
+        let log = self.session_log(call.session.as_ref());
+        let daemon_cwd = daemon_cwd();
+        let cwd = call.session.as_ref().map(|s| s.cwd.as_path());
+        self.consult(EventInput {
+            event,
+            session_id: call.session_id(),
+            cwd: cwd.unwrap_or(&daemon_cwd),
+            mode: call.judged().map(|(mode, _)| mode),
+            session_log: log.as_deref(),
+            call: Some(call),
+            result,
+            prompt: None,
+            source: None,
+        })
+        .await
+    }
+
+    fn trace(&self, call: &ToolExecution, decision: &str, reason: &str, ms: u64) {
+        call.record(TraceEntry {
+            name: self.name.clone(),
+            event: self.config.event.as_str(),
+            decision: decision.into(),
+            reason: reason.into(),
+            ms,
+        });
+    }
+
+    fn context_source(&self) -> String {
+        format!("hook:{}", self.label)
+    }
+
+    async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        let (answer, ms) = self.consult_call(HookEvent::PreTool, call, None).await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(why) => {
+                self.trace(call, "deny", &why, ms);
+                return call.veto(&self.name, &why);
+            }
+        };
+        if let Some(arguments) = &answer.rewrite {
+            let arguments = match self.config.dialect {
+                HookDialect::ClaudeCode => {
+                    claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
+                }
+                HookDialect::Dsh => arguments.clone(),
+            };
+            if call.request_rewrite(arguments) {
+                self.trace(call, "rewrite", &answer.reason, ms);
+                // The registry runs the call again, from the start, with the new
+                // arguments; this pass ends here.
+                return ToolOutput::default();
+            }
+            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
+            self.trace(
+                call,
+                "rewrite ignored",
+                "the call was already rewritten",
+                ms,
+            );
+        }
+        let decision = answer.decision;
+        self.trace(
+            call,
+            decision.map(crate::policy::action).unwrap_or("none"),
+            &answer.reason,
+            ms,
+        );
+        match decision {
+            Some(Decision::Deny) => return call.veto(&self.name, &answer.reason),
+            Some(d) => call.tighten(d, &self.name, &answer.reason, Vec::new()),
+            None => {}
+        }
+        let mut out = next.run(call).await;
+        if let Some(context) = answer.context
+            && !out.vetoed
+        {
+            out.context.push((self.context_source(), context));
+        }
+        out
+    }
+
+    async fn post_tool(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        let mut out = next.run(call).await;
+        if out.vetoed || call.rewrite_pending() {
+            return out;
+        }
+        let (answer, ms) = self
+            .consult_call(HookEvent::PostTool, call, Some(&out))
+            .await;
+        let withhold = |out: &mut ToolOutput, why: &str| {
+            // Fail closed: a hook meant to vet the result (redact a secret, say) that
+            // fails must not let it through.
+            out.original_text.get_or_insert_with(|| out.text.clone());
+            out.text = format!("Error: result withheld by {}: {why}", self.name);
+            out.is_error = true;
+        };
+        match answer {
+            Err(why) => {
+                self.trace(call, "deny", &why, ms);
+                withhold(&mut out, &why);
+            }
+            Ok(answer) => {
+                let said = match (&answer.decision, &answer.replace, &answer.context) {
+                    (Some(Decision::Deny), _, _) => "deny",
+                    (_, Some(_), _) => "replace",
+                    (_, None, Some(_)) => "context",
+                    _ => "none",
+                };
+                self.trace(call, said, &answer.reason, ms);
+                if answer.decision == Some(Decision::Deny) {
+                    withhold(&mut out, &answer.reason);
+                } else if let Some(text) = answer.replace {
+                    out.original_text.get_or_insert_with(|| out.text.clone());
+                    out.text = text;
+                }
+                if let Some(context) = answer.context {
+                    out.context.push((self.context_source(), context));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for ExternalHook {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        if !self.applies_to(call) {
+            return next.run(call).await;
+        }
+        match self.config.event {
+            HookEvent::PreTool => self.pre_tool(call, next).await,
+            HookEvent::PostTool => self.post_tool(call, next).await,
+            _ => next.run(call).await,
+        }
+    }
+}
+
+/// Every configured hook, for the events outside the waterfall and the lifecycle of
+/// hook servers.
+#[derive(Default)]
+pub struct HookSet {
+    hooks: Vec<Arc<ExternalHook>>,
+}
+
+impl HookSet {
+    /// The hooks of `configs`, in order; session logs are under `state_dir`.
+    pub fn new(configs: &[ExternalHookConfig], state_dir: Option<PathBuf>) -> Self {
+        Self {
+            hooks: configs
+                .iter()
+                .map(|c| Arc::new(ExternalHook::new(c.clone(), state_dir.clone())))
+                .collect(),
+        }
+    }
+
+    /// The waterfall's links: pre_tool and post_tool hooks in config order.
+    pub fn waterfall_hooks(&self) -> impl Iterator<Item = Arc<ExternalHook>> + '_ {
+        self.hooks
+            .iter()
+            .filter(|h| matches!(h.event(), HookEvent::PreTool | HookEvent::PostTool))
+            .cloned()
+    }
+
+    fn of(&self, event: HookEvent) -> impl Iterator<Item = &Arc<ExternalHook>> {
+        self.hooks.iter().filter(move |h| h.event() == event)
+    }
+
+    /// Starts every hook server (the daemon does, at startup); one that cannot start is
+    /// logged and tried again on its first call.
+    pub async fn start_servers(&self) {
+        for hook in &self.hooks {
+            if let Runner::Server(server) = &hook.runner
+                && let Err(e) = server.start().await
+            {
+                tracing::warn!(hook = %hook.name, "cannot start the hook server: {e}");
+            }
+        }
+    }
+
+    /// Stops every hook server and what it started (daemon shutdown).
+    pub async fn stop_servers(&self) {
+        for hook in &self.hooks {
+            if let Runner::Server(server) = &hook.runner {
+                server.stop().await;
+            }
+        }
+    }
+
+    /// Asks the `permission` hooks about a call whose ask comes from the mode's default
+    /// only, in order, until one answers other than `pass`: that answer, and who gave it.
+    /// A failure or a timeout passes (the person is asked).
+    pub async fn answer_permission(
+        &self,
+        call: &ToolExecution,
+    ) -> Option<(PermissionReply, String, String)> {
+        for hook in self.of(HookEvent::Permission) {
+            if !hook.applies_to(call) {
+                continue;
+            }
+            let (answer, ms) = hook.consult_call(HookEvent::Permission, call, None).await;
+            let (reply, reason) = match answer {
+                Ok(a) => (a.permission.unwrap_or(PermissionReply::Pass), a.reason),
+                Err(why) => (PermissionReply::Pass, why),
+            };
+            let said = match reply {
+                PermissionReply::AllowOnce => "allow_once",
+                PermissionReply::Reject => "reject",
+                PermissionReply::Pass => "pass",
+            };
+            hook.trace(call, said, &reason, ms);
+            if reply != PermissionReply::Pass {
+                return Some((reply, hook.name.clone(), reason));
+            }
+        }
+        None
+    }
+
+    /// Asks the `prompt` hooks about a user prompt. A hook that fails blocks it (fail
+    /// closed), naming what went wrong.
+    pub async fn on_prompt(&self, session: &Arc<Session>, prompt: &str) -> PromptOutcome {
+        let mut outcome = PromptOutcome::default();
+        for hook in self.of(HookEvent::Prompt) {
+            let log = hook.session_log(Some(session));
+            let (answer, _) = hook
+                .consult(EventInput {
+                    event: HookEvent::Prompt,
+                    session_id: Some(&session.id),
+                    cwd: &session.cwd,
+                    mode: Some(session.mode()),
+                    session_log: log.as_deref(),
+                    call: None,
+                    result: None,
+                    prompt: Some(prompt),
+                    source: None,
+                })
+                .await;
+            match answer {
+                Err(why) => {
+                    outcome.blocked = Some((hook.name.clone(), why));
+                    break;
+                }
+                Ok(a) => {
+                    if let Some(context) = a.context {
+                        outcome.context.push((hook.context_source(), context));
+                    }
+                    if a.decision == Some(Decision::Deny) {
+                        outcome.blocked = Some((hook.name.clone(), a.reason));
+                        break;
+                    }
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Asks the `session_start` hooks about a session created (`new`) or loaded
+    /// (`load`): the context they add. A hook that fails adds nothing and is logged (a
+    /// session is not refused for it).
+    pub async fn on_session_start(
+        &self,
+        session: &Arc<Session>,
+        source: &str,
+    ) -> Vec<(String, String)> {
+        let mut context = Vec::new();
+        for hook in self.of(HookEvent::SessionStart) {
+            let log = hook.session_log(Some(session));
+            let (answer, _) = hook
+                .consult(EventInput {
+                    event: HookEvent::SessionStart,
+                    session_id: Some(&session.id),
+                    cwd: &session.cwd,
+                    mode: Some(session.mode()),
+                    session_log: log.as_deref(),
+                    call: None,
+                    result: None,
+                    prompt: None,
+                    source: Some(source),
+                })
+                .await;
+            match answer {
+                Ok(Answer {
+                    context: Some(text),
+                    ..
+                }) => context.push((hook.context_source(), text)),
+                Ok(_) => {}
+                Err(why) => tracing::warn!(hook = %hook.name, "session_start hook failed: {why}"),
+            }
+        }
+        context
+    }
+
+    /// The programs' files, for the policy version (a changed script shows).
+    pub fn program_paths(&self) -> Vec<PathBuf> {
+        self.hooks
+            .iter()
+            .filter_map(|h| h.config.argv.first())
+            .map(|p| resolve_program(p))
+            .collect()
+    }
+}
+
+/// A program name as `exec` would find it: a path as given, else the first match in PATH.
+fn resolve_program(program: &str) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    std::env::var_os("PATH")
+        .map(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| PathBuf::from(program))
+        })
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
+fn daemon_cwd() -> PathBuf {
+    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+}
+
+/// A tool name against a pattern where `*` matches any run of characters and `?` one
+/// (`mcp__github__*`). Hand-written: tool names are short and patterns few, and a glob
+/// crate's path semantics (`/` special) do not apply to them.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_globs() {
+        assert!(glob_matches("bash", "bash"));
+        assert!(!glob_matches("bash", "bash_output"));
+        assert!(glob_matches("bash*", "bash_output"));
+        assert!(glob_matches("mcp__*", "mcp__github__create_issue"));
+        assert!(glob_matches("mcp__github__*", "mcp__github__x"));
+        assert!(!glob_matches("mcp__github__*", "mcp__gitlab__x"));
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("b?sh", "bash"));
+        assert!(glob_matches("*_kill", "bash_kill"));
+    }
+}

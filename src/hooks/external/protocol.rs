@@ -1,0 +1,326 @@
+//! What a hook program reads and answers, in each protocol and dialect: the input is
+//! built from one [`EventInput`], and every answer is read into one [`Answer`], so the
+//! rest of dsh does not care which a hook speaks.
+
+use crate::config::{Decision, HookDialect, HookEvent, HookProtocol, Mode};
+use crate::hooks::waterfall::{ToolExecution, ToolOutput};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// What an event tells a hook.
+pub struct EventInput<'a> {
+    pub event: HookEvent,
+    pub session_id: Option<&'a str>,
+    /// The session's cwd (the daemon's when there is no session).
+    pub cwd: &'a Path,
+    pub mode: Option<Mode>,
+    /// The session's JSONL log.
+    pub session_log: Option<&'a Path>,
+    /// The call, for the tool events and `permission`.
+    pub call: Option<&'a ToolExecution>,
+    /// The result, for `post_tool`.
+    pub result: Option<&'a ToolOutput>,
+    /// The user's prompt, for `prompt`.
+    pub prompt: Option<&'a str>,
+    /// How the session started (`new` or `load`), for `session_start`.
+    pub source: Option<&'a str>,
+}
+
+/// What a permission hook answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionReply {
+    AllowOnce,
+    Reject,
+    /// Ask the person, as without the hook.
+    Pass,
+}
+
+/// A hook's answer, whatever it speaks. Everything is optional: an empty answer has no
+/// opinion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    pub decision: Option<Decision>,
+    pub reason: String,
+    /// Text for the model (`<context source="hook:NAME">`).
+    pub context: Option<String>,
+    /// New arguments for the call (pre_tool).
+    pub rewrite: Option<Value>,
+    /// New result text (post_tool).
+    pub replace: Option<String>,
+    /// The answer to a permission question.
+    pub permission: Option<PermissionReply>,
+}
+
+/// The JSON a hook reads on stdin (or as its server method's params).
+pub fn input(protocol: HookProtocol, dialect: HookDialect, e: &EventInput<'_>) -> Value {
+    match (dialect, protocol) {
+        (HookDialect::ClaudeCode, _) => super::claude::input(e),
+        (HookDialect::Dsh, HookProtocol::V1) => json!({
+            "sessionId": e.session_id,
+            "cwd": e.session_id.map(|_| e.cwd.display().to_string()),
+            "tool": e.call.map(|c| c.tool.as_str()),
+            "arguments": e.call.map(|c| &c.arguments),
+            "callId": e.call.map(|c| c.call_id.as_str()),
+        }),
+        (HookDialect::Dsh, HookProtocol::V2) => v2_input(e),
+    }
+}
+
+fn v2_input(e: &EventInput<'_>) -> Value {
+    let mut v = json!({
+        "version": 2,
+        "event": e.event.as_str(),
+        "sessionId": e.session_id,
+        "cwd": e.cwd,
+        "mode": e.mode.map(Mode::id),
+        "sessionLog": e.session_log,
+    });
+    if let Some(call) = e.call {
+        v["callId"] = call.call_id.clone().into();
+        v["tool"] = call.tool.clone().into();
+        v["arguments"] = call.arguments.clone();
+        if let Some(original) = &call.original_arguments {
+            v["originalArguments"] = original.clone();
+        }
+        let segments: Vec<Value> = call
+            .judged()
+            .map(|(_, j)| {
+                j.segments
+                    .iter()
+                    .map(|s| {
+                        json!({"words": s.words, "decision": s.decision, "reason": s.reason,
+                               "opaque": s.opaque})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v["segments"] = segments.into();
+        let verdict = call.verdict();
+        v["verdict"] = json!({
+            "decision": verdict.decision,
+            "decidedBy": verdict.decided_by,
+            "reason": verdict.reason,
+        });
+    }
+    if let Some(result) = e.result {
+        v["result"] = result_json(result);
+    }
+    if let Some(prompt) = e.prompt {
+        v["prompt"] = prompt.into();
+    }
+    if let Some(source) = e.source {
+        v["source"] = source.into();
+    }
+    v
+}
+
+/// A tool's result as hooks see it: text, error flag, how its command ended.
+pub fn result_json(out: &ToolOutput) -> Value {
+    let mut v = json!({"text": out.text, "isError": out.is_error});
+    if let Some(exit) = out.exit {
+        v["exitCode"] = exit.exit_code.into();
+        v["signal"] = exit.signal.into();
+        v["timedOut"] = exit.timed_out.into();
+    }
+    let spills: Vec<&str> = out
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("[output truncated; full output: "))
+        .filter_map(|l| l.strip_suffix(']'))
+        .collect();
+    if !spills.is_empty() {
+        v["spillPaths"] = spills.into();
+    }
+    v
+}
+
+/// How a hook process ended, or a server's result.
+pub enum Reply {
+    /// Exit 0 (or a server's result) with this output.
+    Output(Vec<u8>),
+    /// Exit code 2: a deny with stderr as the reason.
+    Exit2(String),
+}
+
+/// Reads a reply as an answer; `Err` says what was wrong with it (a deny, fail closed).
+pub fn answer(
+    protocol: HookProtocol,
+    dialect: HookDialect,
+    event: HookEvent,
+    reply: Reply,
+) -> Result<Answer, String> {
+    match reply {
+        Reply::Exit2(stderr) => Ok(exit2(dialect, event, stderr)),
+        Reply::Output(stdout) => match (dialect, protocol) {
+            (HookDialect::ClaudeCode, _) => super::claude::answer(event, &stdout),
+            (HookDialect::Dsh, HookProtocol::V1) => v1_answer(&stdout),
+            (HookDialect::Dsh, HookProtocol::V2) => v2_answer(event, &stdout),
+        },
+    }
+}
+
+/// Exit code 2: a deny with stderr as the reason; at post_tool the result is withheld,
+/// at `prompt` the prompt is blocked, and Claude Code's PostToolUse shows it to the model.
+fn exit2(dialect: HookDialect, event: HookEvent, stderr: String) -> Answer {
+    let reason = if stderr.is_empty() {
+        "denied (exit code 2)".to_string()
+    } else {
+        stderr
+    };
+    if dialect == HookDialect::ClaudeCode && event == HookEvent::PostTool {
+        return Answer {
+            context: Some(reason),
+            ..Answer::default()
+        };
+    }
+    Answer {
+        decision: Some(Decision::Deny),
+        reason,
+        permission: (event == HookEvent::Permission).then_some(PermissionReply::Reject),
+        ..Answer::default()
+    }
+}
+
+fn unreadable(stdout: &[u8], e: impl std::fmt::Display) -> String {
+    let shown: String = String::from_utf8_lossy(stdout).chars().take(200).collect();
+    format!("unreadable answer ({e}): {shown:?}")
+}
+
+fn v1_answer(stdout: &[u8]) -> Result<Answer, String> {
+    #[derive(Deserialize)]
+    struct V1 {
+        decision: Decision,
+        #[serde(default)]
+        reason: Option<String>,
+    }
+    let a: V1 = serde_json::from_slice(stdout).map_err(|e| unreadable(stdout, e))?;
+    Ok(Answer {
+        decision: Some(a.decision),
+        reason: a.reason.unwrap_or_default(),
+        ..Answer::default()
+    })
+}
+
+fn v2_answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Rewrite {
+        arguments: Value,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct V2 {
+        decision: Option<Decision>,
+        reason: Option<String>,
+        context: Option<String>,
+        rewrite: Option<Rewrite>,
+        replace: Option<String>,
+        answer: Option<PermissionReply>,
+    }
+    if stdout.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Answer::default());
+    }
+    let a: V2 = serde_json::from_slice(stdout).map_err(|e| unreadable(stdout, e))?;
+    let misplaced = |what: &str, allowed: &[HookEvent]| {
+        if allowed.contains(&event) {
+            Ok(())
+        } else {
+            Err(format!("`{what}` is not an answer to {}", event.as_str()))
+        }
+    };
+    if a.rewrite.is_some() {
+        misplaced("rewrite", &[HookEvent::PreTool])?;
+    }
+    if a.replace.is_some() {
+        misplaced("replace", &[HookEvent::PostTool])?;
+    }
+    if a.answer.is_some() {
+        misplaced("answer", &[HookEvent::Permission])?;
+    }
+    if let Some(rewrite) = &a.rewrite
+        && !rewrite.arguments.is_object()
+    {
+        return Err("`rewrite.arguments` must be an object".into());
+    }
+    Ok(Answer {
+        decision: a.decision,
+        reason: a.reason.unwrap_or_default(),
+        context: a.context.filter(|c| !c.is_empty()),
+        rewrite: a.rewrite.map(|r| r.arguments),
+        replace: a.replace,
+        permission: a.answer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v2(event: HookEvent, out: &str) -> Result<Answer, String> {
+        answer(
+            HookProtocol::V2,
+            HookDialect::Dsh,
+            event,
+            Reply::Output(out.as_bytes().to_vec()),
+        )
+    }
+
+    #[test]
+    fn v1_answers_need_a_decision() {
+        let a = answer(
+            HookProtocol::V1,
+            HookDialect::Dsh,
+            HookEvent::PreTool,
+            Reply::Output(br#"{"decision":"ask","reason":"why"}"#.to_vec()),
+        )
+        .unwrap();
+        assert_eq!(a.decision, Some(Decision::Ask));
+        assert_eq!(a.reason, "why");
+        let bad = |out: &[u8]| {
+            answer(
+                HookProtocol::V1,
+                HookDialect::Dsh,
+                HookEvent::PreTool,
+                Reply::Output(out.to_vec()),
+            )
+            .is_err()
+        };
+        assert!(bad(b"yes please"));
+        assert!(bad(br#"{"decision":"maybe"}"#));
+        assert!(bad(b""));
+    }
+
+    #[test]
+    fn v2_answers_are_strict_about_fields_and_events() {
+        assert_eq!(v2(HookEvent::PreTool, "").unwrap(), Answer::default());
+        let a = v2(
+            HookEvent::PreTool,
+            r#"{"rewrite":{"arguments":{"command":"ls"}},"context":"c"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.rewrite, Some(json!({"command": "ls"})));
+        assert_eq!(a.context.as_deref(), Some("c"));
+        assert!(v2(HookEvent::PreTool, r#"{"decision":"allow","extra":1}"#).is_err());
+        assert!(v2(HookEvent::PostTool, r#"{"rewrite":{"arguments":{}}}"#).is_err());
+        assert!(v2(HookEvent::PreTool, r#"{"replace":"x"}"#).is_err());
+        assert!(v2(HookEvent::PreTool, r#"{"rewrite":{"arguments":"rm"}}"#).is_err());
+        let a = v2(HookEvent::Permission, r#"{"answer":"allow_once"}"#).unwrap();
+        assert_eq!(a.permission, Some(PermissionReply::AllowOnce));
+    }
+
+    #[test]
+    fn exit_code_two_denies_with_stderr() {
+        let a = answer(
+            HookProtocol::V2,
+            HookDialect::Dsh,
+            HookEvent::Permission,
+            Reply::Exit2("no".into()),
+        )
+        .unwrap();
+        assert_eq!(a.decision, Some(Decision::Deny));
+        assert_eq!(a.permission, Some(PermissionReply::Reject));
+        assert_eq!(a.reason, "no");
+    }
+}

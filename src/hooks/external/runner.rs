@@ -1,0 +1,369 @@
+//! How a hook program runs: a process per call, or one long-lived server speaking
+//! newline-delimited JSON-RPC 2.0. Either way it runs with the environment commands get
+//! (E4: nothing named like a credential) plus what its config names, in its own process
+//! group, and everything in that group is killed when it is done, times out, hangs or
+//! the daemon stops.
+
+use super::protocol::Reply;
+use crate::config::HookEvent;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::oneshot;
+
+/// How much of a spawned hook's stdout/stderr is read; an answer is a short JSON object.
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+/// The longest line a hook server may answer with.
+const MAX_SERVER_LINE: usize = 1024 * 1024;
+/// Restart delays of a hook server that keeps failing: doubling from the first, capped.
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A hook program and the environment it runs with.
+pub struct Program {
+    argv: Vec<String>,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl Program {
+    /// `argv` with the daemon's environment filtered as for commands (E4), plus the
+    /// variables `pass` names, passed on purpose.
+    pub fn new(argv: &[String], pass: &[String]) -> Self {
+        let mut env = crate::exec::process::child_env(std::env::vars_os());
+        for name in pass {
+            if let Some(value) = std::env::var_os(name) {
+                env.retain(|(k, _)| k != name.as_str());
+                env.push((name.into(), value));
+            }
+        }
+        Self {
+            argv: argv.to_vec(),
+            env,
+        }
+    }
+
+    fn command(&self, cwd: &Path) -> Result<Command, String> {
+        let (program, args) = self
+            .argv
+            .split_first()
+            .ok_or_else(|| "empty argv".to_string())?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        Ok(cmd)
+    }
+}
+
+/// Kills a process group when dropped: a hook's process and everything it started.
+struct Group(Option<i32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            // ESRCH (all gone already) is the common, fine outcome.
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Runs the program once for one event: `input` on stdin, the reply from its exit code
+/// and stdout. `Err` says what went wrong (it denies).
+pub async fn spawn_once(
+    program: &Program,
+    cwd: &Path,
+    session_id: Option<&str>,
+    event: HookEvent,
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Reply, String> {
+    let mut cmd = program.command(cwd)?;
+    cmd.env("DSH_HOOK_EVENT", event.as_str());
+    if let Some(id) = session_id {
+        cmd.env("DSH_SESSION_ID", id);
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+    // Whatever happens below (an answer, a timeout, the call being dropped), the group
+    // goes: a hook must not leave anything running.
+    let _group = Group(child.id().map(|id| id as i32));
+    let exchange = async {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A hook that exits without reading its input is not an error here; its
+            // answer (or exit code) decides.
+            let _ = stdin.write_all(input).await;
+        }
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let out = child.stdout.take().map(|s| s.take(MAX_ANSWER_BYTES));
+        let err = child.stderr.take().map(|s| s.take(MAX_ANSWER_BYTES));
+        let (status, _, _) = tokio::join!(
+            child.wait(),
+            async {
+                if let Some(mut o) = out {
+                    let _ = o.read_to_end(&mut stdout).await;
+                }
+            },
+            async {
+                if let Some(mut e) = err {
+                    let _ = e.read_to_end(&mut stderr).await;
+                }
+            }
+        );
+        (status, stdout, stderr)
+    };
+    let Ok((status, stdout, stderr)) = tokio::time::timeout(timeout, exchange).await else {
+        return Err(format!("did not answer within {}ms", timeout.as_millis()));
+    };
+    let status = status.map_err(|e| format!("wait failed: {e}"))?;
+    let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
+    match status.code() {
+        Some(0) => Ok(Reply::Output(stdout)),
+        Some(2) => Ok(Reply::Exit2(stderr)),
+        Some(code) => Err(format!("failed with exit code {code}: {stderr}")),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            Err(format!(
+                "crashed (signal {})",
+                status.signal().unwrap_or_default()
+            ))
+        }
+    }
+}
+
+/// A long-lived hook process serving every call: `{"jsonrpc":"2.0","id":N,"method":EVENT,
+/// "params":INPUT}` per line in, the answer as the result per line out, calls
+/// concurrent. A crash or a hang fails the calls in flight (they deny) and the next
+/// call starts it again, after a delay that doubles while it keeps failing.
+pub struct Server {
+    name: String,
+    program: Program,
+    cwd: std::path::PathBuf,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Arc<Conn>>,
+    /// Starts since it last answered a call.
+    failures: u32,
+    last_start: Option<Instant>,
+}
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>;
+
+struct Conn {
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    pending: Arc<Pending>,
+    next_id: AtomicU64,
+    /// Set when its stdout ends: the process is gone or going.
+    dead: tokio_util::sync::CancellationToken,
+    _group: Group,
+    _child: Child,
+}
+
+impl Conn {
+    fn is_dead(&self) -> bool {
+        self.dead.is_cancelled()
+    }
+}
+
+impl Server {
+    /// A server for `program`, started on first use (or by [`Server::start`]) in `cwd`.
+    pub fn new(name: &str, program: Program, cwd: std::path::PathBuf) -> Self {
+        Self {
+            name: name.to_string(),
+            program,
+            cwd,
+            state: tokio::sync::Mutex::new(State::default()),
+        }
+    }
+
+    /// Starts the process now if it is not running (the daemon does at startup).
+    pub async fn start(&self) -> Result<(), String> {
+        self.conn().await.map(|_| ())
+    }
+
+    /// Stops the process and everything it started (daemon shutdown).
+    pub async fn stop(&self) {
+        self.state.lock().await.conn = None;
+    }
+
+    async fn conn(&self) -> Result<Arc<Conn>, String> {
+        let mut state = self.state.lock().await;
+        if let Some(conn) = &state.conn
+            && !conn.is_dead()
+        {
+            return Ok(conn.clone());
+        }
+        if state.conn.take().is_some() {
+            state.failures += 1;
+        }
+        if state.failures > 0
+            && let Some(last) = state.last_start
+        {
+            let delay = BACKOFF_FIRST
+                .saturating_mul(1 << (state.failures - 1).min(10))
+                .min(BACKOFF_MAX);
+            tokio::time::sleep_until((last + delay).into()).await;
+            tracing::warn!(hook = %self.name, restarts = state.failures, "restarting the hook server");
+        }
+        state.last_start = Some(Instant::now());
+        let conn = Arc::new(self.launch()?);
+        state.conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn launch(&self) -> Result<Conn, String> {
+        let mut child = self
+            .program
+            .command(&self.cwd)?
+            .spawn()
+            .map_err(|e| format!("cannot start: {e}"))?;
+        let group = Group(child.id().map(|id| id as i32));
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let pending: Arc<Pending> = Arc::default();
+        let dead = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(read_answers(
+            stdout,
+            pending.clone(),
+            dead.clone(),
+            self.name.clone(),
+        ));
+        if let Some(stderr) = child.stderr.take() {
+            let name = self.name.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::info!(hook = %name, "{line}");
+                }
+            });
+        }
+        Ok(Conn {
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending,
+            next_id: AtomicU64::new(1),
+            dead,
+            _group: group,
+            _child: child,
+        })
+    }
+
+    /// One call: the answer as a reply, or what went wrong (it denies). A call that
+    /// times out takes the server down with it (it hangs), failing the others in flight.
+    pub async fn call(
+        &self,
+        event: HookEvent,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Reply, String> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let attempt = async {
+            let conn = self.conn().await?;
+            let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            lock(&conn.pending).insert(id, tx);
+            let mut line =
+                json!({"jsonrpc": "2.0", "id": id, "method": event.as_str(), "params": params})
+                    .to_string();
+            line.push('\n');
+            let written = conn.stdin.lock().await.write_all(line.as_bytes()).await;
+            if let Err(e) = written {
+                lock(&conn.pending).remove(&id);
+                return Err(format!("the hook server does not read its input: {e}"));
+            }
+            let answer = rx
+                .await
+                .unwrap_or_else(|_| Err("the hook server exited".into()))?;
+            Ok((conn, answer))
+        };
+        match tokio::time::timeout_at(deadline, attempt).await {
+            Ok(Ok((_, answer))) => {
+                self.state.lock().await.failures = 0;
+                serde_json::to_vec(&answer)
+                    .map(Reply::Output)
+                    .map_err(|e| e.to_string())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                // A hang: the server goes, and with it every call it holds.
+                let mut state = self.state.lock().await;
+                if let Some(conn) = state.conn.take() {
+                    fail_all(&conn.pending, "the hook server hung and was stopped");
+                    state.failures += 1;
+                }
+                Err(format!("did not answer within {}ms", timeout.as_millis()))
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn fail_all(pending: &Pending, why: &str) {
+    for (_, tx) in lock(pending).drain() {
+        let _ = tx.send(Err(why.to_string()));
+    }
+}
+
+/// Routes each answer line to its call until the server's stdout ends; then every call
+/// still waiting fails.
+async fn read_answers(
+    stdout: tokio::process::ChildStdout,
+    pending: Arc<Pending>,
+    dead: tokio_util::sync::CancellationToken,
+    name: String,
+) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_SERVER_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.len() > MAX_SERVER_LINE => {
+                tracing::warn!(hook = %name, "answer line too long; stopping the server");
+                break;
+            }
+            Ok(_) => {}
+        }
+        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
+            tracing::warn!(hook = %name, "unreadable line from the hook server");
+            continue;
+        };
+        let Some(id) = message.get("id").and_then(Value::as_u64) else {
+            continue;
+        };
+        let Some(tx) = lock(&pending).remove(&id) else {
+            continue;
+        };
+        let answer = match (message.get("result"), message.get("error")) {
+            (Some(result), None) => Ok(result.clone()),
+            (_, Some(error)) => Err(format!("answered an error: {error}")),
+            _ => Err("answered neither a result nor an error".into()),
+        };
+        let _ = tx.send(answer);
+    }
+    dead.cancel();
+    fail_all(&pending, "the hook server exited");
+    tracing::warn!(hook = %name, "the hook server exited");
+}
