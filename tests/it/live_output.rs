@@ -41,10 +41,14 @@ fn content_text(update: &Value) -> String {
 async fn output_reaches_the_sdk_client_while_the_command_runs() {
     let dir = tempfile::tempdir().unwrap();
     let ws = workspace(dir.path(), "ws");
-    let step = Fifo::new(dir.path(), "step");
+    // A fifo per step: with one, a read could open it while the previous step's writer
+    // still held it, and see end-of-file instead of waiting.
+    let steps: Vec<Fifo> = (1..=3)
+        .map(|i| Fifo::new(dir.path(), &format!("step{i}")))
+        .collect();
     let command = format!(
-        "for i in 1 2 3; do echo \"line $i\"; read _ < {}; done; echo end",
-        step.path()
+        "for i in 1 2 3; do echo \"line $i\"; read _ < {}/step$i; done; echo end",
+        dir.path().display()
     );
     let socket = dir.path().join("run/dsh.sock");
     let mut child = tokio::process::Command::new(BIN)
@@ -107,7 +111,7 @@ async fn output_reaches_the_sdk_client_while_the_command_runs() {
                         break;
                     }
                     while released < 3 && text.contains(&format!("line {}", released + 1)) {
-                        step.release().await;
+                        steps[released].release().await;
                         released += 1;
                     }
                 }

@@ -17,6 +17,7 @@ mod daemon_executors;
 mod exec_contract;
 mod exec_sandbox;
 mod exec_ssh;
+mod hooks_v2;
 mod live_output;
 mod policy_cli;
 mod policy_walkaround;
