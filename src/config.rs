@@ -38,6 +38,19 @@ pub struct Config {
     pub model: ModelConfig,
     /// The turn loop: see [`AgentConfig`].
     pub agent: AgentConfig,
+    /// What closing a session does: see [`SessionsConfig`].
+    pub sessions: SessionsConfig,
+}
+
+/// `[sessions]`: the life of a session beyond its connection.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionsConfig {
+    /// `session/close` kills the session's background tasks. Off by default: Zed closes
+    /// a session whenever its thread view goes (a new thread, say), and a dev server
+    /// started in the background must survive that; the tasks stay the session's and
+    /// their notices reach its log, where a later load finds them.
+    pub close_kills_tasks: bool,
 }
 
 /// DeepSeek's API, the default model endpoint.

@@ -66,6 +66,13 @@ enum Command {
         #[command(flatten)]
         at: Where,
     },
+    /// Kill a background task and everything it started, whichever session owns it.
+    Kill {
+        /// The task's id (`bash-N`, as `dsh status` lists it).
+        task_id: String,
+        #[command(flatten)]
+        at: Where,
+    },
     /// Stop the daemon gracefully (every task is killed).
     Stop {
         #[command(flatten)]
@@ -147,6 +154,7 @@ fn main() -> ExitCode {
         }),
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
+        Command::Kill { task_id, at } => runtime().and_then(|rt| rt.block_on(kill(at, task_id))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -385,6 +393,14 @@ async fn acp(at: Where) -> Result<(), String> {
 
 /// A minimal JSON-RPC exchange with the daemon for `status` and `stop`.
 async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, String> {
+    ask_daemon_with(at, method, serde_json::json!({})).await
+}
+
+async fn ask_daemon_with(
+    at: &Where,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, String> {
     let socket = at.socket();
     let stream = UnixStream::connect(&socket)
         .await
@@ -393,7 +409,7 @@ async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, Strin
     let mut lines = BufReader::new(reader).lines();
     let requests = [
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}),
     ];
     let mut answer = serde_json::Value::Null;
     // One at a time: requests run concurrently, so the second must not overtake initialize.
@@ -442,7 +458,9 @@ async fn status(at: Where) -> Result<(), String> {
             session.state,
             session.cwd.display(),
             session.mode,
-            if session.connected {
+            if session.closed {
+                "  (closed)"
+            } else if session.connected {
                 ""
             } else {
                 "  (no connection)"
@@ -457,6 +475,20 @@ async fn status(at: Where) -> Result<(), String> {
             task.owner.clone().flatten().as_deref().unwrap_or("(none)"),
             task.command,
         );
+    }
+    Ok(())
+}
+
+async fn kill(at: Where, task_id: String) -> Result<(), String> {
+    let answer = ask_daemon_with(
+        &at,
+        "_dsh/tasks/kill",
+        serde_json::json!({ "taskId": task_id }),
+    )
+    .await?;
+    match answer["outcome"].as_str() {
+        Some("killed") => println!("killed {task_id}"),
+        _ => println!("{task_id} had already finished"),
     }
     Ok(())
 }

@@ -4,8 +4,9 @@
 
 use super::{AcpService, to_value};
 use crate::config::Mode;
-use crate::exec::TaskStatus;
+use crate::exec::{KillOutcome, TaskStatus};
 use crate::policy::Judgement;
+use crate::registry::TaskAccess;
 use crate::rpc::{RequestContext, RpcError};
 use crate::store::iso8601;
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,25 @@ pub struct TextBlock {
 #[serde(rename_all = "camelCase")]
 pub struct SessionParams {
     pub session_id: String,
+}
+
+/// `_dsh/tasks/kill` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskKillParams {
+    pub task_id: String,
+    /// Kill as this session: only its own tasks (T13). Without it, as the local user,
+    /// who owns every task (the socket is theirs alone).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// `_dsh/tasks/kill`'s answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskKillResponse {
+    /// `killed` or `already_finished`.
+    pub outcome: String,
 }
 
 /// `_dsh/tasks/list`'s answer: the session's tasks, oldest first.
@@ -99,6 +119,9 @@ pub struct SessionStatus {
     pub state: String,
     /// Bound to a live connection.
     pub connected: bool,
+    /// Closed by its client and kept until loaded again (its tasks run on).
+    #[serde(default)]
+    pub closed: bool,
 }
 
 /// `_dsh/policy/explain` params.
@@ -158,6 +181,31 @@ impl AcpService {
         to_value(TasksResponse { tasks })
     }
 
+    pub(super) async fn tasks_kill(
+        &self,
+        ctx: RequestContext,
+        p: TaskKillParams,
+    ) -> Result<Value, RpcError> {
+        let unknown = || RpcError::not_found(format!("unknown bash task \"{}\"", p.task_id));
+        if let Some(session) = &p.session_id {
+            self.addressable(&ctx, session)?;
+            match self.sessions.check_task_access(&p.task_id, Some(session)) {
+                TaskAccess::Allowed => {}
+                // Another session's task is as unknown to this one (T13).
+                TaskAccess::Refused | TaskAccess::Unknown => return Err(unknown()),
+            }
+        }
+        let exec = self.executor.as_ref().ok_or_else(unknown)?;
+        let outcome = match exec.kill(&p.task_id).await {
+            KillOutcome::Killed => "killed",
+            KillOutcome::AlreadyFinished => "already_finished",
+            KillOutcome::Unknown => return Err(unknown()),
+        };
+        to_value(TaskKillResponse {
+            outcome: outcome.into(),
+        })
+    }
+
     pub(super) async fn status(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
         let running_tasks = self
             .executor
@@ -183,6 +231,7 @@ impl AcpService {
                 }
                 .into(),
                 connected: self.bindings.contains_key(&s.id),
+                closed: self.closed.contains(&s.id),
                 mode: s.mode().id().into(),
                 cwd: s.cwd.clone(),
                 session_id: s.id.clone(),

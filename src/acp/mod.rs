@@ -60,6 +60,10 @@ pub struct AcpService {
     connections: DashMap<u64, Arc<Connection>>,
     /// Session id -> cancel token of its in-flight prompt.
     prompts: DashMap<String, CancellationToken>,
+    /// Sessions closed by their client but kept (their tasks run on) until loaded again.
+    closed: dashmap::DashSet<String>,
+    /// `[sessions] close_kills_tasks`.
+    close_kills_tasks: bool,
     started: Instant,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
@@ -120,6 +124,8 @@ impl AcpService {
             bindings: DashMap::new(),
             connections: DashMap::new(),
             prompts: DashMap::new(),
+            closed: dashmap::DashSet::new(),
+            close_kills_tasks: config.sessions.close_kills_tasks,
             started: Instant::now(),
             shutdown,
             this: this.clone(),
@@ -243,8 +249,8 @@ impl AcpService {
         let mut meta = serde_json::Map::new();
         meta.insert(
             "dsh".into(),
-            json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/status", "_dsh/stop",
-                               "_dsh/policy/explain"],
+            json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/tasks/kill",
+                               "_dsh/status", "_dsh/stop", "_dsh/policy/explain"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -255,6 +261,7 @@ impl AcpService {
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
+                    .delete(acp::SessionDeleteCapabilities::new())
                     // The sandbox executor makes them writable (ExecRequest.writable_roots).
                     .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
@@ -333,10 +340,12 @@ impl Service for AcpService {
         register!(m, "session/resume", resume_session);
         register!(m, "session/list", list_sessions);
         register!(m, "session/close", close_session);
+        register!(m, "session/delete", delete_session);
         register!(m, "session/set_mode", set_mode);
         register!(m, "session/prompt", prompt);
         register!(m, "_dsh/tools/call", tools_call);
         register!(m, "_dsh/tasks/list", tasks_list);
+        register!(m, "_dsh/tasks/kill", tasks_kill);
         register!(m, "_dsh/status", status);
         register!(m, "_dsh/stop", stop);
         register!(m, "_dsh/policy/explain", policy_explain);

@@ -166,6 +166,7 @@ impl AcpService {
                 }
             }
         }
+        self.closed.remove(session_id);
         self.session_start_hooks(&session, "load").await;
         Ok(session)
     }
@@ -208,13 +209,61 @@ impl AcpService {
         to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
     }
 
+    /// `session/close`: the prompt is cancelled (its questions settle), the session is
+    /// unbound and what only the connection needed is freed. Its background tasks keep
+    /// running, still its own, and their notices reach its log for a later load, unless
+    /// `[sessions] close_kills_tasks` says to kill them as well.
     pub(super) async fn close_session(
         &self,
         ctx: RequestContext,
         p: acp::CloseSessionRequest,
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
-        self.addressable(&ctx, &id)?;
+        let session = self.addressable(&ctx, &id)?;
+        if let Some(prompt) = self.prompts.get(&id) {
+            prompt.cancel();
+        }
+        self.bindings.remove(&id);
+        session.set_prompter(None);
+        if self.close_kills_tasks {
+            if let Some(exec) = &self.executor {
+                exec.kill_scope(&id).await;
+            }
+            self.sessions.close(&id);
+            self.logs.remove(&id);
+        } else {
+            self.closed.insert(id);
+        }
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    /// `session/delete`: the session's tasks are killed and its log removed. A session
+    /// this connection cannot address (unknown, or bound to another live connection) is
+    /// "not found".
+    pub(super) async fn delete_session(
+        &self,
+        ctx: RequestContext,
+        p: acp::DeleteSessionRequest,
+    ) -> Result<Value, RpcError> {
+        let id = p.session_id.0.to_string();
+        let not_found = || RpcError::not_found(format!("session {id} not found"));
+        if !store::is_valid_session_id(&id) {
+            return Err(not_found());
+        }
+        if let Some(peer) = self.bindings.get(&id).map(|b| *b)
+            && peer != ctx.peer.id()
+            && self
+                .connections
+                .get(&peer)
+                .is_some_and(|c| !c.peer.is_closed())
+        {
+            return Err(not_found());
+        }
+        let path = store::log_path(&self.state_dir, &id).map_err(|_| not_found())?;
+        let known = self.sessions.get(&id).is_some();
+        if !known && !path.exists() {
+            return Err(not_found());
+        }
         if let Some(prompt) = self.prompts.get(&id) {
             prompt.cancel();
         }
@@ -223,8 +272,18 @@ impl AcpService {
         }
         self.sessions.close(&id);
         self.bindings.remove(&id);
+        self.closed.remove(&id);
         self.logs.remove(&id);
-        to_value(acp::CloseSessionResponse::new())
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(RpcError::internal(format!(
+                    "cannot remove the session log: {e}"
+                )));
+            }
+        }
+        to_value(acp::DeleteSessionResponse::new())
     }
 
     pub(super) async fn set_mode(

@@ -322,7 +322,7 @@ async fn t12_t13_two_connections_two_sessions_each_are_fenced() {
     assert_eq!(status["executor"], "local");
     assert_eq!(status["connections"], 2);
     assert_eq!(status["runningTasks"][0]["owner"], json!(a1));
-    // session/close kills that session's tasks.
+    // After session/close the session is no longer this connection's to address.
     a.request("session/close", json!({"sessionId": a1}))
         .await
         .unwrap();

@@ -22,6 +22,7 @@ mod live_output;
 mod policy_cli;
 mod policy_walkaround;
 mod security;
+mod sessions_keep_work;
 mod shutdown;
 mod tools_waterfall;
 mod wrapper_grammars;

@@ -1,0 +1,204 @@
+//! Sessions that keep their work (issue 16): Zed closes a session whenever its thread
+//! view goes, so `session/close` must not kill what the session started in the
+//! background; the person can still see and end it (`dsh status`, `dsh kill`), and
+//! `session/delete` removes a session for good.
+
+use crate::common;
+use common::Fifo;
+use common::daemon::{BIN, SocketDaemon, workspace};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+/// Waits (bounded) until `pred` holds for the daemon's status.
+async fn status_until(c: &mut common::client::Client, pred: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..500 {
+        let status = c.request("_dsh/status", json!({})).await.unwrap();
+        if pred(&status) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the status never got there");
+}
+
+fn log_has_notice(state: &Path, session: &str, task: &str) -> bool {
+    std::fs::read_to_string(state.join(format!("sessions/{session}.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("\"type\":\"notice\"") && l.contains(task))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let go = Fifo::new(dir.path(), "go");
+    let mut a = daemon.connect().await;
+    let s = a.new_session(&ws).await;
+    let task = a
+        .start_task(&s, &format!("read _ < {}; echo served", go.path()))
+        .await;
+    a.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    // Still running, still the session's; the session shows as closed.
+    let status = a.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(status["runningTasks"][0]["taskId"], json!(task));
+    assert_eq!(status["runningTasks"][0]["owner"], json!(s));
+    let listed = status["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["sessionId"] == json!(s))
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["closed"], true);
+    let out = std::process::Command::new(BIN)
+        .args(["status", "--socket"])
+        .arg(&daemon.socket)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("(closed)") && printed.contains(&task),
+        "{printed}"
+    );
+    // It ends while the session is closed: its notice still reaches the session's log.
+    go.release().await;
+    status_until(&mut a, |s| s["runningTasks"].as_array().unwrap().is_empty()).await;
+    for _ in 0..500 {
+        if log_has_notice(&daemon.state, &s, &task) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(log_has_notice(&daemon.state, &s, &task));
+    drop(a);
+    // A later load finds the notice in the replay, and the output.
+    let mut b = daemon.connect().await;
+    b.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+    )
+    .await
+    .unwrap();
+    let replayed: Vec<String> = b
+        .updates_of(&s, "user_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        replayed
+            .iter()
+            .any(|t| t.contains(&task) && t.contains("tool-bash")),
+        "{replayed:?}"
+    );
+    let (out, is_error) = b
+        .tool(Some(&s), "bash_output", json!({"task_id": task}))
+        .await;
+    assert!(!is_error && out.starts_with("served\n"), "{out}");
+    drop(b);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        "[permissions]\ndefault_mode = \"auto\"\n[sessions]\nclose_kills_tasks = true\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let token = common::token();
+    let mut a = daemon.connect().await;
+    let s = a.new_session(&ws).await;
+    a.start_task(&s, &format!("sleep 1000.{token}")).await;
+    assert_eq!(common::with_token(&token).len(), 1);
+    a.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    assert!(
+        common::with_token(&token).is_empty(),
+        "close killed the task"
+    );
+
+    // `dsh kill`: the local user ends a task of any session; over the protocol a session
+    // may end only its own (T13).
+    let s1 = a.new_session(&ws).await;
+    let s2 = a.new_session(&ws).await;
+    let token = common::token();
+    let task = a.start_task(&s1, &format!("sleep 1000.{token}")).await;
+    let e = a
+        .request("_dsh/tasks/kill", json!({"taskId": task, "sessionId": s2}))
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32002);
+    assert_eq!(common::with_token(&token).len(), 1);
+    let out = std::process::Command::new(BIN)
+        .args(["kill", &task, "--socket"])
+        .arg(&daemon.socket)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("killed {task}\n")
+    );
+    assert!(common::with_token(&token).is_empty());
+    let e = a
+        .request("_dsh/tasks/kill", json!({"taskId": "bash-999999"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32002);
+    drop(a);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_removes_the_log_and_kills_the_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let token = common::token();
+    let mut a = daemon.connect().await;
+    let init = a.initialize().await;
+    assert!(
+        init["agentCapabilities"]["sessionCapabilities"]
+            .get("delete")
+            .is_some(),
+        "{init}"
+    );
+    let s = a.new_session(&ws).await;
+    a.start_task(&s, &format!("sleep 1000.{token}")).await;
+    let log = daemon.state.join(format!("sessions/{s}.jsonl"));
+    assert!(log.exists());
+    a.request("session/delete", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    assert!(!log.exists());
+    assert!(common::with_token(&token).is_empty());
+    for id in [s.as_str(), "no-such-session", "../escape"] {
+        let e = a
+            .request("session/delete", json!({"sessionId": id}))
+            .await
+            .unwrap_err();
+        assert_eq!(e["code"], -32002, "{id}: {e}");
+    }
+    let e = a
+        .request(
+            "session/load",
+            json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32002);
+    drop(a);
+    daemon.stop().await;
+}
