@@ -73,6 +73,19 @@ pub struct ModelConfig {
     pub connect_timeout_ms: u64,
     /// The stream fails if the server sends nothing for this long.
     pub idle_timeout_ms: u64,
+    /// The model's context window in tokens, for the editor's context meter.
+    pub context_window: u64,
+    /// Prices per million prompt and completion tokens (in `currency`), so the editor
+    /// can show what a session cost; unset: no cost is reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_per_mtok_in: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_per_mtok_out: Option<f64>,
+    pub currency: String,
+    /// Models the person may pick per session (the editor's model menu); empty: only
+    /// `model`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 impl Default for ModelConfig {
@@ -85,6 +98,11 @@ impl Default for ModelConfig {
             retry_base_ms: 500,
             connect_timeout_ms: 10_000,
             idle_timeout_ms: 120_000,
+            context_window: 128_000,
+            price_per_mtok_in: None,
+            price_per_mtok_out: None,
+            currency: "USD".into(),
+            models: Vec::new(),
         }
     }
 }

@@ -285,6 +285,51 @@ impl AcpService {
     }
 }
 
+impl crate::agent::commands::SessionControl for AcpService {
+    fn tasks(&self, session: &str) -> Vec<(String, String, String)> {
+        let mut tasks: Vec<TaskSummary> = self
+            .sessions
+            .tasks_of(session)
+            .into_iter()
+            .filter_map(|t| self.executor.as_ref()?.get(&t))
+            .map(|t| task_summary(&t, None))
+            .collect();
+        tasks.sort_by_key(|t| t.started_at_ms);
+        tasks
+            .into_iter()
+            .map(|t| {
+                let status = match (&t.exit_code, &t.signal) {
+                    (Some(code), _) => format!("{} (exit {code})", t.status),
+                    (_, Some(signal)) => format!("{} ({signal})", t.status),
+                    _ => t.status.clone(),
+                };
+                (t.task_id, status, t.command)
+            })
+            .collect()
+    }
+
+    fn status(&self) -> String {
+        let running: Vec<_> = self
+            .executor
+            .as_ref()
+            .map(|e| e.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !t.status.is_finished())
+            .collect();
+        format!(
+            "dsh {} (pid {}), executor {}, up {}s\n{} connection(s), {} session(s), {} running task(s)",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            self.executor_kind(),
+            self.started.elapsed().as_secs(),
+            self.connections.len(),
+            self.sessions.sessions().len(),
+            running.len(),
+        )
+    }
+}
+
 /// A task as the `_dsh/*` answers show it; `owner` only where the answer names owners.
 fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> TaskSummary {
     let started_at_ms = t

@@ -342,6 +342,7 @@ impl Service for AcpService {
         register!(m, "session/close", close_session);
         register!(m, "session/delete", delete_session);
         register!(m, "session/set_mode", set_mode);
+        register!(m, "session/set_config_option", set_config_option);
         register!(m, "session/prompt", prompt);
         register!(m, "_dsh/tools/call", tools_call);
         register!(m, "_dsh/tasks/list", tasks_list);

@@ -33,6 +33,7 @@ impl AcpService {
             tools: &self.tools,
             events: &send,
             cancel,
+            control: Some(self),
         };
         agent::run_tool(&ctx, &call_id, tool, arguments, false).await
     }
@@ -77,14 +78,17 @@ impl AcpService {
             tools: &self.tools,
             events: &send,
             cancel: cancel.clone(),
+            control: Some(self),
         };
-        let model = match &self.model {
-            Some(model) => Ok(model.as_ref()),
-            None => Err(&self.model_config),
-        };
-        agent::run_prompt(&ctx, &prompt_text(prompt), model, &self.agent_config)
-            .await
-            .map_err(RpcError::internal)
+        agent::run_prompt(
+            &ctx,
+            &prompt_text(prompt),
+            self.model.as_deref(),
+            &self.model_config,
+            &self.agent_config,
+        )
+        .await
+        .map_err(RpcError::internal)
     }
 
     pub(super) fn cancel_notification(&self, peer: &Peer, params: Option<Value>) {

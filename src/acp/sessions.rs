@@ -12,6 +12,49 @@ use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The session's config options: the model (from `[model] models`, else just the
+/// configured one) and the mode (category `mode`: with config options present Zed shows
+/// no separate mode selector, so the mode must be among them).
+pub(super) fn config_options(
+    models: &[String],
+    default_model: &str,
+    session: &Session,
+) -> Vec<acp::SessionConfigOption> {
+    let mut choices: Vec<String> = models.to_vec();
+    if choices.is_empty() {
+        choices.push(default_model.to_string());
+    }
+    let current_model = session.model().unwrap_or_else(|| default_model.to_string());
+    let model = acp::SessionConfigOption::select(
+        "model",
+        "Model",
+        current_model,
+        choices
+            .iter()
+            .map(|m| acp::SessionConfigSelectOption::new(m.clone(), m.clone()))
+            .collect::<Vec<_>>(),
+    )
+    .category(acp::SessionConfigOptionCategory::Model)
+    .description("The model this session's next requests go to");
+    let modes = modes_state(session.mode());
+    let mode = acp::SessionConfigOption::select(
+        "mode",
+        "Mode",
+        modes.current_mode_id.0.to_string(),
+        modes
+            .available_modes
+            .iter()
+            .map(|m| {
+                acp::SessionConfigSelectOption::new(m.id.0.to_string(), m.name.clone())
+                    .description(m.description.clone())
+            })
+            .collect::<Vec<_>>(),
+    )
+    .category(acp::SessionConfigOptionCategory::Mode)
+    .description("What runs without asking");
+    vec![model, mode]
+}
+
 fn modes_state(current: Mode) -> acp::SessionModeState {
     let describe = |m: Mode| match m {
         Mode::Ask => "Rules decide; anything they do not cover is asked",
@@ -72,9 +115,94 @@ impl AcpService {
         self.logs.insert(session.id.clone(), Arc::new(log));
         self.bind(&ctx, &session);
         self.session_start_hooks(&session, "new").await;
+        self.after_answer(&ctx, &session.id);
         to_value(
-            acp::NewSessionResponse::new(session.id.clone()).modes(modes_state(session.mode())),
+            acp::NewSessionResponse::new(session.id.clone())
+                .modes(modes_state(session.mode()))
+                .config_options(self.config_options_of(&session)),
         )
+    }
+
+    fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
+        config_options(&self.model_config.models, &self.model_config.model, session)
+    }
+
+    /// What a client learns right after a session is its: the slash commands.
+    fn after_answer(&self, ctx: &RequestContext, session_id: &str) {
+        ctx.notify_after(
+            "session/update",
+            &updates::notification(session_id, updates::available_commands()),
+        );
+    }
+
+    /// `session/set_config_option`: the session's model (its next requests name it) or
+    /// mode. The answer is every option as it now stands.
+    pub(super) async fn set_config_option(
+        &self,
+        ctx: RequestContext,
+        p: acp::SetSessionConfigOptionRequest,
+    ) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id.0)?;
+        let acp::SessionConfigOptionValue::ValueId { value } = &p.value else {
+            return Err(RpcError::invalid_params("this option takes a value id"));
+        };
+        let value = value.0.to_string();
+        match &*p.config_id.0 {
+            "model" => {
+                let allowed = if self.model_config.models.is_empty() {
+                    value == self.model_config.model
+                } else {
+                    self.model_config.models.contains(&value)
+                };
+                if !allowed {
+                    return Err(RpcError::invalid_params(format!("unknown model `{value}`")));
+                }
+                session.set_model(Some(value.clone()));
+                if let Some(log) = self.log_of(&session.id) {
+                    self.append(
+                        &log,
+                        Event::ModelChange {
+                            at_ms: now_ms(),
+                            model: value,
+                        },
+                    );
+                }
+            }
+            "mode" => {
+                let mode = Mode::from_id(&value)
+                    .ok_or_else(|| RpcError::invalid_params(format!("unknown mode `{value}`")))?;
+                self.change_mode(&session, mode);
+            }
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown config option `{other}`"
+                )));
+            }
+        }
+        to_value(acp::SetSessionConfigOptionResponse::new(
+            self.config_options_of(&session),
+        ))
+    }
+
+    /// Sets the session's mode, logs it and tells its client.
+    fn change_mode(&self, session: &Session, mode: Mode) {
+        session.set_mode(mode);
+        if let Some(log) = self.log_of(&session.id) {
+            self.append(
+                &log,
+                Event::ModeChange {
+                    at_ms: now_ms(),
+                    mode_id: mode.id().to_string(),
+                },
+            );
+        }
+        self.send_update(&session.id, updates::mode(mode.id()));
+        self.send_update(
+            &session.id,
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+                self.config_options_of(session),
+            )),
+        );
     }
 
     /// Asks the `session_start` hooks about `session` and logs the context they add,
@@ -136,12 +264,17 @@ impl AcpService {
             .sessions
             .insert(session_id.to_string(), header.cwd.clone());
         for e in &events {
-            if let Event::ModeChange { mode_id, .. } = e
-                && let Some(mode) = Mode::from_id(mode_id)
-            {
-                session.set_mode(mode);
+            match e {
+                Event::ModeChange { mode_id, .. } => {
+                    if let Some(mode) = Mode::from_id(mode_id) {
+                        session.set_mode(mode);
+                    }
+                }
+                Event::ModelChange { model, .. } => session.set_model(Some(model.clone())),
+                _ => {}
             }
         }
+        session.set_title(store::latest_title(&header, &events).map(str::to_string));
         self.bind(ctx, &session);
         if replay {
             // Replayed before the answer (spec/acp.md), paced to the socket so a
@@ -178,7 +311,12 @@ impl AcpService {
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, true).await?;
         session.set_extra_roots(&p.additional_directories);
-        to_value(acp::LoadSessionResponse::new().modes(modes_state(session.mode())))
+        self.after_answer(&ctx, &session.id);
+        to_value(
+            acp::LoadSessionResponse::new()
+                .modes(modes_state(session.mode()))
+                .config_options(self.config_options_of(&session)),
+        )
     }
 
     pub(super) async fn resume_session(
@@ -188,7 +326,12 @@ impl AcpService {
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, false).await?;
         session.set_extra_roots(&p.additional_directories);
-        to_value(acp::ResumeSessionResponse::new().modes(modes_state(session.mode())))
+        self.after_answer(&ctx, &session.id);
+        to_value(
+            acp::ResumeSessionResponse::new()
+                .modes(modes_state(session.mode()))
+                .config_options(self.config_options_of(&session)),
+        )
     }
 
     pub(super) async fn list_sessions(
@@ -201,8 +344,9 @@ impl AcpService {
         let sessions = found
             .into_iter()
             .map(|s| {
+                let live = self.sessions.get(&s.id).and_then(|l| l.title());
                 acp::SessionInfo::new(s.id.clone(), s.cwd.clone())
-                    .title(s.title.clone())
+                    .title(live.or(s.title.clone()))
                     .updated_at(iso8601(s.updated_ms))
             })
             .collect();
@@ -294,17 +438,7 @@ impl AcpService {
         let session = self.addressable(&ctx, &p.session_id.0)?;
         let mode = Mode::from_id(&p.mode_id.0)
             .ok_or_else(|| RpcError::invalid_params(format!("unknown mode `{}`", p.mode_id.0)))?;
-        session.set_mode(mode);
-        if let Some(log) = self.log_of(&session.id) {
-            self.append(
-                &log,
-                Event::ModeChange {
-                    at_ms: now_ms(),
-                    mode_id: mode.id().to_string(),
-                },
-            );
-        }
-        self.send_update(&session.id, updates::mode(mode.id()));
+        self.change_mode(&session, mode);
         to_value(acp::SetSessionModeResponse::new())
     }
 }

@@ -5,9 +5,9 @@ use crate::agent::TurnEvent;
 use crate::hooks::waterfall::CommandExit;
 use crate::tools::CallView;
 use agent_client_protocol_schema::v1::{
-    Content, ContentBlock, ContentChunk, CurrentModeUpdate, Meta, SessionNotification,
-    SessionUpdate, Terminal, TextContent, ToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    Content, ContentBlock, ContentChunk, Cost, CurrentModeUpdate, Meta, SessionInfoUpdate,
+    SessionNotification, SessionUpdate, Terminal, TextContent, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
 use serde_json::Value;
 
@@ -72,6 +72,27 @@ impl ClientDisplay {
     }
 }
 
+/// The slash commands the session offers (src/agent/commands.rs), for the editor's menu.
+pub fn available_commands() -> SessionUpdate {
+    use agent_client_protocol_schema::v1::{
+        AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, UnstructuredCommandInput,
+    };
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(
+        crate::agent::commands::COMMANDS
+            .iter()
+            .map(|c| {
+                let command = AvailableCommand::new(c.name, c.description);
+                match c.input {
+                    Some(hint) => command.input(AvailableCommandInput::Unstructured(
+                        UnstructuredCommandInput::new(hint),
+                    )),
+                    None => command,
+                }
+            })
+            .collect(),
+    ))
+}
+
 /// The ACP kind of one of our tools, by name.
 pub fn kind_of(kind: &str) -> ToolKind {
     match kind {
@@ -79,24 +100,6 @@ pub fn kind_of(kind: &str) -> ToolKind {
         "execute" => ToolKind::Execute,
         _ => ToolKind::Other,
     }
-}
-
-/// `text` as a fenced code block, so editors that render Markdown show it verbatim:
-/// the fence is longer than any run of backticks inside.
-pub fn fenced(text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    let fence = "`".repeat((longest + 1).max(3));
-    let newline = if text.ends_with('\n') || text.is_empty() {
-        ""
-    } else {
-        "\n"
-    };
-    format!("{fence}\n{text}{newline}{fence}")
 }
 
 fn text_content(text: String) -> ToolCallContent {
@@ -223,7 +226,8 @@ pub fn tool_output(
     } else {
         ToolCallUpdate::new(
             call_id.to_string(),
-            ToolCallUpdateFields::new().content(content(view, text_content(fenced(shown)))),
+            ToolCallUpdateFields::new()
+                .content(content(view, text_content(crate::agent::fenced(shown)))),
         )
     };
     SessionUpdate::ToolCallUpdate(update)
@@ -270,7 +274,7 @@ pub fn tool_done(
     } else {
         ToolCallUpdate::new(
             call_id.to_string(),
-            fields.content(content(view, text_content(fenced(text)))),
+            fields.content(content(view, text_content(crate::agent::fenced(text)))),
         )
     };
     SessionUpdate::ToolCallUpdate(update)
@@ -310,6 +314,18 @@ pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate 
         E::AgentText(text) => agent_text(text),
         E::AgentThought(text) => agent_thought(text),
         E::ModeChanged(mode_id) => mode(mode_id),
+        E::TitleChanged(title) => SessionUpdate::SessionInfoUpdate(
+            SessionInfoUpdate::new()
+                .title(title.to_string())
+                .updated_at(crate::store::iso8601(crate::store::now_ms())),
+        ),
+        E::Usage { used, size, cost } => {
+            let mut update = UsageUpdate::new(used, size);
+            if let Some((amount, currency)) = cost {
+                update = update.cost(Cost::new(amount, currency.to_string()));
+            }
+            SessionUpdate::UsageUpdate(update)
+        }
     }
 }
 
@@ -319,10 +335,10 @@ mod tests {
 
     #[test]
     fn fences_are_longer_than_any_backtick_run_inside() {
-        assert_eq!(fenced("# title\n"), "```\n# title\n```");
-        assert_eq!(fenced("a"), "```\na\n```");
-        assert_eq!(fenced("x ```` y"), "`````\nx ```` y\n`````");
-        assert_eq!(fenced(""), "```\n```");
+        assert_eq!(crate::agent::fenced("# title\n"), "```\n# title\n```");
+        assert_eq!(crate::agent::fenced("a"), "```\na\n```");
+        assert_eq!(crate::agent::fenced("x ```` y"), "`````\nx ```` y\n`````");
+        assert_eq!(crate::agent::fenced(""), "```\n```");
     }
 
     #[test]

@@ -21,6 +21,11 @@ const SHORTENED: &str = "[older output shortened to save context; the session lo
 
 /// Builds the request messages: the system prompt, then the history.
 pub fn build(events: &[Event], system: &str, budget_chars: usize) -> Vec<Message> {
+    build_counted(events, system, budget_chars).0
+}
+
+/// [`build`], and how many old outputs were shortened to fit the budget.
+pub fn build_counted(events: &[Event], system: &str, budget_chars: usize) -> (Vec<Message>, usize) {
     let mut b = Builder::default();
     b.out.push(Message::System(system.to_string()));
     for event in events {
@@ -28,8 +33,8 @@ pub fn build(events: &[Event], system: &str, budget_chars: usize) -> Vec<Message
     }
     b.flush();
     b.close_dangling();
-    shorten_to_budget(&mut b.out, budget_chars);
-    b.out
+    let shortened = shorten_to_budget(&mut b.out, budget_chars);
+    (b.out, shortened)
 }
 
 #[derive(Default)]
@@ -169,8 +174,10 @@ fn spill_path(text: &str) -> Option<&str> {
     Some(&rest[..end])
 }
 
-fn shorten_to_budget(messages: &mut [Message], budget: usize) {
+/// Shortens the oldest outputs until the history fits; how many it shortened.
+fn shorten_to_budget(messages: &mut [Message], budget: usize) -> usize {
     let mut total: usize = messages.iter().map(size).sum();
+    let mut shortened = 0;
     for m in messages.iter_mut() {
         if total <= budget {
             break;
@@ -189,7 +196,9 @@ fn shorten_to_budget(messages: &mut [Message], budget: usize) {
         };
         total -= text.len() - marker.len();
         *text = marker;
+        shortened += 1;
     }
+    shortened
 }
 
 #[cfg(test)]

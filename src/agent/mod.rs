@@ -6,6 +6,7 @@
 //! step's request is rebuilt from it ([`history`]), with completion notices at
 //! their place. Notices never start a turn; they wait for the next request.
 
+pub mod commands;
 pub mod history;
 pub mod live;
 mod replay;
@@ -74,6 +75,15 @@ pub enum TurnEvent<'a> {
     AgentThought(&'a str),
     /// The session's mode changed.
     ModeChanged(&'a str),
+    /// The session got a title.
+    TitleChanged(&'a str),
+    /// What the context holds after a model request, against the window, and what the
+    /// session has cost so far (amount, currency) when prices are configured.
+    Usage {
+        used: u64,
+        size: u64,
+        cost: Option<(f64, &'a str)>,
+    },
 }
 
 /// Everything a turn (or a single user-initiated tool call) works with.
@@ -84,6 +94,8 @@ pub struct TurnContext<'a> {
     /// Tells the session's client what happens.
     pub events: &'a (dyn Fn(TurnEvent<'_>) + Send + Sync),
     pub cancel: CancellationToken,
+    /// What slash commands ask of the daemon; `None`: slash commands are plain prompts.
+    pub control: Option<&'a dyn commands::SessionControl>,
 }
 
 impl TurnContext<'_> {
@@ -250,7 +262,8 @@ fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
 pub async fn run_prompt(
     ctx: &TurnContext<'_>,
     text: &str,
-    model: Result<&dyn Model, &ModelConfig>,
+    model: Option<&dyn Model>,
+    model_config: &ModelConfig,
     config: &AgentConfig,
 ) -> Result<StopReason, String> {
     let turn_id = uuid::Uuid::new_v4().simple().to_string();
@@ -262,6 +275,16 @@ pub async fn run_prompt(
         at_ms: now_ms(),
         text: text.to_string(),
     });
+    if ctx.session.title().is_none()
+        && let Some(title) = title_of(text)
+    {
+        ctx.append(Event::Title {
+            at_ms: now_ms(),
+            title: title.clone(),
+        });
+        (ctx.events)(TurnEvent::TitleChanged(&title));
+        ctx.session.set_title(Some(title));
+    }
     let said = ctx.tools.hooks().on_prompt(ctx.session, text).await;
     add_context(ctx, &said.context);
     let outcome = if let Some((hook, reason)) = said.blocked {
@@ -272,6 +295,14 @@ pub async fn run_prompt(
         });
         (ctx.events)(TurnEvent::AgentText(&text));
         Ok(StopReason::Refusal)
+    } else if let Some(control) = ctx.control
+        && commands::run(ctx, text, control).await
+    {
+        Ok(if ctx.cancel.is_cancelled() {
+            StopReason::Cancelled
+        } else {
+            StopReason::EndTurn
+        })
     } else if let Some(command) = text.trim_start().strip_prefix('!') {
         let args = serde_json::json!({"command": command.trim(), "description": "Run the user's ! command"});
         let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
@@ -283,11 +314,11 @@ pub async fn run_prompt(
         })
     } else {
         match model {
-            Ok(model) => run_model_turn(ctx, model, config)
+            Some(model) => run_model_turn(ctx, model, model_config, config)
                 .await
                 .map_err(|e| e.to_string()),
-            Err(settings) => {
-                let text = crate::llm::openai::not_configured_text(settings);
+            None => {
+                let text = crate::llm::openai::not_configured_text(model_config);
                 ctx.append(Event::AgentMessage {
                     at_ms: now_ms(),
                     text: text.clone(),
@@ -312,6 +343,45 @@ pub async fn run_prompt(
     outcome
 }
 
+/// `text` as a fenced code block, so editors that render Markdown show it verbatim:
+/// the fence is longer than any run of backticks inside.
+pub fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let newline = if text.ends_with('\n') || text.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}\n{text}{newline}{fence}")
+}
+
+/// Longest title a session gets from its first prompt, in characters.
+const TITLE_CHARS: usize = 60;
+
+/// A session's title from its first prompt: the first line with text, trimmed to 60
+/// characters (`…` marks a cut).
+pub fn title_of(prompt: &str) -> Option<String> {
+    let line = prompt.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
+    if line.chars().count() > TITLE_CHARS {
+        title = title.trim_end().to_string();
+        title.push('…');
+    }
+    Some(title)
+}
+
+/// What a model's usage costs at the configured prices, if both are set.
+fn cost_of(config: &ModelConfig, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
+    let (p_in, p_out) = (config.price_per_mtok_in?, config.price_per_mtok_out?);
+    Some((prompt_tokens as f64 * p_in + completion_tokens as f64 * p_out) / 1e6)
+}
+
 /// A tool call being assembled from stream fragments.
 #[derive(Default)]
 struct PartialCall {
@@ -326,9 +396,11 @@ struct PartialCall {
 pub async fn run_model_turn(
     ctx: &TurnContext<'_>,
     model: &dyn Model,
+    model_config: &ModelConfig,
     config: &AgentConfig,
 ) -> Result<StopReason, ModelError> {
     let system = system_prompt(ctx.session, config);
+    let mut told_shortened = false;
     for _ in 0..config.max_steps {
         let events = match &ctx.log {
             Some(log) => log
@@ -339,8 +411,35 @@ pub async fn run_model_turn(
         };
         // The notices are in the log at their place; the inbox only mirrors them.
         ctx.session.take_notices();
+        let (messages, shortened) =
+            history::build_counted(&events, &system, config.history_budget_chars);
+        if shortened > 0 && !told_shortened {
+            told_shortened = true;
+            let note = format!(
+                "The conversation is over its history budget ({} characters): the model now sees \
+                 the {shortened} oldest tool output(s) shortened to a marker. The session log and \
+                 the spill files keep everything.",
+                config.history_budget_chars
+            );
+            ctx.append(Event::AgentThought {
+                at_ms: now_ms(),
+                text: note.clone(),
+            });
+            (ctx.events)(TurnEvent::AgentThought(&note));
+        }
+        let spent: f64 = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Usage {
+                    prompt_tokens,
+                    completion_tokens,
+                    ..
+                } => cost_of(model_config, *prompt_tokens, *completion_tokens),
+                _ => None,
+            })
+            .sum();
         let request = ModelRequest {
-            messages: history::build(&events, &system, config.history_budget_chars),
+            messages,
             tools: ctx.tools.definitions(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -349,6 +448,7 @@ pub async fn run_model_turn(
         let (mut text, mut thought) = (String::new(), String::new());
         let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
         let mut finish = None;
+        let mut usage = None;
         let mut handle = |event: ModelEvent| match event {
             ModelEvent::Text(t) => {
                 (ctx.events)(TurnEvent::AgentText(&t));
@@ -373,7 +473,10 @@ pub async fn run_model_turn(
                 }
                 call.arguments.push_str(&arguments);
             }
-            ModelEvent::Usage { .. } => {}
+            ModelEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+            } => usage = Some((prompt_tokens, completion_tokens)),
             ModelEvent::Finish(reason) => finish = Some(reason),
         };
         let result = loop {
@@ -385,6 +488,21 @@ pub async fn run_model_turn(
         };
         while let Ok(event) = rx.try_recv() {
             handle(event);
+        }
+        if let Some((prompt_tokens, completion_tokens)) = usage {
+            ctx.append(Event::Usage {
+                at_ms: now_ms(),
+                model: model_config.model.clone(),
+                prompt_tokens,
+                completion_tokens,
+            });
+            let cost = cost_of(model_config, prompt_tokens, completion_tokens)
+                .map(|c| (spent + c, model_config.currency.as_str()));
+            (ctx.events)(TurnEvent::Usage {
+                used: prompt_tokens + completion_tokens,
+                size: model_config.context_window,
+                cost,
+            });
         }
         if !thought.is_empty() {
             ctx.append(Event::AgentThought {

@@ -72,6 +72,7 @@ pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>))
                 "<context source=\"{source}\">{text}</context>"
             ))),
             Event::ModeChange { mode_id, .. } => emit(TurnEvent::ModeChanged(mode_id)),
+            Event::Title { title, .. } => emit(TurnEvent::TitleChanged(title)),
             _ => {}
         }
     }

@@ -81,6 +81,10 @@ pub struct Session {
     inbox: Mutex<Vec<Notice>>,
     prompter: Mutex<Option<Arc<dyn PermissionPrompter>>>,
     closed: AtomicBool,
+    /// What the history list calls it (from its first prompt); `None` until then.
+    title: Mutex<Option<String>>,
+    /// The model its requests name, when the person picked one (`None`: the config's).
+    model: Mutex<Option<String>>,
 }
 
 fn add_unique(all: &mut Vec<Grant>, new: &[Grant]) {
@@ -96,6 +100,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Session {
+    /// Its title, once it has one.
+    pub fn title(&self) -> Option<String> {
+        lock(&self.title).clone()
+    }
+
+    /// Sets its title (from its first prompt, or its log when it is loaded).
+    pub fn set_title(&self, title: Option<String>) {
+        *lock(&self.title) = title;
+    }
+
+    /// The model the person picked for it, if any.
+    pub fn model(&self) -> Option<String> {
+        lock(&self.model).clone()
+    }
+
+    /// Picks the model its next requests name.
+    pub fn set_model(&self, model: Option<String>) {
+        *lock(&self.model) = model;
+    }
+
     /// Records the directories the editor granted besides the cwd; only absolute
     /// paths count.
     pub fn set_extra_roots(&self, roots: &[PathBuf]) {
@@ -225,6 +249,8 @@ impl SessionRegistry {
                     inbox: Mutex::new(Vec::new()),
                     prompter: Mutex::new(None),
                     closed: AtomicBool::new(false),
+                    title: Mutex::new(None),
+                    model: Mutex::new(None),
                 })
             })
             .clone()

@@ -242,10 +242,9 @@ impl Connection {
         );
 
         let mut methods = self.methods.clone();
-        methods.extensions_mut().insert(RequestContext {
-            peer: self.peer.clone(),
-            cancel,
-        });
+        let context = RequestContext::new(self.peer.clone(), cancel);
+        let after = context.after.clone();
+        methods.extensions_mut().insert(context);
         let peer = self.peer.clone();
         let in_flight = self.in_flight.clone();
         let id = id.to_owned();
@@ -297,6 +296,12 @@ impl Connection {
                     method,
                     "answer dropped: connection closed"
                 );
+            }
+            let after = std::mem::take(&mut *lock(&after));
+            for line in after {
+                if peer.send_line(line).is_err() {
+                    break;
+                }
             }
         });
     }

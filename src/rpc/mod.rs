@@ -58,6 +58,33 @@ pub struct RequestContext {
     /// ([`RpcError::cancelled`]) or its normal result (a prompt answers
     /// `stopReason: cancelled`).
     pub cancel: CancellationToken,
+    /// Notifications to send right after the answer (see [`RequestContext::notify_after`]).
+    pub(crate) after: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl RequestContext {
+    /// A context for `peer`'s request, cancelled by `cancel`.
+    pub fn new(peer: Peer, cancel: CancellationToken) -> Self {
+        Self {
+            peer,
+            cancel,
+            after: Default::default(),
+        }
+    }
+
+    /// Sends a notification right after this request's answer, on the same connection:
+    /// for what a client can only place once it has the answer (updates about the
+    /// session a `session/new` creates).
+    pub fn notify_after(&self, method: &str, params: &serde_json::Value) {
+        match message::call(None, method, params) {
+            Ok(line) => self
+                .after
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(line),
+            Err(e) => tracing::error!(method, "cannot serialize notification: {e}"),
+        }
+    }
 }
 
 /// What the daemon plugs into a connection.

@@ -130,6 +130,15 @@ pub enum Event {
     ModeChange { at_ms: u64, mode_id: String },
     /// The session's title changed; the latest one wins.
     Title { at_ms: u64, title: String },
+    /// What one model request used, as the server counted it.
+    Usage {
+        at_ms: u64,
+        model: String,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+    },
+    /// The person picked another model for the session's next requests.
+    ModelChange { at_ms: u64, model: String },
 }
 
 impl Event {
@@ -147,7 +156,9 @@ impl Event {
             | Event::TurnStart { at_ms, .. }
             | Event::TurnEnd { at_ms, .. }
             | Event::ModeChange { at_ms, .. }
-            | Event::Title { at_ms, .. } => *at_ms,
+            | Event::Title { at_ms, .. }
+            | Event::Usage { at_ms, .. }
+            | Event::ModelChange { at_ms, .. } => *at_ms,
         }
     }
 }

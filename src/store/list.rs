@@ -27,9 +27,9 @@ const MAX_HEADER_BYTES: u64 = 64 * 1024;
 pub struct SessionSummary {
     pub id: String,
     pub cwd: PathBuf,
-    /// The title from the header only. A later `title` event is not reflected:
-    /// finding it would mean reading the whole log, and listing reads just the
-    /// first line. Callers that hold a live session should prefer its title.
+    /// The last title found in the log's first 64 KB (a session is titled from its
+    /// first prompt, near the start), else the header's. Callers that hold a live
+    /// session should prefer its title.
     pub title: Option<String>,
     /// The log's mtime (the last append) in unix milliseconds.
     pub updated_ms: u64,
@@ -125,19 +125,39 @@ fn read_header(path: &Path, id: &str) -> Option<Header> {
     let result = (|| {
         let file = open_regular(path, false).ok()?;
         let mut line = Vec::new();
-        BufReader::new(file.take(MAX_HEADER_BYTES))
-            .read_until(b'\n', &mut line)
-            .ok()?;
+        let mut reader = BufReader::new(file.take(MAX_HEADER_BYTES));
+        reader.read_until(b'\n', &mut line).ok()?;
         if line.last() != Some(&b'\n') {
             return None;
         }
-        let HeaderLine::Header(header) = serde_json::from_slice(&line).ok()?;
-        (header.id == id).then_some(header)
+        let HeaderLine::Header(mut header) = serde_json::from_slice(&line).ok()?;
+        if header.id != id {
+            return None;
+        }
+        if let Some(title) = early_title(&mut reader) {
+            header.title = Some(title);
+        }
+        Some(header)
     })();
     if result.is_none() {
         tracing::debug!(path = %path.display(), "not a session log; skipped");
     }
     result
+}
+
+/// The last `title` event in what `reader` has left of the log's first 64 KB.
+fn early_title(reader: &mut impl BufRead) -> Option<String> {
+    let mut title = None;
+    for line in reader.lines() {
+        let Ok(line) = line else { break };
+        if !line.contains("\"type\":\"title\"") {
+            continue;
+        }
+        if let Ok(super::Event::Title { title: t, .. }) = serde_json::from_str(&line) {
+            title = Some(t);
+        }
+    }
+    title
 }
 
 fn mtime_ms(meta: &std::fs::Metadata) -> u64 {

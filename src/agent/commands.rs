@@ -1,0 +1,132 @@
+//! Slash commands: what the person can ask of the session without a model, listed to
+//! the editor (`available_commands_update`) and answered as the agent's message.
+
+use super::{TurnContext, TurnEvent, run_tool};
+use crate::config::Mode;
+use crate::store::{Event, now_ms};
+use serde_json::json;
+
+/// What slash commands need from the daemon beyond the turn (src/acp provides it).
+pub trait SessionControl: Send + Sync {
+    /// A session's background tasks, oldest first: (id, status, command).
+    fn tasks(&self, session: &str) -> Vec<(String, String, String)>;
+    /// The daemon's state, in a few lines.
+    fn status(&self) -> String;
+}
+
+/// One slash command as the editor lists it.
+pub struct CommandInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// What its argument is, when it takes one.
+    pub input: Option<&'static str>,
+}
+
+/// The commands, in the order the editor lists them.
+pub const COMMANDS: &[CommandInfo] = &[
+    CommandInfo {
+        name: "tasks",
+        description: "This session's background tasks and their status",
+        input: None,
+    },
+    CommandInfo {
+        name: "kill",
+        description: "Kill a background task of this session and everything it started",
+        input: Some("task id, e.g. bash-3"),
+    },
+    CommandInfo {
+        name: "status",
+        description: "The daemon: executor, sessions, running tasks",
+        input: None,
+    },
+    CommandInfo {
+        name: "mode",
+        description: "Switch the permission mode: ask, auto or read-only",
+        input: Some("ask | auto | read-only"),
+    },
+    CommandInfo {
+        name: "explain",
+        description: "What the permission rules decide for a command, and why (nothing runs)",
+        input: Some("a command line"),
+    },
+    CommandInfo {
+        name: "shell",
+        description: "Run a command yourself, through the same permission checks; typing !COMMAND does the same",
+        input: Some("a command line"),
+    },
+];
+
+/// Runs `prompt` when it is a known slash command: `true` if it was one (answered).
+pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionControl) -> bool {
+    let Some(rest) = prompt.trim_start().strip_prefix('/') else {
+        return false;
+    };
+    let (name, arg) = match rest.split_once(char::is_whitespace) {
+        Some((name, arg)) => (name, arg.trim()),
+        None => (rest.trim(), ""),
+    };
+    if !COMMANDS.iter().any(|c| c.name == name) {
+        return false;
+    }
+    let answer = match name {
+        "tasks" => {
+            let tasks = control.tasks(&ctx.session.id);
+            if tasks.is_empty() {
+                "No background tasks in this session.".to_string()
+            } else {
+                let lines: Vec<String> = tasks
+                    .iter()
+                    .map(|(id, status, command)| format!("{id}  {status}  {command}"))
+                    .collect();
+                super::fenced(&lines.join("\n"))
+            }
+        }
+        "kill" if arg.is_empty() => "Usage: /kill TASK_ID (see /tasks)".to_string(),
+        "kill" => {
+            let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
+            run_tool(ctx, &call_id, "bash_kill", json!({ "task_id": arg }), false).await;
+            return true;
+        }
+        "status" => super::fenced(&control.status()),
+        "mode" => match Mode::from_id(arg) {
+            Some(mode) => {
+                ctx.session.set_mode(mode);
+                ctx.append(Event::ModeChange {
+                    at_ms: now_ms(),
+                    mode_id: mode.id().to_string(),
+                });
+                (ctx.events)(TurnEvent::ModeChanged(mode.id()));
+                format!("Mode: {}.", mode.id())
+            }
+            None => format!(
+                "Mode: {}. Switch with /mode ask, /mode auto or /mode read-only.",
+                ctx.session.mode().id()
+            ),
+        },
+        "explain" if arg.is_empty() => "Usage: /explain COMMAND".to_string(),
+        "explain" => {
+            let mode = ctx.session.mode();
+            let judged = ctx.tools.policy().judge(
+                "bash",
+                &json!({ "command": arg }),
+                mode,
+                &ctx.session.grants(),
+            );
+            super::fenced(&crate::policy::explain::render(arg, mode.id(), &judged))
+        }
+        "shell" if arg.is_empty() => "Usage: /shell COMMAND (or type !COMMAND)".to_string(),
+        "shell" => {
+            let args = json!({"command": arg, "description": "Run the user's ! command"});
+            let call_id = format!("call-{}", uuid::Uuid::new_v4().simple());
+            run_tool(ctx, &call_id, "bash", args, false).await;
+            return true;
+        }
+        _ => return false,
+    };
+    ctx.append(Event::AgentMessage {
+        at_ms: now_ms(),
+        text: answer.clone(),
+    });
+    (ctx.events)(TurnEvent::AgentText(&answer));
+    true
+}
