@@ -702,8 +702,17 @@ impl HelperClient {
             }),
             other => {
                 peer.close();
-                let _ = child.start_kill();
-                let status = child.wait().await.ok().and_then(|s| s.code());
+                // The script's exit status says why (missing, mismatch): let ssh
+                // report it before giving up on it.
+                let status = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await
+                {
+                    Ok(status) => status.ok().and_then(|s| s.code()),
+                    Err(_) => {
+                        let _ = child.start_kill();
+                        let _ = child.wait().await;
+                        None
+                    }
+                };
                 let _ = tokio::time::timeout(Duration::from_secs(2), said_done.cancelled()).await;
                 let said = lock(&said).trim().to_string();
                 let why = match other {

@@ -554,6 +554,15 @@ impl SshLauncher {
         let log = std::fs::File::create(&self.master_log).map_err(|e| {
             ExecError::Remote(format!("cannot write {}: {e}", self.master_log.display()))
         })?;
+        // A master that was killed (the previous daemon's, or ours at shutdown)
+        // leaves its socket behind, and OpenSSH will not bind over it: the new
+        // master would run without multiplexing ("ControlSocket ... already
+        // exists"), and every command would pay for a connection of its own.
+        if let Err(e) = std::fs::remove_file(&self.control_path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.control_path.display(), error = %e, "cannot remove a stale control socket");
+        }
         let mut cmd = self.base_command();
         cmd.args(["-M", "-N", "-o", "ControlPersist=no"])
             .args(["-o", "PermitLocalCommand=yes"])

@@ -125,6 +125,43 @@ impl Sshd {
         self.keys.path()
     }
 
+    /// The `dsh exec-helper` processes running under this server (its sessions'
+    /// descendants), by pid.
+    pub fn helpers(&self) -> Vec<i32> {
+        let server = self.child.id() as i32;
+        let parent = |pid: i32| -> Option<i32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            rest.split(' ').nth(1)?.parse().ok()
+        };
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let is_helper = cmdline
+                    .split(|b| *b == 0)
+                    .any(|a| a == b"exec-helper".as_slice());
+                let mut at = *pid;
+                let mut under = false;
+                for _ in 0..64 {
+                    match parent(at) {
+                        Some(p) if p == server => {
+                            under = true;
+                            break;
+                        }
+                        Some(p) if p > 1 => at = p,
+                        _ => break,
+                    }
+                }
+                is_helper && under && crate::common::alive(*pid)
+            })
+            .collect()
+    }
+
     /// `[exec.ssh]` settings that reach this server as the current user and run
     /// commands through the `dsh exec-helper` it caches in `shared_helper_dir()`
     /// (`helper = "required"`: a test never passes on the wrapper path by accident).
