@@ -309,6 +309,8 @@ struct Helper {
     keys: Mutex<HashMap<u64, String>>,
     /// Foreground runs in flight, by the local side's number, for `cancel`.
     runs: Mutex<HashMap<u64, CancellationToken>>,
+    /// Wakes an idle pump when a task starts.
+    started: tokio::sync::Notify,
     /// Cancelled when the pump has sent every completion (after shutdown).
     pump_done: CancellationToken,
     /// Cancelled when the connection has ended: the helper's end.
@@ -416,6 +418,7 @@ impl Helper {
                         spill_named: [false; 2],
                     },
                 );
+                self.started.notify_one();
                 StartAnswer::Ok(info.status.into())
             }
             Err(e) => StartAnswer::Err((&e).into()),
@@ -528,8 +531,12 @@ impl Helper {
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // An idle helper does not wake up every POLL: with nothing running it
+            // waits for a start or a completion.
+            let idle = self.tasks.lock().await.is_empty();
             tokio::select! {
                 biased;
+                () = self.started.notified(), if idle => {}
                 done = completions.recv() => {
                     let Some(info) = done else { break };
                     let mut tasks = self.tasks.lock().await;
@@ -541,7 +548,7 @@ impl Helper {
                         let _ = peer.notify_paced("done", v, Duration::from_secs(60)).await;
                     }
                 }
-                _ = tick.tick() => {
+                _ = tick.tick(), if !idle => {
                     let mut tasks = self.tasks.lock().await;
                     for (id, tracked) in tasks.iter_mut() {
                         self.forward(&exec, &peer, id, tracked).await;
@@ -647,6 +654,7 @@ pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
         tasks: tokio::sync::Mutex::new(HashMap::new()),
         keys: Mutex::new(HashMap::new()),
         runs: Mutex::new(HashMap::new()),
+        started: tokio::sync::Notify::new(),
         pump_done: CancellationToken::new(),
         end: CancellationToken::new(),
     });
