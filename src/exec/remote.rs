@@ -452,6 +452,9 @@ impl Service for ClientService {
 struct Conn {
     generation: u64,
     peer: Peer,
+    /// The helper's pid on the host (from `hello`), to kill a helper that stopped
+    /// answering.
+    pid: Option<u64>,
     child: tokio::sync::Mutex<Child>,
     serve: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -694,8 +697,9 @@ impl HelperClient {
         )
         .await;
         match answer {
-            Ok(Ok(_)) => Ok(Conn {
+            Ok(Ok(answer)) => Ok(Conn {
                 generation,
+                pid: answer.get("pid").and_then(Value::as_u64),
                 peer,
                 child: tokio::sync::Mutex::new(child),
                 serve: tokio::sync::Mutex::new(Some(serve)),
@@ -755,6 +759,27 @@ impl HelperClient {
         )
     }
 
+    /// A helper that stopped answering on a live connection (stopped, wedged): it
+    /// is killed on the host and its channel closed. What it ran is then owned by a
+    /// dead process, which the next helper's stale sweep (same state directory)
+    /// kills when it starts, on the next call.
+    async fn give_up(&self, conn: &Conn) {
+        tracing::warn!(host = %self.shared.host, pid = ?conn.pid, "the dsh helper stopped answering; killing it");
+        if let Some(pid) = conn.pid {
+            let mut cmd = self
+                .ssh
+                .remote_bash("kill -KILL \"$1\" 2>/dev/null; exit 0", &[&pid.to_string()]);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true);
+            let limit =
+                Duration::from_millis(self.ssh.connect_timeout_ms()) + Duration::from_secs(5);
+            let _ = tokio::time::timeout(limit, cmd.status()).await;
+        }
+        conn.peer.close();
+    }
+
     /// A failed request: lost when its connection is gone, else refused.
     fn rpc_error(&self, conn: &Conn, e: RpcError) -> ExecError {
         if conn.peer.is_closed() {
@@ -794,12 +819,37 @@ impl HelperClient {
         let never = CancellationToken::new();
         let request = conn.peer.request("run", params, &never);
         tokio::pin!(request);
-        let answer = tokio::select! {
-            a = &mut request => a,
-            () = cancel.cancelled() => {
-                let _ = conn.peer.notify("cancel", json!({ "run": run }));
-                request.await
+        // The helper ends the command by its timer; if it has not answered well
+        // after that (a helper stopped or wedged on a live connection), the
+        // connection is given up, which ends the helper and what it ran.
+        const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
+        let limit = Duration::from_millis(
+            spec.timeout_ms.min(YEAR_MS)
+                + self.hello.kill_grace_ms.min(YEAR_MS) * 2
+                + self.hello.drain_ms.min(YEAR_MS)
+                + self.ssh.connect_timeout_ms().min(YEAR_MS),
+        );
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(deadline);
+        let mut cancel_sent = false;
+        let answer = loop {
+            tokio::select! {
+                a = &mut request => break Some(a),
+                () = cancel.cancelled(), if !cancel_sent => {
+                    cancel_sent = true;
+                    let _ = conn.peer.notify("cancel", json!({ "run": run }));
+                }
+                () = &mut deadline => break None,
             }
+        };
+        let Some(answer) = answer else {
+            self.give_up(&conn).await;
+            return Err(ExecError::Lost(format!(
+                "dsh: the dsh helper on ssh host {} did not answer within {} ms of the command's \
+                 start; it was killed, and the next helper ends what it ran",
+                self.shared.host,
+                limit.as_millis()
+            )));
         };
         let answer = answer.map_err(|e| self.rpc_error(&conn, e))?;
         let answer: RunAnswer =

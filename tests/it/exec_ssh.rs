@@ -415,3 +415,57 @@ async fn a_connection_killed_mid_command_leaves_no_remote_process() {
         "the master outlived shutdown"
     );
 }
+
+/// A helper that stops answering on a live connection (here: SIGSTOP): the call
+/// gives up once the command's timeout, twice the grace, the drain and the connect
+/// timeout have passed, fails as lost and kills the helper; the next call's fresh
+/// helper ends what the stopped one ran (its owner is dead: the stale sweep).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helper_that_stops_answering_is_killed_and_the_next_one_ends_its_commands() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let helper_dir = PathBuf::from(common::sshd::shared_helper_dir());
+    let exec = std::sync::Arc::new(helper_exec(
+        state.path(),
+        &sshd,
+        HelperMode::Required,
+        &helper_dir,
+    ));
+    exec.run(
+        exec.resolve(req("true", state.path())),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let helpers = sshd.helpers();
+    assert_eq!(helpers.len(), 1);
+    let token = token();
+    let mut spec = exec.resolve(req(&format!("exec sleep 1000.{token}"), state.path()));
+    spec.timeout_ms = 1000;
+    let run = tokio::spawn({
+        let exec = exec.clone();
+        async move { exec.run(spec, CancellationToken::new()).await }
+    });
+    while with_token(&token).is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let stopped = nix::unistd::Pid::from_raw(helpers[0]);
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let err = run.await.unwrap().unwrap_err();
+    assert!(matches!(err, ExecError::Lost(_)), "{err:?}");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    assert!(!alive(helpers[0]), "the stopped helper was not killed");
+    let out = exec
+        .run(
+            exec.resolve(req("echo again", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "again\n");
+    assert!(
+        with_token(&token).is_empty(),
+        "the stopped helper's command outlived the next helper's start"
+    );
+    exec.shutdown().await;
+}
