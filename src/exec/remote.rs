@@ -66,7 +66,8 @@ fi
 "#;
 
 /// Receives the gzip-compressed helper on stdin: `$1` directory, `$2` name, `$3`
-/// its sha256. A temporary name in the 0700 directory, 0700, checked, renamed.
+/// its sha256. A temporary name in the 0700 directory, 0700, checked, renamed;
+/// then the helpers of other builds are removed.
 const UPLOAD_SCRIPT: &str = r#"
 dir=$1 name=$2 want=$3
 case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
@@ -80,6 +81,11 @@ got=${got%% *}
 [ "$got" = "$want" ] || { echo "the uploaded helper arrived damaged (sha256 $got)" >&2; exit 1; }
 mv -f -- "$tmp" "$dir/$name" || exit 1
 trap - EXIT
+# Helpers of other builds would pile up (one per upgrade, tens of MB each). A
+# running one keeps its inode; a daemon of another build uploads its own again.
+for old in "$dir"/helper-*; do
+  [ "$old" = "$dir/$name" ] || rm -f -- "$old"
+done
 "#;
 
 /// Exit status of [`START_SCRIPT`] when the cached helper is missing.

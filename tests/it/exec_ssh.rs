@@ -212,14 +212,19 @@ fn mode_of(path: &Path) -> u32 {
 }
 
 /// Install: the first contact uploads dsh (compressed) into a 0700 directory as a
-/// 0700 file named by version and hash; the next executor reuses it; a cached
-/// helper whose bytes changed is refused (never run), removed and uploaded again.
+/// 0700 file named by version and hash, and removes other builds' helpers; the
+/// next executor reuses it; a cached helper whose bytes changed is refused (never
+/// run), removed and uploaded again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_contact_uploads_the_helper_the_next_reuses_it_and_a_tampered_one_is_replaced() {
     let state = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let helper_dir = cache.path().join("dsh");
     let sshd = Sshd::start();
+    // The helper of an older build: removed by the upload.
+    std::fs::create_dir(&helper_dir).unwrap();
+    let older = helper_dir.join("helper-0.0.1-0123456789abcdef");
+    std::fs::write(&older, "old").unwrap();
     let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
     assert_eq!(exec.kind(), "ssh (not connected yet)");
     let out = exec
@@ -245,6 +250,7 @@ async fn first_contact_uploads_the_helper_the_next_reuses_it_and_a_tampered_one_
     assert_eq!(mode_of(&helper_dir), 0o700);
     assert_eq!(mode_of(&cached), 0o700);
     assert_eq!(std::fs::metadata(&cached).unwrap().len(), size);
+    assert!(!older.exists(), "an older build's helper is left behind");
     exec.shutdown().await;
 
     let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
