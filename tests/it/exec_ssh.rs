@@ -86,6 +86,13 @@ async fn a_host_that_cannot_be_reached_is_a_clear_infrastructure_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_directories_are_mapped_to_remote_ones() {
+    // Both paths: the wrapper and the helper.
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        directories_are_mapped(helper).await;
+    }
+}
+
+async fn directories_are_mapped(helper: HelperMode) {
     let state = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
     let sshd = Sshd::start();
@@ -94,8 +101,9 @@ async fn session_directories_are_mapped_to_remote_ones() {
         local: "/home/someone/project".into(),
         remote: remote.path().to_path_buf(),
     }];
+    cfg.ssh.helper = helper;
     std::fs::create_dir(remote.path().join("sub")).unwrap();
-    let exec = SshExecutor::new(&cfg).unwrap();
+    let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
     let out = exec
         .run(
             exec.resolve(req("pwd", Path::new("/home/someone/project/sub"))),
@@ -121,6 +129,12 @@ async fn session_directories_are_mapped_to_remote_ones() {
             .ends_with(&format!("127.0.0.1:{}", remote_missing.display())),
         "the error names the remote directory: {err}"
     );
+    let expected = if helper == HelperMode::Off {
+        "ssh"
+    } else {
+        "ssh+helper"
+    };
+    assert_eq!(exec.kind(), expected);
     exec.shutdown().await;
 }
 
