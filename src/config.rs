@@ -518,6 +518,22 @@ impl KnownHosts {
     }
 }
 
+/// Whether the ssh executor runs commands through `dsh exec-helper` on the remote
+/// host (one long-lived channel, the local engine's own code over there) or through
+/// a shell wrapper per command (one ssh session and login shell per call, slower).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HelperMode {
+    /// The helper when the remote host can run it (same OS and architecture, the
+    /// upload and its check succeed); the wrapper otherwise. `dsh status` says which.
+    #[default]
+    Auto,
+    /// The helper or nothing: commands fail with the reason it cannot be used.
+    Required,
+    /// Always the wrapper (nothing is uploaded).
+    Off,
+}
+
 /// One `[[exec.ssh.path_map]]` entry: a local directory and where it is remotely.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -547,6 +563,11 @@ pub struct SshConfig {
     pub path_map: Vec<PathMapping>,
     /// The ssh client program.
     pub ssh: PathBuf,
+    /// Run commands through `dsh exec-helper` on the host (see [`HelperMode`]).
+    pub helper: HelperMode,
+    /// Remote directory where the helper binary is cached and keeps its state
+    /// (spill files); a leading `~/` is the remote home. Made 0700.
+    pub helper_dir: String,
 }
 
 impl Default for SshConfig {
@@ -561,6 +582,8 @@ impl Default for SshConfig {
             connect_timeout_ms: 10_000,
             path_map: Vec::new(),
             ssh: PathBuf::from("ssh"),
+            helper: HelperMode::Auto,
+            helper_dir: "~/.cache/dsh".into(),
         }
     }
 }
@@ -820,6 +843,7 @@ mod tests {
         );
         assert_eq!(cs.connect_timeout_ms, ds.connect_timeout_ms);
         assert_eq!((&cs.path_map, &cs.ssh), (&ds.path_map, &ds.ssh));
+        assert_eq!((cs.helper, &cs.helper_dir), (ds.helper, &ds.helper_dir));
     }
 
     #[test]

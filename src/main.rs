@@ -85,6 +85,14 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// The ssh executor's remote end: runs commands for the daemon that started it
+    /// over ssh, speaking JSON-RPC on stdin/stdout, until stdin ends (not for people).
+    #[command(hide = true)]
+    ExecHelper {
+        /// Where its spill files and task counter live (on the remote host).
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
     /// Ask the permission policy about a command line; nothing runs.
     Policy {
         #[command(subcommand)]
@@ -149,6 +157,12 @@ fn main() -> ExitCode {
             let result = rt.block_on(acp(at));
             // The stdin reader sits in a blocking read that only the editor can end;
             // do not wait for it once either side has closed.
+            rt.shutdown_background();
+            result
+        }),
+        Command::ExecHelper { state_dir } => runtime().and_then(|rt| {
+            let result = rt.block_on(dsh::exec::helper::serve_stdio(state_dir));
+            // The stdin reader may still sit in a blocking read: do not wait for it.
             rt.shutdown_background();
             result
         }),

@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B6`, `J1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B6`, `J1`, `S1` run only those scenarios (for profiling one);
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
@@ -29,11 +29,13 @@ mod client;
 mod daemon;
 mod report;
 mod scenarios;
+mod ssh;
 
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use report::*;
 pub(crate) use scenarios::*;
+pub(crate) use ssh::s1;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -115,7 +117,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 7] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -123,6 +125,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 7] = [
     ("B5", |e| Box::pin(b5(e))),
     ("B6", |e| Box::pin(b6(e))),
     ("J1", |e| Box::pin(j1(e))),
+    ("S1", |e| Box::pin(s1(e))),
 ];
 
 pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {

@@ -7,11 +7,13 @@
 //! ended at once, but the executor never interprets it.
 
 mod collector;
+pub mod helper;
 mod ids;
 pub mod local;
 mod pidns;
 pub mod process;
 mod procs;
+pub mod remote;
 mod retention;
 pub mod sandbox;
 mod spawn;

@@ -23,16 +23,22 @@
 
 use super::process::{Launcher, ProcessExecutor, child_env};
 use super::procs::{self, MARK_VAR, Selector};
-use super::{ExecError, ExecSpec};
-use crate::config::{ExecConfig, SshConfig};
+use super::remote::{ConnectError, HelperClient, InstallReport};
+use super::{
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, TaskInfo, TaskRead,
+};
+use crate::config::{ExecConfig, HelperMode, SshConfig};
 use crate::fsutil::ensure_private_dir;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
 /// in milliseconds, `$5` the command. Exits with the command's status (128+n for a
@@ -138,7 +144,9 @@ exit 1
 /// What the local side reads from the master's stdout once it is connected.
 const READY: &str = "dsh-ssh-ready";
 
-/// Builds `ssh` command lines and keeps the master connection.
+/// Builds `ssh` command lines and keeps the master connection. Clones share the
+/// master (the wrapper path and the helper's channel ride the same connection).
+#[derive(Clone)]
 pub struct SshLauncher {
     config: SshConfig,
     control_path: PathBuf,
@@ -149,49 +157,264 @@ pub struct SshLauncher {
     env: Vec<(OsString, OsString)>,
     drain_ms: u64,
     grace: Duration,
-    master: tokio::sync::Mutex<Option<Child>>,
+    master: Arc<tokio::sync::Mutex<Option<Child>>>,
     /// Markers of commands whose connection dropped: ended remotely as soon as a new
     /// connection is up.
-    lost_marks: Mutex<Vec<String>>,
+    lost_marks: Arc<Mutex<Vec<String>>>,
 }
 
-/// Runs commands on a remote host over ssh (see the module docs).
-pub type SshExecutor = ProcessExecutor<SshLauncher>;
+/// The wrapper path: each command is a local `ssh` process running
+/// [`RUN_SCRIPT`] remotely (see the module docs).
+pub type WrapperExecutor = ProcessExecutor<SshLauncher>;
 
-impl ProcessExecutor<SshLauncher> {
-    /// An ssh executor for `[exec.ssh]`. It connects on first use: a host that is
-    /// down fails each call with an infrastructure error, not the daemon's start.
+/// The launcher and the wrapper-path executor for `[exec.ssh]`, sharing one master
+/// connection.
+fn wrapper(config: &ExecConfig) -> Result<(WrapperExecutor, SshLauncher), String> {
+    let state_dir = config.state_dir();
+    ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
+    let ssh_dir = state_dir.join("ssh");
+    ensure_private_dir(&ssh_dir).map_err(|e| e.to_string())?;
+    let control_path = ssh_dir.join("control");
+    // sockaddr_un holds 108 bytes; OpenSSH adds a random suffix while binding.
+    if control_path.as_os_str().len() > 80 {
+        return Err(format!(
+            "the ssh control socket path {} is too long for a unix socket: choose a \
+             shorter [exec] state_dir",
+            control_path.display()
+        ));
+    }
+    let launcher = SshLauncher {
+        config: config.ssh.clone(),
+        control_path,
+        master_log: ssh_dir.join("master.log"),
+        master_mark: format!(
+            "{}:{}:ssh-master",
+            procs::state_tag(&state_dir),
+            procs::own_identity()
+        ),
+        env: child_env(std::env::vars_os()),
+        drain_ms: config.drain_ms,
+        grace: Duration::from_millis(config.kill_grace_ms),
+        master: Arc::new(tokio::sync::Mutex::new(None)),
+        lost_marks: Arc::new(Mutex::new(Vec::new())),
+    };
+    let exec = ProcessExecutor::with_launcher(config, std::env::vars_os(), launcher.clone())
+        .map_err(|e| format!("cannot start the ssh executor: {e}"))?;
+    Ok((exec, launcher))
+}
+
+/// Which path an ssh executor runs commands on, decided at first contact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Helper,
+    Wrapper,
+}
+
+/// Runs commands on a remote host over ssh: through `dsh exec-helper` there
+/// (`remote`, `helper`) or the per-command wrapper (this module's scripts), as
+/// `[exec.ssh] helper` says. Both ride the same master connection; task ids come
+/// from the same counter, so a task is one path's or the other's by its id.
+pub struct SshExecutor {
+    mode: HelperMode,
+    ssh: SshLauncher,
+    wrapper: WrapperExecutor,
+    helper: HelperClient,
+    choice: tokio::sync::OnceCell<Backend>,
+    shutting_down: AtomicBool,
+    completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
+    /// Forwards the wrapper's completions into ours once the wrapper is chosen.
+    forwarder: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl SshExecutor {
+    /// An ssh executor for `[exec.ssh]` whose helper is this executable. It
+    /// connects on first use: a host that is down fails each call with an
+    /// infrastructure error, not the daemon's start.
     pub fn new(config: &ExecConfig) -> Result<Self, String> {
-        let state_dir = config.state_dir();
-        ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
-        let ssh_dir = state_dir.join("ssh");
-        ensure_private_dir(&ssh_dir).map_err(|e| e.to_string())?;
-        let control_path = ssh_dir.join("control");
-        // sockaddr_un holds 108 bytes; OpenSSH adds a random suffix while binding.
-        if control_path.as_os_str().len() > 80 {
-            return Err(format!(
-                "the ssh control socket path {} is too long for a unix socket: choose a \
-                 shorter [exec] state_dir",
-                control_path.display()
-            ));
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        Self::with_helper(config, exe)
+    }
+
+    /// As [`SshExecutor::new`] with `helper_exe` as the helper (tests, whose own
+    /// executable is a test harness, pass the `dsh` binary).
+    pub fn with_helper(config: &ExecConfig, helper_exe: PathBuf) -> Result<Self, String> {
+        let (wrapper, ssh) = wrapper(config)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let helper = HelperClient::new(config, ssh.clone(), helper_exe, tx.clone());
+        Ok(Self {
+            mode: config.ssh.helper,
+            ssh,
+            wrapper,
+            helper,
+            choice: tokio::sync::OnceCell::new(),
+            shutting_down: AtomicBool::new(false),
+            completions_tx: Mutex::new(Some(tx)),
+            completions_rx: Mutex::new(Some(rx)),
+            forwarder: Mutex::new(None),
+        })
+    }
+
+    /// What the helper's last first contact did (uploaded or reused, sizes, time);
+    /// `None` before one succeeded.
+    pub fn install_report(&self) -> Option<InstallReport> {
+        self.helper.install_report()
+    }
+
+    /// The path commands take, choosing it on first contact (see `HelperMode`).
+    async fn backend(&self) -> Result<Backend, ExecError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
         }
-        let launcher = SshLauncher {
-            config: config.ssh.clone(),
-            control_path,
-            master_log: ssh_dir.join("master.log"),
-            master_mark: format!(
-                "{}:{}:ssh-master",
-                procs::state_tag(&state_dir),
-                procs::own_identity()
-            ),
-            env: child_env(std::env::vars_os()),
-            drain_ms: config.drain_ms,
-            grace: Duration::from_millis(config.kill_grace_ms),
-            master: tokio::sync::Mutex::new(None),
-            lost_marks: Mutex::new(Vec::new()),
-        };
-        Self::with_launcher(config, std::env::vars_os(), launcher)
-            .map_err(|e| format!("cannot start the ssh executor: {e}"))
+        let chosen = self
+            .choice
+            .get_or_try_init(|| async {
+                match self.mode {
+                    HelperMode::Off => Ok(Backend::Wrapper),
+                    mode => match self.helper.connect_now().await {
+                        Ok(_) => Ok(Backend::Helper),
+                        Err(ConnectError::Unreachable(e)) => Err(e),
+                        Err(ConnectError::Unusable(why)) if mode == HelperMode::Required => {
+                            let e = self.helper.unusable(ConnectError::Unusable(why));
+                            Err(ExecError::Remote(format!(
+                                "{e} ([exec.ssh] helper = \"required\"; \"auto\" would use the \
+                                 slower wrapper path instead)"
+                            )))
+                        }
+                        Err(ConnectError::Unusable(why)) => {
+                            tracing::warn!(
+                                host = %self.ssh.host(),
+                                "the dsh helper cannot run there ({why}); using the wrapper path"
+                            );
+                            Ok(Backend::Wrapper)
+                        }
+                    },
+                }
+            })
+            .await
+            .copied()?;
+        if chosen == Backend::Wrapper {
+            let mut forwarder = self.forwarder.lock().unwrap_or_else(|p| p.into_inner());
+            if forwarder.is_none()
+                && let Some(mut from) = self.wrapper.take_completions()
+                && let Some(to) = self
+                    .completions_tx
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            {
+                *forwarder = Some(tokio::spawn(async move {
+                    while let Some(info) = from.recv().await {
+                        let _ = to.send(info);
+                    }
+                }));
+            }
+        }
+        Ok(chosen)
+    }
+}
+
+#[async_trait::async_trait]
+impl BashExecutor for SshExecutor {
+    /// `ssh+helper` or `ssh` (the wrapper path), as decided at first contact;
+    /// `dsh status` shows it.
+    fn kind(&self) -> &'static str {
+        match (self.choice.get(), self.mode) {
+            (Some(Backend::Helper), _) => "ssh+helper",
+            (Some(Backend::Wrapper), HelperMode::Off) | (None, HelperMode::Off) => "ssh",
+            (Some(Backend::Wrapper), _) => "ssh (wrapper: the helper cannot run there)",
+            (None, _) => "ssh (not connected yet)",
+        }
+    }
+
+    fn resolve(&self, request: ExecRequest) -> ExecSpec {
+        self.wrapper.resolve(request)
+    }
+
+    async fn run(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ExecError> {
+        match self.backend().await? {
+            Backend::Helper => self.helper.run(spec, cancel).await,
+            Backend::Wrapper => self.wrapper.run(spec, cancel).await,
+        }
+    }
+
+    async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError> {
+        match self.backend().await? {
+            Backend::Helper => self.helper.start(spec).await,
+            Backend::Wrapper => self.wrapper.start(spec).await,
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<TaskInfo> {
+        self.helper.get(id).or_else(|| self.wrapper.get(id))
+    }
+
+    fn list(&self) -> Vec<TaskInfo> {
+        let mut all = self.helper.list();
+        all.extend(self.wrapper.list());
+        all.sort_by_key(|t| {
+            t.id.strip_prefix("bash-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or_default()
+        });
+        all
+    }
+
+    fn read(&self, id: &str) -> Option<TaskRead> {
+        if self.helper.has(id) {
+            self.helper.read(id)
+        } else {
+            self.wrapper.read(id)
+        }
+    }
+
+    async fn kill(&self, id: &str) -> KillOutcome {
+        if self.helper.has(id) {
+            self.helper.kill(id).await
+        } else {
+            self.wrapper.kill(id).await
+        }
+    }
+
+    async fn kill_scope(&self, scope: &str) {
+        match self.choice.get() {
+            Some(Backend::Helper) => self.helper.kill_scope(scope).await,
+            Some(Backend::Wrapper) => self.wrapper.kill_scope(scope).await,
+            None => {}
+        }
+    }
+
+    fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>> {
+        self.completions_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        if self.choice.get() == Some(&Backend::Wrapper) {
+            self.wrapper.shutdown().await;
+        }
+        // Ends the helper when there is one, and its share of the stream.
+        self.helper.shutdown().await;
+        Launcher::close(&self.ssh).await;
+        let forwarder = self
+            .forwarder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
+        self.completions_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 }
 
@@ -218,13 +441,17 @@ fn quote(s: &str) -> String {
 }
 
 impl SshLauncher {
-    fn host(&self) -> &str {
+    pub(crate) fn host(&self) -> &str {
         &self.config.host
+    }
+
+    pub(crate) fn connect_timeout_ms(&self) -> u64 {
+        self.config.connect_timeout_ms
     }
 
     /// Where a local directory is on the remote host: the longest mapped prefix
     /// replaced, or the path as it is.
-    fn remote_path(&self, local: &Path) -> PathBuf {
+    pub(crate) fn remote_path(&self, local: &Path) -> PathBuf {
         self.config
             .path_map
             .iter()
@@ -276,23 +503,34 @@ impl SshLauncher {
 
     /// An ssh command over the master connection running `script` with `args` in
     /// bash on the remote host.
-    fn remote_bash(&self, script: &str, args: &[&str]) -> Command {
+    pub(crate) fn remote_bash(&self, script: &str, args: &[&str]) -> Command {
+        self.remote_command(script, args, false)
+    }
+
+    /// As [`SshLauncher::remote_bash`], with the local stdin passed through (the
+    /// helper's channel, the upload).
+    pub(crate) fn remote_bash_with_stdin(&self, script: &str, args: &[&str]) -> Command {
+        self.remote_command(script, args, true)
+    }
+
+    fn remote_command(&self, script: &str, args: &[&str], stdin: bool) -> Command {
         let mut remote = format!("exec bash -c {} dsh", quote(script));
         for arg in args {
             remote.push(' ');
             remote.push_str(&quote(arg));
         }
         let mut cmd = self.base_command();
-        cmd.args(["-o", "ControlMaster=no", "-n"])
-            .arg(self.host())
-            .arg("--")
-            .arg(remote);
+        cmd.args(["-o", "ControlMaster=no"]);
+        if !stdin {
+            cmd.arg("-n");
+        }
+        cmd.arg(self.host()).arg("--").arg(remote);
         cmd
     }
 
     /// Makes sure the master connection is up, (re)connecting if it is not, then
     /// ends what a dropped connection left running.
-    async fn ensure_master(&self) -> Result<(), ExecError> {
+    pub(crate) async fn ensure_master(&self) -> Result<(), ExecError> {
         let mut master = self.master.lock().await;
         if let Some(child) = master.as_mut()
             && matches!(child.try_wait(), Ok(None))
@@ -316,6 +554,15 @@ impl SshLauncher {
         let log = std::fs::File::create(&self.master_log).map_err(|e| {
             ExecError::Remote(format!("cannot write {}: {e}", self.master_log.display()))
         })?;
+        // A master that was killed (the previous daemon's, or ours at shutdown)
+        // leaves its socket behind, and OpenSSH will not bind over it: the new
+        // master would run without multiplexing ("ControlSocket ... already
+        // exists"), and every command would pay for a connection of its own.
+        if let Err(e) = std::fs::remove_file(&self.control_path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.control_path.display(), error = %e, "cannot remove a stale control socket");
+        }
         let mut cmd = self.base_command();
         cmd.args(["-M", "-N", "-o", "ControlPersist=no"])
             .args(["-o", "PermitLocalCommand=yes"])
@@ -567,8 +814,8 @@ mod tests {
             env: Vec::new(),
             drain_ms: 0,
             grace: Duration::ZERO,
-            master: tokio::sync::Mutex::new(None),
-            lost_marks: Mutex::new(Vec::new()),
+            master: Arc::new(tokio::sync::Mutex::new(None)),
+            lost_marks: Arc::new(Mutex::new(Vec::new())),
         }
     }
 

@@ -65,6 +65,7 @@ pub async fn serve_connection<R, W>(
     let peer = Peer::new(tx, queue_len, options.request_timeout);
     tracing::debug!(peer = peer.id(), "connection opened");
     let writer_task = tokio::spawn(write_loop(writer, rx, peer.clone()));
+    service.opened(&peer);
 
     let conn = Connection {
         peer: peer.clone(),

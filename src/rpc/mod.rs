@@ -94,6 +94,13 @@ pub trait Service: Send + Sync + 'static {
     /// and return a clone.
     fn methods(&self) -> jsonrpsee::Methods;
 
+    /// The connection is open: `peer` sends on it. Called once, before any line is
+    /// read, so a side that speaks first (the ssh executor's end of its helper
+    /// channel, which has no incoming request to learn the peer from) can keep it.
+    fn opened(&self, peer: &Peer) {
+        let _ = peer;
+    }
+
     /// A notification from the peer, other than `$/cancel_request` (which the
     /// connection handles). Called on the read loop, so it must not block:
     /// hand anything slow to a task.

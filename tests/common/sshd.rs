@@ -3,7 +3,7 @@
 //! started per test and stopped when dropped. The "remote" host is this machine,
 //! so tests can check the remote process table through /proc.
 
-use dsh::config::{KnownHosts, SshConfig};
+use dsh::config::{HelperMode, KnownHosts, SshConfig};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -37,9 +37,23 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Where the tests' ssh executors cache the `dsh exec-helper` binary on the
+/// "remote" host: one directory for the whole run (and the next: it is a cache),
+/// so only the first test that needs it pays for the upload. Tests of the install
+/// itself use a fresh directory of their own.
+pub fn shared_helper_dir() -> String {
+    format!("{}/helper-cache", env!("CARGO_TARGET_TMPDIR"))
+}
+
 impl Sshd {
     /// Starts a server and waits until it listens (it says so on stderr).
     pub fn start() -> Sshd {
+        Sshd::start_with_env("")
+    }
+
+    /// As [`Sshd::start`], with `extra` (`NAME=value ...`) added to every
+    /// session's environment (a `PATH` that puts a fake `uname` first).
+    pub fn start_with_env(extra: &str) -> Sshd {
         let keys = tempfile::tempdir().expect("tempdir");
         let dir = keys.path();
         keygen(&dir.join("host_key"));
@@ -61,7 +75,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nUsePAM no\n\
                  StrictModes no\nPermitRootLogin prohibit-password\nPidFile none\n\
-                 MaxSessions 1000\nMaxStartups 100\nSetEnv {SERVER_ENV}\n",
+                 MaxSessions 1000\nMaxStartups 100\nSetEnv {SERVER_ENV} {extra}\n",
                 d = dir.display()
             );
             let config_path = dir.join("sshd_config");
@@ -111,7 +125,56 @@ impl Sshd {
         self.keys.path()
     }
 
-    /// `[exec.ssh]` settings that reach this server as the current user.
+    /// The `dsh exec-helper` processes running under this server (its sessions'
+    /// descendants), by pid.
+    pub fn helpers(&self) -> Vec<i32> {
+        let server = self.child.id() as i32;
+        let parent = |pid: i32| -> Option<i32> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            rest.split(' ').nth(1)?.parse().ok()
+        };
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let is_helper = cmdline
+                    .split(|b| *b == 0)
+                    .any(|a| a == b"exec-helper".as_slice());
+                let mut at = *pid;
+                let mut under = false;
+                for _ in 0..64 {
+                    match parent(at) {
+                        Some(p) if p == server => {
+                            under = true;
+                            break;
+                        }
+                        Some(p) if p > 1 => at = p,
+                        _ => break,
+                    }
+                }
+                is_helper && under && crate::common::alive(*pid)
+            })
+            .collect()
+    }
+
+    /// `[exec.ssh]` settings that reach this server as the current user and run
+    /// commands through the `dsh exec-helper` it caches in `shared_helper_dir()`
+    /// (`helper = "required"`: a test never passes on the wrapper path by accident).
+    pub fn helper_config(&self) -> SshConfig {
+        SshConfig {
+            helper: HelperMode::Required,
+            helper_dir: shared_helper_dir(),
+            ..self.config()
+        }
+    }
+
+    /// `[exec.ssh]` settings that reach this server as the current user, on the
+    /// wrapper path (`helper = "off"`).
     pub fn config(&self) -> SshConfig {
         SshConfig {
             host: "127.0.0.1".into(),
@@ -123,6 +186,8 @@ impl Sshd {
             connect_timeout_ms: 5_000,
             path_map: Vec::new(),
             ssh: PathBuf::from("ssh"),
+            helper: HelperMode::Off,
+            helper_dir: shared_helper_dir(),
         }
     }
 }

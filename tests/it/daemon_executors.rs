@@ -1,8 +1,10 @@
 //! Choosing the executor, through the real binary: the model-facing texts of the
 //! tool contract (T3-T5, T7, T8, T10, T11, T13, T14) are byte for byte the same
-//! whether `[exec] kind` is local, sandbox or ssh; `_dsh/status` and `dsh status`
-//! say which one runs; and a sandbox that cannot be built stops `dsh serve`
-//! (fail closed) instead of running anything unsandboxed.
+//! whether `[exec] kind` is local, sandbox or ssh (on the wrapper path, or through
+//! `dsh exec-helper` on the host); `_dsh/status` and `dsh status` say which one
+//! runs; `_dsh/stop` ends the helper and everything it ran; and a sandbox that
+//! cannot be built stops `dsh serve` (fail closed) instead of running anything
+//! unsandboxed.
 
 use crate::common;
 
@@ -13,20 +15,28 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// The `[exec]` section choosing `kind`, with short grace and drain.
+/// The `[exec]` section choosing `kind` (`ssh-helper`: ssh with `helper =
+/// "required"`; `ssh`: with `helper = "off"`), with short grace and drain.
 fn exec_section(kind: &str, sshd: Option<&Sshd>) -> String {
+    let exec_kind = if kind == "ssh-helper" { "ssh" } else { kind };
     let mut text = format!(
-        "[exec]\nkind = \"{kind}\"\nkill_grace_ms = 300\ndrain_ms = 300\n\
+        "[exec]\nkind = \"{exec_kind}\"\nkill_grace_ms = 300\ndrain_ms = 300\n\
          [permissions]\ndefault_mode = \"auto\"\n"
     );
     if let Some(sshd) = sshd {
         let c = sshd.config();
         text.push_str(&format!(
             "[exec.ssh]\nhost = \"127.0.0.1\"\nport = {}\nidentity_file = \"{}\"\n\
-             known_hosts_file = \"{}\"\n",
+             known_hosts_file = \"{}\"\nhelper = \"{}\"\nhelper_dir = \"{}\"\n",
             c.port,
             c.identity_file.unwrap().display(),
-            c.known_hosts_file.unwrap().display()
+            c.known_hosts_file.unwrap().display(),
+            if kind == "ssh-helper" {
+                "required"
+            } else {
+                "off"
+            },
+            common::sshd::shared_helper_dir(),
         ));
     }
     text
@@ -54,18 +64,27 @@ async fn stdio_daemon(dir: &Path, config: &str) -> (tokio::process::Child, Clien
 }
 
 async fn the_tool_texts_are_the_same(kind: &str) {
-    let sshd = (kind == "ssh").then(Sshd::start);
+    let sshd = kind.starts_with("ssh").then(Sshd::start);
     let dir = tempfile::tempdir().unwrap();
-    let (_child, mut c, _) = stdio_daemon(dir.path(), &exec_section(kind, sshd.as_ref())).await;
+    let (mut child, mut c, _) = stdio_daemon(dir.path(), &exec_section(kind, sshd.as_ref())).await;
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
     let s = c.new_session(&ws).await;
     let other = c.new_session(&ws).await;
     let status = c.request("_dsh/status", json!({})).await.unwrap();
-    assert_eq!(status["executor"], kind);
+    // The helper is chosen on first contact; until then status says so.
+    let shown = match kind {
+        "ssh-helper" => "ssh (not connected yet)",
+        k => k,
+    };
+    assert_eq!(status["executor"], shown);
     let ok = |t: &str| (t.to_string(), false);
     // T3, T4, T5: texts of foreground calls.
     assert_eq!(c.bash(&s, "echo hello").await, ok("hello\n"));
+    if kind == "ssh-helper" {
+        let status = c.request("_dsh/status", json!({})).await.unwrap();
+        assert_eq!(status["executor"], "ssh+helper");
+    }
     assert_eq!(c.bash(&s, "true").await, ok("(no output)"));
     assert_eq!(
         c.bash(&s, "echo out; echo err >&2").await,
@@ -159,6 +178,25 @@ async fn the_tool_texts_are_the_same(kind: &str) {
             .await,
         ("Error: unknown bash task \"bash-999999\"".to_string(), true)
     );
+    if let Some(sshd) = sshd.filter(|_| kind == "ssh-helper") {
+        // `_dsh/stop` (what `dsh stop` sends) ends the helper cleanly, and with it
+        // a task that was still running there.
+        let token = common::token();
+        c.start_task(&s, &format!("exec sleep 1000.{token}")).await;
+        while common::with_token(&token).is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(sshd.helpers().len(), 1);
+        // The daemon may close the connection before its answer goes out.
+        c.send(json!({"jsonrpc": "2.0", "id": 99, "method": "_dsh/stop", "params": {}}))
+            .await;
+        assert!(child.wait().await.unwrap().success());
+        assert!(
+            common::with_token(&token).is_empty(),
+            "the task outlived stop"
+        );
+        assert!(sshd.helpers().is_empty(), "the helper outlived stop");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,6 +212,11 @@ async fn tool_texts_sandbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_texts_ssh() {
     the_tool_texts_are_the_same("ssh").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_texts_ssh_helper() {
+    the_tool_texts_are_the_same("ssh-helper").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

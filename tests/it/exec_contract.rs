@@ -1,6 +1,8 @@
 //! The executor contract (E1-E5, T2, T4, T6-T9, T11, T14 as the seam sees them),
 //! one suite run against every executor kind: `local::`, `sandbox::` (real
-//! bubblewrap) and `ssh::` (a real sshd on loopback, started per test). The same
+//! bubblewrap), `ssh::` (the wrapper path: a real sshd on loopback, started per
+//! test) and `ssh_helper::` (the same sshd, commands through `dsh exec-helper`
+//! there, `helper = "required"`). The same
 //! assertions hold for all three; where a kind differs by design, the test says so
 //! through a method of `Kind` and ARCHITECTURE.md explains why. Rule ids are in the
 //! test names.
@@ -24,6 +26,7 @@ enum Kind {
     Local,
     Sandbox,
     Ssh,
+    SshHelper,
 }
 
 impl Kind {
@@ -31,7 +34,8 @@ impl Kind {
     /// code 128+n (the executor reads it as the signal only when it sent it).
     fn self_signal_death(self, signal: i32) -> (Option<i32>, Option<i32>) {
         match self {
-            Kind::Local => (None, Some(signal)),
+            // The helper runs the local engine there: its statuses are exact.
+            Kind::Local | Kind::SshHelper => (None, Some(signal)),
             Kind::Sandbox | Kind::Ssh => (Some(128 + signal), None),
         }
     }
@@ -48,8 +52,27 @@ impl Kind {
     /// and a SIGTERM that lands before the command set its trap tests nothing.
     fn short_timeout_ms(self) -> u64 {
         match self {
-            Kind::Local | Kind::Sandbox => 200,
+            // The helper starts `bash` itself, as the local executor does: no login
+            // shell per command.
+            Kind::Local | Kind::Sandbox | Kind::SshHelper => 200,
             Kind::Ssh => 3000,
+        }
+    }
+}
+
+impl Kind {
+    /// The file behind a spill path. The helper's spill files are on the remote
+    /// host and named `host:/path` (T6, T9); the "remote" host here is this
+    /// machine, so the file can be read to check it holds the whole stream.
+    fn spill_file(self, shown: &Path) -> PathBuf {
+        let shown = shown.to_str().unwrap();
+        match self {
+            Kind::SshHelper => PathBuf::from(
+                shown
+                    .strip_prefix("127.0.0.1:")
+                    .unwrap_or_else(|| panic!("{shown} does not name the host")),
+            ),
+            _ => PathBuf::from(shown),
         }
     }
 }
@@ -62,7 +85,7 @@ struct Rig {
 
 impl Rig {
     fn new(kind: Kind) -> Rig {
-        let sshd = (kind == Kind::Ssh).then(Sshd::start);
+        let sshd = matches!(kind, Kind::Ssh | Kind::SshHelper).then(Sshd::start);
         Rig { kind, sshd }
     }
 
@@ -72,10 +95,13 @@ impl Rig {
         cfg.kind = match self.kind {
             Kind::Local => ExecutorKind::Local,
             Kind::Sandbox => ExecutorKind::Sandbox,
-            Kind::Ssh => ExecutorKind::Ssh,
+            Kind::Ssh | Kind::SshHelper => ExecutorKind::Ssh,
         };
         if let Some(sshd) = &self.sshd {
-            cfg.ssh = sshd.config();
+            cfg.ssh = match self.kind {
+                Kind::SshHelper => sshd.helper_config(),
+                _ => sshd.config(),
+            };
         }
         cfg
     }
@@ -84,7 +110,9 @@ impl Rig {
         match self.kind {
             Kind::Local => Arc::new(LocalExecutor::new(cfg).unwrap()),
             Kind::Sandbox => Arc::new(SandboxExecutor::new(cfg).unwrap()),
-            Kind::Ssh => Arc::new(SshExecutor::new(cfg).unwrap()),
+            Kind::Ssh | Kind::SshHelper => {
+                Arc::new(SshExecutor::with_helper(cfg, PathBuf::from(common::daemon::BIN)).unwrap())
+            }
         }
     }
 
@@ -160,6 +188,10 @@ macro_rules! contract {
         mod ssh {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $test() { super::$test(super::Rig::new(super::Kind::Ssh)).await })*
+        }
+        mod ssh_helper {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() { super::$test(super::Rig::new(super::Kind::SshHelper)).await })*
         }
     };
 }
@@ -285,7 +317,7 @@ async fn e4_environment_is_filtered_and_stdin_is_dev_null(rig: Rig) {
     let exec: Arc<dyn BashExecutor> = match rig.kind {
         Kind::Local => Arc::new(LocalExecutor::with_env(&cfg, base).unwrap()),
         Kind::Sandbox => Arc::new(SandboxExecutor::with_env(&cfg, base).unwrap()),
-        Kind::Ssh => rig.executor_with(&cfg),
+        Kind::Ssh | Kind::SshHelper => rig.executor_with(&cfg),
     };
     let spec = exec.resolve(req("env | sort; readlink /proc/self/fd/0; cat", dir.path()));
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
@@ -626,11 +658,14 @@ async fn t9_a_read_that_lost_data_is_flagged_with_the_spill_path(rig: Rig) {
     assert!(r.stdout.dropped);
     assert!(r.stdout.text.ends_with("1999\n2000\n"));
     assert!(r.stdout.text.len() <= 1000);
-    let Spill::Written(path) = r.stdout.spill else {
+    let Spill::Written(path) = &r.stdout.spill else {
         panic!("{:?}", r.stdout.spill)
     };
     let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
-    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    assert_eq!(
+        std::fs::read_to_string(rig.kind.spill_file(path)).unwrap(),
+        expected
+    );
     let again = exec.read(&task.id).unwrap();
     assert_eq!(again.stdout.text, "");
     assert!(!again.stdout.dropped);
@@ -669,7 +704,10 @@ async fn t9_finished_output_past_the_budget_is_dropped_and_flagged(rig: Rig) {
         panic!("{:?}", r.stdout.spill)
     };
     let expected: String = (1..=2000).map(|i| format!("{i}\n")).collect();
-    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    assert_eq!(
+        std::fs::read_to_string(rig.kind.spill_file(path)).unwrap(),
+        expected
+    );
     assert_eq!(r.status, completed);
     for id in &ids[1..3] {
         let r = exec.read(id).unwrap();

@@ -2,15 +2,17 @@
 //! exec_contract.rs), against a real sshd on loopback: a host it cannot reach is a
 //! clear infrastructure error, session directories are mapped to remote ones, and a
 //! dropped connection marks the task killed and ends its remote processes once a
-//! new connection is up.
+//! new connection is up (wrapper path) or at once (the helper). The helper's
+//! install: first contact uploads, the next reuses, a tampered cache is replaced,
+//! a host of another architecture is refused when the helper is required.
 
 use crate::common;
 
 use common::sshd::Sshd;
 use common::*;
-use dsh::config::{ExecConfig, ExecutorKind, PathMapping};
+use dsh::config::{ExecConfig, ExecutorKind, HelperMode, PathMapping};
 use dsh::exec::{BashExecutor, ExecError, ExecRequest, SshExecutor, TaskStatus};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 fn config(state: &Path, sshd: &Sshd) -> ExecConfig {
@@ -84,6 +86,13 @@ async fn a_host_that_cannot_be_reached_is_a_clear_infrastructure_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_directories_are_mapped_to_remote_ones() {
+    // Both paths: the wrapper and the helper.
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        directories_are_mapped(helper).await;
+    }
+}
+
+async fn directories_are_mapped(helper: HelperMode) {
     let state = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
     let sshd = Sshd::start();
@@ -92,8 +101,9 @@ async fn session_directories_are_mapped_to_remote_ones() {
         local: "/home/someone/project".into(),
         remote: remote.path().to_path_buf(),
     }];
+    cfg.ssh.helper = helper;
     std::fs::create_dir(remote.path().join("sub")).unwrap();
-    let exec = SshExecutor::new(&cfg).unwrap();
+    let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
     let out = exec
         .run(
             exec.resolve(req("pwd", Path::new("/home/someone/project/sub"))),
@@ -119,6 +129,12 @@ async fn session_directories_are_mapped_to_remote_ones() {
             .ends_with(&format!("127.0.0.1:{}", remote_missing.display())),
         "the error names the remote directory: {err}"
     );
+    let expected = if helper == HelperMode::Off {
+        "ssh"
+    } else {
+        "ssh+helper"
+    };
+    assert_eq!(exec.kind(), expected);
     exec.shutdown().await;
 }
 
@@ -193,4 +209,283 @@ async fn a_lost_connection_marks_the_task_killed_and_its_remote_processes_end_on
         master_pid(state.path()).is_none(),
         "the master outlived shutdown"
     );
+}
+
+/// An executor on the helper path (`helper` as given), whose helper binary is the
+/// `dsh` under test, cached in `helper_dir`.
+fn helper_exec(state: &Path, sshd: &Sshd, helper: HelperMode, helper_dir: &Path) -> SshExecutor {
+    let mut cfg = config(state, sshd);
+    cfg.ssh.helper = helper;
+    cfg.ssh.helper_dir = helper_dir.display().to_string();
+    SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Install: the first contact uploads dsh (compressed) into a 0700 directory as a
+/// 0700 file named by version and hash, and removes other builds' helpers; the
+/// next executor reuses it; a cached helper whose bytes changed is refused (never
+/// run), removed and uploaded again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_contact_uploads_the_helper_the_next_reuses_it_and_a_tampered_one_is_replaced() {
+    let state = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let helper_dir = cache.path().join("dsh");
+    let sshd = Sshd::start();
+    // The helper of an older build: removed by the upload.
+    std::fs::create_dir(&helper_dir).unwrap();
+    let older = helper_dir.join("helper-0.0.1-0123456789abcdef");
+    std::fs::write(&older, "old").unwrap();
+    let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
+    assert_eq!(exec.kind(), "ssh (not connected yet)");
+    let out = exec
+        .run(
+            exec.resolve(req("echo one", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "one\n");
+    assert_eq!(exec.kind(), "ssh+helper");
+    let first = exec.install_report().unwrap();
+    assert!(first.uploaded && !first.replaced_mismatch, "{first:?}");
+    let size = std::fs::metadata(common::daemon::BIN).unwrap().len();
+    assert_eq!(first.size, size);
+    assert!(first.sent < size, "the upload is compressed: {first:?}");
+    eprintln!(
+        "first contact: {} bytes of dsh, {} sent, {:?}",
+        first.size, first.sent, first.elapsed
+    );
+    let cached = PathBuf::from(&first.path);
+    assert_eq!(cached.parent().unwrap(), helper_dir);
+    assert_eq!(mode_of(&helper_dir), 0o700);
+    assert_eq!(mode_of(&cached), 0o700);
+    assert_eq!(std::fs::metadata(&cached).unwrap().len(), size);
+    assert!(!older.exists(), "an older build's helper is left behind");
+    exec.shutdown().await;
+
+    let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
+    let out = exec
+        .run(
+            exec.resolve(req("echo two", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "two\n");
+    let second = exec.install_report().unwrap();
+    assert!(!second.uploaded, "{second:?}");
+    eprintln!("second contact: {:?}", second.elapsed);
+    exec.shutdown().await;
+
+    // The helper exits once its channel is closed; a file being executed cannot
+    // be rewritten (ETXTBSY): wait for it to go.
+    while !sshd.helpers().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Same name, other bytes: a script that would leave a mark if it ever ran.
+    let ran = state.path().join("tampered-helper-ran");
+    std::fs::write(
+        &cached,
+        format!("#!/bin/sh\ntouch {}\nsleep 1000\n", ran.display()),
+    )
+    .unwrap();
+    let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
+    let out = exec
+        .run(
+            exec.resolve(req("echo three", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "three\n");
+    let third = exec.install_report().unwrap();
+    assert!(third.replaced_mismatch && third.uploaded, "{third:?}");
+    assert!(!ran.exists(), "the tampered helper ran");
+    assert_eq!(std::fs::metadata(&cached).unwrap().len(), size);
+    exec.shutdown().await;
+    assert!(sshd.helpers().is_empty(), "a helper outlived shutdown");
+}
+
+/// A host whose `uname -m` is not this build's (a fake `uname` first in the remote
+/// PATH): `required` refuses with the reason, `auto` takes the wrapper path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_of_another_architecture_is_refused_when_required_and_wrapped_when_auto() {
+    let state = tempfile::tempdir().unwrap();
+    let bin = state.path().join("fakebin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("uname"), "#!/bin/sh\necho Linux riscv64\n").unwrap();
+    std::fs::set_permissions(
+        bin.join("uname"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let sshd = Sshd::start_with_env(&format!("PATH={}:/usr/bin:/bin", bin.display()));
+    let helper_dir = state.path().join("cache");
+    let exec = helper_exec(state.path(), &sshd, HelperMode::Required, &helper_dir);
+    let err = exec
+        .run(
+            exec.resolve(req("true", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ExecError::Remote(_)), "{err:?}");
+    for part in [
+        "cannot run on ssh host 127.0.0.1",
+        "Linux riscv64",
+        "required",
+    ] {
+        assert!(text.contains(part), "{part:?} missing: {text}");
+    }
+    assert!(!helper_dir.exists(), "nothing is uploaded to such a host");
+    exec.shutdown().await;
+
+    let exec = helper_exec(state.path(), &sshd, HelperMode::Auto, &helper_dir);
+    let out = exec
+        .run(
+            exec.resolve(req("uname", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.stdout.text, "Linux riscv64\n",
+        "the fake uname ran there"
+    );
+    assert_eq!(exec.kind(), "ssh (wrapper: the helper cannot run there)");
+    assert!(exec.install_report().is_none());
+    exec.shutdown().await;
+}
+
+/// E3 over the helper: a connection killed while a foreground run and a
+/// background task run leaves no remote process (the helper's stdin ends, it ends
+/// everything and exits); the run fails as lost, the task is killed with a line in
+/// its stderr, and the next call starts a fresh helper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_killed_mid_command_leaves_no_remote_process() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let helper_dir = PathBuf::from(common::sshd::shared_helper_dir());
+    let exec = std::sync::Arc::new(helper_exec(
+        state.path(),
+        &sshd,
+        HelperMode::Required,
+        &helper_dir,
+    ));
+    let mut done = exec.take_completions().unwrap();
+    let (fg, bg) = (token(), token());
+    let task = exec
+        .start(exec.resolve(req(&format!("exec sleep 1000.{bg}"), state.path())))
+        .await
+        .unwrap();
+    let run = tokio::spawn({
+        let exec = exec.clone();
+        let spec = exec.resolve(req(
+            &format!("setsid sleep 1000.{fg} & exec sleep 1000.{fg}"),
+            state.path(),
+        ));
+        async move { exec.run(spec, CancellationToken::new()).await }
+    });
+    while with_token(&fg).len() < 2 || with_token(&bg).is_empty() {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(sshd.helpers().len(), 1);
+    let master = master_pid(state.path()).expect("the master connection");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let err = run.await.unwrap().unwrap_err();
+    assert!(matches!(err, ExecError::Lost(_)), "{err:?}");
+    let finished = done.recv().await.unwrap();
+    assert_eq!(finished.id, task.id);
+    assert_eq!(finished.status, TaskStatus::Killed { signal: None });
+    let read = exec.read(&task.id).unwrap();
+    assert!(
+        read.stderr
+            .text
+            .contains("lost the connection to ssh host 127.0.0.1"),
+        "{}",
+        read.stderr.text
+    );
+    // The helper notices its stdin's end, ends what it started, and exits: wait
+    // for that in the process table.
+    while !sshd.helpers().is_empty() || !with_token(&fg).is_empty() || !with_token(&bg).is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let out = exec
+        .run(
+            exec.resolve(req("echo back", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "back\n");
+    assert_eq!(sshd.helpers().len(), 1, "a fresh helper");
+    exec.shutdown().await;
+    assert!(sshd.helpers().is_empty(), "the helper outlived shutdown");
+    assert!(
+        master_pid(state.path()).is_none(),
+        "the master outlived shutdown"
+    );
+}
+
+/// A helper that stops answering on a live connection (here: SIGSTOP): the call
+/// gives up once the command's timeout, twice the grace, the drain and the connect
+/// timeout have passed, fails as lost and kills the helper; the next call's fresh
+/// helper ends what the stopped one ran (its owner is dead: the stale sweep).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helper_that_stops_answering_is_killed_and_the_next_one_ends_its_commands() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let helper_dir = PathBuf::from(common::sshd::shared_helper_dir());
+    let exec = std::sync::Arc::new(helper_exec(
+        state.path(),
+        &sshd,
+        HelperMode::Required,
+        &helper_dir,
+    ));
+    exec.run(
+        exec.resolve(req("true", state.path())),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let helpers = sshd.helpers();
+    assert_eq!(helpers.len(), 1);
+    let token = token();
+    let mut spec = exec.resolve(req(&format!("exec sleep 1000.{token}"), state.path()));
+    spec.timeout_ms = 1000;
+    let run = tokio::spawn({
+        let exec = exec.clone();
+        async move { exec.run(spec, CancellationToken::new()).await }
+    });
+    while with_token(&token).is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let stopped = nix::unistd::Pid::from_raw(helpers[0]);
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let err = run.await.unwrap().unwrap_err();
+    assert!(matches!(err, ExecError::Lost(_)), "{err:?}");
+    assert!(err.to_string().contains("did not answer"), "{err}");
+    assert!(!alive(helpers[0]), "the stopped helper was not killed");
+    let out = exec
+        .run(
+            exec.resolve(req("echo again", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "again\n");
+    assert!(
+        with_token(&token).is_empty(),
+        "the stopped helper's command outlived the next helper's start"
+    );
+    exec.shutdown().await;
 }
