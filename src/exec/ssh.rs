@@ -25,7 +25,8 @@ use super::process::{Launcher, ProcessExecutor, child_env};
 use super::procs::{self, MARK_VAR, Selector};
 use super::remote::{ConnectError, HelperClient, InstallReport};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, RunOutcome, TaskInfo, TaskRead,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome, TaskInfo,
+    TaskRead,
 };
 use crate::config::{ExecConfig, HelperMode, SshConfig};
 use crate::fsutil::ensure_private_dir;
@@ -339,6 +340,20 @@ impl BashExecutor for SshExecutor {
         match self.backend().await? {
             Backend::Helper => self.helper.run(spec, cancel).await,
             Backend::Wrapper => self.wrapper.run(spec, cancel).await,
+        }
+    }
+
+    async fn run_watched(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: OutputWatch,
+    ) -> Result<RunOutcome, ExecError> {
+        match self.backend().await? {
+            // The helper's channel does not carry a run's output as it comes yet: it
+            // arrives with the result.
+            Backend::Helper => self.helper.run(spec, cancel).await,
+            Backend::Wrapper => self.wrapper.run_watched(spec, cancel, watch).await,
         }
     }
 
