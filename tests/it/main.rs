@@ -14,6 +14,7 @@ mod acp_sdk;
 mod agent_model;
 mod daemon_acp;
 mod daemon_executors;
+mod editor_session;
 mod exec_contract;
 mod exec_sandbox;
 mod exec_ssh;
