@@ -20,20 +20,24 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B6`, `J1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `J1` run only those scenarios (for profiling one);
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
 
 mod client;
 mod daemon;
+mod model;
 mod report;
 mod scenarios;
+mod turn;
 
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use model::*;
 pub(crate) use report::*;
 pub(crate) use scenarios::*;
+pub(crate) use turn::*;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -77,6 +81,8 @@ pub(crate) struct Counts {
     pub(crate) b5_sessions: usize,
     pub(crate) b6_calls: usize,
     pub(crate) j1_judgements: usize,
+    /// B7 turns of each kind (dsh, its floor, dsh against the split server).
+    pub(crate) b7_turns: usize,
 }
 
 pub(crate) const FULL: Counts = Counts {
@@ -92,6 +98,7 @@ pub(crate) const FULL: Counts = Counts {
     b5_sessions: 10_000,
     b6_calls: 1000,
     j1_judgements: 300,
+    b7_turns: 300,
 };
 
 pub(crate) const QUICK: Counts = Counts {
@@ -108,6 +115,7 @@ pub(crate) const QUICK: Counts = Counts {
     b5_sessions: 200,
     b6_calls: 40,
     j1_judgements: 20,
+    b7_turns: 20,
 };
 
 // ---------------------------------------------------------------------------
@@ -115,7 +123,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 7] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -123,6 +131,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 7] = [
     ("B5", |e| Box::pin(b5(e))),
     ("B6", |e| Box::pin(b6(e))),
     ("J1", |e| Box::pin(j1(e))),
+    ("B7", |e| Box::pin(b7(e))),
 ];
 
 pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
