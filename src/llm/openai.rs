@@ -7,9 +7,17 @@
 //! (honouring `Retry-After`), but only before any of the answer has streamed:
 //! a half-delivered answer is never silently restarted.
 
+use super::http;
 use super::sse::SseDecoder;
 use super::{FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest};
 use crate::config::ModelConfig;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Uri;
+use hyper::body::Incoming;
+use hyper::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, PROXY_AUTHORIZATION, RETRY_AFTER,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -18,11 +26,15 @@ use tokio_util::sync::CancellationToken;
 /// Where requests go and how they are sent, resolved from config and environment.
 #[derive(Clone)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
+    client: http::Client,
+    /// `<base_url>/chat/completions`.
+    url: Uri,
     base_url: String,
     model: String,
     /// Never printed: not in `Debug`, errors or logs.
     api_key: Option<String>,
+    /// `Proxy-Authorization` for a plain `http` endpoint reached through a proxy.
+    proxy_auth: Option<HeaderValue>,
     max_retries: u32,
     retry_base: Duration,
     idle: Duration,
@@ -56,15 +68,23 @@ impl OpenAiModel {
         if api_key.is_none() && default_endpoint {
             return Ok(None);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let url: Uri = format!("{base_url}/chat/completions")
+            .parse()
+            .ok()
+            .filter(|u: &Uri| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+            })
+            .ok_or_else(|| format!("the model base_url {base_url:?} is not an http(s) URL"))?;
+        let (client, proxy_auth) =
+            http::client(&url, Duration::from_millis(config.connect_timeout_ms), &env)?;
         Ok(Some(Self {
             client,
-            base_url: base_url.trim_end_matches('/').to_string(),
+            url,
+            base_url,
             model,
             api_key,
+            proxy_auth,
             max_retries: config.max_retries,
             retry_base: Duration::from_millis(config.retry_base_ms),
             idle: Duration::from_millis(config.idle_timeout_ms),
@@ -90,6 +110,64 @@ impl OpenAiModel {
             .unwrap_or_else(|| self.retry_base * 2u32.saturating_pow(attempt))
             .min(Duration::from_secs(60))
     }
+}
+
+impl OpenAiModel {
+    /// One POST of `body` with the headers every request carries.
+    fn post(&self, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, ModelError> {
+        let mut post = hyper::Request::post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream");
+        if let Some(key) = &self.api_key {
+            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                ModelError::Connect("the API key is not a valid header value".into())
+            })?;
+            value.set_sensitive(true);
+            post = post.header(AUTHORIZATION, value);
+        }
+        if let Some(auth) = &self.proxy_auth {
+            post = post.header(PROXY_AUTHORIZATION, auth.clone());
+        }
+        post.body(Full::new(body))
+            .map_err(|e| ModelError::Connect(format!("cannot build the request: {e}")))
+    }
+}
+
+/// The next piece of an answer's body: `None` at its end. Trailers carry nothing
+/// a chat stream uses and are skipped.
+async fn next_data(body: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(frame) => {
+                if let Ok(data) = frame?.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// The body of an error answer as text, at most 64 KiB of it (its message is
+/// all that is shown), bounded by the idle timeout and the cancel like a stream.
+async fn error_body(
+    mut body: Incoming,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, ModelError> {
+    let mut bytes = Vec::new();
+    while bytes.len() < 64 * 1024 {
+        let next = tokio::select! {
+            n = tokio::time::timeout(idle, next_data(&mut body)) => n,
+            () = cancel.cancelled() => return Err(ModelError::Cancelled),
+        };
+        match next {
+            Ok(Ok(Some(data))) => bytes.extend_from_slice(&data),
+            // A body that breaks off still says what it said so far.
+            Ok(Ok(None) | Err(_)) | Err(_) => break,
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn message_json(m: &Message) -> Value {
@@ -217,22 +295,20 @@ impl Model for OpenAiModel {
         events: mpsc::UnboundedSender<ModelEvent>,
         cancel: &CancellationToken,
     ) -> Result<(), ModelError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let body = self.body(request);
+        let body = Bytes::from(
+            serde_json::to_vec(&self.body(request))
+                .map_err(|e| ModelError::Stream(format!("cannot encode the request: {e}")))?,
+        );
         let mut attempt = 0;
-        let mut response = loop {
-            let mut post = self.client.post(&url).json(&body);
-            if let Some(key) = &self.api_key {
-                post = post.bearer_auth(key);
-            }
+        let response = loop {
             let sent = tokio::select! {
-                r = post.send() => r,
+                r = self.client.request(self.post(body.clone())?) => r,
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             };
             let (retryable, error, retry_after) = match sent {
                 Err(e) => (
-                    e.is_connect() || e.is_timeout(),
-                    ModelError::Connect(e.without_url().to_string()),
+                    e.is_connect(),
+                    ModelError::Connect(http::error_text(&e)),
                     None,
                 ),
                 Ok(r) if r.status().is_success() => break r,
@@ -240,11 +316,11 @@ impl Model for OpenAiModel {
                     let status = r.status();
                     let retry_after = r
                         .headers()
-                        .get(reqwest::header::RETRY_AFTER)
+                        .get(RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    let text = r.text().await.unwrap_or_default();
+                    let text = error_body(r.into_body(), self.idle, cancel).await?;
                     (
                         status.as_u16() == 429 || status.is_server_error(),
                         ModelError::Status {
@@ -266,15 +342,16 @@ impl Model for OpenAiModel {
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             }
         };
+        let mut response = response.into_body();
         let mut decoder = SseDecoder::default();
         loop {
             let chunk = tokio::select! {
-                c = tokio::time::timeout(self.idle, response.chunk()) => c,
+                c = tokio::time::timeout(self.idle, next_data(&mut response)) => c,
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             };
             let chunk = match chunk {
                 Err(_) => return Err(ModelError::Idle(self.idle.as_millis() as u64)),
-                Ok(Err(e)) => return Err(ModelError::Stream(e.without_url().to_string())),
+                Ok(Err(e)) => return Err(ModelError::Stream(http::error_text(&e))),
                 Ok(Ok(chunk)) => chunk,
             };
             let datas = match &chunk {
