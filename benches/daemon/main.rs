@@ -21,6 +21,8 @@
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
 //! Positional arguments `B1`..`B7`, `J1` run only those scenarios (for profiling one);
+//! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
+//! `perf record` of the daemon;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
@@ -28,6 +30,7 @@
 mod client;
 mod daemon;
 mod model;
+mod profile;
 mod report;
 mod scenarios;
 mod turn;
@@ -35,6 +38,7 @@ mod turn;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use model::*;
+pub(crate) use profile::*;
 pub(crate) use report::*;
 pub(crate) use scenarios::*;
 pub(crate) use turn::*;
@@ -123,7 +127,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 9] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -132,7 +136,11 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
     ("B6", |e| Box::pin(b6(e))),
     ("J1", |e| Box::pin(j1(e))),
     ("B7", |e| Box::pin(b7(e))),
+    ("P1", |e| Box::pin(p1(e))),
 ];
+
+/// Profiles, not benchmarks: they judge nothing and run only when named.
+pub(crate) const ON_REQUEST: [&str; 1] = ["P1"];
 
 pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let counts = if quick { QUICK } else { FULL };
@@ -153,7 +161,8 @@ pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let started = Instant::now();
     let (mut rows, mut notes, mut details) = (Vec::new(), Vec::new(), serde_json::Map::new());
     for (id, scenario) in SCENARIOS {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+        let named = only.iter().any(|o| o.eq_ignore_ascii_case(id));
+        if (!only.is_empty() || ON_REQUEST.contains(&id)) && !named {
             continue;
         }
         let t = Instant::now();
