@@ -14,7 +14,7 @@ use crate::config::ModelConfig;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Uri;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::header::{
     ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, PROXY_AUTHORIZATION, RETRY_AFTER,
 };
@@ -146,6 +146,28 @@ async fn next_data(body: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
             }
         }
     }
+}
+
+/// Reads what follows `[DONE]` (the terminating chunk of a chunked stream, which
+/// a streaming server often writes a moment later) off the latency path. hyper
+/// returns a connection to its pool only once the body has ended, and closes it
+/// if the body is dropped before: every request would open a new connection, a
+/// TLS handshake each for an `https` endpoint (BENCHMARKS.md, B7). Bounded in
+/// time and bytes; a server that goes on talking loses the connection.
+fn finish_in_background(mut body: Incoming) {
+    if body.is_end_stream() {
+        return;
+    }
+    tokio::spawn(async move {
+        let drain = async {
+            let mut left = 64 * 1024usize;
+            while let Ok(Some(data)) = next_data(&mut body).await {
+                left = left.checked_sub(data.len())?;
+            }
+            Some(())
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    });
 }
 
 /// The body of an error answer as text, at most 64 KiB of it (its message is
@@ -360,6 +382,7 @@ impl Model for OpenAiModel {
             };
             for data in datas {
                 if data.trim() == "[DONE]" {
+                    finish_in_background(response);
                     return Ok(());
                 }
                 for event in parse_chunk(&data)? {
