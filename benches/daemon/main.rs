@@ -22,7 +22,7 @@
 //!
 //! Positional arguments `B1`..`B7`, `J1` run only those scenarios (for profiling one);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
-//! `perf record` of the daemon;
+//! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
@@ -127,7 +127,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 9] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 10] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -137,10 +137,11 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 9] = [
     ("J1", |e| Box::pin(j1(e))),
     ("B7", |e| Box::pin(b7(e))),
     ("P1", |e| Box::pin(p1(e))),
+    ("P7", |e| Box::pin(p7(e))),
 ];
 
 /// Profiles, not benchmarks: they judge nothing and run only when named.
-pub(crate) const ON_REQUEST: [&str; 1] = ["P1"];
+pub(crate) const ON_REQUEST: [&str; 2] = ["P1", "P7"];
 
 pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let counts = if quick { QUICK } else { FULL };

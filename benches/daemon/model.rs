@@ -8,11 +8,11 @@
 //! daemon and by the baseline alike.
 //!
 //! HTTP/1.1 with keep-alive (connections are reused, as a real server lets
-//! them be), SSE bodies with a Content-Length. Two ways of writing an answer,
-//! because how a server writes decides whether a client waits on a delayed ACK:
-//! [`Wire::Prompt`] sets `TCP_NODELAY` and writes head and body in one `write`;
-//! [`Wire::Split`] leaves Nagle on and writes the head, then the body, as Python's
-//! `http.server` does (BENCHMARKS.md, "The delayed ACK").
+//! them be). Two ways of writing an answer, because how a server writes decides
+//! whether a client waits on a delayed ACK: [`Wire::Prompt`] sets `TCP_NODELAY`
+//! and writes the whole chunked SSE answer in one `write`; [`Wire::Split`] leaves
+//! Nagle on and writes the head, then a Content-Length body, as Python's
+//! `http.server` does (BENCHMARKS.md, B7).
 
 use crate::Res;
 use serde_json::{Value, json};
@@ -30,6 +30,9 @@ pub(crate) enum Wire {
     /// Nagle on, head then body in two writes: the body leaves only once the head
     /// is acknowledged.
     Split,
+    /// As `Prompt`, but the chunked body's end is written 1 ms after the answer:
+    /// a client that drops the body at `[DONE]` cannot reuse the connection.
+    LateEnd,
 }
 
 /// What the server counts, for the scenario to check and report.
@@ -45,6 +48,9 @@ pub(crate) struct ServerCounts {
     /// The first body of each kind that arrived (asking, then carrying the
     /// result): the daemon's own requests, which the baseline sends again.
     pub(crate) bodies: Mutex<[Option<Vec<u8>>; 2]>,
+    /// When each request had arrived whole, for P7 to place in a turn's timeline
+    /// (it takes them; nothing else reads them).
+    pub(crate) arrivals: Mutex<Vec<std::time::Instant>>,
 }
 
 /// One scripted model server on a loopback port, stopped when dropped.
@@ -160,9 +166,21 @@ fn answer_for(body: &[u8], counts: &ServerCounts) -> String {
     }
 }
 
+/// The head of a chunked answer and one chunk an event, without the end.
+fn answer_chunks(answer: &str) -> String {
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+         Transfer-Encoding: chunked\r\n\r\n",
+    );
+    for event in answer.split_inclusive("\n\n") {
+        out.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+    }
+    out
+}
+
 /// One connection: requests answered in order until the client closes it.
 async fn serve(mut stream: TcpStream, wire: Wire, counts: &ServerCounts) {
-    if stream.set_nodelay(wire == Wire::Prompt).is_err() {
+    if stream.set_nodelay(wire != Wire::Split).is_err() {
         return;
     }
     let mut buf = Vec::with_capacity(16 * 1024);
@@ -170,19 +188,44 @@ async fn serve(mut stream: TcpStream, wire: Wire, counts: &ServerCounts) {
         let Ok(Some(body)) = read_message(&mut stream, &mut buf).await else {
             return;
         };
+        if let Ok(mut arrivals) = counts.arrivals.lock() {
+            // Bounded: only P7 drains it, so keep the last few of a long run.
+            if arrivals.len() >= 64 {
+                arrivals.clear();
+            }
+            arrivals.push(std::time::Instant::now());
+        }
         counts.requests.fetch_add(1, Ordering::Relaxed);
         let answer = answer_for(&body, counts);
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-             Content-Length: {}\r\n\r\n",
-            answer.len()
-        );
         let written = match wire {
-            Wire::Prompt => stream.write_all((head + &answer).as_bytes()).await,
-            Wire::Split => match stream.write_all(head.as_bytes()).await {
-                Ok(()) => stream.write_all(answer.as_bytes()).await,
+            // As streaming servers (vLLM, llama.cpp, OpenAI's) send it: chunked,
+            // one chunk an event, the terminating chunk right after `[DONE]`.
+            Wire::Prompt => {
+                let mut out = answer_chunks(&answer);
+                out.push_str("0\r\n\r\n");
+                stream.write_all(out.as_bytes()).await
+            }
+            // The same, but the body's end follows a millisecond later, as a
+            // streaming server's framework writes it once the generator is done.
+            Wire::LateEnd => match stream.write_all(answer_chunks(&answer).as_bytes()).await {
+                Ok(()) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    stream.write_all(b"0\r\n\r\n").await
+                }
                 Err(e) => Err(e),
             },
+            // As Python's http.server sends it: head, then the body, two writes.
+            Wire::Split => {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
+                     Content-Length: {}\r\n\r\n",
+                    answer.len()
+                );
+                match stream.write_all(head.as_bytes()).await {
+                    Ok(()) => stream.write_all(answer.as_bytes()).await,
+                    Err(e) => Err(e),
+                }
+            }
         };
         if written.is_err() {
             return;
@@ -210,24 +253,54 @@ async fn read_message(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Res<Option<V
         buf.extend_from_slice(&chunk[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    buf.drain(..head_end);
     if head.contains("transfer-encoding: chunked") {
-        return Err("chunked bodies are not spoken here".into());
+        return read_chunked(stream, buf).await.map(Some);
     }
     let length: usize = head
         .lines()
         .find_map(|l| l.strip_prefix("content-length:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
-    while buf.len() < head_end + length {
+    fill(stream, buf, length).await?;
+    Ok(Some(buf.drain(..length).collect()))
+}
+
+/// Reads until `buf` holds at least `len` bytes.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, len: usize) -> Res<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    while buf.len() < len {
         let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
         if n == 0 {
             return Err("connection closed inside a message body".into());
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let body = buf[head_end..head_end + length].to_vec();
-    buf.drain(..head_end + length);
-    Ok(Some(body))
+    Ok(())
+}
+
+/// A chunked body, decoded, through its terminating chunk (no trailers).
+async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Res<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(p) = buf.windows(2).position(|w| w == b"\r\n") {
+                break p;
+            }
+            let more = buf.len() + 1;
+            fill(stream, buf, more).await?;
+        };
+        let size = std::str::from_utf8(&buf[..line_end])
+            .ok()
+            .and_then(|l| usize::from_str_radix(l.split(';').next()?.trim(), 16).ok())
+            .ok_or("a bad chunk size line")?;
+        fill(stream, buf, line_end + 2 + size + 2).await?;
+        body.extend_from_slice(&buf[line_end + 2..line_end + 2 + size]);
+        buf.drain(..line_end + 2 + size + 2);
+        if size == 0 {
+            return Ok(body);
+        }
+    }
 }
 
 /// B7's baseline client: one kept-alive connection with `TCP_NODELAY`, each

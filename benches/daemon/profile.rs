@@ -11,7 +11,7 @@
 //!   `completed` update and the answer. The gaps between arrivals split the wall
 //!   time into those stretches.
 //! * From inside: the daemon's CPU time per call (utime + stime from
-//!   /proc/<pid>/stat over all calls), and with `--perf` a `perf record -g` of the
+//!   /proc/<pid>/stat over all calls), and with `--perf` a `perf record --call-graph dwarf` of the
 //!   daemon over the calls (target/bench-p1-perf.data) whose report attributes that
 //!   CPU to functions (BENCHMARKS.md shows how it was read).
 
@@ -94,7 +94,7 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
     let perf = if std::env::args().any(|a| a == "--perf") {
         let out = target_dir().join("bench-p1-perf.data");
         let child = tokio::process::Command::new("perf")
-            .args(["record", "-g", "-F", "4999", "-o"])
+            .args(["record", "--call-graph", "dwarf,32768", "-F", "1999", "-o"])
             .arg(&out)
             .args(["-p", &daemon.pid.to_string()])
             .stdout(std::process::Stdio::null())
@@ -158,5 +158,103 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
                         "to_tool_call": stats[0].json(), "to_in_progress": stats[1].json(),
                         "waterfall": stats[2].json(), "to_answer": stats[3].json(),
                         "whole": stats[4].json()}),
+    })
+}
+
+/// P7: B7's turn stretch by stretch (only when named): when the model server had
+/// each request whole, and when each update reached the client, after the prompt
+/// was written. Each stretch is then set beside what its part of the floor costs.
+pub(crate) async fn p7(env: &Env) -> Res<Outcome> {
+    let n = env.counts.b7_turns;
+    let server = ModelServer::start(Wire::Prompt).await?;
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n{}",
+        server.config()
+    );
+    let daemon = Daemon::start_with(&env.root, "p7", &config).await?;
+    let mut client = daemon.client().await?;
+    let labels = [
+        "P7 prompt written -> 1st model request whole at the server ",
+        "P7 1st request -> tool_call update (answer, SSE, tool call) ",
+        "P7 tool_call -> completed update (waterfall + bash true)    ",
+        "P7 completed -> 2nd model request whole at the server       ",
+        "P7 2nd request -> agent_message_chunk update                ",
+        "P7 agent_message_chunk -> end_turn answer                   ",
+        "P7 whole turn                                               ",
+    ];
+    let mut stretches: [Vec<Duration>; 7] = Default::default();
+    for turn in 0..n + env.counts.warmup {
+        let session = client.new_session(&env.work).await?;
+        server
+            .counts
+            .arrivals
+            .lock()
+            .map_err(|e| e.to_string())?
+            .clear();
+        let id = client.next_id;
+        client.next_id += 1;
+        let start = Instant::now();
+        client
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+                "params": {"sessionId": session, "prompt": [{"type": "text", "text": "run true"}]}}))
+            .await?;
+        let mut seen = [None; 3];
+        let answer = loop {
+            let message = client.next_message().await?;
+            let at = Instant::now();
+            if message.get("method").and_then(Value::as_str) == Some("session/update") {
+                let update = &message["params"]["update"];
+                let slot = match (update["sessionUpdate"].as_str(), update["status"].as_str()) {
+                    (Some("tool_call"), _) => 0,
+                    (Some("tool_call_update"), Some("completed")) => 1,
+                    (Some("agent_message_chunk"), _) => 2,
+                    _ => continue,
+                };
+                seen[slot].get_or_insert(at);
+                continue;
+            }
+            if message["id"] != json!(id) || message["result"]["stopReason"] != "end_turn" {
+                return Err(format!("P7: the turn ended {message}"));
+            }
+            break at;
+        };
+        let arrivals =
+            std::mem::take(&mut *server.counts.arrivals.lock().map_err(|e| e.to_string())?);
+        let ([Some(call), Some(done), Some(text)], &[first, second]) = (seen, &arrivals[..]) else {
+            return Err(format!(
+                "P7: a turn without its updates or two requests: {seen:?}"
+            ));
+        };
+        if turn < env.counts.warmup {
+            continue;
+        }
+        let points = [start, first, call, done, second, text, answer];
+        for (i, pair) in points.windows(2).enumerate() {
+            stretches[i].push(pair[1].saturating_duration_since(pair[0]));
+        }
+        stretches[6].push(answer - start);
+    }
+    // The floor's parts, measured the same way: one request answered, one spawn.
+    let bodies = server.bodies()?;
+    let mut http = HttpClient::connect(&server).await?;
+    let (mut post, mut spawn) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        post.push(timed(http.post(&bodies.0)).await?.0);
+        spawn.push(timed(direct("true")).await?.0);
+    }
+    drop((client, http));
+    daemon.stop().await?;
+    let stats: Vec<Stats> = stretches.iter().map(|s| Stats::of(s)).collect();
+    let mut notes: Vec<String> = labels.iter().zip(&stats).map(|(l, s)| s.line(l)).collect();
+    let (p, s) = (Stats::of(&post), Stats::of(&spawn));
+    notes.push(p.line("P7 floor: one request answered (bench's client)          "));
+    notes.push(s.line("P7 floor: `bash -c true` spawned directly                "));
+    Ok(Outcome {
+        rows: Vec::new(),
+        notes,
+        details: json!({"stretches": labels.iter().zip(&stats)
+                            .map(|(l, s)| json!({"stretch": l.trim(), "stats": s.json()}))
+                            .collect::<Vec<_>>(),
+                        "floor_request": p.json(), "floor_spawn": s.json()}),
     })
 }

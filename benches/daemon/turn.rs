@@ -10,6 +10,10 @@
 //! each answer's head and body apart ([`Wire::Split`]): a client that delays its
 //! ACK of the head waits for the body until its delayed-ACK timer fires (about
 //! 40 ms a request). That row is judged against the first server's turn.
+//!
+//! A third server ends each chunked answer a millisecond after `[DONE]`, as a
+//! streaming server's framework does; a client that drops the body at `[DONE]`
+//! loses the connection and opens one a request. Its row counts connections.
 
 use crate::*;
 use serde_json::json;
@@ -120,6 +124,18 @@ pub(crate) async fn b7(env: &Env) -> Res<Outcome> {
     };
     let ((fast_conns, fast_reqs), (split_conns, split_reqs)) =
         (conns(&prompt_server), conns(&split_server));
+    // Connection reuse against a server that ends each body a moment after
+    // `[DONE]`: a handful of turns, counted, not timed.
+    let late_server = ModelServer::start(Wire::LateEnd).await?;
+    let late = Daemon::start_with(&env.root, "b7-late", &config(&late_server)).await?;
+    let mut late_client = late.client().await?;
+    let late_turns = env.counts.warmup.max(10);
+    for _ in 0..late_turns {
+        turn(&mut late_client, env).await?;
+    }
+    drop(late_client);
+    late.stop().await?;
+    let (late_conns, late_reqs) = conns(&late_server);
     let (d, b, s) = (Stats::of(&dsh), Stats::of(&base), Stats::of(&slow));
     let rows = vec![
         Row {
@@ -142,6 +158,18 @@ pub(crate) async fn b7(env: &Env) -> Res<Outcome> {
             ratio: Some(s.p50 / d.p50),
             target: Target::ExcessAtMost(2.0),
         },
+        Row {
+            id: "B7",
+            scenario: format!(
+                "{late_turns} turns, server ending each chunked answer 1 ms after `[DONE]`"
+            ),
+            metric: "connections a request",
+            unit: "",
+            dsh: late_conns as f64 / late_reqs.max(1) as f64,
+            baseline: None,
+            ratio: None,
+            target: Target::ValueAtMost(0.25),
+        },
     ];
     Ok(Outcome {
         rows,
@@ -157,12 +185,14 @@ pub(crate) async fn b7(env: &Env) -> Res<Outcome> {
             ),
             format!(
                 "B7 model connections: {fast_conns} for {fast_reqs} requests (TCP_NODELAY server, \
-                 baseline included), {split_conns} for {split_reqs} (split server)"
+                 baseline included), {split_conns} for {split_reqs} (split server), {late_conns} for \
+                 {late_reqs} (server ending its answers late)"
             ),
         ],
         details: json!({"dsh": d.json(), "baseline": b.json(), "split_server": s.json(),
                         "updates_per_turn": updates,
                         "connections": fast_conns, "requests": fast_reqs,
-                        "split_connections": split_conns, "split_requests": split_reqs}),
+                        "split_connections": split_conns, "split_requests": split_reqs,
+                        "late_end_connections": late_conns, "late_end_requests": late_reqs}),
     })
 }
