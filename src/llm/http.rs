@@ -297,4 +297,66 @@ mod tests {
         let text = error_text(&error);
         assert!(text.contains("refused"), "{text}");
     }
+
+    /// The `https` path end to end without the network: openssl serves TLS on
+    /// loopback with a self-signed certificate, and the client must get as far as
+    /// the handshake and refuse that certificate (it trusts the webpki roots only).
+    #[tokio::test]
+    async fn https_speaks_tls_and_checks_the_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("openssl is needed for this test");
+        assert!(made.success());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = tokio::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-cert")
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        // Ready once it accepts; bounded, it only guards a server that never starts.
+        for _ in 0..500 {
+            if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let uri: Uri = format!("https://localhost:{port}/v1/chat/completions")
+            .parse()
+            .unwrap();
+        let (client, _) = client(&uri, Duration::from_secs(5), |_| None).unwrap();
+        let request = hyper::Request::post(uri)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let error = client.request(request).await.unwrap_err();
+        server.kill().await.unwrap();
+        let text = error_text(&error);
+        assert!(text.contains("certificate"), "{text}");
+    }
 }
