@@ -27,8 +27,10 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub struct OpenAiModel {
     client: http::Client,
-    /// `<base_url>/chat/completions`.
-    url: Uri,
+    /// `<base_url>/chat/completions`, or why `base_url` is not a URL: said at
+    /// each prompt (as a connection error would be) rather than refusing to
+    /// start the daemon, whose `!` commands work without a model.
+    url: Result<Uri, String>,
     base_url: String,
     model: String,
     /// Never printed: not in `Debug`, errors or logs.
@@ -69,15 +71,19 @@ impl OpenAiModel {
             return Ok(None);
         }
         let base_url = base_url.trim_end_matches('/').to_string();
-        let url: Uri = format!("{base_url}/chat/completions")
+        let url = format!("{base_url}/chat/completions")
             .parse()
             .ok()
             .filter(|u: &Uri| {
                 matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
             })
-            .ok_or_else(|| format!("the model base_url {base_url:?} is not an http(s) URL"))?;
-        let (client, proxy_auth) =
-            http::client(&url, Duration::from_millis(config.connect_timeout_ms), &env)?;
+            .ok_or_else(|| format!("the model base_url {base_url:?} is not an http(s) URL"));
+        // Without a URL there is no proxy to choose; the client is never used.
+        let (client, proxy_auth) = http::client(
+            url.as_ref().unwrap_or(&Uri::default()),
+            Duration::from_millis(config.connect_timeout_ms),
+            &env,
+        )?;
         Ok(Some(Self {
             client,
             url,
@@ -115,7 +121,8 @@ impl OpenAiModel {
 impl OpenAiModel {
     /// One POST of `body` with the headers every request carries.
     fn post(&self, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, ModelError> {
-        let mut post = hyper::Request::post(self.url.clone())
+        let url = self.url.clone().map_err(ModelError::Connect)?;
+        let mut post = hyper::Request::post(url)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream");
         if let Some(key) = &self.api_key {
@@ -456,6 +463,29 @@ mod tests {
         .unwrap();
         assert_eq!(m.describe(), "local at http://127.0.0.1:9/v1");
         assert!(m.api_key.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_base_url_that_is_no_url_fails_each_request_not_the_daemon() {
+        let config = ModelConfig::default();
+        let m = OpenAiModel::from_config(&config, |k| {
+            (k == "DSH_MODEL_BASE_URL").then(|| "localhost:8000/v1".into())
+        })
+        .unwrap()
+        .unwrap();
+        let request = ModelRequest {
+            messages: vec![Message::User("hi".into())],
+            tools: Vec::new(),
+        };
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let error = m
+            .stream(&request, tx, &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Connect(m) if m.contains("is not an http(s) URL")),
+            "{error}"
+        );
     }
 
     #[test]
