@@ -72,12 +72,18 @@ pub(crate) struct Daemon {
 
 impl Daemon {
     pub(crate) async fn start(root: &Path, name: &str) -> Res<Daemon> {
+        Self::start_with(root, name, "").await
+    }
+
+    /// A daemon whose config file adds `extra` (TOML) to the defaults.
+    pub(crate) async fn start_with(root: &Path, name: &str, extra: &str) -> Res<Daemon> {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         let config = dir.join("dsh.toml");
         // The built-in defaults, written out so the run does not depend on any
         // config of the person running it.
-        std::fs::write(&config, "[exec]\nkind = \"local\"\n").map_err(|e| e.to_string())?;
+        std::fs::write(&config, format!("[exec]\nkind = \"local\"\n{extra}"))
+            .map_err(|e| e.to_string())?;
         let stderr = std::fs::File::create(dir.join("daemon.stderr")).map_err(|e| e.to_string())?;
         let socket = dir.join("run/dsh.sock");
         let mut cmd = tokio::process::Command::new(dsh_bin());
@@ -90,7 +96,11 @@ impl Daemon {
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(stderr);
+            .stderr(stderr)
+            // The config file says where the model is; the environment would win.
+            .env_remove("DSH_MODEL_BASE_URL")
+            .env_remove("DSH_MODEL")
+            .env_remove("DSH_API_KEY");
         // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
         // If this bench dies (panic, watchdog), the daemon gets SIGTERM and shuts
         // down the way it always does, killing every task it started. Spawned

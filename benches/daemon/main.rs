@@ -20,22 +20,30 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B6`, `J1`, `S1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `J1`, `S1` run only those scenarios (for profiling one);
+//! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
+//! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
 
 mod client;
 mod daemon;
+mod model;
+mod profile;
 mod report;
 mod scenarios;
 mod ssh;
+mod turn;
 
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use model::*;
+pub(crate) use profile::*;
 pub(crate) use report::*;
 pub(crate) use scenarios::*;
 pub(crate) use ssh::s1;
+pub(crate) use turn::*;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -79,6 +87,8 @@ pub(crate) struct Counts {
     pub(crate) b5_sessions: usize,
     pub(crate) b6_calls: usize,
     pub(crate) j1_judgements: usize,
+    /// B7 turns of each kind (dsh, its floor, dsh against the split server).
+    pub(crate) b7_turns: usize,
 }
 
 pub(crate) const FULL: Counts = Counts {
@@ -94,6 +104,7 @@ pub(crate) const FULL: Counts = Counts {
     b5_sessions: 10_000,
     b6_calls: 1000,
     j1_judgements: 300,
+    b7_turns: 300,
 };
 
 pub(crate) const QUICK: Counts = Counts {
@@ -110,6 +121,7 @@ pub(crate) const QUICK: Counts = Counts {
     b5_sessions: 200,
     b6_calls: 40,
     j1_judgements: 20,
+    b7_turns: 20,
 };
 
 // ---------------------------------------------------------------------------
@@ -117,7 +129,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 11] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -126,7 +138,13 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 8] = [
     ("B6", |e| Box::pin(b6(e))),
     ("J1", |e| Box::pin(j1(e))),
     ("S1", |e| Box::pin(s1(e))),
+    ("B7", |e| Box::pin(b7(e))),
+    ("P1", |e| Box::pin(p1(e))),
+    ("P7", |e| Box::pin(p7(e))),
 ];
+
+/// Profiles, not benchmarks: they judge nothing and run only when named.
+pub(crate) const ON_REQUEST: [&str; 2] = ["P1", "P7"];
 
 pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let counts = if quick { QUICK } else { FULL };
@@ -147,7 +165,8 @@ pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
     let started = Instant::now();
     let (mut rows, mut notes, mut details) = (Vec::new(), Vec::new(), serde_json::Map::new());
     for (id, scenario) in SCENARIOS {
-        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id)) {
+        let named = only.iter().any(|o| o.eq_ignore_ascii_case(id));
+        if (!only.is_empty() || ON_REQUEST.contains(&id)) && !named {
             continue;
         }
         let t = Instant::now();

@@ -28,6 +28,9 @@ pub(crate) enum Target {
     RatioAtMost(f64),
     RatioAtLeast(f64),
     ValueAtMost(f64),
+    /// dsh may exceed the baseline by at most this much (same unit): for a
+    /// figure judged against another of dsh's own, where the gap is the point.
+    ExcessAtMost(f64),
 }
 
 impl Target {
@@ -36,6 +39,7 @@ impl Target {
             Target::RatioAtMost(t) => row.ratio.is_some_and(|r| r <= t),
             Target::RatioAtLeast(t) => row.ratio.is_some_and(|r| r >= t),
             Target::ValueAtMost(t) => row.dsh <= t,
+            Target::ExcessAtMost(t) => row.baseline.is_some_and(|b| row.dsh - b <= t),
         }
     }
 
@@ -44,6 +48,7 @@ impl Target {
             Target::RatioAtMost(t) => format!("ratio <= {t}"),
             Target::RatioAtLeast(t) => format!("ratio >= {t}"),
             Target::ValueAtMost(t) => format!("<= {t} {unit}"),
+            Target::ExcessAtMost(t) => format!("<= baseline + {t} {unit}"),
         }
     }
 }

@@ -7,9 +7,17 @@
 //! (honouring `Retry-After`), but only before any of the answer has streamed:
 //! a half-delivered answer is never silently restarted.
 
+use super::http;
 use super::sse::SseDecoder;
 use super::{FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest};
 use crate::config::ModelConfig;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Uri;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, PROXY_AUTHORIZATION, RETRY_AFTER,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -18,11 +26,17 @@ use tokio_util::sync::CancellationToken;
 /// Where requests go and how they are sent, resolved from config and environment.
 #[derive(Clone)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
+    client: http::Client,
+    /// `<base_url>/chat/completions`, or why `base_url` is not a URL: said at
+    /// each prompt (as a connection error would be) rather than refusing to
+    /// start the daemon, whose `!` commands work without a model.
+    url: Result<Uri, String>,
     base_url: String,
     model: String,
     /// Never printed: not in `Debug`, errors or logs.
     api_key: Option<String>,
+    /// `Proxy-Authorization` for a plain `http` endpoint reached through a proxy.
+    proxy_auth: Option<HeaderValue>,
     max_retries: u32,
     retry_base: Duration,
     idle: Duration,
@@ -56,15 +70,27 @@ impl OpenAiModel {
         if api_key.is_none() && default_endpoint {
             return Ok(None);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let url = format!("{base_url}/chat/completions")
+            .parse()
+            .ok()
+            .filter(|u: &Uri| {
+                matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some()
+            })
+            .ok_or_else(|| format!("the model base_url {base_url:?} is not an http(s) URL"));
+        // Without a URL there is no proxy to choose; the client is never used.
+        let (client, proxy_auth) = http::client(
+            url.as_ref().unwrap_or(&Uri::default()),
+            Duration::from_millis(config.connect_timeout_ms),
+            &env,
+        )?;
         Ok(Some(Self {
             client,
-            base_url: base_url.trim_end_matches('/').to_string(),
+            url,
+            base_url,
             model,
             api_key,
+            proxy_auth,
             max_retries: config.max_retries,
             retry_base: Duration::from_millis(config.retry_base_ms),
             idle: Duration::from_millis(config.idle_timeout_ms),
@@ -90,6 +116,87 @@ impl OpenAiModel {
             .unwrap_or_else(|| self.retry_base * 2u32.saturating_pow(attempt))
             .min(Duration::from_secs(60))
     }
+}
+
+impl OpenAiModel {
+    /// One POST of `body` with the headers every request carries.
+    fn post(&self, body: Bytes) -> Result<hyper::Request<Full<Bytes>>, ModelError> {
+        let url = self.url.clone().map_err(ModelError::Connect)?;
+        let mut post = hyper::Request::post(url)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream");
+        if let Some(key) = &self.api_key {
+            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
+                ModelError::Connect("the API key is not a valid header value".into())
+            })?;
+            value.set_sensitive(true);
+            post = post.header(AUTHORIZATION, value);
+        }
+        if let Some(auth) = &self.proxy_auth {
+            post = post.header(PROXY_AUTHORIZATION, auth.clone());
+        }
+        post.body(Full::new(body))
+            .map_err(|e| ModelError::Connect(format!("cannot build the request: {e}")))
+    }
+}
+
+/// The next piece of an answer's body: `None` at its end. Trailers carry nothing
+/// a chat stream uses and are skipped.
+async fn next_data(body: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(frame) => {
+                if let Ok(data) = frame?.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// Reads what follows `[DONE]` (the terminating chunk of a chunked stream, which
+/// a streaming server often writes a moment later) off the latency path. hyper
+/// returns a connection to its pool only once the body has ended, and closes it
+/// if the body is dropped before: every request would open a new connection, a
+/// TLS handshake each for an `https` endpoint (BENCHMARKS.md, B7). Bounded in
+/// time and bytes; a server that goes on talking loses the connection.
+fn finish_in_background(mut body: Incoming) {
+    if body.is_end_stream() {
+        return;
+    }
+    tokio::spawn(async move {
+        let drain = async {
+            let mut left = 64 * 1024usize;
+            while let Ok(Some(data)) = next_data(&mut body).await {
+                left = left.checked_sub(data.len())?;
+            }
+            Some(())
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    });
+}
+
+/// The body of an error answer as text, at most 64 KiB of it (its message is
+/// all that is shown), bounded by the idle timeout and the cancel like a stream.
+async fn error_body(
+    mut body: Incoming,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, ModelError> {
+    let mut bytes = Vec::new();
+    while bytes.len() < 64 * 1024 {
+        let next = tokio::select! {
+            n = tokio::time::timeout(idle, next_data(&mut body)) => n,
+            () = cancel.cancelled() => return Err(ModelError::Cancelled),
+        };
+        match next {
+            Ok(Ok(Some(data))) => bytes.extend_from_slice(&data),
+            // A body that breaks off still says what it said so far.
+            Ok(Ok(None) | Err(_)) | Err(_) => break,
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn message_json(m: &Message) -> Value {
@@ -217,22 +324,20 @@ impl Model for OpenAiModel {
         events: mpsc::UnboundedSender<ModelEvent>,
         cancel: &CancellationToken,
     ) -> Result<(), ModelError> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let body = self.body(request);
+        let body = Bytes::from(
+            serde_json::to_vec(&self.body(request))
+                .map_err(|e| ModelError::Stream(format!("cannot encode the request: {e}")))?,
+        );
         let mut attempt = 0;
-        let mut response = loop {
-            let mut post = self.client.post(&url).json(&body);
-            if let Some(key) = &self.api_key {
-                post = post.bearer_auth(key);
-            }
+        let response = loop {
             let sent = tokio::select! {
-                r = post.send() => r,
+                r = self.client.request(self.post(body.clone())?) => r,
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             };
             let (retryable, error, retry_after) = match sent {
                 Err(e) => (
-                    e.is_connect() || e.is_timeout(),
-                    ModelError::Connect(e.without_url().to_string()),
+                    e.is_connect(),
+                    ModelError::Connect(http::error_text(&e)),
                     None,
                 ),
                 Ok(r) if r.status().is_success() => break r,
@@ -240,11 +345,11 @@ impl Model for OpenAiModel {
                     let status = r.status();
                     let retry_after = r
                         .headers()
-                        .get(reqwest::header::RETRY_AFTER)
+                        .get(RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    let text = r.text().await.unwrap_or_default();
+                    let text = error_body(r.into_body(), self.idle, cancel).await?;
                     (
                         status.as_u16() == 429 || status.is_server_error(),
                         ModelError::Status {
@@ -266,15 +371,16 @@ impl Model for OpenAiModel {
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             }
         };
+        let mut response = response.into_body();
         let mut decoder = SseDecoder::default();
         loop {
             let chunk = tokio::select! {
-                c = tokio::time::timeout(self.idle, response.chunk()) => c,
+                c = tokio::time::timeout(self.idle, next_data(&mut response)) => c,
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
             };
             let chunk = match chunk {
                 Err(_) => return Err(ModelError::Idle(self.idle.as_millis() as u64)),
-                Ok(Err(e)) => return Err(ModelError::Stream(e.without_url().to_string())),
+                Ok(Err(e)) => return Err(ModelError::Stream(http::error_text(&e))),
                 Ok(Ok(chunk)) => chunk,
             };
             let datas = match &chunk {
@@ -283,6 +389,7 @@ impl Model for OpenAiModel {
             };
             for data in datas {
                 if data.trim() == "[DONE]" {
+                    finish_in_background(response);
                     return Ok(());
                 }
                 for event in parse_chunk(&data)? {
@@ -356,6 +463,29 @@ mod tests {
         .unwrap();
         assert_eq!(m.describe(), "local at http://127.0.0.1:9/v1");
         assert!(m.api_key.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_base_url_that_is_no_url_fails_each_request_not_the_daemon() {
+        let config = ModelConfig::default();
+        let m = OpenAiModel::from_config(&config, |k| {
+            (k == "DSH_MODEL_BASE_URL").then(|| "localhost:8000/v1".into())
+        })
+        .unwrap()
+        .unwrap();
+        let request = ModelRequest {
+            messages: vec![Message::User("hi".into())],
+            tools: Vec::new(),
+        };
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let error = m
+            .stream(&request, tx, &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Connect(m) if m.contains("is not an http(s) URL")),
+            "{error}"
+        );
     }
 
     #[test]
