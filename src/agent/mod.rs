@@ -441,6 +441,7 @@ pub async fn run_model_turn(
         let request = ModelRequest {
             messages,
             tools: ctx.tools.definitions(),
+            model: ctx.session.model(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stream = model.stream(&request, tx, &ctx.cancel);
@@ -492,7 +493,10 @@ pub async fn run_model_turn(
         if let Some((prompt_tokens, completion_tokens)) = usage {
             ctx.append(Event::Usage {
                 at_ms: now_ms(),
-                model: model_config.model.clone(),
+                model: ctx
+                    .session
+                    .model()
+                    .unwrap_or_else(|| model_config.model.clone()),
                 prompt_tokens,
                 completion_tokens,
             });

@@ -46,6 +46,9 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     /// OpenAI-style function definitions.
     pub tools: Vec<Value>,
+    /// The model to name instead of the configured one (the person's pick for the
+    /// session).
+    pub model: Option<String>,
 }
 
 /// Why the model stopped.

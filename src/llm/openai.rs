@@ -100,7 +100,7 @@ impl OpenAiModel {
     fn body(&self, request: &ModelRequest) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
         let mut body = json!({
-            "model": self.model,
+            "model": request.model.as_deref().unwrap_or(&self.model),
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -476,6 +476,7 @@ mod tests {
         let request = ModelRequest {
             messages: vec![Message::User("hi".into())],
             tools: Vec::new(),
+            model: None,
         };
         let (tx, _rx) = mpsc::unbounded_channel();
         let error = m

@@ -168,7 +168,7 @@ async fn slash_commands_are_listed_and_each_answers_without_a_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mode_and_model_are_config_options() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![text("ok")]).await;
+    let mut model = FakeModel::start(vec![text("ok")]).await;
     let config = format!("{}models = [\"fake\", \"fake-large\"]\n", model.config());
     let (_d, mut c) = daemon(dir.path(), &config).await;
     let ws = common::daemon::workspace(dir.path(), "ws");
@@ -226,4 +226,7 @@ async fn the_mode_and_model_are_config_options() {
     let log =
         std::fs::read_to_string(dir.path().join(format!("state/sessions/{s}.jsonl"))).unwrap();
     assert!(log.contains("\"type\":\"model_change\"") && log.contains("fake-large"));
+    // The next request names the model picked.
+    c.prompt(&s, "hello").await.unwrap();
+    assert_eq!(model.requests.recv().await.unwrap()["model"], "fake-large");
 }
