@@ -120,12 +120,38 @@ enum PolicyCommand {
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
+    /// Judge every call of an audit log again under a candidate config (with the mode and
+    /// grants each was judged with) and show the calls whose decision changes.
+    Replay {
+        /// The audit log (`audit.jsonl` in the state directory).
+        #[arg(long)]
+        audit: PathBuf,
+        /// The candidate config (default: the built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when a call would be allowed more than before (`loosen`) or when any
+        /// decision changes (`change`).
+        #[arg(long, value_parser = ["loosen", "change"])]
+        fail_on: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Policy {
+            command:
+                PolicyCommand::Replay {
+                    audit,
+                    config,
+                    json,
+                    fail_on,
+                },
+        } => return replay(&audit, config.as_deref(), json, fail_on.as_deref()),
         Command::Policy {
             command:
                 PolicyCommand::Explain {
@@ -271,6 +297,47 @@ fn explain(
         );
     }
     Ok(())
+}
+
+/// `dsh policy replay`: exit 0, 1 when `--fail-on` matches, 2 when the input cannot be
+/// read (the line named).
+fn replay(audit: &Path, config: Option<&Path>, json: bool, fail_on: Option<&str>) -> ExitCode {
+    let run = || -> Result<dsh::policy::replay::Report, String> {
+        let config = load_checked(config)?;
+        let text = std::fs::read_to_string(audit)
+            .map_err(|e| format!("cannot read {}: {e}", audit.display()))?;
+        let policy = dsh::policy::Policy::new(&config.permissions);
+        dsh::policy::replay::replay(&text, &policy, config.permissions.default_mode)
+            .map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
+    };
+    let report = match run() {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("dsh: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("dsh: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", dsh::policy::replay::render(&report));
+    }
+    let failed = match fail_on {
+        Some("loosen") => report.loosens(),
+        Some("change") => !report.changes.is_empty(),
+        _ => false,
+    };
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Logs go to stderr and `state_dir/daemon.log`, never to a protocol stream.

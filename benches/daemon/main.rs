@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `J1`, `S1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `J1`, `S1`, `H1`, `L1` run only those scenarios (for profiling one);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
@@ -29,6 +29,7 @@
 
 mod client;
 mod daemon;
+mod hooks;
 mod model;
 mod profile;
 mod report;
@@ -38,6 +39,7 @@ mod turn;
 
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use hooks::{h1, l1};
 pub(crate) use model::*;
 pub(crate) use profile::*;
 pub(crate) use report::*;
@@ -129,7 +131,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 11] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 13] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -139,6 +141,8 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 11] = [
     ("J1", |e| Box::pin(j1(e))),
     ("S1", |e| Box::pin(s1(e))),
     ("B7", |e| Box::pin(b7(e))),
+    ("H1", |e| Box::pin(h1(e))),
+    ("L1", |e| Box::pin(l1(e))),
     ("P1", |e| Box::pin(p1(e))),
     ("P7", |e| Box::pin(p7(e))),
 ];

@@ -136,6 +136,7 @@ impl Hook for AuditHook {
             "mode": mode.map(crate::config::Mode::id),
             "policyVersion": self.policy_version,
             "trace": call.trace(),
+            "grants": call.grants_used(),
         });
         if let Some(original) = &call.original_arguments {
             line["originalArguments"] = original.clone();

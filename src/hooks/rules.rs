@@ -45,7 +45,7 @@ impl Hook for PolicyHook {
             ms: started.elapsed().as_millis() as u64,
         });
         let judgement = Arc::new(judgement);
-        call.set_judged(mode, judgement.clone());
+        call.set_judged(mode, grants, judgement.clone());
         if judgement.decision == Decision::Deny {
             return call.veto(self.name(), &judgement.reason);
         }

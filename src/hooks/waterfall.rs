@@ -37,6 +37,9 @@ pub struct ToolExecution {
     /// The policy's judgement and the mode it judged in, once the policy hook ran: hooks
     /// see its segments, the audit line its mode.
     judged: Mutex<Option<(Mode, Arc<Judgement>)>>,
+    /// The session's grants the policy judged with (the audit line keeps them, so a
+    /// replay judges as the call was judged).
+    grants_used: Mutex<Vec<Grant>>,
 }
 
 /// One decider's word on a call, for the audit line and `explain`-like tools: a rule
@@ -109,6 +112,7 @@ impl ToolExecution {
             rewrite: Mutex::new(None),
             original_arguments: None,
             judged: Mutex::new(None),
+            grants_used: Mutex::new(Vec::new()),
         }
     }
 
@@ -150,8 +154,14 @@ impl ToolExecution {
     }
 
     /// Keeps the policy's judgement of the call (the policy hook does).
-    pub fn set_judged(&self, mode: Mode, judgement: Arc<Judgement>) {
+    pub fn set_judged(&self, mode: Mode, grants: Vec<Grant>, judgement: Arc<Judgement>) {
         *lock(&self.judged) = Some((mode, judgement));
+        *lock(&self.grants_used) = grants;
+    }
+
+    /// The grants the policy judged the call with.
+    pub fn grants_used(&self) -> Vec<Grant> {
+        lock(&self.grants_used).clone()
     }
 
     /// The policy's judgement of the call and the mode it judged in, once judged.

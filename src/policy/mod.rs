@@ -20,6 +20,7 @@
 pub mod argv;
 pub mod explain;
 pub mod read_only;
+pub mod replay;
 pub mod shell;
 pub mod word;
 pub mod wrappers;

@@ -168,3 +168,92 @@ async fn a_failing_example_or_test_stops_check_config_and_serve() {
         "{serve_err}"
     );
 }
+
+/// `dsh policy replay` over a real daemon's audit log (issue 14): the config that
+/// produced it changes nothing; an added deny rule changes exactly the calls it matches;
+/// a looser rule is caught by `--fail-on loosen`; an unreadable line is exit 2, named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_judges_the_audit_again_under_a_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let produced = "[permissions]\ndefault_mode = \"auto\"\n[[permissions.rules]]\ntool = \"bash\"\ncommand = \"rm\"\naction = \"deny\"\n";
+    let (_d, mut c) = common::daemon::stdio_daemon(dir.path(), produced, &[]).await;
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    for command in [
+        "git status",
+        "echo one",
+        "rm -f nothing",
+        "git push origin main",
+    ] {
+        c.bash(&s, command).await;
+    }
+    c.set_mode(&s, "ask").await;
+    c.permission_answers.push_back("allow_always");
+    c.bash(&s, "touch made").await;
+    c.bash(&s, "touch again").await; // allowed by the grant the answer made
+    drop(c);
+    let audit = dir.path().join("state/audit.jsonl");
+    let replay = |config: &Path, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(common::daemon::BIN);
+        cmd.args(["policy", "replay", "--audit"])
+            .arg(&audit)
+            .arg("--config")
+            .arg(config)
+            .args(extra);
+        cmd.output().unwrap()
+    };
+    let same = dir.path().join("same.toml");
+    std::fs::write(
+        &same,
+        format!("[exec]\nkill_grace_ms = 300\ndrain_ms = 300\n{produced}"),
+    )
+    .unwrap();
+    let out = replay(&same, &["--fail-on", "change"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("6 call(s) replayed, 0 changed"), "{text}");
+
+    let stricter = dir.path().join("stricter.toml");
+    std::fs::write(
+        &stricter,
+        format!("{produced}[[permissions.rules]]\ntool = \"bash\"\ncommand = \"git push\"\naction = \"deny\"\n"),
+    )
+    .unwrap();
+    let out = replay(&stricter, &["--json", "--fail-on", "loosen"]);
+    assert!(out.status.success(), "a stricter rule does not loosen");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{report}");
+    assert_eq!(changes[0]["call"], "git push origin main");
+    assert_eq!(
+        (changes[0]["from"].as_str(), changes[0]["to"].as_str()),
+        (Some("allow"), Some("deny"))
+    );
+    assert_eq!(
+        replay(&stricter, &["--fail-on", "change"]).status.code(),
+        Some(1)
+    );
+
+    let looser = dir.path().join("looser.toml");
+    std::fs::write(&looser, "[permissions]\ndefault_mode = \"auto\"\n").unwrap();
+    let out = replay(&looser, &["--fail-on", "loosen"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("deny -> allow  bash rm -f nothing"), "{text}");
+
+    std::fs::write(
+        &audit,
+        format!(
+            "{}\n{{broken\n",
+            std::fs::read_to_string(&audit)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap()
+        ),
+    )
+    .unwrap();
+    let out = replay(&same, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("audit.jsonl:2"));
+}

@@ -1,0 +1,262 @@
+//! Replaying an audit log under a candidate policy (`dsh policy replay`): every audited
+//! call is judged again with the mode and grants it was judged with, and the calls whose
+//! decision would change are reported, with a from -> to matrix. Pure: the caller reads
+//! the file and prints.
+
+use super::{Grant, Policy, action};
+use crate::config::{Decision, Mode};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One call whose decision changes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// Its line in the audit log (1-based).
+    pub line: usize,
+    pub tool: String,
+    /// The bash command, or the arguments as JSON for other tools.
+    pub call: String,
+    pub from: Decision,
+    pub to: Decision,
+    /// What decided it then (from the line) and what decides it now.
+    pub before: String,
+    pub now: String,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Calls judged again.
+    pub replayed: usize,
+    /// Of those, lines from before the audit kept the mode and grants: judged in the
+    /// candidate's default mode and with no grants.
+    pub partial: usize,
+    pub changes: Vec<Change>,
+    /// How many calls went from one decision to another, unchanged ones included:
+    /// `matrix[from][to]`.
+    pub matrix: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+impl Report {
+    /// Whether some call would be allowed more than before (deny -> ask or allow,
+    /// ask -> allow).
+    pub fn loosens(&self) -> bool {
+        self.changes.iter().any(|c| c.to < c.from)
+    }
+}
+
+/// An audit line that cannot be read: the replay stops there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub line: usize,
+    pub why: String,
+}
+
+/// Judges every `execution` line of `audit` again with `policy`; other lines (refusals,
+/// anything newer) are skipped. The decision compared is the policy's own: the line's
+/// trace entry named `policy`, else (older lines) its recorded decision.
+pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
+    let mut report = Report::default();
+    for (i, text) in audit.lines().enumerate() {
+        let line = i + 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let record: Value = serde_json::from_str(text).map_err(|e| Unreadable {
+            line,
+            why: format!("not JSON: {e}"),
+        })?;
+        if record["event"] != "execution" {
+            continue;
+        }
+        let unreadable = |why: &str| Unreadable {
+            line,
+            why: why.to_string(),
+        };
+        let tool = record["tool"]
+            .as_str()
+            .ok_or_else(|| unreadable("no `tool`"))?;
+        let arguments = &record["arguments"];
+        let by_policy = record["trace"]
+            .as_array()
+            .and_then(|t| t.iter().find(|e| e["name"] == "policy"));
+        let (from, before) = match by_policy {
+            Some(entry) => (
+                decision(&entry["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
+                entry["reason"].as_str().unwrap_or_default().to_string(),
+            ),
+            None => (
+                decision(&record["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
+                format!(
+                    "{}: {}",
+                    record["decidedBy"].as_str().unwrap_or("?"),
+                    record["reason"].as_str().unwrap_or_default()
+                ),
+            ),
+        };
+        let mode = record["mode"].as_str().and_then(Mode::from_id);
+        let grants: Option<Vec<Grant>> = record.get("grants").map(|g| {
+            g.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|words| {
+                    let words: Vec<String> = words
+                        .as_array()?
+                        .iter()
+                        .filter_map(|w| w.as_str().map(str::to_string))
+                        .collect();
+                    Some(Grant(words))
+                })
+                .collect()
+        });
+        if mode.is_none() || grants.is_none() {
+            report.partial += 1;
+        }
+        let judged = policy.judge(
+            tool,
+            arguments,
+            mode.unwrap_or(default_mode),
+            &grants.unwrap_or_default(),
+        );
+        report.replayed += 1;
+        *report
+            .matrix
+            .entry(action(from).to_string())
+            .or_default()
+            .entry(action(judged.decision).to_string())
+            .or_default() += 1;
+        if judged.decision != from {
+            report.changes.push(Change {
+                line,
+                tool: tool.to_string(),
+                call: arguments["command"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| arguments.to_string()),
+                from,
+                to: judged.decision,
+                before,
+                now: judged.reason,
+            });
+        }
+    }
+    Ok(report)
+}
+
+fn decision(v: &Value) -> Option<Decision> {
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// The report as text: each change, then the matrix.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    for c in &report.changes {
+        out.push_str(&format!(
+            "line {}: {} -> {}  {} {}\n  before: {}\n  now: {}\n",
+            c.line,
+            action(c.from),
+            action(c.to),
+            c.tool,
+            c.call,
+            c.before,
+            c.now
+        ));
+    }
+    out.push_str(&format!(
+        "{} call(s) replayed, {} changed{}\n",
+        report.replayed,
+        report.changes.len(),
+        if report.partial > 0 {
+            format!(
+                "; {} from lines without mode or grants (judged in the default mode, no grants)",
+                report.partial
+            )
+        } else {
+            String::new()
+        }
+    ));
+    out.push_str("from \\ to   allow    ask   deny\n");
+    for from in ["allow", "ask", "deny"] {
+        let row = report.matrix.get(from);
+        let n = |to: &str| row.and_then(|r| r.get(to)).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "{from:<9} {:>7} {:>6} {:>6}\n",
+            n("allow"),
+            n("ask"),
+            n("deny")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{PermissionRule, PermissionsConfig};
+
+    fn policy(rules: &[(&str, Decision)]) -> Policy {
+        Policy::new(&PermissionsConfig {
+            rules: rules
+                .iter()
+                .map(|(c, a)| PermissionRule {
+                    tool: "bash".into(),
+                    command: Some(c.to_string()),
+                    action: *a,
+                    ..PermissionRule::default()
+                })
+                .collect(),
+            ..PermissionsConfig::default()
+        })
+    }
+
+    fn line(command: &str, mode: &str, decision: &str) -> String {
+        serde_json::json!({"event": "execution", "tool": "bash", "arguments": {"command": command},
+            "decision": decision, "mode": mode, "grants": [],
+            "trace": [{"name": "policy", "decision": decision, "reason": "r"}]})
+        .to_string()
+    }
+
+    #[test]
+    fn an_added_deny_rule_changes_exactly_the_matching_calls() {
+        let audit = [
+            line("git status", "auto", "allow"),
+            line("git push origin", "auto", "allow"),
+            line("ls", "auto", "allow"),
+        ]
+        .join("\n");
+        let same = replay(&audit, &policy(&[]), Mode::Ask).unwrap();
+        assert!(same.changes.is_empty());
+        assert_eq!(same.matrix["allow"]["allow"], 3);
+        let stricter = replay(&audit, &policy(&[("git push", Decision::Deny)]), Mode::Ask).unwrap();
+        assert_eq!(stricter.changes.len(), 1);
+        assert_eq!(stricter.changes[0].line, 2);
+        assert_eq!(
+            (stricter.changes[0].from, stricter.changes[0].to),
+            (Decision::Allow, Decision::Deny)
+        );
+        assert!(!stricter.loosens());
+    }
+
+    #[test]
+    fn loosening_is_detected_and_old_lines_are_counted() {
+        let audit = line("rm x", "ask", "ask");
+        let looser = replay(&audit, &policy(&[("rm", Decision::Allow)]), Mode::Ask).unwrap();
+        assert!(looser.loosens());
+        let old = r#"{"event":"execution","tool":"bash","arguments":{"command":"ls"},"decision":"allow","decidedBy":"policy","reason":""}"#;
+        let r = replay(old, &policy(&[]), Mode::Auto).unwrap();
+        assert_eq!((r.replayed, r.partial), (1, 1));
+        let bad = replay(
+            "{\"event\":\"execution\"}\nnot json",
+            &policy(&[]),
+            Mode::Ask,
+        );
+        assert_eq!(bad.unwrap_err().line, 1);
+        assert_eq!(
+            replay("\nnot json", &policy(&[]), Mode::Ask)
+                .unwrap_err()
+                .line,
+            2
+        );
+    }
+}
