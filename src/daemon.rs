@@ -40,8 +40,9 @@ pub struct Daemon {
     /// The completion-notice router; it ends after the executor's shutdown, once
     /// every notice is delivered (and logged).
     router: Option<tokio::task::JoinHandle<()>>,
-    /// The hook programs: their servers start with the daemon and stop with it.
-    hooks: Arc<crate::hooks::external::HookSet>,
+    /// The tools and the waterfall: their hook servers start with the daemon and stop
+    /// with it.
+    tools: Arc<ToolRegistry>,
     /// The one shutdown trigger: cancelled by SIGTERM/SIGINT, `_dsh/stop` (the service
     /// holds a clone), or the end of the stdio connection. Both serve paths wait on it,
     /// then run the same ordered [`Daemon::stop`].
@@ -68,35 +69,56 @@ impl Daemon {
             sessions.clone(),
             audit,
         ));
-        let hooks = tools.hooks().clone();
-        let model = crate::llm::openai::OpenAiModel::from_config(&config.model, |name| {
-            std::env::var(name).ok()
-        })?
-        .map(|m| {
-            tracing::info!(model = %crate::llm::Model::describe(&m), "model configured");
-            Arc::new(m) as Arc<dyn crate::llm::Model>
-        });
+        let model = crate::llm::openai::configured(&config.model)?;
         let shutdown = CancellationToken::new();
         let service = AcpService::new(
             config,
             model,
             executor.clone(),
             sessions,
-            tools,
+            tools.clone(),
             shutdown.clone(),
         );
         Ok(Self {
             service,
             executor,
             router,
-            hooks,
+            tools,
             shutdown,
         })
     }
 
+    /// The config to read again on a reload (SIGHUP, `dsh reload`, `_dsh/config/reload`).
+    pub fn reload_from(self, source: crate::acp::ConfigSource) -> Self {
+        self.service.set_config_source(source);
+        self
+    }
+
+    /// SIGHUP reads the config again (as `dsh reload` does); the outcome is logged.
+    fn reload_on_sighup(&self) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        let service = self.service.clone();
+        let end = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = hangup.recv() => match service.reload().await {
+                        Ok(r) => tracing::info!(policy_version = %r.policy_version, restart_needed = ?r.restart_needed, "config reloaded (SIGHUP)"),
+                        Err(errors) => tracing::error!(?errors, "config reload refused; the old one stays in force"),
+                    },
+                    () = end.cancelled() => break,
+                }
+            }
+        });
+    }
+
     /// Serves exactly one connection on stdin/stdout; its end stops the daemon.
     pub async fn serve_stdio(self) {
-        self.hooks.start_servers().await;
+        self.tools.hooks().start_servers().await;
+        self.reload_on_sighup();
         let connections = TaskTracker::new();
         let service: Arc<dyn Service> = self.service.clone();
         let end = self.shutdown.clone();
@@ -118,7 +140,8 @@ impl Daemon {
     /// Serves the unix socket at `path` until the shutdown trigger fires.
     pub async fn serve_socket(self, path: &Path) -> Result<(), String> {
         let listener = bind_socket(path).await?;
-        self.hooks.start_servers().await;
+        self.tools.hooks().start_servers().await;
+        self.reload_on_sighup();
         // The one line on stdout: people (and tests) learn the daemon is ready.
         println!("dsh daemon listening on {}", path.display());
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
@@ -183,7 +206,7 @@ impl Daemon {
         if let Some(exec) = &self.executor {
             exec.shutdown().await;
         }
-        self.hooks.stop_servers().await;
+        self.tools.hooks().stop_servers().await;
         if let Some(router) = self.router.take() {
             let _ = router.await;
         }

@@ -66,6 +66,12 @@ enum Command {
         #[command(flatten)]
         at: Where,
     },
+    /// Make the running daemon read its config again: rules and hooks at once, model
+    /// settings from the next request; a config that fails leaves the old one in force.
+    Reload {
+        #[command(flatten)]
+        at: Where,
+    },
     /// Kill a background task and everything it started, whichever session owns it.
     Kill {
         /// The task's id (`bash-N`, as `dsh status` lists it).
@@ -194,6 +200,7 @@ fn main() -> ExitCode {
         }),
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
+        Command::Reload { at } => runtime().and_then(|rt| rt.block_on(reload(at))),
         Command::Kill { task_id, at } => runtime().and_then(|rt| rt.block_on(kill(at, task_id))),
     };
     match result {
@@ -368,7 +375,11 @@ async fn serve(at: Where, stdio: bool) -> Result<(), String> {
     let config = at.config()?;
     check_rules(&config)?;
     init_logging(&config.exec.state_dir());
-    let daemon = Daemon::build(config)?;
+    let source: dsh::acp::ConfigSource = {
+        let at = at.clone();
+        std::sync::Arc::new(move || at.config())
+    };
+    let daemon = Daemon::build(config)?.reload_from(source);
     if stdio {
         daemon.serve_stdio().await;
         Ok(())
@@ -510,7 +521,10 @@ async fn ask_daemon_with(
             };
             if message["id"] == id {
                 if let Some(error) = message.get("error") {
-                    return Err(format!("the daemon answered with an error: {error}"));
+                    return Err(match error["message"].as_str() {
+                        Some(text) => text.to_string(),
+                        None => format!("the daemon answered with an error: {error}"),
+                    });
                 }
                 break message["result"].clone();
             }
@@ -556,6 +570,17 @@ async fn status(at: Where) -> Result<(), String> {
             task.owner.clone().flatten().as_deref().unwrap_or("(none)"),
             task.command,
         );
+    }
+    Ok(())
+}
+
+async fn reload(at: Where) -> Result<(), String> {
+    let answer = ask_daemon(&at, "_dsh/config/reload").await?;
+    let done: dsh::acp::ReloadResponse = serde_json::from_value(answer)
+        .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?;
+    println!("reloaded: policy version {}", done.policy_version);
+    for section in done.restart_needed {
+        println!("needs a restart to take effect: [{section}]");
     }
     Ok(())
 }

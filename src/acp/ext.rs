@@ -248,6 +248,22 @@ impl AcpService {
         })
     }
 
+    /// `_dsh/config/reload`: see [`AcpService::reload`]; a config that fails is an
+    /// invalid-params error listing why, and the old one stays in force.
+    pub(super) async fn config_reload(
+        &self,
+        _ctx: RequestContext,
+        _p: Value,
+    ) -> Result<Value, RpcError> {
+        match self.reload().await {
+            Ok(done) => to_value(done),
+            Err(errors) => Err(RpcError::invalid_params(format!(
+                "the config was not reloaded:\n{}",
+                errors.join("\n")
+            ))),
+        }
+    }
+
     pub(super) async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
         self.shutdown.cancel();
         Ok(json!({}))

@@ -36,6 +36,29 @@ use tokio_util::sync::CancellationToken;
 /// How long a replay waits for a client to read before giving up on it.
 const REPLAY_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Reads the config again, as the daemon first read it (file and command-line overrides).
+pub type ConfigSource = Arc<dyn Fn() -> Result<Config, String> + Send + Sync>;
+
+/// What a reload changes besides the waterfall: the model and the turn's settings.
+pub(crate) struct Settings {
+    /// The model prompts go to; `None` when none is configured.
+    pub(crate) model: Option<Arc<dyn Model>>,
+    pub(crate) model_config: ModelConfig,
+    pub(crate) agent_config: AgentConfig,
+    /// `[sessions] close_kills_tasks`.
+    pub(crate) close_kills_tasks: bool,
+}
+
+/// What a reload did.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadResponse {
+    /// The version every call is judged under from now on.
+    pub policy_version: String,
+    /// Sections that changed but take effect only when the daemon restarts.
+    pub restart_needed: Vec<String>,
+}
+
 /// Per-connection state.
 struct Connection {
     peer: Peer,
@@ -47,10 +70,12 @@ struct Connection {
 /// The daemon's ACP side, shared by every connection.
 pub struct AcpService {
     state_dir: PathBuf,
-    /// The model prompts go to; `None` when none is configured.
-    model: Option<Arc<dyn Model>>,
-    model_config: ModelConfig,
-    agent_config: AgentConfig,
+    /// The model and the turn's settings, swapped whole by a reload.
+    settings: std::sync::RwLock<Arc<Settings>>,
+    /// The config in force (its `exec` as the daemon started: that needs a restart).
+    config: std::sync::Mutex<Config>,
+    /// Where a reload reads the config again; `None`: reload is refused.
+    source: std::sync::Mutex<Option<ConfigSource>>,
     executor: Option<Arc<dyn BashExecutor>>,
     sessions: Arc<SessionRegistry>,
     tools: Arc<ToolRegistry>,
@@ -62,8 +87,6 @@ pub struct AcpService {
     prompts: DashMap<String, CancellationToken>,
     /// Sessions closed by their client but kept (their tasks run on) until loaded again.
     closed: dashmap::DashSet<String>,
-    /// `[sessions] close_kills_tasks`.
-    close_kills_tasks: bool,
     started: Instant,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
@@ -112,11 +135,17 @@ impl AcpService {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let state_dir = config.exec.state_dir();
+        let settings = Settings {
+            model,
+            model_config: config.model.clone(),
+            agent_config: config.agent.clone(),
+            close_kills_tasks: config.sessions.close_kills_tasks,
+        };
         let agent = Arc::new_cyclic(|this| AcpService {
             state_dir,
-            model,
-            model_config: config.model,
-            agent_config: config.agent,
+            settings: std::sync::RwLock::new(Arc::new(settings)),
+            config: std::sync::Mutex::new(config),
+            source: std::sync::Mutex::new(None),
             executor,
             sessions: sessions.clone(),
             tools,
@@ -125,13 +154,69 @@ impl AcpService {
             connections: DashMap::new(),
             prompts: DashMap::new(),
             closed: dashmap::DashSet::new(),
-            close_kills_tasks: config.sessions.close_kills_tasks,
             started: Instant::now(),
             shutdown,
             this: this.clone(),
         });
         sessions.add_notice_listener(Arc::new(LogNotices(Arc::downgrade(&agent))));
         agent
+    }
+
+    /// The model and turn settings in force now.
+    pub(crate) fn settings(&self) -> Arc<Settings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Where a reload reads the config again.
+    pub fn set_config_source(&self, source: ConfigSource) {
+        *self.source.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
+    /// Reads the config again and, if its rules' examples and tests pass and its model
+    /// can be built, puts it in force: the waterfall (policy and hooks) at once (calls
+    /// already past the policy finish under the old one), the model and the turn's
+    /// settings from the next request. What only a restart can change (the executor,
+    /// the state directory) is named, not applied. A config that fails changes nothing;
+    /// `Err` lists why.
+    pub async fn reload(&self) -> Result<ReloadResponse, Vec<String>> {
+        let source = self
+            .source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| vec!["this daemon has no config source to read again".to_string()])?;
+        let mut new = source().map_err(|e| vec![e])?;
+        let failed = crate::policy::check_config(&new.permissions);
+        if !failed.is_empty() {
+            return Err(failed.iter().map(|f| f.to_string()).collect());
+        }
+        let model = crate::llm::openai::configured(&new.model).map_err(|e| vec![e])?;
+        let mut restart_needed = Vec::new();
+        {
+            let old = self.config.lock().unwrap_or_else(|p| p.into_inner());
+            let toml_of = |e: &crate::config::ExecConfig| toml::to_string(e).unwrap_or_default();
+            if toml_of(&old.exec) != toml_of(&new.exec) {
+                restart_needed.push("exec".to_string());
+            }
+            // The executor keeps running as started: the config in force says so.
+            new.exec = old.exec.clone();
+        }
+        let policy_version = self.tools.reload(&new).await;
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Settings {
+            model,
+            model_config: new.model.clone(),
+            agent_config: new.agent.clone(),
+            close_kills_tasks: new.sessions.close_kills_tasks,
+        });
+        self.sessions.set_default_mode(new.permissions.default_mode);
+        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(ReloadResponse {
+            policy_version,
+            restart_needed,
+        })
     }
 
     /// Cancels every in-flight prompt (daemon shutdown).
@@ -250,7 +335,8 @@ impl AcpService {
         meta.insert(
             "dsh".into(),
             json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/tasks/kill",
-                               "_dsh/status", "_dsh/stop", "_dsh/policy/explain"],
+                               "_dsh/status", "_dsh/stop", "_dsh/policy/explain",
+                               "_dsh/config/reload"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -349,6 +435,7 @@ impl Service for AcpService {
         register!(m, "_dsh/tasks/kill", tasks_kill);
         register!(m, "_dsh/status", status);
         register!(m, "_dsh/stop", stop);
+        register!(m, "_dsh/config/reload", config_reload);
         register!(m, "_dsh/policy/explain", policy_explain);
         m.into()
     }

@@ -80,12 +80,13 @@ impl AcpService {
             cancel: cancel.clone(),
             control: Some(self),
         };
+        let settings = self.settings();
         agent::run_prompt(
             &ctx,
             &prompt_text(prompt),
-            self.model.as_deref(),
-            &self.model_config,
-            &self.agent_config,
+            settings.model.as_deref(),
+            &settings.model_config,
+            &settings.agent_config,
         )
         .await
         .map_err(RpcError::internal)

@@ -124,7 +124,12 @@ impl AcpService {
     }
 
     fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
-        config_options(&self.model_config.models, &self.model_config.model, session)
+        let settings = self.settings();
+        config_options(
+            &settings.model_config.models,
+            &settings.model_config.model,
+            session,
+        )
     }
 
     /// What a client learns right after a session is its: the slash commands.
@@ -149,10 +154,11 @@ impl AcpService {
         let value = value.0.to_string();
         match &*p.config_id.0 {
             "model" => {
-                let allowed = if self.model_config.models.is_empty() {
-                    value == self.model_config.model
+                let settings = self.settings();
+                let allowed = if settings.model_config.models.is_empty() {
+                    value == settings.model_config.model
                 } else {
-                    self.model_config.models.contains(&value)
+                    settings.model_config.models.contains(&value)
                 };
                 if !allowed {
                     return Err(RpcError::invalid_params(format!("unknown model `{value}`")));
@@ -369,7 +375,7 @@ impl AcpService {
         }
         self.bindings.remove(&id);
         session.set_prompter(None);
-        if self.close_kills_tasks {
+        if self.settings().close_kills_tasks {
             if let Some(exec) = &self.executor {
                 exec.kill_scope(&id).await;
             }

@@ -403,6 +403,12 @@ impl Waterfall {
         self.update(|hooks| hooks.insert(0, hook));
     }
 
+    /// Replaces every hook at once: calls already running finish with the chain they
+    /// started with.
+    pub fn replace(&self, hooks: Vec<Arc<dyn Hook>>) {
+        self.update(|all| *all = hooks);
+    }
+
     /// The names of the hooks, in order.
     pub fn names(&self) -> Vec<String> {
         self.snapshot()

@@ -54,6 +54,17 @@ pub fn not_configured_text(config: &ModelConfig) -> String {
     )
 }
 
+/// The model `config` (with the environment's overrides and key) describes, as the daemon
+/// uses it; `None` when none is configured.
+pub fn configured(config: &ModelConfig) -> Result<Option<std::sync::Arc<dyn Model>>, String> {
+    Ok(
+        OpenAiModel::from_config(config, |name| std::env::var(name).ok())?.map(|m| {
+            tracing::info!(model = %Model::describe(&m), "model configured");
+            std::sync::Arc::new(m) as std::sync::Arc<dyn Model>
+        }),
+    )
+}
+
 impl OpenAiModel {
     /// The model the daemon should use, or `None` when none is configured: the
     /// default endpoint (DeepSeek) needs a key; an explicitly chosen endpoint

@@ -208,7 +208,8 @@ pub struct SessionRegistry {
     /// before `start` has returned to the tool that records it).
     early: Mutex<Vec<(String, String)>>,
     listeners: Mutex<Vec<Arc<dyn NoticeListener>>>,
-    default_mode: Mode,
+    /// Changed by a config reload; sessions already made keep theirs.
+    default_mode: Mutex<Mode>,
 }
 
 impl SessionRegistry {
@@ -219,13 +220,18 @@ impl SessionRegistry {
             owners: DashMap::new(),
             early: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
-            default_mode,
+            default_mode: Mutex::new(default_mode),
         }
     }
 
     /// The mode a new session starts in (and a sessionless question is judged in).
     pub fn default_mode(&self) -> Mode {
-        self.default_mode
+        *lock(&self.default_mode)
+    }
+
+    /// The mode sessions made from now on start in (a config reload).
+    pub fn set_default_mode(&self, mode: Mode) {
+        *lock(&self.default_mode) = mode;
     }
 
     /// Creates a session with a fresh random id.
@@ -243,7 +249,7 @@ impl SessionRegistry {
                     id,
                     cwd,
                     extra_roots: Mutex::new(Vec::new()),
-                    mode: Mutex::new(self.default_mode),
+                    mode: Mutex::new(self.default_mode()),
                     grants: Mutex::new(Vec::new()),
                     rejections: Mutex::new(Vec::new()),
                     inbox: Mutex::new(Vec::new()),

@@ -16,13 +16,13 @@ use crate::hooks::audit::{AuditHook, AuditLog};
 use crate::hooks::external::HookSet;
 use crate::hooks::gate::PermissionGate;
 use crate::hooks::rules::PolicyHook;
-use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput, Waterfall};
+use crate::hooks::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::policy::Policy;
 use crate::registry::SessionRegistry;
 use schema::{SchemaHook, ToolSchema};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// What a tool does, as editors show it (ACP `ToolKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +55,23 @@ pub trait Tool: Send + Sync {
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     waterfall: Waterfall,
-    /// The judge of `standard()`'s policy hook (the defaults' for a bare registry).
-    policy: Arc<Policy>,
+    /// What the config gives the waterfall (policy, hooks, their version), swapped as a
+    /// whole on reload; a call already in the waterfall finishes under the one it began
+    /// with (the waterfall runs on a snapshot of its links).
+    judges: RwLock<Arc<Judges>>,
+    /// Where `standard()`'s audit hook writes, kept for the chain a reload builds.
+    audit: Option<Arc<AuditLog>>,
+}
+
+/// The parts of the waterfall a config decides.
+pub struct Judges {
+    /// The judge of the policy hook (the defaults' for a bare registry).
+    pub policy: Arc<Policy>,
     /// The configured hook programs, for the events outside the waterfall.
-    hooks: Arc<HookSet>,
+    pub hooks: Arc<HookSet>,
     /// A hash of the effective config and every hook program's bytes: each audit line
     /// names it, so a changed rule or script shows.
-    policy_version: String,
+    pub version: String,
 }
 
 impl ToolRegistry {
@@ -70,9 +80,12 @@ impl ToolRegistry {
         Self {
             tools: Vec::new(),
             waterfall: Waterfall::new(),
-            policy: Arc::new(Policy::new(&Default::default())),
-            hooks: Arc::new(HookSet::default()),
-            policy_version: String::new(),
+            judges: RwLock::new(Arc::new(Judges {
+                policy: Arc::new(Policy::new(&Default::default())),
+                hooks: Arc::new(HookSet::default()),
+                version: String::new(),
+            })),
+            audit: None,
         }
     }
 
@@ -91,39 +104,73 @@ impl ToolRegistry {
                 registry.register(tool);
             }
         }
-        registry.hooks = Arc::new(HookSet::new(
+        registry.audit = Some(audit);
+        registry.install(config, &HookSet::default());
+        registry
+    }
+
+    /// Builds the config's policy and hooks and puts the waterfall they make in place
+    /// at once. Hooks whose config did not change are kept (a hook server keeps running);
+    /// the others' servers are stopped by the caller with [`HookSet::stop_servers`] on
+    /// what this returns.
+    fn install(&self, config: &Config, old: &HookSet) -> Arc<Judges> {
+        let hooks = Arc::new(HookSet::reusing(
             &config.hooks.command,
             Some(config.exec.state_dir()),
+            old,
         ));
-        registry.policy_version = policy_version(config, &registry.hooks);
-        registry.waterfall.push(Arc::new(AuditHook::new(
-            audit,
-            registry.policy_version.clone(),
-        )));
-        registry
-            .waterfall
-            .push(Arc::new(SchemaHook::new(registry.schemas())));
-        registry.policy = Arc::new(Policy::new(&config.permissions));
-        registry
-            .waterfall
-            .push(Arc::new(PolicyHook::new(registry.policy.clone())));
-        for hook in registry.hooks.waterfall_hooks() {
-            registry.waterfall.push(hook);
+        let judges = Arc::new(Judges {
+            version: policy_version(config, &hooks),
+            policy: Arc::new(Policy::new(&config.permissions)),
+            hooks,
+        });
+        let mut chain: Vec<Arc<dyn Hook>> = Vec::new();
+        if let Some(audit) = &self.audit {
+            chain.push(Arc::new(AuditHook::new(
+                audit.clone(),
+                judges.version.clone(),
+            )));
         }
-        registry
-            .waterfall
-            .push(Arc::new(PermissionGate::new(registry.hooks.clone())));
-        registry
+        chain.push(Arc::new(SchemaHook::new(self.schemas())));
+        chain.push(Arc::new(PolicyHook::new(judges.policy.clone())));
+        for hook in judges.hooks.waterfall_hooks() {
+            chain.push(hook);
+        }
+        chain.push(Arc::new(PermissionGate::new(judges.hooks.clone())));
+        self.waterfall.replace(chain);
+        std::mem::replace(
+            &mut *self.judges.write().unwrap_or_else(|p| p.into_inner()),
+            judges,
+        )
+    }
+
+    /// Replaces the policy and hooks with `config`'s (a live reload); returns the new
+    /// version. Hook servers whose config changed or went are stopped; unchanged ones
+    /// keep running.
+    pub async fn reload(&self, config: &Config) -> String {
+        let old = self.judges();
+        let replaced = self.install(config, &old.hooks);
+        let now = self.judges();
+        replaced.hooks.stop_servers_not_in(&now.hooks).await;
+        now.version.clone()
+    }
+
+    /// The policy and hooks in force now.
+    pub fn judges(&self) -> Arc<Judges> {
+        self.judges
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The configured hook programs (prompt and session_start events, hook servers).
-    pub fn hooks(&self) -> &Arc<HookSet> {
-        &self.hooks
+    pub fn hooks(&self) -> Arc<HookSet> {
+        self.judges().hooks.clone()
     }
 
     /// What each audit line names as `policyVersion`.
-    pub fn policy_version(&self) -> &str {
-        &self.policy_version
+    pub fn policy_version(&self) -> String {
+        self.judges().version.clone()
     }
 
     /// Adds a tool after those already registered.
@@ -133,8 +180,8 @@ impl ToolRegistry {
 
     /// The policy the waterfall's policy hook judges with: `explain` asks this same one, so
     /// its answer is the one a real call gets.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
+    pub fn policy(&self) -> Arc<Policy> {
+        self.judges().policy.clone()
     }
 
     /// The waterfall, to add or reorder hooks.

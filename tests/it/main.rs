@@ -21,6 +21,7 @@ mod exec_ssh;
 mod hooks_v2;
 mod live_output;
 mod policy_cli;
+mod policy_lifecycle;
 mod policy_walkaround;
 mod security;
 mod sessions_keep_work;

@@ -302,6 +302,41 @@ impl HookSet {
         }
     }
 
+    /// The hooks of `configs`, keeping those of `old` whose config is the same (a hook
+    /// server keeps running across a reload that did not change it).
+    pub fn reusing(
+        configs: &[ExternalHookConfig],
+        state_dir: Option<PathBuf>,
+        old: &HookSet,
+    ) -> Self {
+        Self {
+            hooks: configs
+                .iter()
+                .map(|c| {
+                    old.hooks
+                        .iter()
+                        .find(|h| h.config == *c && h.state_dir == state_dir)
+                        .cloned()
+                        .unwrap_or_else(|| {
+                            Arc::new(ExternalHook::new(c.clone(), state_dir.clone()))
+                        })
+                })
+                .collect(),
+        }
+    }
+
+    /// Stops the servers of the hooks `now` does not keep (after a reload).
+    pub async fn stop_servers_not_in(&self, now: &HookSet) {
+        for hook in &self.hooks {
+            if now.hooks.iter().any(|h| Arc::ptr_eq(h, hook)) {
+                continue;
+            }
+            if let Runner::Server(server) = &hook.runner {
+                server.stop().await;
+            }
+        }
+    }
+
     /// The waterfall's links: pre_tool and post_tool hooks in config order.
     pub fn waterfall_hooks(&self) -> impl Iterator<Item = Arc<ExternalHook>> + '_ {
         self.hooks

@@ -1,0 +1,166 @@
+//! The policy while the daemon runs (issue 14): `dsh reload`, `_dsh/config/reload` and
+//! SIGHUP put a new config in force without dropping a session; a config that fails its
+//! own rule examples is refused and the old one stays; a call in flight is judged whole
+//! by one version or the other; what only a restart can change is named.
+
+use crate::common;
+use common::daemon::{BIN, SocketDaemon, workspace};
+use serde_json::{Value, json};
+use std::path::Path;
+
+const AUTO: &str = "[permissions]\ndefault_mode = \"auto\"\n";
+
+fn deny(command: &str) -> String {
+    format!("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"{command}\"\naction = \"deny\"\n")
+}
+
+fn rewrite(config: &Path, extra: &str) {
+    std::fs::write(
+        config,
+        format!("[exec]\nkill_grace_ms = 300\ndrain_ms = 300\n{extra}"),
+    )
+    .unwrap();
+}
+
+fn reload(daemon: &SocketDaemon) -> std::process::Output {
+    std::process::Command::new(BIN)
+        .args(["reload", "--socket"])
+        .arg(&daemon.socket)
+        .output()
+        .unwrap()
+}
+
+fn audit(daemon: &SocketDaemon) -> Vec<Value> {
+    std::fs::read_to_string(daemon.state.join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["event"] == "execution")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_swaps_the_rules_live_and_refuses_a_broken_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), &format!("{AUTO}{}", deny("rm"))).await;
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&workspace(dir.path(), "ws")).await;
+    assert_eq!(c.bash(&s, "echo before").await, ("before\n".into(), false));
+    let first = audit(&daemon).pop().unwrap()["policyVersion"].clone();
+
+    // A broken config: its rule's example does not match. Refused, old one in force.
+    rewrite(
+        &daemon.config,
+        &format!("{AUTO}{}examples = [\"git status\"]\n", deny("echo")),
+    );
+    let out = reload(&daemon);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not reloaded") && err.contains("git status"),
+        "{err}"
+    );
+    assert_eq!(c.bash(&s, "echo still").await, ("still\n".into(), false));
+
+    // A good one: in force at once for the same session, a new version on the audit.
+    rewrite(
+        &daemon.config,
+        &format!("{AUTO}{}{}", deny("rm"), deny("echo")),
+    );
+    let out = reload(&daemon);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.starts_with("reloaded: policy version "), "{said}");
+    let (text, is_error) = c.bash(&s, "echo after").await;
+    assert!(is_error && text.contains("vetoed by policy"), "{text}");
+    let second = audit(&daemon).pop().unwrap()["policyVersion"].clone();
+    assert_ne!(first, second);
+    assert!(said.contains(second.as_str().unwrap()));
+
+    // What only a restart can change is named, not applied.
+    rewrite(
+        &daemon.config,
+        &format!("{AUTO}{}[exec.sandbox]\nnetwork = true\n", deny("rm")),
+    );
+    let out = reload(&daemon);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("needs a restart to take effect: [exec]"),
+        "{said}"
+    );
+    assert_eq!(c.bash(&s, "echo again").await, ("again\n".into(), false));
+
+    // SIGHUP does the same.
+    rewrite(&daemon.config, &format!("{AUTO}{}", deny("echo")));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid),
+        nix::sys::signal::SIGHUP,
+    )
+    .unwrap();
+    let mut denied = false;
+    for _ in 0..500 {
+        let judged = c
+            .request("_dsh/policy/explain", json!({"command": "echo x"}))
+            .await
+            .unwrap();
+        if judged["judgement"]["decision"] == "deny" {
+            denied = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(denied, "SIGHUP did not reload");
+    drop(c);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_amid_calls_judges_each_call_whole_by_one_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), AUTO).await;
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&workspace(dir.path(), "ws")).await;
+    let before = {
+        c.bash(&s, "true").await;
+        audit(&daemon).pop().unwrap()["policyVersion"].clone()
+    };
+    rewrite(&daemon.config, &format!("{AUTO}{}", deny("echo")));
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        if i == 25 {
+            let out = reload(&daemon);
+            assert!(out.status.success());
+        }
+        ids.push(
+            c.start(
+                "_dsh/tools/call",
+                json!({"sessionId": s, "name": "bash",
+                       "arguments": {"command": format!("echo {i}"), "description": "d"}}),
+            )
+            .await,
+        );
+    }
+    for id in ids {
+        c.wait_for(json!(id)).await.unwrap();
+    }
+    let lines: Vec<Value> = audit(&daemon).into_iter().skip(1).collect();
+    assert_eq!(lines.len(), 50);
+    let (mut old, mut new) = (0, 0);
+    for line in &lines {
+        let denied = line["decision"] == "deny";
+        if line["policyVersion"] == before {
+            assert!(!denied, "an old-version line denied: {line}");
+            old += 1;
+        } else {
+            assert!(denied, "a new-version line allowed: {line}");
+            new += 1;
+        }
+    }
+    assert!(old > 0 && new > 0, "old {old}, new {new}");
+    drop(c);
+    daemon.stop().await;
+}
