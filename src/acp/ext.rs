@@ -67,6 +67,21 @@ pub struct TaskKillResponse {
     pub outcome: String,
 }
 
+/// `_dsh/session/revoke` params: the prefix as a command (`git push`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeParams {
+    pub session_id: String,
+    pub prefix: String,
+}
+
+/// `_dsh/session/grants`'s answer: the session's "always" answers, as command prefixes.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GrantsResponse {
+    pub allowed: Vec<String>,
+    pub rejected: Vec<String>,
+}
+
 /// `_dsh/tasks/list`'s answer: the session's tasks, oldest first.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TasksResponse {
@@ -262,6 +277,46 @@ impl AcpService {
                 errors.join("\n")
             ))),
         }
+    }
+
+    pub(super) async fn session_grants(
+        &self,
+        ctx: RequestContext,
+        p: SessionParams,
+    ) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id)?;
+        to_value(GrantsResponse {
+            allowed: session.grants().iter().map(|g| g.display()).collect(),
+            rejected: session.rejections().iter().map(|g| g.display()).collect(),
+        })
+    }
+
+    /// `_dsh/session/revoke`: forgets the session's "always" answer for a prefix (logged,
+    /// so it stays forgotten after a load).
+    pub(super) async fn session_revoke(
+        &self,
+        ctx: RequestContext,
+        p: RevokeParams,
+    ) -> Result<Value, RpcError> {
+        let session = self.addressable(&ctx, &p.session_id)?;
+        let prefix =
+            crate::policy::Grant(p.prefix.split_whitespace().map(str::to_string).collect());
+        if !session.revoke(&prefix) {
+            return Err(RpcError::not_found(format!(
+                "no grant or rejection of `{}` in this session",
+                p.prefix
+            )));
+        }
+        if let Some(log) = self.log_of(&session.id) {
+            self.append(
+                &log,
+                crate::store::Event::Revoke {
+                    at_ms: crate::store::now_ms(),
+                    prefix: prefix.0.clone(),
+                },
+            );
+        }
+        Ok(json!({}))
     }
 
     pub(super) async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {

@@ -336,7 +336,8 @@ impl AcpService {
             "dsh".into(),
             json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/tasks/kill",
                                "_dsh/status", "_dsh/stop", "_dsh/policy/explain",
-                               "_dsh/config/reload"],
+                               "_dsh/config/reload", "_dsh/session/grants",
+                               "_dsh/session/revoke"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -436,6 +437,8 @@ impl Service for AcpService {
         register!(m, "_dsh/status", status);
         register!(m, "_dsh/stop", stop);
         register!(m, "_dsh/config/reload", config_reload);
+        register!(m, "_dsh/session/grants", session_grants);
+        register!(m, "_dsh/session/revoke", session_revoke);
         register!(m, "_dsh/policy/explain", policy_explain);
         m.into()
     }

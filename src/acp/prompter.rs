@@ -36,6 +36,21 @@ const OPTIONS: [(&str, &str, PermissionAnswer); 4] = [
 
 #[async_trait::async_trait]
 impl PermissionPrompter for AcpPrompter {
+    fn remember(&self, prefixes: &[crate::policy::Grant], allow: bool) {
+        if let Some(agent) = self.agent.upgrade()
+            && let Some(log) = agent.log_of(&self.session_id)
+        {
+            agent.append(
+                &log,
+                crate::store::Event::Grant {
+                    at_ms: crate::store::now_ms(),
+                    prefixes: prefixes.iter().map(|g| g.0.clone()).collect(),
+                    allow,
+                },
+            );
+        }
+    }
+
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
         let Some(agent) = self.agent.upgrade() else {
             return PermissionAnswer::Cancelled;

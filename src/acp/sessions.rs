@@ -4,6 +4,7 @@
 use super::{AcpService, REPLAY_STALL, to_value, updates};
 use crate::agent;
 use crate::config::Mode;
+use crate::policy::Grant;
 use crate::registry::Session;
 use crate::rpc::{RequestContext, RpcError};
 use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
@@ -277,6 +278,19 @@ impl AcpService {
                     }
                 }
                 Event::ModelChange { model, .. } => session.set_model(Some(model.clone())),
+                Event::Grant {
+                    prefixes, allow, ..
+                } => {
+                    let grants: Vec<Grant> = prefixes.iter().cloned().map(Grant).collect();
+                    if *allow {
+                        session.add_grants(&grants);
+                    } else {
+                        session.add_rejections(&grants);
+                    }
+                }
+                Event::Revoke { prefix, .. } => {
+                    session.revoke(&Grant(prefix.clone()));
+                }
                 _ => {}
             }
         }

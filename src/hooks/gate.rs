@@ -100,11 +100,13 @@ impl Hook for PermissionGate {
                 // Only the prefixes of the segments that were asked about: never
                 // the whole compound command.
                 session.add_grants(&verdict.grants);
+                prompter.remember(&verdict.grants, true);
                 next.run(call).await
             }
             PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
+                prompter.remember(&verdict.grants, false);
                 call.veto(self.name(), "the user rejected this call")
             }
             PermissionAnswer::Cancelled => {

@@ -48,6 +48,11 @@ pub trait PermissionPrompter: Send + Sync {
     /// Asks and waits for the answer. Must settle: a prompt that cannot be
     /// delivered or is abandoned answers `Cancelled`.
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer;
+
+    /// The person answered "always": `prefixes` are now allowed (`allow`) or rejected for
+    /// the session. The ACP side writes it to the session's log, so the answer outlives
+    /// the connection and the daemon.
+    fn remember(&self, _prefixes: &[Grant], _allow: bool) {}
 }
 
 /// A completion notice waiting for the session's next model request (T14).
@@ -161,6 +166,18 @@ impl Session {
     /// Adds reject-always prefixes (duplicates are ignored).
     pub fn add_rejections(&self, prefixes: &[Grant]) {
         add_unique(&mut lock(&self.rejections), prefixes);
+    }
+
+    /// Forgets a grant or a rejection of `prefix`; whether there was one.
+    pub fn revoke(&self, prefix: &Grant) -> bool {
+        let mut found = false;
+        for list in [&self.grants, &self.rejections] {
+            let mut list = lock(list);
+            let before = list.len();
+            list.retain(|g| g != prefix);
+            found |= list.len() != before;
+        }
+        found
     }
 
     /// Installs (or removes) the way this session asks its user.

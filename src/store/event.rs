@@ -139,6 +139,15 @@ pub enum Event {
     },
     /// The person picked another model for the session's next requests.
     ModelChange { at_ms: u64, model: String },
+    /// The person answered "allow always" (`allow`) or "reject always" for these
+    /// command prefixes: the session keeps them across loads and restarts.
+    Grant {
+        at_ms: u64,
+        prefixes: Vec<Vec<String>>,
+        allow: bool,
+    },
+    /// A grant or rejection of `prefix` was withdrawn.
+    Revoke { at_ms: u64, prefix: Vec<String> },
 }
 
 impl Event {
@@ -158,7 +167,9 @@ impl Event {
             | Event::ModeChange { at_ms, .. }
             | Event::Title { at_ms, .. }
             | Event::Usage { at_ms, .. }
-            | Event::ModelChange { at_ms, .. } => *at_ms,
+            | Event::ModelChange { at_ms, .. }
+            | Event::Grant { at_ms, .. }
+            | Event::Revoke { at_ms, .. } => *at_ms,
         }
     }
 }

@@ -164,3 +164,82 @@ async fn a_reload_amid_calls_judges_each_call_whole_by_one_version() {
     drop(c);
     daemon.stop().await;
 }
+
+/// "Always" answers are events in the session log: they survive a load and a restart,
+/// can be listed, and revoking one is logged too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_answers_survive_a_restart_and_can_be_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "ws");
+    let daemon = SocketDaemon::start(dir.path(), "").await; // mode ask
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&ws).await;
+    c.permission_answers
+        .extend(["allow_always", "reject_always"]);
+    assert_eq!(c.bash(&s, "touch a && echo a").await, ("a\n".into(), false));
+    let (_, is_error) = c.bash(&s, "mkdir never").await;
+    assert!(is_error);
+    assert_eq!(c.permission_requests.len(), 2);
+    drop(c);
+    daemon.stop().await;
+
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let mut c = daemon.connect().await;
+    c.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+    )
+    .await
+    .unwrap();
+    let grants = c
+        .request("_dsh/session/grants", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    // Each segment that was asked about is granted: `touch` and `echo`.
+    assert_eq!(
+        grants,
+        json!({"allowed": ["touch", "echo"], "rejected": ["mkdir"]})
+    );
+    // Remembered: no question for `touch`, and `mkdir` is refused without one.
+    assert_eq!(c.bash(&s, "touch b && echo b").await, ("b\n".into(), false));
+    let (text, is_error) = c.bash(&s, "mkdir again").await;
+    assert!(is_error && text.contains("rejected"), "{text}");
+    assert!(c.permission_requests.is_empty());
+    c.request(
+        "_dsh/session/revoke",
+        json!({"sessionId": s, "prefix": "touch"}),
+    )
+    .await
+    .unwrap();
+    let e = c
+        .request(
+            "_dsh/session/revoke",
+            json!({"sessionId": s, "prefix": "touch"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32002);
+    c.permission_answers.push_back("reject_once");
+    c.bash(&s, "touch c").await;
+    assert_eq!(
+        c.permission_requests.len(),
+        1,
+        "asked again after the revoke"
+    );
+    drop(c);
+    // The revoke holds across a load.
+    let mut c = daemon.connect().await;
+    c.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+    )
+    .await
+    .unwrap();
+    let grants = c
+        .request("_dsh/session/grants", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    assert_eq!(grants["allowed"], json!(["echo"]));
+    drop(c);
+    daemon.stop().await;
+}
