@@ -107,8 +107,10 @@ pub(crate) async fn h1(env: &Env) -> Res<Outcome> {
 
 pub(crate) async fn l1(env: &Env) -> Res<Outcome> {
     let n = env.counts.b1_calls;
-    let daemon =
-        Daemon::start_with(&env.root, "l1", "[permissions]\ndefault_mode = \"auto\"\n").await?;
+    // A call outside any session is judged in mode ask with nobody to ask: a rule lets
+    // `printf` run there too.
+    let config = "[permissions]\ndefault_mode = \"auto\"\n[[permissions.rules]]\ntool = \"bash\"\ncommand = \"printf\"\naction = \"allow\"\n";
+    let daemon = Daemon::start_with(&env.root, "l1", config).await?;
     let mut client = daemon.client().await?;
     let session = client.new_session(&env.work).await?;
     let args = json!({"command": "printf x", "description": "bench"});

@@ -116,7 +116,7 @@ async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
     let mut a = daemon.connect().await;
     let s = a.new_session(&ws).await;
     a.start_task(&s, &format!("sleep 1000.{token}")).await;
-    assert_eq!(common::with_token(&token).len(), 1);
+    running(&token).await;
     a.request("session/close", json!({"sessionId": s}))
         .await
         .unwrap();
@@ -131,12 +131,17 @@ async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
     let s2 = a.new_session(&ws).await;
     let token = common::token();
     let task = a.start_task(&s1, &format!("sleep 1000.{token}")).await;
+    running(&token).await;
     let e = a
         .request("_dsh/tasks/kill", json!({"taskId": task, "sessionId": s2}))
         .await
         .unwrap_err();
     assert_eq!(e["code"], -32002);
-    assert_eq!(common::with_token(&token).len(), 1);
+    assert_eq!(
+        common::with_token(&token).len(),
+        1,
+        "the refused kill killed nothing"
+    );
     let out = std::process::Command::new(BIN)
         .args(["kill", &task, "--socket"])
         .arg(&daemon.socket)
@@ -177,6 +182,7 @@ async fn delete_removes_the_log_and_kills_the_tasks() {
     );
     let s = a.new_session(&ws).await;
     a.start_task(&s, &format!("sleep 1000.{token}")).await;
+    running(&token).await;
     let log = daemon.state.join(format!("sessions/{s}.jsonl"));
     assert!(log.exists());
     a.request("session/delete", json!({"sessionId": s}))
@@ -201,4 +207,16 @@ async fn delete_removes_the_log_and_kills_the_tasks() {
     assert_eq!(e["code"], -32002);
     drop(a);
     daemon.stop().await;
+}
+
+/// Waits (bounded) until the task's `sleep 1000.<token>` runs: a started task has forked,
+/// but its shell may not have become `sleep` yet.
+async fn running(token: &str) {
+    for _ in 0..500 {
+        if common::with_token(token).len() == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the task never ran");
 }

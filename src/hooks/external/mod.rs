@@ -158,6 +158,31 @@ impl ExternalHook {
         .await
     }
 
+    /// Asks the program about an event of a session with no call in it (a prompt, the
+    /// session's start).
+    async fn consult_session(
+        &self,
+        event: HookEvent,
+        session: &Arc<Session>,
+        prompt: Option<&str>,
+        source: Option<&str>,
+    ) -> Result<Answer, String> {
+        let log = self.session_log(Some(session));
+        self.consult(EventInput {
+            event,
+            session_id: Some(&session.id),
+            cwd: &session.cwd,
+            mode: Some(session.mode()),
+            session_log: log.as_deref(),
+            call: None,
+            result: None,
+            prompt,
+            source,
+        })
+        .await
+        .0
+    }
+
     fn trace(&self, call: &ToolExecution, decision: &str, reason: &str, ms: u64) {
         call.record(TraceEntry {
             name: self.name.clone(),
@@ -404,19 +429,8 @@ impl HookSet {
     pub async fn on_prompt(&self, session: &Arc<Session>, prompt: &str) -> PromptOutcome {
         let mut outcome = PromptOutcome::default();
         for hook in self.of(HookEvent::Prompt) {
-            let log = hook.session_log(Some(session));
-            let (answer, _) = hook
-                .consult(EventInput {
-                    event: HookEvent::Prompt,
-                    session_id: Some(&session.id),
-                    cwd: &session.cwd,
-                    mode: Some(session.mode()),
-                    session_log: log.as_deref(),
-                    call: None,
-                    result: None,
-                    prompt: Some(prompt),
-                    source: None,
-                })
+            let answer = hook
+                .consult_session(HookEvent::Prompt, session, Some(prompt), None)
                 .await;
             match answer {
                 Err(why) => {
@@ -447,19 +461,8 @@ impl HookSet {
     ) -> Vec<(String, String)> {
         let mut context = Vec::new();
         for hook in self.of(HookEvent::SessionStart) {
-            let log = hook.session_log(Some(session));
-            let (answer, _) = hook
-                .consult(EventInput {
-                    event: HookEvent::SessionStart,
-                    session_id: Some(&session.id),
-                    cwd: &session.cwd,
-                    mode: Some(session.mode()),
-                    session_log: log.as_deref(),
-                    call: None,
-                    result: None,
-                    prompt: None,
-                    source: Some(source),
-                })
+            let answer = hook
+                .consult_session(HookEvent::SessionStart, session, None, Some(source))
                 .await;
             match answer {
                 Ok(Answer {
