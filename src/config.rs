@@ -191,8 +191,16 @@ impl Mode {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
-    /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, or `*`).
+    /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, `read_file`,
+    /// `edit_file`, `write_file`, `*`), or a glob of tool names (`mcp__github__*`: `*`
+    /// any run of characters, `?` one).
     pub tool: String,
+    /// For the file tools: a glob of the paths the rule is about (`secrets/**`: `*` within
+    /// one path component, `**` across them, `?` one character). A relative glob is matched
+    /// against the path relative to the session's cwd, an absolute one against the whole
+    /// path. Absent: every path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// For `bash`: a command prefix, word by word (`git status`); `*` as a word
     /// matches any one word. Absent: every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,6 +228,7 @@ impl Default for PermissionRule {
         Self {
             tool: String::new(),
             command: None,
+            path: None,
             action: Decision::Deny,
             examples: Vec::new(),
             not_examples: Vec::new(),

@@ -164,7 +164,13 @@ pub async fn run_tool(
         .get(tool)
         .map(|t| t.kind().as_str())
         .unwrap_or("other");
-    let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd));
+    // An edit or write shows its diff from the first update, before any question.
+    let diff = if crate::tools::files::writes(tool) && ctx.tools.get(tool).is_some() {
+        crate::tools::files::preview(Some(ctx.session), tool, &arguments).await
+    } else {
+        None
+    };
+    let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd)).with_diff(diff);
     ctx.append(Event::ToolCall {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
@@ -224,6 +230,7 @@ pub async fn run_tool(
         });
     }
     let view = match &out.arguments_run {
+        // A rewritten edit's diff is not known any more: the result says what was done.
         Some(arguments) => CallView::of(tool, arguments, Some(&ctx.session.cwd)),
         None => view,
     };

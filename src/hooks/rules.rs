@@ -3,7 +3,8 @@
 
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
-use crate::policy::{Cause, Judgement, Policy};
+use crate::policy::{Cause, Judgement, Place, Policy};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Vetoes what the policy denies and marks what it wants asked.
@@ -11,6 +12,9 @@ pub struct PolicyHook {
     policy: Arc<Policy>,
     /// The mode of a call made outside any session.
     sessionless_mode: Mode,
+    /// Under the sandbox executor, the config's writable roots (`[exec.sandbox]
+    /// writable`): with a session's own roots, where file tools may write at all.
+    sandbox_writable: Option<Vec<PathBuf>>,
 }
 
 impl PolicyHook {
@@ -18,7 +22,15 @@ impl PolicyHook {
         Self {
             policy,
             sessionless_mode: Mode::Ask,
+            sandbox_writable: None,
         }
+    }
+
+    /// The executor is the sandbox: file writes outside its writable roots (the
+    /// session's and these) are denied, as a command's would fail there.
+    pub fn sandboxed(mut self, writable: Vec<PathBuf>) -> Self {
+        self.sandbox_writable = Some(writable);
+        self
     }
 }
 
@@ -34,9 +46,29 @@ impl Hook for PolicyHook {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
         };
-        let judgement = self
-            .policy
-            .judge(&call.tool, &call.arguments, mode, &grants);
+        let roots = call
+            .session
+            .as_ref()
+            .map(|s| s.writable_roots())
+            .unwrap_or_default();
+        let sandbox_roots = self.sandbox_writable.as_ref().map(|extra| {
+            let mut all = roots.clone();
+            all.extend(extra.iter().cloned());
+            all
+        });
+        // Without a session there is no cwd and no root: every file write is asked.
+        let place = Place {
+            cwd: call
+                .session
+                .as_ref()
+                .map(|s| s.cwd.as_path())
+                .unwrap_or(std::path::Path::new("/")),
+            roots: &roots,
+            sandbox_roots: sandbox_roots.as_deref(),
+        };
+        let judgement =
+            self.policy
+                .judge_in(&call.tool, &call.arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",
