@@ -57,18 +57,48 @@ impl Hook for PolicyHook {
             all
         });
         // Without a session there is no cwd and no root: every file write is asked.
-        let place = Place {
-            cwd: call
-                .session
-                .as_ref()
-                .map(|s| s.cwd.as_path())
-                .unwrap_or(std::path::Path::new("/")),
-            roots: &roots,
-            sandbox_roots: sandbox_roots.as_deref(),
+        let cwd = call
+            .session
+            .as_ref()
+            .map(|s| s.cwd.clone())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let file_path = crate::policy::FILE_TOOLS
+            .contains(&call.tool.as_str())
+            .then(|| call.arguments.get("path").and_then(|p| p.as_str()))
+            .flatten();
+        let judgement = match file_path {
+            // A file tool is judged by where its path really is (links followed), against
+            // the roots as they really are: a link in the cwd pointing out is judged out.
+            Some(raw) => {
+                let real = |p: &std::path::Path| crate::tools::files::real_path(p);
+                let cwd = real(&cwd);
+                let path = real(&crate::policy::resolve_path(&cwd, raw));
+                let roots: Vec<PathBuf> = roots.iter().map(|r| real(r)).collect();
+                let sandbox_roots: Option<Vec<PathBuf>> = sandbox_roots
+                    .as_ref()
+                    .map(|all| all.iter().map(|r| real(r)).collect());
+                let place = Place {
+                    cwd: &cwd,
+                    roots: &roots,
+                    sandbox_roots: sandbox_roots.as_deref(),
+                };
+                let mut arguments = call.arguments.clone();
+                if let Some(args) = arguments.as_object_mut() {
+                    args.insert("path".into(), path.to_string_lossy().into_owned().into());
+                }
+                self.policy
+                    .judge_in(&call.tool, &arguments, mode, &grants, Some(&place))
+            }
+            None => {
+                let place = Place {
+                    cwd: &cwd,
+                    roots: &roots,
+                    sandbox_roots: sandbox_roots.as_deref(),
+                };
+                self.policy
+                    .judge_in(&call.tool, &call.arguments, mode, &grants, Some(&place))
+            }
         };
-        let judgement =
-            self.policy
-                .judge_in(&call.tool, &call.arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",

@@ -210,6 +210,9 @@ async fn a_client_offering_fs_gets_the_io_and_writes_outside_the_cwd_are_asked_i
     let b = w.join("b.txt");
     std::fs::write(&b, "on disk\n").unwrap();
     let outside = dir.path().join("outside.txt");
+    // A link inside the cwd to a directory outside it: judged by where it points.
+    std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), w.join("link")).unwrap();
     let model = FakeModel::start(vec![
         call("c_read", "read_file", json!({"path": "b.txt"})),
         call(
@@ -234,7 +237,7 @@ async fn a_client_offering_fs_gets_the_io_and_writes_outside_the_cwd_are_asked_i
     let buffers = c.buffers.as_mut().unwrap();
     buffers.insert(b.display().to_string(), "unsaved buffer\n".into());
     let s = c.new_session(&w).await;
-    c.permission_answers.push_back("reject_once");
+    c.permission_answers.extend(["reject_once", "reject_once"]);
     let r = c.prompt(&s, "edit through the editor").await.unwrap();
     assert_eq!(r["stopReason"], "end_turn");
 
