@@ -902,8 +902,37 @@ pub fn check_config(config: &PermissionsConfig) -> Vec<FailedCheck> {
         None => String::new(),
     };
     for (index, (rule, compiled)) in config.rules.iter().zip(&policy.rules).enumerate() {
+        // A path rule that no file tool can reach, or that also names a command, would
+        // silently never match: say so.
+        if compiled.path.is_some()
+            && (compiled.prefix.is_some() || !FILE_TOOLS.iter().any(|t| compiled.covers_tool(t)))
+        {
+            failed.push(FailedCheck(format!(
+                "{}rule {index} ({}): `path` applies only to the file tools ({}) and not with `command`",
+                at(&rule.origin),
+                compiled.describe(),
+                FILE_TOOLS.join(", ")
+            )));
+        }
         for (examples, must) in [(&rule.examples, true), (&rule.not_examples, false)] {
             for example in examples {
+                // A path rule's examples are paths (relative to the cwd unless absolute).
+                if let Some(glob) = &compiled.path {
+                    let example_path = example.trim_start_matches("./");
+                    if path_glob(glob.as_bytes(), example_path.as_bytes()) != must {
+                        failed.push(FailedCheck(format!(
+                            "{}rule {index} ({}) {} path `{example}`",
+                            at(&rule.origin),
+                            compiled.describe(),
+                            if must {
+                                "should match"
+                            } else {
+                                "should not match"
+                            },
+                        )));
+                    }
+                    continue;
+                }
                 if policy.rule_applies(index, example) != must {
                     let judged = policy.judge_bash(example, Mode::Auto, &[]);
                     failed.push(FailedCheck(format!(
@@ -1799,6 +1828,33 @@ mod tests {
         assert_eq!(
             p.judge("read_file", &json!({}), Mode::Auto, &[]).decision,
             Deny
+        );
+    }
+
+    #[test]
+    fn path_rules_are_checked_with_their_examples_and_reachability() {
+        let config = PermissionsConfig {
+            rules: vec![
+                PermissionRule {
+                    examples: vec!["secrets/a".into(), "./secrets/b/c".into()],
+                    not_examples: vec!["src/secrets".into()],
+                    ..file_rule("write_file", Some("secrets/**"), Deny)
+                },
+                PermissionRule {
+                    examples: vec!["src/x".into()],
+                    ..file_rule("edit_file", Some("secrets/**"), Deny)
+                },
+                file_rule("bash", Some("x/**"), Deny),
+            ],
+            ..PermissionsConfig::default()
+        };
+        let failed: Vec<String> = check_config(&config).into_iter().map(|f| f.0).collect();
+        assert_eq!(
+            failed,
+            [
+                "rule 1 (rule edit_file path `secrets/**` (deny)) should match path `src/x`",
+                "rule 2 (rule bash path `x/**` (deny)): `path` applies only to the file tools (read_file, edit_file, write_file) and not with `command`",
+            ]
         );
     }
 
