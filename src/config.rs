@@ -1118,7 +1118,8 @@ expect = "deny"
         }
         let c = Config::from_toml(&text, Path::new("dsh.toml")).unwrap();
         let p = &c.permissions;
-        assert_eq!((p.rules.len(), p.tests.len()), (2, 2));
+        assert_eq!((p.rules.len(), p.tests.len()), (3, 2));
+        assert_eq!(p.rules[2].path.as_deref(), Some("secrets/**"));
         assert!(!p.rules[0].examples.is_empty() && !p.rules[0].not_examples.is_empty());
         assert_eq!(p.tests[0].mode, Mode::Auto);
         let header = doc.lines().count() + 1;

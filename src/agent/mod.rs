@@ -115,7 +115,9 @@ pub fn system_prompt(session: &Session, config: &AgentConfig) -> String {
     let builtin = format!(
         "You are a coding agent working in a user's project through dsh.\n\
          Working directory: {cwd}\nPlatform: {os}\nToday: {date}\n\n\
-         You act through the tools bash, bash_output and bash_kill.\n\
+         You act through the tools bash, bash_output and bash_kill, and read_file, edit_file and write_file.\n\
+         - Read and change files with read_file, edit_file and write_file, not cat, sed -i or heredocs: the \
+           user sees each change as a diff, and the editor's unsaved text is what you read and edit.\n\
          - Every bash call starts a fresh shell: nothing carries over between calls. Pass `workdir` instead \
            of running cd; paths are relative to the working directory above.\n\
          - A non-zero exit is reported after the output as `[exit code: N]`; read it and decide.\n\
