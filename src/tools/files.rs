@@ -21,6 +21,9 @@ pub const DEFAULT_LIMIT: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes of numbered text one `read_file` returns at most, whatever the limit (F2).
 pub const MAX_READ_BYTES: usize = 256 * 1024;
+/// Largest text (before or after) a diff preview carries (F6): a bigger change is shown by
+/// its result only, rather than pushing megabytes into every update of the call.
+pub const MAX_DIFF_BYTES: usize = 1024 * 1024;
 /// Largest file the tools read from disk (F8): bigger files are refused, not loaded.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -342,6 +345,9 @@ pub async fn preview(
         None => return None,
     };
     let old = read_text(session, &path).await.ok()?;
+    if old.as_ref().is_some_and(|o| o.len() > MAX_DIFF_BYTES) {
+        return None;
+    }
     let str_arg = |k| arguments.get(k).and_then(Value::as_str);
     match tool {
         "write_file" => {
@@ -379,6 +385,7 @@ pub async fn preview(
         }
         _ => None,
     }
+    .filter(|d| d.new_text.len() <= MAX_DIFF_BYTES)
 }
 
 fn first_changed_line(old: &str, new: &str) -> u32 {
@@ -543,6 +550,7 @@ impl Tool for WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn f1_paths_resolve_against_the_cwd_and_are_cleaned() {
@@ -650,6 +658,39 @@ mod tests {
         assert_eq!(real_path(&real.join("in/new/f")), real.join("out/new/f"));
         assert_eq!(real_path(&real.join("plain")), real.join("plain"));
         assert_eq!(real_path(Path::new("/")), PathBuf::from("/"));
+    }
+
+    #[tokio::test]
+    async fn f6_previews_show_the_change_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, "a\nb\n").unwrap();
+        let p = f.display().to_string();
+        let edit = json!({"path": p, "old_string": "b", "new_string": "c"});
+        assert_eq!(
+            preview(None, "edit_file", &edit).await,
+            Some(FileDiff {
+                path: f.clone(),
+                old_text: Some("a\nb\n".into()),
+                new_text: "a\nc\n".into(),
+                line: Some(2),
+            })
+        );
+        // An edit that will fail shows nothing: its error is the result.
+        let absent = json!({"path": p, "old_string": "zz", "new_string": "c"});
+        assert_eq!(preview(None, "edit_file", &absent).await, None);
+        let new = dir.path().join("n").display().to_string();
+        let d = preview(None, "write_file", &json!({"path": new, "content": "x"}))
+            .await
+            .unwrap();
+        assert_eq!((d.old_text, d.line), (None, Some(1)));
+        // Too big to show as a diff.
+        let big = "y".repeat(MAX_DIFF_BYTES + 1);
+        assert_eq!(
+            preview(None, "write_file", &json!({"path": p, "content": big})).await,
+            None
+        );
+        assert_eq!(preview(None, "read_file", &json!({"path": p})).await, None);
     }
 
     #[test]
