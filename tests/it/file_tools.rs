@@ -330,3 +330,59 @@ async fn read_only_mode_reads_and_refuses_every_write() {
     assert!(!w.join("n.txt").exists());
     d.kill().await.ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_sandbox_writes_outside_its_writable_roots_are_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w");
+    let extra = dir.path().join("cache");
+    let other = dir.path().join("other");
+    for d in [&w, &extra, &other] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let model = FakeModel::start(vec![
+        call(
+            "c_other",
+            "write_file",
+            json!({"path": other.join("f"), "content": "x"}),
+        ),
+        call(
+            "c_extra",
+            "write_file",
+            json!({"path": extra.join("f"), "content": "y"}),
+        ),
+        call("c_in", "write_file", json!({"path": "f", "content": "z"})),
+        text("done"),
+    ])
+    .await;
+    let config = format!(
+        "[exec]\nkind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n",
+        extra.display()
+    );
+    let (mut d, mut c) = daemon(dir.path(), &model, "auto", &config, false).await;
+    let s = c.new_session(&w).await;
+    c.permission_answers.push_back("allow_once");
+    let r = c.prompt(&s, "write").await.unwrap();
+    assert_eq!(r["stopReason"], "end_turn");
+    // Outside every root the sandbox binds: denied, not asked.
+    let (text, is_error) = result(&c, &s, "c_other");
+    assert!(
+        is_error && text.contains("outside the sandbox's writable roots"),
+        "{text}"
+    );
+    assert!(!other.join("f").exists());
+    // A configured sandbox root is writable, but outside the session's directories: asked.
+    assert_eq!(
+        c.permission_requests.len(),
+        1,
+        "{:?}",
+        c.permission_requests
+    );
+    assert_eq!(
+        c.permission_requests[0]["toolCall"]["toolCallId"],
+        "c_extra"
+    );
+    assert_eq!(std::fs::read_to_string(extra.join("f")).unwrap(), "y");
+    assert_eq!(std::fs::read_to_string(w.join("f")).unwrap(), "z");
+    d.kill().await.ok();
+}
