@@ -191,8 +191,16 @@ impl Mode {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PermissionRule {
-    /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, or `*`).
+    /// The tool the rule is about (`bash`, `bash_output`, `bash_kill`, `read_file`,
+    /// `edit_file`, `write_file`, `*`), or a glob of tool names (`mcp__github__*`: `*`
+    /// any run of characters, `?` one).
     pub tool: String,
+    /// For the file tools: a glob of the paths the rule is about (`secrets/**`: `*` within
+    /// one path component, `**` across them, `?` one character). A relative glob is matched
+    /// against the path relative to the session's cwd, an absolute one against the whole
+    /// path. Absent: every path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     /// For `bash`: a command prefix, word by word (`git status`); `*` as a word
     /// matches any one word. Absent: every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,6 +228,7 @@ impl Default for PermissionRule {
         Self {
             tool: String::new(),
             command: None,
+            path: None,
             action: Decision::Deny,
             examples: Vec::new(),
             not_examples: Vec::new(),
@@ -1109,7 +1118,8 @@ expect = "deny"
         }
         let c = Config::from_toml(&text, Path::new("dsh.toml")).unwrap();
         let p = &c.permissions;
-        assert_eq!((p.rules.len(), p.tests.len()), (2, 2));
+        assert_eq!((p.rules.len(), p.tests.len()), (3, 2));
+        assert_eq!(p.rules[2].path.as_deref(), Some("secrets/**"));
         assert!(!p.rules[0].examples.is_empty() && !p.rules[0].not_examples.is_empty());
         assert_eq!(p.tests[0].mode, Mode::Auto);
         let header = doc.lines().count() + 1;

@@ -8,6 +8,7 @@
 //! running tools is delegated to the ToolRegistry (and so the waterfall).
 
 mod ext;
+mod files;
 mod prompter;
 mod prompts;
 mod sessions;
@@ -324,6 +325,10 @@ impl AcpService {
             self.this.clone(),
             session.id.clone(),
         ))));
+        session.set_client_files(Some(Arc::new(files::AcpFiles::new(
+            self.this.clone(),
+            session.id.clone(),
+        ))));
     }
 
     async fn initialize(&self, ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
@@ -382,6 +387,7 @@ impl AcpService {
             }
             if let Some(session) = self.sessions.get(&id) {
                 session.set_prompter(None);
+                session.set_client_files(None);
             }
         }
     }

@@ -63,8 +63,15 @@ impl PermissionPrompter for AcpPrompter {
             .get(&request.tool)
             .map(|t| t.kind().as_str())
             .unwrap_or("other");
-        let cwd = agent.sessions.get(&self.session_id).map(|s| s.cwd.clone());
-        let view = CallView::of(&request.tool, &request.arguments, cwd.as_deref());
+        let session = agent.sessions.get(&self.session_id);
+        let cwd = session.as_ref().map(|s| s.cwd.clone());
+        // The question carries the diff again: it replaces the call's content.
+        let diff = if crate::tools::files::writes(&request.tool) {
+            crate::tools::files::preview(session.as_ref(), &request.tool, &request.arguments).await
+        } else {
+            None
+        };
+        let view = CallView::of(&request.tool, &request.arguments, cwd.as_deref()).with_diff(diff);
         let tool_call = updates::permission_tool_call(
             &request.call_id,
             &view,

@@ -389,6 +389,7 @@ impl AcpService {
         }
         self.bindings.remove(&id);
         session.set_prompter(None);
+        session.set_client_files(None);
         if self.settings().close_kills_tasks {
             if let Some(exec) = &self.executor {
                 exec.kill_scope(&id).await;

@@ -5,7 +5,7 @@ use crate::agent::TurnEvent;
 use crate::hooks::waterfall::CommandExit;
 use crate::tools::CallView;
 use agent_client_protocol_schema::v1::{
-    Content, ContentBlock, ContentChunk, Cost, CurrentModeUpdate, Meta, SessionInfoUpdate,
+    Content, ContentBlock, ContentChunk, Cost, CurrentModeUpdate, Diff, Meta, SessionInfoUpdate,
     SessionNotification, SessionUpdate, Terminal, TextContent, ToolCall, ToolCallContent,
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, UsageUpdate,
 };
@@ -53,6 +53,11 @@ pub struct ClientDisplay {
     /// command's output goes to a terminal the editor draws, while it still runs in
     /// dsh's executor.
     pub terminal_output: bool,
+    /// It offers `fs/read_text_file` (`clientCapabilities.fs.readTextFile`): the file
+    /// tools read its buffers.
+    pub fs_read: bool,
+    /// It offers `fs/write_text_file`: the file tools write through it.
+    pub fs_write: bool,
 }
 
 impl ClientDisplay {
@@ -62,8 +67,17 @@ impl ClientDisplay {
             .and_then(|c| c.get("_meta"))
             .and_then(|m| m.get("terminal_output"))
             .and_then(Value::as_bool);
+        let fs = |key| {
+            capabilities
+                .and_then(|c| c.get("fs"))
+                .and_then(|f| f.get(key))
+                .and_then(Value::as_bool)
+                == Some(true)
+        };
         Self {
             terminal_output: flag == Some(true),
+            fs_read: fs("readTextFile"),
+            fs_write: fs("writeTextFile"),
         }
     }
 
@@ -98,6 +112,7 @@ pub fn kind_of(kind: &str) -> ToolKind {
     match kind {
         "read" => ToolKind::Read,
         "execute" => ToolKind::Execute,
+        "edit" => ToolKind::Edit,
         _ => ToolKind::Other,
     }
 }
@@ -106,15 +121,39 @@ fn text_content(text: String) -> ToolCallContent {
     ToolCallContent::Content(Content::new(ContentBlock::Text(TextContent::new(text))))
 }
 
-/// A call's content: the model's description, then `body` (output in a fence, or the
-/// terminal that shows it).
-fn content(view: &CallView, body: ToolCallContent) -> Vec<ToolCallContent> {
-    let mut content = Vec::with_capacity(2);
+/// The change a file tool makes, as the editor's diff view.
+fn diff_content(view: &CallView) -> Option<ToolCallContent> {
+    view.diff.as_ref().map(|d| {
+        ToolCallContent::Diff(
+            Diff::new(d.path.clone(), d.new_text.clone()).old_text(d.old_text.clone()),
+        )
+    })
+}
+
+/// What a call shows before any output: the model's description and the diff of an edit.
+fn head(view: &CallView) -> Vec<ToolCallContent> {
+    let mut content = Vec::with_capacity(3);
     if let Some(description) = &view.description {
         content.push(text_content(description.clone()));
     }
+    content.extend(diff_content(view));
+    content
+}
+
+/// A call's content: the model's description (and an edit's diff), then `body` (output
+/// in a fence, or the terminal that shows it).
+fn content(view: &CallView, body: ToolCallContent) -> Vec<ToolCallContent> {
+    let mut content = head(view);
     content.push(body);
     content
+}
+
+/// Where the call works, with the line when one is known (the editor follows it).
+fn locations(view: &CallView) -> Vec<ToolCallLocation> {
+    view.location
+        .iter()
+        .map(|p| ToolCallLocation::new(p.clone()).line(view.line))
+        .collect()
 }
 
 fn meta(key: &str, value: Value) -> Meta {
@@ -134,12 +173,7 @@ pub fn tool_call(
         .kind(kind_of(kind))
         .status(ToolCallStatus::Pending)
         .raw_input(raw_input.clone())
-        .locations(
-            view.location
-                .iter()
-                .map(|p| ToolCallLocation::new(p.clone()))
-                .collect(),
-        );
+        .locations(locations(view));
     if display.terminal(view) {
         let mut info = serde_json::json!({"terminal_id": call_id});
         if let Some(cwd) = &view.location {
@@ -151,8 +185,11 @@ pub fn tool_call(
                 ToolCallContent::Terminal(Terminal::new(call_id.to_string())),
             ))
             .meta(meta("terminal_info", info));
-    } else if let Some(description) = &view.description {
-        call = call.content(vec![text_content(description.clone())]);
+    } else {
+        let head = head(view);
+        if !head.is_empty() {
+            call = call.content(head);
+        }
     }
     SessionUpdate::ToolCall(call)
 }
@@ -167,13 +204,16 @@ pub fn permission_tool_call(
     reason: &str,
     display: ClientDisplay,
 ) -> ToolCallUpdate {
-    let mut content = Vec::with_capacity(3);
+    // The question replaces the call's content: the diff stays in it, so the person
+    // approves the change they see.
+    let mut content = Vec::with_capacity(4);
     if let Some(description) = &view.description {
         content.push(text_content(description.clone()));
     }
     if !reason.is_empty() {
         content.push(text_content(format!("Asked because: {reason}")));
     }
+    content.extend(diff_content(view));
     if display.terminal(view) {
         content.push(ToolCallContent::Terminal(Terminal::new(
             call_id.to_string(),
@@ -185,6 +225,7 @@ pub fn permission_tool_call(
             .title(view.title.clone())
             .kind(kind_of(kind))
             .raw_input(raw_input.clone())
+            .locations(locations(view))
             .content(content),
     )
 }
@@ -348,5 +389,8 @@ mod tests {
         let caps = serde_json::json!({"terminal": true});
         assert!(!ClientDisplay::from_capabilities(Some(&caps)).terminal_output);
         assert!(!ClientDisplay::from_capabilities(None).terminal_output);
+        let caps = serde_json::json!({"fs": {"readTextFile": true, "writeTextFile": false}});
+        let display = ClientDisplay::from_capabilities(Some(&caps));
+        assert!(display.fs_read && !display.fs_write);
     }
 }

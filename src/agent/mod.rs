@@ -115,7 +115,9 @@ pub fn system_prompt(session: &Session, config: &AgentConfig) -> String {
     let builtin = format!(
         "You are a coding agent working in a user's project through dsh.\n\
          Working directory: {cwd}\nPlatform: {os}\nToday: {date}\n\n\
-         You act through the tools bash, bash_output and bash_kill.\n\
+         You act through the tools bash, bash_output and bash_kill, and read_file, edit_file and write_file.\n\
+         - Read and change files with read_file, edit_file and write_file, not cat, sed -i or heredocs: the \
+           user sees each change as a diff, and the editor's unsaved text is what you read and edit.\n\
          - Every bash call starts a fresh shell: nothing carries over between calls. Pass `workdir` instead \
            of running cd; paths are relative to the working directory above.\n\
          - A non-zero exit is reported after the output as `[exit code: N]`; read it and decide.\n\
@@ -164,7 +166,13 @@ pub async fn run_tool(
         .get(tool)
         .map(|t| t.kind().as_str())
         .unwrap_or("other");
-    let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd));
+    // An edit or write shows its diff from the first update, before any question.
+    let diff = if crate::tools::files::writes(tool) && ctx.tools.get(tool).is_some() {
+        crate::tools::files::preview(Some(ctx.session), tool, &arguments).await
+    } else {
+        None
+    };
+    let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd)).with_diff(diff);
     ctx.append(Event::ToolCall {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
@@ -224,6 +232,7 @@ pub async fn run_tool(
         });
     }
     let view = match &out.arguments_run {
+        // A rewritten edit's diff is not known any more: the result says what was done.
         Some(arguments) => CallView::of(tool, arguments, Some(&ctx.session.cwd)),
         None => view,
     };

@@ -3,7 +3,8 @@
 
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
-use crate::policy::{Cause, Judgement, Policy};
+use crate::policy::{Cause, Judgement, Place, Policy};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Vetoes what the policy denies and marks what it wants asked.
@@ -11,6 +12,9 @@ pub struct PolicyHook {
     policy: Arc<Policy>,
     /// The mode of a call made outside any session.
     sessionless_mode: Mode,
+    /// Under the sandbox executor, the config's writable roots (`[exec.sandbox]
+    /// writable`): with a session's own roots, where file tools may write at all.
+    sandbox_writable: Option<Vec<PathBuf>>,
 }
 
 impl PolicyHook {
@@ -18,7 +22,15 @@ impl PolicyHook {
         Self {
             policy,
             sessionless_mode: Mode::Ask,
+            sandbox_writable: None,
         }
+    }
+
+    /// The executor is the sandbox: file writes outside its writable roots (the
+    /// session's and these) are denied, as a command's would fail there.
+    pub fn sandboxed(mut self, writable: Vec<PathBuf>) -> Self {
+        self.sandbox_writable = Some(writable);
+        self
     }
 }
 
@@ -34,9 +46,59 @@ impl Hook for PolicyHook {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
         };
-        let judgement = self
-            .policy
-            .judge(&call.tool, &call.arguments, mode, &grants);
+        let roots = call
+            .session
+            .as_ref()
+            .map(|s| s.writable_roots())
+            .unwrap_or_default();
+        let sandbox_roots = self.sandbox_writable.as_ref().map(|extra| {
+            let mut all = roots.clone();
+            all.extend(extra.iter().cloned());
+            all
+        });
+        // Without a session there is no cwd and no root: every file write is asked.
+        let cwd = call
+            .session
+            .as_ref()
+            .map(|s| s.cwd.clone())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let file_path = crate::policy::FILE_TOOLS
+            .contains(&call.tool.as_str())
+            .then(|| call.arguments.get("path").and_then(|p| p.as_str()))
+            .flatten();
+        let judgement = match file_path {
+            // A file tool is judged by where its path really is (links followed), against
+            // the roots as they really are: a link in the cwd pointing out is judged out.
+            Some(raw) => {
+                let real = |p: &std::path::Path| crate::tools::files::real_path(p);
+                let cwd = real(&cwd);
+                let path = real(&crate::policy::resolve_path(&cwd, raw));
+                let roots: Vec<PathBuf> = roots.iter().map(|r| real(r)).collect();
+                let sandbox_roots: Option<Vec<PathBuf>> = sandbox_roots
+                    .as_ref()
+                    .map(|all| all.iter().map(|r| real(r)).collect());
+                let place = Place {
+                    cwd: &cwd,
+                    roots: &roots,
+                    sandbox_roots: sandbox_roots.as_deref(),
+                };
+                let mut arguments = call.arguments.clone();
+                if let Some(args) = arguments.as_object_mut() {
+                    args.insert("path".into(), path.to_string_lossy().into_owned().into());
+                }
+                self.policy
+                    .judge_in(&call.tool, &arguments, mode, &grants, Some(&place))
+            }
+            None => {
+                let place = Place {
+                    cwd: &cwd,
+                    roots: &roots,
+                    sandbox_roots: sandbox_roots.as_deref(),
+                };
+                self.policy
+                    .judge_in(&call.tool, &call.arguments, mode, &grants, Some(&place))
+            }
+        };
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",

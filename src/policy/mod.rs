@@ -28,6 +28,7 @@ pub mod wrappers;
 use crate::config::{Decision, Mode, PermissionRule, PermissionsConfig};
 use serde::Serialize;
 use shell::Segment;
+use std::path::{Path, PathBuf};
 use word::base_name;
 
 /// A command prefix granted "allow always" for one session (e.g. ["git", "push"]).
@@ -171,6 +172,8 @@ struct Rule {
     tool: String,
     /// `None`: the rule covers every call of its tool.
     prefix: Option<Vec<String>>,
+    /// For the file tools: the glob of paths it covers (`None`: every path).
+    path: Option<String>,
     action: Decision,
 }
 
@@ -187,12 +190,16 @@ impl Rule {
             origin: rule.origin.clone(),
             tool: rule.tool.clone(),
             prefix,
+            path: rule.path.clone().filter(|p| !p.is_empty()),
             action: rule.action,
         }
     }
 
     /// How the rule reads in messages: "rule bash `rm` (deny)", "rule * (every call, ask)".
     fn describe(&self) -> String {
+        if let Some(path) = &self.path {
+            return format!("rule {} path `{path}` ({})", self.tool, action(self.action));
+        }
         match &self.prefix {
             Some(words) => format!(
                 "rule {} `{}` ({})",
@@ -212,8 +219,10 @@ impl Rule {
         }
     }
 
+    /// Whether the rule is about `tool`: its name or a glob matching it (`mcp__github__*`).
+    /// A rule with a `path` is only about the file tools.
     fn covers_tool(&self, tool: &str) -> bool {
-        self.tool == tool || self.tool == "*"
+        (self.path.is_none() || FILE_TOOLS.contains(&tool)) && glob_matches(&self.tool, tool)
     }
 
     /// Whether the rule's prefix matches `words`. A `*` matches any one word. Deny and ask
@@ -261,6 +270,87 @@ impl Rule {
                 p == "*" || p == t || (i == 0 && !p.contains('/') && base_name(t) == p)
             })
         })
+    }
+}
+
+/// The file tools, judged by path ([`Policy::judge_in`]).
+pub const FILE_TOOLS: [&str; 3] = ["read_file", "edit_file", "write_file"];
+
+/// Where a session works, for judging the file tools: its cwd (relative paths and path
+/// rules are read against it), the roots it may write without being asked (cwd and the
+/// editor's additional directories), and under the sandbox executor the roots outside
+/// which writes are denied (the same roots plus `[exec.sandbox] writable`: one definition).
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub cwd: &'a Path,
+    pub roots: &'a [PathBuf],
+    pub sandbox_roots: Option<&'a [PathBuf]>,
+}
+
+/// `path` made absolute against `cwd` and cleaned without touching the disk (`.` dropped,
+/// `..` taken back), so `a/../secrets/x` is judged as `secrets/x`.
+pub fn resolve_path(cwd: &Path, path: &str) -> PathBuf {
+    use std::path::Component;
+    let joined = if Path::new(path).is_absolute() {
+        PathBuf::from(path)
+    } else {
+        cwd.join(path)
+    };
+    let mut out = PathBuf::from("/");
+    for part in joined.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// A tool name against a pattern where `*` matches any run of characters and `?` one
+/// (`mcp__github__*`); tool names have no path semantics.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// A path against a glob: `*` any run within one component, `**` any run across them
+/// (`**/` also none), `?` one character other than `/`.
+pub fn path_glob(p: &[u8], s: &[u8]) -> bool {
+    match p {
+        [] => s.is_empty(),
+        [b'*', b'*', rest @ ..] => {
+            if let [b'/', after @ ..] = rest
+                && path_glob(after, s)
+            {
+                return true;
+            }
+            (0..=s.len()).any(|i| path_glob(rest, &s[i..]))
+        }
+        [b'*', rest @ ..] => (0..=s.len())
+            .take_while(|&i| i == 0 || s[i - 1] != b'/')
+            .any(|i| path_glob(rest, &s[i..])),
+        [b'?', rest @ ..] => matches!(s, [c, ..] if *c != b'/') && path_glob(rest, &s[1..]),
+        [c, rest @ ..] => matches!(s, [d, ..] if d == c) && path_glob(rest, &s[1..]),
     }
 }
 
@@ -364,6 +454,29 @@ impl Policy {
         mode: Mode,
         grants: &[Grant],
     ) -> Judgement {
+        self.judge_in(tool, arguments, mode, grants, None)
+    }
+
+    /// [`Policy::judge`] knowing where the session works: the file tools' paths are
+    /// resolved against `place.cwd`, and writes outside its roots are asked (or, under
+    /// the sandbox, denied). Without a place, paths are judged as written, against `/`.
+    pub fn judge_in(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Value,
+        mode: Mode,
+        grants: &[Grant],
+        place: Option<&Place<'_>>,
+    ) -> Judgement {
+        if FILE_TOOLS.contains(&tool) {
+            return match arguments.get("path").and_then(|p| p.as_str()) {
+                Some(path) => self.judge_file(tool, path, mode, place),
+                None => Judgement::of_call(
+                    Decision::Deny,
+                    format!("{tool} call without a string `path` argument"),
+                ),
+            };
+        }
         if tool == "bash" {
             match arguments.get("command").and_then(|c| c.as_str()) {
                 Some(command) => self.judge_bash(command, mode, grants),
@@ -381,7 +494,100 @@ impl Policy {
     fn tool_wide<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a Rule> + 'a {
         self.rules
             .iter()
-            .filter(move |r| r.prefix.is_none() && r.covers_tool(tool))
+            .filter(move |r| r.prefix.is_none() && r.path.is_none() && r.covers_tool(tool))
+    }
+
+    /// A file tool (spec/files.md F7): rules by path, read-only mode allows reading only,
+    /// writes outside the session's roots are asked even in auto (only a path rule allows
+    /// them), and under the sandbox denied outside its writable roots.
+    fn judge_file(
+        &self,
+        tool: &str,
+        raw: &str,
+        mode: Mode,
+        place: Option<&Place<'_>>,
+    ) -> Judgement {
+        let root = Path::new("/");
+        let cwd = place.map(|p| p.cwd).unwrap_or(root);
+        let path = resolve_path(cwd, raw);
+        let shown = path.display().to_string();
+        let writes = tool != "read_file";
+        let inside = |roots: &[PathBuf]| {
+            roots
+                .iter()
+                .any(|r| path.starts_with(resolve_path(root, &r.to_string_lossy())))
+        };
+        let in_roots = place.is_none_or(|p| inside(p.roots));
+        let call = |decision, reason: String, cause| Judgement {
+            cause,
+            ..Judgement::of_call(decision, reason)
+        };
+        if writes && mode == Mode::ReadOnly {
+            return call(
+                Decision::Deny,
+                format!("read-only mode: tool `{tool}` changes {shown}"),
+                Cause::ReadOnly,
+            );
+        }
+        if writes
+            && let Some(sandbox) = place.and_then(|p| p.sandbox_roots)
+            && !inside(sandbox)
+        {
+            return call(
+                Decision::Deny,
+                format!("{shown} is outside the sandbox's writable roots"),
+                Cause::Call,
+            );
+        }
+        let relative = path
+            .strip_prefix(cwd)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
+        let rule = self
+            .rules
+            .iter()
+            .filter(|r| r.prefix.is_none() && r.covers_tool(tool))
+            .filter(|r| match &r.path {
+                None => true,
+                Some(glob) if glob.starts_with('/') => path_glob(glob.as_bytes(), shown.as_bytes()),
+                Some(glob) => relative
+                    .as_deref()
+                    .is_some_and(|rel| path_glob(glob.as_bytes(), rel.as_bytes())),
+            })
+            .max_by_key(|r| (r.action, r.path.is_some()));
+        if let Some(rule) = rule {
+            // Outside the roots only a rule naming paths allows a write; `*` does not.
+            if writes && !in_roots && rule.action == Decision::Allow && rule.path.is_none() {
+                return call(
+                    Decision::Ask,
+                    format!("{shown} is outside the session's directories"),
+                    Cause::Call,
+                );
+            }
+            return call(
+                rule.action,
+                format!("{} matches tool `{tool}` on {shown}", rule.describe()),
+                rule.cause(),
+            );
+        }
+        if writes && !in_roots {
+            return call(
+                Decision::Ask,
+                format!("{shown} is outside the session's directories"),
+                Cause::Call,
+            );
+        }
+        let decision = match (writes, mode, in_roots) {
+            (false, _, true)
+            | (false, Mode::Auto | Mode::ReadOnly, false)
+            | (true, Mode::Auto, _) => Decision::Allow,
+            _ => Decision::Ask,
+        };
+        call(
+            decision,
+            format!("tool `{tool}` on {shown} (mode {})", mode.id()),
+            Cause::Mode { mode },
+        )
     }
 
     /// A tool other than bash: only tool-wide rules apply.
@@ -697,8 +903,37 @@ pub fn check_config(config: &PermissionsConfig) -> Vec<FailedCheck> {
         None => String::new(),
     };
     for (index, (rule, compiled)) in config.rules.iter().zip(&policy.rules).enumerate() {
+        // A path rule that no file tool can reach, or that also names a command, would
+        // silently never match: say so.
+        if compiled.path.is_some()
+            && (compiled.prefix.is_some() || !FILE_TOOLS.iter().any(|t| compiled.covers_tool(t)))
+        {
+            failed.push(FailedCheck(format!(
+                "{}rule {index} ({}): `path` applies only to the file tools ({}) and not with `command`",
+                at(&rule.origin),
+                compiled.describe(),
+                FILE_TOOLS.join(", ")
+            )));
+        }
         for (examples, must) in [(&rule.examples, true), (&rule.not_examples, false)] {
             for example in examples {
+                // A path rule's examples are paths (relative to the cwd unless absolute).
+                if let Some(glob) = &compiled.path {
+                    let example_path = example.trim_start_matches("./");
+                    if path_glob(glob.as_bytes(), example_path.as_bytes()) != must {
+                        failed.push(FailedCheck(format!(
+                            "{}rule {index} ({}) {} path `{example}`",
+                            at(&rule.origin),
+                            compiled.describe(),
+                            if must {
+                                "should match"
+                            } else {
+                                "should not match"
+                            },
+                        )));
+                    }
+                    continue;
+                }
                 if policy.rule_applies(index, example) != must {
                     let judged = policy.judge_bash(example, Mode::Auto, &[]);
                     failed.push(FailedCheck(format!(
@@ -1433,9 +1668,9 @@ mod tests {
             ("bash_kill", Mode::Ask, Allow),
             ("bash_kill", Mode::Auto, Allow),
             ("bash_kill", Mode::ReadOnly, Deny),
-            ("write_file", Mode::Ask, Ask),
-            ("write_file", Mode::Auto, Allow),
-            ("write_file", Mode::ReadOnly, Deny),
+            ("other_tool", Mode::Ask, Ask),
+            ("other_tool", Mode::Auto, Allow),
+            ("other_tool", Mode::ReadOnly, Deny),
         ];
         for (tool, mode, expected) in cases {
             let j = p.judge(tool, &args, mode, &[]);
@@ -1443,8 +1678,8 @@ mod tests {
             assert!(j.grants_on_allow_always.is_empty());
         }
         assert_eq!(
-            p.judge("write_file", &args, Mode::Ask, &[]).reason,
-            "tool `write_file` is not covered by any rule (mode ask)"
+            p.judge("other_tool", &args, Mode::Ask, &[]).reason,
+            "tool `other_tool` is not covered by any rule (mode ask)"
         );
     }
 
@@ -1466,18 +1701,198 @@ mod tests {
             "rule bash_output (every call, deny) matches tool `bash_output`"
         );
         assert_eq!(p.judge("bash_kill", &args, Mode::Auto, &[]).decision, Allow);
-        assert_eq!(p.judge("write_file", &args, Mode::Ask, &[]).decision, Allow);
+        assert_eq!(p.judge("other_tool", &args, Mode::Ask, &[]).decision, Allow);
         // No rule loosens read-only mode for a tool that may change state.
-        let j = p.judge("write_file", &args, Mode::ReadOnly, &[]);
+        let j = p.judge("other_tool", &args, Mode::ReadOnly, &[]);
         assert_eq!(j.decision, Deny);
         assert_eq!(
             j.reason,
-            "read-only mode: tool `write_file` is not known to be read-only"
+            "read-only mode: tool `other_tool` is not known to be read-only"
         );
         assert_eq!(
             p.judge("bash_kill", &args, Mode::ReadOnly, &[]).decision,
             Deny
         );
+    }
+
+    fn file_rule(tool: &str, path: Option<&str>, action: Decision) -> PermissionRule {
+        PermissionRule {
+            tool: tool.into(),
+            path: path.map(str::to_owned),
+            action,
+            ..PermissionRule::default()
+        }
+    }
+
+    #[test]
+    fn f7_file_tools_are_judged_by_path_mode_and_roots() {
+        let p = Policy::new(&PermissionsConfig {
+            rules: vec![
+                file_rule("write_file", Some("secrets/**"), Deny),
+                file_rule("*_file", Some("/etc/allowed/*"), Allow),
+                file_rule("read_file", Some("**/.env"), Ask),
+            ],
+            ..PermissionsConfig::default()
+        });
+        let cwd = Path::new("/w");
+        let roots = [PathBuf::from("/w"), PathBuf::from("/extra")];
+        let place = Place {
+            cwd,
+            roots: &roots,
+            sandbox_roots: None,
+        };
+        let judge = |tool: &str, path: &str, mode| {
+            p.judge_in(tool, &json!({ "path": path }), mode, &[], Some(&place))
+        };
+        // Rules by path, relative to the cwd, `..` taken back first.
+        let j = judge("write_file", "secrets/k", Mode::Auto);
+        assert_eq!(j.decision, Deny);
+        assert_eq!(
+            j.reason,
+            "rule write_file path `secrets/**` (deny) matches tool `write_file` on /w/secrets/k"
+        );
+        assert_eq!(
+            judge("write_file", "a/../secrets/x/y", Mode::Auto).decision,
+            Deny
+        );
+        assert_eq!(
+            judge("write_file", "/w/secrets/k", Mode::Auto).decision,
+            Deny
+        );
+        assert_eq!(judge("edit_file", "secrets/k", Mode::Auto).decision, Allow);
+        assert_eq!(judge("read_file", ".env", Mode::Auto).decision, Ask);
+        assert_eq!(judge("read_file", "sub/.env", Mode::Auto).decision, Ask);
+        // Mode defaults inside the roots.
+        assert_eq!(judge("read_file", "src/a.rs", Mode::Ask).decision, Allow);
+        assert_eq!(judge("edit_file", "src/a.rs", Mode::Ask).decision, Ask);
+        assert_eq!(judge("edit_file", "src/a.rs", Mode::Auto).decision, Allow);
+        assert_eq!(judge("write_file", "/extra/f", Mode::Auto).decision, Allow);
+        // Read-only mode allows reading only, whatever a rule says.
+        assert_eq!(
+            judge("read_file", "src/a.rs", Mode::ReadOnly).decision,
+            Allow
+        );
+        let j = judge("write_file", "/etc/allowed/x", Mode::ReadOnly);
+        assert_eq!((j.decision, j.cause), (Deny, Cause::ReadOnly));
+        // Writes outside the roots are asked even in auto; only a path rule allows them.
+        let j = judge("write_file", "../other/f", Mode::Auto);
+        assert_eq!(j.decision, Ask);
+        assert_eq!(j.reason, "/other/f is outside the session's directories");
+        assert_eq!(
+            judge("write_file", "/etc/allowed/x", Mode::Auto).decision,
+            Allow
+        );
+        let star = Policy::new(&PermissionsConfig {
+            rules: vec![rule("*", None, Allow)],
+            ..PermissionsConfig::default()
+        });
+        let j = star.judge_in(
+            "edit_file",
+            &json!({"path": "/tmp/x"}),
+            Mode::Auto,
+            &[],
+            Some(&place),
+        );
+        assert_eq!(j.decision, Ask);
+        // Under the sandbox, writes outside its writable roots are denied.
+        let sandbox = [PathBuf::from("/w"), PathBuf::from("/cache")];
+        let boxed = Place {
+            sandbox_roots: Some(&sandbox),
+            ..place
+        };
+        let j = p.judge_in(
+            "write_file",
+            &json!({"path": "/etc/allowed/x"}),
+            Mode::Auto,
+            &[],
+            Some(&boxed),
+        );
+        assert_eq!(j.decision, Deny);
+        assert_eq!(
+            j.reason,
+            "/etc/allowed/x is outside the sandbox's writable roots"
+        );
+        let j = p.judge_in(
+            "write_file",
+            &json!({"path": "/cache/x"}),
+            Mode::Auto,
+            &[],
+            Some(&boxed),
+        );
+        assert_eq!(j.decision, Ask);
+        // A path rule is only about the file tools: bash ignores it.
+        assert_eq!(
+            p.judge("bash", &json!({"command": "ls"}), Mode::Auto, &[])
+                .decision,
+            Allow
+        );
+        assert_eq!(
+            p.judge("read_file", &json!({}), Mode::Auto, &[]).decision,
+            Deny
+        );
+    }
+
+    #[test]
+    fn path_rules_are_checked_with_their_examples_and_reachability() {
+        let config = PermissionsConfig {
+            rules: vec![
+                PermissionRule {
+                    examples: vec!["secrets/a".into(), "./secrets/b/c".into()],
+                    not_examples: vec!["src/secrets".into()],
+                    ..file_rule("write_file", Some("secrets/**"), Deny)
+                },
+                PermissionRule {
+                    examples: vec!["src/x".into()],
+                    ..file_rule("edit_file", Some("secrets/**"), Deny)
+                },
+                file_rule("bash", Some("x/**"), Deny),
+            ],
+            ..PermissionsConfig::default()
+        };
+        let failed: Vec<String> = check_config(&config).into_iter().map(|f| f.0).collect();
+        assert_eq!(
+            failed,
+            [
+                "rule 1 (rule edit_file path `secrets/**` (deny)) should match path `src/x`",
+                "rule 2 (rule bash path `x/**` (deny)): `path` applies only to the file tools (read_file, edit_file, write_file) and not with `command`",
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_rules_match_tool_names_by_glob() {
+        let p = Policy::new(&PermissionsConfig {
+            rules: vec![
+                rule("mcp__github__*", None, Allow),
+                rule("mcp__*", None, Ask),
+            ],
+            ..PermissionsConfig::default()
+        });
+        let args = json!({});
+        let j = p.judge("mcp__github__list", &args, Mode::Ask, &[]);
+        assert_eq!(
+            j.decision, Ask,
+            "the strongest matching rule wins: {}",
+            j.reason
+        );
+        let p = Policy::new(&PermissionsConfig {
+            rules: vec![rule("mcp__github__*", None, Allow)],
+            ..PermissionsConfig::default()
+        });
+        assert_eq!(
+            p.judge("mcp__github__list", &args, Mode::Ask, &[]).decision,
+            Allow
+        );
+        assert_eq!(
+            p.judge("mcp__gitlab__list", &args, Mode::Ask, &[]).decision,
+            Ask
+        );
+        assert!(path_glob(b"**/.env", b".env"));
+        assert!(path_glob(b"src/*.rs", b"src/a.rs"));
+        assert!(!path_glob(b"src/*.rs", b"src/x/a.rs"));
+        assert!(path_glob(b"src/**/*.rs", b"src/x/y/a.rs"));
+        assert!(path_glob(b"a?c", b"abc"));
+        assert!(!path_glob(b"a?c", b"a/c"));
     }
 
     #[test]

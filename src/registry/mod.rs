@@ -55,6 +55,18 @@ pub trait PermissionPrompter: Send + Sync {
     fn remember(&self, _prefixes: &[Grant], _allow: bool) {}
 }
 
+/// The editor's side of a session's files (ACP `fs/read_text_file`, `fs/write_text_file`):
+/// the file tools read and write through it when the client offers it, so the person's
+/// unsaved buffers are what is read and edited and the editor records the edit.
+#[async_trait::async_trait]
+pub trait ClientFiles: Send + Sync {
+    /// The file's text as the editor has it; `None` when the client bound to the session
+    /// now does not offer reads (the disk is used).
+    async fn read(&self, path: &std::path::Path) -> Option<Result<String, String>>;
+    /// Writes through the editor; `None` when the client does not offer writes.
+    async fn write(&self, path: &std::path::Path, content: &str) -> Option<Result<(), String>>;
+}
+
 /// A completion notice waiting for the session's next model request (T14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
@@ -85,6 +97,8 @@ pub struct Session {
     rejections: Mutex<Vec<Grant>>,
     inbox: Mutex<Vec<Notice>>,
     prompter: Mutex<Option<Arc<dyn PermissionPrompter>>>,
+    /// The editor's files, when a client is bound (it may still not offer them).
+    client_files: Mutex<Option<Arc<dyn ClientFiles>>>,
     closed: AtomicBool,
     /// What the history list calls it (from its first prompt); `None` until then.
     title: Mutex<Option<String>>,
@@ -189,6 +203,15 @@ impl Session {
         lock(&self.prompter).clone()
     }
 
+    /// Installs (or removes) the editor's side of this session's files.
+    pub fn set_client_files(&self, files: Option<Arc<dyn ClientFiles>>) {
+        *lock(&self.client_files) = files;
+    }
+
+    pub fn client_files(&self) -> Option<Arc<dyn ClientFiles>> {
+        lock(&self.client_files).clone()
+    }
+
     /// Takes every pending notice, oldest first (the agent injects them into the
     /// next model request).
     pub fn take_notices(&self) -> Vec<Notice> {
@@ -271,6 +294,7 @@ impl SessionRegistry {
                     rejections: Mutex::new(Vec::new()),
                     inbox: Mutex::new(Vec::new()),
                     prompter: Mutex::new(None),
+                    client_files: Mutex::new(None),
                     closed: AtomicBool::new(false),
                     title: Mutex::new(None),
                     model: Mutex::new(None),

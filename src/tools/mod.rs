@@ -7,6 +7,7 @@
 //! tool.
 
 pub mod bash;
+pub mod files;
 pub mod notices;
 pub mod schema;
 
@@ -29,6 +30,7 @@ use std::sync::{Arc, RwLock};
 pub enum ToolKind {
     Execute,
     Read,
+    Edit,
 }
 
 impl ToolKind {
@@ -37,6 +39,7 @@ impl ToolKind {
         match self {
             ToolKind::Execute => "execute",
             ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
         }
     }
 }
@@ -90,8 +93,8 @@ impl ToolRegistry {
     }
 
     /// The daemon's registry: the bash tools over `executor` (none at all when there
-    /// is no executor: they are not offered, rather than offered and failing), and
-    /// the waterfall audit -> schema -> policy -> external hooks -> permission gate.
+    /// is no executor: they are not offered, rather than offered and failing), the file
+    /// tools (they need no executor), and the waterfall audit -> schema -> policy -> external hooks -> permission gate.
     pub fn standard(
         config: &Config,
         executor: Option<Arc<dyn BashExecutor>>,
@@ -103,6 +106,9 @@ impl ToolRegistry {
             for tool in bash::tools(exec, sessions, audit.clone()) {
                 registry.register(tool);
             }
+        }
+        for tool in files::tools() {
+            registry.register(tool);
         }
         registry.audit = Some(audit);
         registry.install(config, &HookSet::default());
@@ -132,7 +138,11 @@ impl ToolRegistry {
             )));
         }
         chain.push(Arc::new(SchemaHook::new(self.schemas())));
-        chain.push(Arc::new(PolicyHook::new(judges.policy.clone())));
+        let mut policy_hook = PolicyHook::new(judges.policy.clone());
+        if config.exec.kind == crate::config::ExecutorKind::Sandbox {
+            policy_hook = policy_hook.sandboxed(config.exec.sandbox.writable.clone());
+        }
+        chain.push(Arc::new(policy_hook));
         for hook in judges.hooks.waterfall_hooks() {
             chain.push(hook);
         }
@@ -281,6 +291,11 @@ pub struct CallView {
     /// Its output reads as a terminal: a foreground `bash` command (shown as it comes)
     /// or a read of a background task's output.
     pub terminal: bool,
+    /// The line of `location` the call is about (a read's offset, an edit's first line).
+    pub line: Option<u32>,
+    /// The change an edit or write makes, shown before the person is asked; set by the
+    /// caller from [`files::preview`] (it needs the file, this view only the arguments).
+    pub diff: Option<files::FileDiff>,
 }
 
 impl CallView {
@@ -297,12 +312,35 @@ impl CallView {
             ("bash", Some(command), _) => one_line(command, TITLE_CHARS),
             ("bash_output", _, Some(id)) => format!("output of {}", one_line(id, 60)),
             ("bash_kill", _, Some(id)) => format!("kill {}", one_line(id, 60)),
+            ("read_file" | "edit_file" | "write_file", _, _) if arg("path").is_some() => {
+                let verb = match tool {
+                    "read_file" => "Read",
+                    "edit_file" => "Edit",
+                    _ => "Write",
+                };
+                format!(
+                    "{verb} {}",
+                    one_line(arg("path").unwrap_or_default(), TITLE_CHARS)
+                )
+            }
             _ => tool.to_string(),
         };
-        let location = match (arg("workdir"), cwd) {
-            (Some(dir), Some(cwd)) => Some(cwd.join(dir)),
-            (Some(dir), None) => Some(PathBuf::from(dir)),
-            (None, cwd) => cwd.map(Path::to_path_buf),
+        let file = files::is_file_tool(tool);
+        let location = match (arg("workdir"), arg("path").filter(|_| file), cwd) {
+            (_, Some(path), cwd) => Some(files::resolve(cwd.unwrap_or(Path::new("/")), path)),
+            (Some(dir), None, Some(cwd)) => Some(cwd.join(dir)),
+            (Some(dir), None, None) => Some(PathBuf::from(dir)),
+            (None, None, cwd) => cwd.map(Path::to_path_buf),
+        };
+        let line = match tool {
+            "read_file" => Some(
+                arguments
+                    .get("offset")
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(1),
+            ),
+            _ => None,
         };
         let background = arguments
             .get("run_in_background")
@@ -313,7 +351,19 @@ impl CallView {
             description: arg("description").map(str::to_string),
             location,
             terminal: (tool == "bash" && !background) || tool == "bash_output",
+            line,
+            diff: None,
         }
+    }
+
+    /// The view with the change a file tool will make (its location follows the diff's line).
+    pub fn with_diff(mut self, diff: Option<files::FileDiff>) -> Self {
+        if let Some(d) = &diff {
+            self.location = Some(d.path.clone());
+            self.line = d.line;
+        }
+        self.diff = diff;
+        self
     }
 }
 

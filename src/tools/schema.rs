@@ -85,6 +85,9 @@ impl ToolSchema {
 pub const BASH: &str = include_str!("../../proto/tools/bash.json");
 pub const BASH_OUTPUT: &str = include_str!("../../proto/tools/bash_output.json");
 pub const BASH_KILL: &str = include_str!("../../proto/tools/bash_kill.json");
+pub const READ_FILE: &str = include_str!("../../proto/tools/read_file.json");
+pub const EDIT_FILE: &str = include_str!("../../proto/tools/edit_file.json");
+pub const WRITE_FILE: &str = include_str!("../../proto/tools/write_file.json");
 
 /// The waterfall hook that rejects calls whose arguments break their schema,
 /// before any judging hook or the tool sees them.
@@ -122,7 +125,14 @@ mod tests {
 
     #[test]
     fn embedded_documents_parse() {
-        for doc in [BASH, BASH_OUTPUT, BASH_KILL] {
+        for doc in [
+            BASH,
+            BASH_OUTPUT,
+            BASH_KILL,
+            READ_FILE,
+            EDIT_FILE,
+            WRITE_FILE,
+        ] {
             let s = ToolSchema::parse(doc).unwrap();
             assert!(!s.description.is_empty());
         }

@@ -21,6 +21,12 @@ pub struct Client {
     pub ignore_permissions: bool,
     /// Responses that arrived while waiting for another one.
     early: Vec<Value>,
+    /// The editor's open buffers by path, when this client offers `fs` (see
+    /// [`Client::initialize_with_fs`]): reads are answered from them (a path without one
+    /// fails like an unknown file), writes replace them.
+    pub buffers: Option<std::collections::HashMap<String, String>>,
+    /// `fs/*` requests received (method and params), in order.
+    pub fs_requests: Vec<(String, Value)>,
 }
 
 impl Client {
@@ -38,6 +44,8 @@ impl Client {
             permission_requests: Vec::new(),
             ignore_permissions: false,
             early: Vec::new(),
+            buffers: None,
+            fs_requests: Vec::new(),
         }
     }
 
@@ -141,8 +149,41 @@ impl Client {
                 self.send(json!({"jsonrpc": "2.0", "id": id, "result": {"outcome": outcome}}))
                     .await;
             }
+            Some(method @ ("fs/read_text_file" | "fs/write_text_file")) => {
+                let params = message["params"].clone();
+                self.fs_requests.push((method.to_string(), params.clone()));
+                let path = params["path"].as_str().unwrap_or_default().to_string();
+                let buffers = self.buffers.get_or_insert_with(Default::default);
+                let reply = if method == "fs/read_text_file" {
+                    match buffers.get(&path) {
+                        Some(text) => json!({"result": {"content": text}}),
+                        None => json!({"error": {"code": -32002, "message": "not found"}}),
+                    }
+                } else {
+                    let content = params["content"].as_str().unwrap_or_default();
+                    buffers.insert(path, content.to_string());
+                    json!({"result": null})
+                };
+                let mut reply = reply;
+                reply["jsonrpc"] = "2.0".into();
+                reply["id"] = message["id"].clone();
+                self.send(reply).await;
+            }
             _ => {}
         }
+    }
+
+    /// `initialize` as an editor offering `fs/read_text_file` and `fs/write_text_file`,
+    /// answered from [`Client::buffers`].
+    pub async fn initialize_with_fs(&mut self) -> Value {
+        self.buffers.get_or_insert_with(Default::default);
+        self.request(
+            "initialize",
+            json!({"protocolVersion": 1,
+                   "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
+        )
+        .await
+        .expect("initialize")
     }
 
     pub async fn initialize(&mut self) -> Value {

@@ -63,7 +63,17 @@ async fn prompt_tool_call_result_with_its_id_then_the_answer() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["bash", "bash_output", "bash_kill"]);
+    assert_eq!(
+        tools,
+        [
+            "bash",
+            "bash_output",
+            "bash_kill",
+            "read_file",
+            "edit_file",
+            "write_file"
+        ]
+    );
     let m = messages(&first);
     assert_eq!(m[0]["role"], "system");
     assert!(m[0]["content"].as_str().unwrap().contains("bash_output"));

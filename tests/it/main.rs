@@ -18,6 +18,7 @@ mod editor_session;
 mod exec_contract;
 mod exec_sandbox;
 mod exec_ssh;
+mod file_tools;
 mod hooks_v2;
 mod live_output;
 mod policy_cli;

@@ -228,9 +228,19 @@ fn rule(command: &str, action: Decision) -> PermissionRule {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tools_are_offered_in_order_and_not_at_all_without_an_executor() {
+async fn tools_are_offered_in_order_and_the_bash_tools_not_at_all_without_an_executor() {
     let h = harness(|_| {});
-    assert_eq!(h.tools.names(), ["bash", "bash_output", "bash_kill"]);
+    assert_eq!(
+        h.tools.names(),
+        [
+            "bash",
+            "bash_output",
+            "bash_kill",
+            "read_file",
+            "edit_file",
+            "write_file"
+        ]
+    );
     let defs = h.tools.definitions();
     assert_eq!(
         defs[0]["function"]["parameters"]["required"],
@@ -242,8 +252,9 @@ async fn tools_are_offered_in_order_and_not_at_all_without_an_executor() {
         h.sessions.clone(),
         Arc::new(AuditLog::disabled()),
     );
-    assert!(none.names().is_empty());
-    assert!(none.definitions().is_empty());
+    // The file tools need no executor: they stay.
+    assert_eq!(none.names(), ["read_file", "edit_file", "write_file"]);
+    assert_eq!(none.definitions().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,709 @@
+//! `read_file`, `edit_file`, `write_file`: the model's file tools (spec/files.md, F1-F9).
+//!
+//! They exist so the model stops editing through `sed -i` and heredocs: an edit here is
+//! shown to the person as a diff before it is asked about, and when the editor offers
+//! `fs/read_text_file` / `fs/write_text_file` the I/O goes through it, so its unsaved
+//! buffers are what is read and edited and it records the edit for review. Otherwise the
+//! disk is used, with atomic writes. Like every tool they only shape text: whether a
+//! call may run is the waterfall's (the policy judges file tools by path, src/policy).
+
+use super::schema::{self, ToolSchema};
+use super::{Tool, ToolKind};
+use crate::hooks::waterfall::{ToolExecution, ToolOutput};
+use crate::registry::Session;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Lines `read_file` returns when the call names no `limit` (F2).
+pub const DEFAULT_LIMIT: usize = 2000;
+/// Characters of one line `read_file` shows; the rest is cut and marked (F2).
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Bytes of numbered text one `read_file` returns at most, whatever the limit (F2).
+pub const MAX_READ_BYTES: usize = 256 * 1024;
+/// Largest text (before or after) a diff preview carries (F6): a bigger change is shown by
+/// its result only, rather than pushing megabytes into every update of the call.
+pub const MAX_DIFF_BYTES: usize = 1024 * 1024;
+/// Largest file the tools read from disk (F8): bigger files are refused, not loaded.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The three file tools, in the order the model is offered them.
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    let load = |doc: &str| Arc::new(ToolSchema::parse(doc).expect("embedded tool schema is valid"));
+    vec![
+        Arc::new(ReadFile {
+            schema: load(schema::READ_FILE),
+        }),
+        Arc::new(EditFile {
+            schema: load(schema::EDIT_FILE),
+        }),
+        Arc::new(WriteFile {
+            schema: load(schema::WRITE_FILE),
+        }),
+    ]
+}
+
+/// Whether `tool` is one of the file tools (the policy judges them by path).
+pub fn is_file_tool(tool: &str) -> bool {
+    matches!(tool, "read_file" | "edit_file" | "write_file")
+}
+
+/// Whether `tool` changes a file.
+pub fn writes(tool: &str) -> bool {
+    matches!(tool, "edit_file" | "write_file")
+}
+
+/// A change a file tool is about to make, shown to the person before they are asked (F6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    pub path: PathBuf,
+    /// The text before; `None` for a file that does not exist yet.
+    pub old_text: Option<String>,
+    pub new_text: String,
+    /// The first line the change touches (1-based), for the editor to follow.
+    pub line: Option<u32>,
+}
+
+/// `path` made absolute against `cwd` and cleaned without touching the disk (`.` dropped,
+/// `..` taken back), so a rule by path sees `a/../secrets/x` as `secrets/x` (F1).
+pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
+    // The policy judges the same resolution it is given here.
+    crate::policy::resolve_path(cwd, path)
+}
+
+/// Where `path` (absolute, cleaned) really is: its deepest existing ancestor with every
+/// symbolic link followed, and the rest as written. The policy judges this, so a link
+/// inside the cwd that points elsewhere is judged by where it points (F1).
+pub fn real_path(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut base = path.to_path_buf();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&base) {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                base = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// The call's `path` argument, resolved against its session's cwd (absolute paths only
+/// without a session).
+fn call_path(call: &ToolExecution) -> Result<PathBuf, String> {
+    let path = call
+        .arguments
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if path.trim().is_empty() {
+        return Err("invalid path: empty".into());
+    }
+    match &call.session {
+        Some(session) => Ok(resolve(&session.cwd, path)),
+        None if Path::new(path).is_absolute() => Ok(resolve(Path::new("/"), path)),
+        None => Err(format!(
+            "invalid path `{path}`: relative, and there is no session to resolve it against"
+        )),
+    }
+}
+
+/// Reads a file's text: through the editor when it offers reads, else from disk (F5).
+/// `Ok(None)`: the file does not exist.
+async fn read_text(session: Option<&Arc<Session>>, path: &Path) -> Result<Option<String>, String> {
+    if let Some(files) = session.and_then(|s| s.client_files())
+        && let Some(answer) = files.read(path).await
+    {
+        // The editor answers for files it has open and for files on disk; one it cannot
+        // find is an error there too, so ask the disk whether it exists at all.
+        return match answer {
+            Ok(text) => Ok(Some(text)),
+            Err(_) if !path.exists() => Ok(None),
+            Err(e) => Err(format!("the editor could not read {}: {e}", path.display())),
+        };
+    }
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_disk(&path))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+fn read_disk(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{} is a directory; list it with bash (ls)",
+            path.display()
+        ));
+    }
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "{} is {} bytes, more than the {MAX_FILE_BYTES} the file tools read; use bash (head, sed -n, grep)",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| format!("{} is not UTF-8 text", path.display()))
+}
+
+/// Writes a file's whole text: through the editor when it offers writes, else to disk
+/// atomically (a temporary file beside it, renamed over it, its mode kept) (F5).
+async fn write_text(
+    session: Option<&Arc<Session>>,
+    path: &Path,
+    content: &str,
+) -> Result<(), String> {
+    if let Some(files) = session.and_then(|s| s.client_files())
+        && let Some(answer) = files.write(path, content).await
+    {
+        return answer.map_err(|e| format!("the editor could not write {}: {e}", path.display()));
+    }
+    let (path, content) = (path.to_path_buf(), content.to_string());
+    tokio::task::spawn_blocking(move || write_disk(&path, &content))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
+fn write_disk(path: &Path, content: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+    // Write where a link points, so the link stays a link.
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(fail)?,
+        _ => path.to_path_buf(),
+    };
+    let dir = target
+        .parent()
+        .ok_or_else(|| format!("{}: no parent directory", path.display()))?;
+    if !dir.is_dir() {
+        return Err(format!(
+            "{}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        ));
+    }
+    let mode = std::fs::metadata(&target).ok().map(|m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o7777
+    });
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.dsh-{}", uuid::Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode.unwrap_or(0o666))
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&temp)?;
+        if let Some(mode) = mode {
+            // create_new's mode is masked by the umask; the old file's mode is kept whole.
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        file.write_all(content.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, &target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.map_err(fail)
+}
+
+/// The 1-based line where byte `at` of `text` is.
+fn line_at(text: &str, at: usize) -> u32 {
+    let before = text.get(..at).unwrap_or(text);
+    (before.bytes().filter(|b| *b == b'\n').count() + 1) as u32
+}
+
+/// An edit applied to `text`: the new text, how many replacements, the first line touched;
+/// or the error the model gets (F3).
+pub fn apply_edit(
+    text: &str,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+    shown_path: &str,
+) -> Result<(String, usize, u32), String> {
+    if old.is_empty() {
+        return Err("old_string is empty; use write_file to write a whole file".into());
+    }
+    if old == new {
+        return Err("old_string and new_string are the same; nothing to change".into());
+    }
+    let count = text.matches(old).count();
+    let first = text.find(old);
+    match (count, first) {
+        (0, _) | (_, None) => Err(format!(
+            "old_string was not found in {shown_path}; read the file again and copy the text exactly (whitespace included, without line numbers)"
+        )),
+        (n, Some(_)) if n > 1 && !replace_all => Err(format!(
+            "old_string occurs {n} times in {shown_path}; include more surrounding lines to make it unique, or set replace_all to replace every one"
+        )),
+        (n, Some(at)) => {
+            let edited = if replace_all {
+                text.replace(old, new)
+            } else {
+                text.replacen(old, new, 1)
+            };
+            Ok((edited, n, line_at(text, at)))
+        }
+    }
+}
+
+/// The numbered text `read_file` returns for `text` (F2).
+pub fn numbered(
+    text: &str,
+    offset: usize,
+    limit: usize,
+    shown_path: &str,
+) -> Result<String, String> {
+    if text.is_empty() {
+        return Ok(format!("{shown_path} is empty"));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    if offset > total {
+        return Err(format!(
+            "offset {offset} is past the end of {shown_path} ({total} lines)"
+        ));
+    }
+    let mut out = String::new();
+    let mut last = offset - 1;
+    let mut cut_lines = 0;
+    for (i, line) in lines.iter().enumerate().skip(offset - 1).take(limit) {
+        let shown: String = line.chars().take(MAX_LINE_CHARS).collect();
+        let row = if shown.len() < line.len() {
+            cut_lines += 1;
+            format!(
+                "{:>6}\t{shown}… [line cut at {MAX_LINE_CHARS} characters]\n",
+                i + 1
+            )
+        } else {
+            format!("{:>6}\t{line}\n", i + 1)
+        };
+        if out.len() + row.len() > MAX_READ_BYTES && last >= offset {
+            break;
+        }
+        out.push_str(&row);
+        last = i + 1;
+    }
+    if last < total {
+        out.push_str(&format!(
+            "[lines {offset}-{last} of {total}; read on with offset {}]\n",
+            last + 1
+        ));
+    } else if offset > 1 {
+        out.push_str(&format!("[lines {offset}-{last} of {total}]\n"));
+    }
+    if cut_lines > 0 {
+        out.push_str(&format!(
+            "[{cut_lines} long line(s) cut at {MAX_LINE_CHARS} characters]\n"
+        ));
+    }
+    Ok(out)
+}
+
+/// What an edit or write will do to its file, computed from the file as it is now, for
+/// the diff the person sees before being asked (F6). `None` when the call would fail
+/// anyway (its error is the result) or is not a change.
+pub async fn preview(
+    session: Option<&Arc<Session>>,
+    tool: &str,
+    arguments: &Value,
+) -> Option<FileDiff> {
+    let raw = arguments.get("path").and_then(Value::as_str)?;
+    let path = match session {
+        Some(s) => resolve(&s.cwd, raw),
+        None if Path::new(raw).is_absolute() => resolve(Path::new("/"), raw),
+        None => return None,
+    };
+    let old = read_text(session, &path).await.ok()?;
+    if old.as_ref().is_some_and(|o| o.len() > MAX_DIFF_BYTES) {
+        return None;
+    }
+    let str_arg = |k| arguments.get(k).and_then(Value::as_str);
+    match tool {
+        "write_file" => {
+            let line = match &old {
+                Some(old) => first_changed_line(old, str_arg("content")?),
+                None => 1,
+            };
+            Some(FileDiff {
+                path,
+                old_text: old,
+                new_text: str_arg("content")?.to_string(),
+                line: Some(line),
+            })
+        }
+        "edit_file" => {
+            let old = old?;
+            let all = arguments
+                .get("replace_all")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let (new, _, line) = apply_edit(
+                &old,
+                str_arg("old_string")?,
+                str_arg("new_string")?,
+                all,
+                raw,
+            )
+            .ok()?;
+            Some(FileDiff {
+                path,
+                old_text: Some(old),
+                new_text: new,
+                line: Some(line),
+            })
+        }
+        _ => None,
+    }
+    .filter(|d| d.new_text.len() <= MAX_DIFF_BYTES)
+}
+
+fn first_changed_line(old: &str, new: &str) -> u32 {
+    let same = old
+        .bytes()
+        .zip(new.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    line_at(old, same)
+}
+
+/// `path` as the model wrote it, for messages: what it asked about, not our resolution.
+fn shown(call: &ToolExecution) -> String {
+    call.arguments
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn usize_arg(arguments: &Value, key: &str, default: usize) -> Result<usize, String> {
+    match arguments.get(key).filter(|v| !v.is_null()) {
+        None => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            _ => Err(format!(
+                "invalid arguments: `{key}` must be a whole number of at least 1"
+            )),
+        },
+    }
+}
+
+struct ReadFile {
+    schema: Arc<ToolSchema>,
+}
+
+#[async_trait::async_trait]
+impl Tool for ReadFile {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
+        let path = match call_path(call) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let (offset, limit) = match (
+            usize_arg(&call.arguments, "offset", 1),
+            usize_arg(&call.arguments, "limit", DEFAULT_LIMIT),
+        ) {
+            (Ok(o), Ok(l)) => (o, l),
+            (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
+        };
+        let shown = shown(call);
+        match read_text(call.session.as_ref(), &path).await {
+            Ok(Some(text)) => match numbered(&text, offset, limit, &shown) {
+                Ok(out) => ToolOutput::ok(out),
+                Err(e) => ToolOutput::error(e),
+            },
+            Ok(None) => ToolOutput::error(format!("{shown}: no such file")),
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
+
+struct EditFile {
+    schema: Arc<ToolSchema>,
+}
+
+#[async_trait::async_trait]
+impl Tool for EditFile {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
+        let path = match call_path(call) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let shown = shown(call);
+        let arg = |k| {
+            call.arguments
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let all = call
+            .arguments
+            .get("replace_all")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let text = match read_text(call.session.as_ref(), &path).await {
+            Ok(Some(text)) => text,
+            Ok(None) => {
+                return ToolOutput::error(format!(
+                    "{shown}: no such file; create it with write_file"
+                ));
+            }
+            Err(e) => return ToolOutput::error(e),
+        };
+        let (edited, count, line) =
+            match apply_edit(&text, arg("old_string"), arg("new_string"), all, &shown) {
+                Ok(done) => done,
+                Err(e) => return ToolOutput::error(e),
+            };
+        if let Err(e) = write_text(call.session.as_ref(), &path, &edited).await {
+            return ToolOutput::error(e);
+        }
+        let what = if count == 1 {
+            "1 replacement".to_string()
+        } else {
+            format!("{count} replacements")
+        };
+        ToolOutput::ok(format!("Edited {shown}: {what}, from line {line}"))
+    }
+}
+
+struct WriteFile {
+    schema: Arc<ToolSchema>,
+}
+
+#[async_trait::async_trait]
+impl Tool for WriteFile {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
+        let path = match call_path(call) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let shown = shown(call);
+        let content = call
+            .arguments
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let existed = path.exists();
+        if let Err(e) = write_text(call.session.as_ref(), &path, content).await {
+            return ToolOutput::error(e);
+        }
+        let verb = if existed { "Wrote" } else { "Created" };
+        ToolOutput::ok(format!("{verb} {shown} ({} bytes)", content.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn f1_paths_resolve_against_the_cwd_and_are_cleaned() {
+        let cwd = Path::new("/p/work");
+        assert_eq!(resolve(cwd, "a.txt"), PathBuf::from("/p/work/a.txt"));
+        assert_eq!(resolve(cwd, "./x/../b"), PathBuf::from("/p/work/b"));
+        assert_eq!(
+            resolve(cwd, "../../../etc/passwd"),
+            PathBuf::from("/etc/passwd")
+        );
+        assert_eq!(resolve(cwd, "/abs//c"), PathBuf::from("/abs/c"));
+    }
+
+    #[test]
+    fn f2_read_numbers_lines_and_says_what_was_left_out() {
+        let text = "one\ntwo\nthree\n";
+        assert_eq!(
+            numbered(text, 1, 2000, "f").unwrap(),
+            "     1\tone\n     2\ttwo\n     3\tthree\n"
+        );
+        assert_eq!(
+            numbered(text, 1, 2, "f").unwrap(),
+            "     1\tone\n     2\ttwo\n[lines 1-2 of 3; read on with offset 3]\n"
+        );
+        assert_eq!(
+            numbered(text, 3, 5, "f").unwrap(),
+            "     3\tthree\n[lines 3-3 of 3]\n"
+        );
+        assert_eq!(
+            numbered(text, 4, 1, "f").unwrap_err(),
+            "offset 4 is past the end of f (3 lines)"
+        );
+        assert_eq!(numbered("", 1, 1, "f").unwrap(), "f is empty");
+        let long = "x".repeat(MAX_LINE_CHARS + 5);
+        let out = numbered(&long, 1, 1, "f").unwrap();
+        assert!(out.contains("… [line cut at 2000 characters]"), "{out}");
+        assert!(out.ends_with("[1 long line(s) cut at 2000 characters]\n"));
+        // The byte bound holds whatever the limit.
+        let big = "y".repeat(1000) + "\n";
+        let big = big.repeat(1000);
+        let out = numbered(&big, 1, 2000, "f").unwrap();
+        assert!(out.len() <= MAX_READ_BYTES + 200, "{}", out.len());
+        assert!(out.contains("read on with offset"));
+    }
+
+    #[test]
+    fn f3_edits_need_a_unique_present_old_string() {
+        assert_eq!(
+            apply_edit("a b a", "a", "c", false, "f").unwrap_err(),
+            "old_string occurs 2 times in f; include more surrounding lines to make it unique, or set replace_all to replace every one"
+        );
+        assert_eq!(
+            apply_edit("a b a", "a", "c", true, "f").unwrap(),
+            ("c b c".to_string(), 2, 1)
+        );
+        assert!(
+            apply_edit("abc", "x", "y", false, "f")
+                .unwrap_err()
+                .starts_with("old_string was not found in f")
+        );
+        assert!(apply_edit("abc", "b", "b", false, "f").is_err());
+        assert_eq!(
+            apply_edit("l1\nl2 b\n", "b", "B", false, "f").unwrap(),
+            ("l1\nl2 B\n".to_string(), 1, 2)
+        );
+    }
+
+    #[test]
+    fn f5_disk_writes_are_atomic_and_keep_the_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.sh");
+        std::fs::write(&file, "old").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o750)).unwrap();
+        write_disk(&file, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o750);
+        // Nothing left beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // A link stays a link; its target changes.
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        write_disk(&link, "via link").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "via link");
+        assert!(
+            write_disk(&dir.path().join("no/such/f"), "x")
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
+
+    #[test]
+    fn f1_links_are_judged_by_where_they_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("out")).unwrap();
+        std::os::unix::fs::symlink(real.join("out"), real.join("in")).unwrap();
+        assert_eq!(real_path(&real.join("in/new/f")), real.join("out/new/f"));
+        assert_eq!(real_path(&real.join("plain")), real.join("plain"));
+        assert_eq!(real_path(Path::new("/")), PathBuf::from("/"));
+    }
+
+    #[tokio::test]
+    async fn f6_previews_show_the_change_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, "a\nb\n").unwrap();
+        let p = f.display().to_string();
+        let edit = json!({"path": p, "old_string": "b", "new_string": "c"});
+        assert_eq!(
+            preview(None, "edit_file", &edit).await,
+            Some(FileDiff {
+                path: f.clone(),
+                old_text: Some("a\nb\n".into()),
+                new_text: "a\nc\n".into(),
+                line: Some(2),
+            })
+        );
+        // An edit that will fail shows nothing: its error is the result.
+        let absent = json!({"path": p, "old_string": "zz", "new_string": "c"});
+        assert_eq!(preview(None, "edit_file", &absent).await, None);
+        let new = dir.path().join("n").display().to_string();
+        let d = preview(None, "write_file", &json!({"path": new, "content": "x"}))
+            .await
+            .unwrap();
+        assert_eq!((d.old_text, d.line), (None, Some(1)));
+        // Too big to show as a diff.
+        let big = "y".repeat(MAX_DIFF_BYTES + 1);
+        assert_eq!(
+            preview(None, "write_file", &json!({"path": p, "content": big})).await,
+            None
+        );
+        assert_eq!(preview(None, "read_file", &json!({"path": p})).await, None);
+    }
+
+    #[test]
+    fn f8_disk_reads_refuse_what_is_not_a_text_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_disk(&dir.path().join("none")).unwrap(), None);
+        assert!(
+            read_disk(dir.path())
+                .unwrap_err()
+                .contains("is a directory")
+        );
+        let bin = dir.path().join("b");
+        std::fs::write(&bin, [0xff, 0xfe, 0]).unwrap();
+        assert!(read_disk(&bin).unwrap_err().contains("not UTF-8"));
+    }
+}
