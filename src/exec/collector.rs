@@ -275,7 +275,7 @@ fn skip_continuation(bytes: &[u8]) -> usize {
 
 /// Length of `bytes` without a trailing UTF-8 sequence that is valid so far but
 /// incomplete (it may complete with the next chunk).
-fn complete_prefix_len(bytes: &[u8]) -> usize {
+pub(crate) fn complete_prefix_len(bytes: &[u8]) -> usize {
     let n = bytes.len();
     for back in 1..=n.min(3) {
         let b = bytes[n - back];

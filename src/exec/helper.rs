@@ -79,6 +79,19 @@ pub struct WireSpec {
 pub struct RunParams {
     pub run: u64,
     pub spec: WireSpec,
+    /// Send the output as it comes (`run_output` notifications), for a live display.
+    #[serde(default)]
+    pub watch: bool,
+}
+
+/// `run_output` notification params: a piece of a watched run's output, whole UTF-8
+/// characters only (a character cut by a read waits for its rest).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOutputParams {
+    pub run: u64,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    pub data: String,
 }
 
 /// `start` params: the local side's key for the task, which names it in `output`,
@@ -395,7 +408,12 @@ impl Helper {
         // cancels `ctx.cancel`; `cancel` by number cancels this child of it.
         let cancel = ctx.cancel.child_token();
         lock(&self.runs).insert(p.run, cancel.clone());
-        let result = exec.run(spec_of(p.spec), cancel).await;
+        let result = if p.watch {
+            let watch = forward_output(ctx.peer.clone(), p.run);
+            exec.run_watched(spec_of(p.spec), cancel, watch).await
+        } else {
+            exec.run(spec_of(p.spec), cancel).await
+        };
         lock(&self.runs).remove(&p.run);
         let answer = match result {
             Ok(outcome) => RunAnswer::Ok((&outcome).into()),
@@ -692,4 +710,35 @@ pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
         exec.shutdown().await;
     }
     Ok(())
+}
+
+/// An output watch that sends a run's output to the local side as `run_output`
+/// notifications, holding back a character cut by a read until its rest arrives (per
+/// stream), so every notification is valid text and together they are the output.
+fn forward_output(peer: Peer, run: u64) -> super::OutputWatch {
+    let carry: Mutex<[Vec<u8>; 2]> = Mutex::new([Vec::new(), Vec::new()]);
+    Arc::new(move |stream: super::OutputStream, bytes: &[u8]| {
+        let (index, name) = match stream {
+            super::OutputStream::Stdout => (0, "stdout"),
+            super::OutputStream::Stderr => (1, "stderr"),
+        };
+        let mut carry = lock(&carry);
+        let pending = &mut carry[index];
+        pending.extend_from_slice(bytes);
+        let whole = super::collector::complete_prefix_len(pending);
+        if whole == 0 {
+            return;
+        }
+        let data = String::from_utf8_lossy(&pending[..whole]).into_owned();
+        pending.drain(..whole);
+        let params = RunOutputParams {
+            run,
+            stream: name.into(),
+            data,
+        };
+        if let Ok(params) = serde_json::to_value(params) {
+            // A closed channel loses only the live view: the result still carries all.
+            let _ = peer.notify("run_output", params);
+        }
+    })
 }

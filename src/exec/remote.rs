@@ -332,6 +332,8 @@ struct Shared {
     by_key: Mutex<HashMap<u64, Arc<RTask>>>,
     retention: Mutex<Retention>,
     completions: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    /// Run number -> who watches its output live.
+    watches: Mutex<HashMap<u64, super::OutputWatch>>,
 }
 
 impl Shared {
@@ -435,6 +437,21 @@ impl Service for ClientService {
                     task.stderr.push(p.stderr, &self.shared.host);
                 }
             }
+            "run_output" => {
+                let Ok(p) = serde_json::from_value::<helper::RunOutputParams>(params) else {
+                    tracing::warn!("malformed run_output notification from the helper");
+                    return;
+                };
+                let watch = lock(&self.shared.watches).get(&p.run).cloned();
+                if let Some(watch) = watch {
+                    let stream = if p.stream == "stderr" {
+                        super::OutputStream::Stderr
+                    } else {
+                        super::OutputStream::Stdout
+                    };
+                    watch(stream, p.data.as_bytes());
+                }
+            }
             "done" => {
                 let Ok(p) = serde_json::from_value::<DoneParams>(params) else {
                     tracing::warn!("malformed done notification from the helper");
@@ -508,6 +525,7 @@ impl HelperClient {
                 by_key: Mutex::new(HashMap::new()),
                 retention: Mutex::new(Retention::new(config.finished_output_bytes)),
                 completions: Mutex::new(Some(completions)),
+                watches: Mutex::new(HashMap::new()),
             }),
             ssh,
             helper_exe,
@@ -809,14 +827,40 @@ impl HelperClient {
         spec: ExecSpec,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, ExecError> {
+        self.run_with(spec, cancel, None).await
+    }
+
+    /// [`HelperClient::run`], with the output handed to `watch` as the helper sends it.
+    pub(crate) async fn run_watched(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: super::OutputWatch,
+    ) -> Result<RunOutcome, ExecError> {
+        self.run_with(spec, cancel, Some(watch)).await
+    }
+
+    async fn run_with(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: Option<super::OutputWatch>,
+    ) -> Result<RunOutcome, ExecError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
         let conn = self.connection().await.map_err(|e| self.unusable(e))?;
         let run = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let watched = watch.is_some();
+        if let Some(watch) = watch {
+            lock(&self.shared.watches).insert(run, watch);
+        }
+        // However the run ends (an answer, an error, this future dropped), its watch goes.
+        let _unwatch = Unwatch(&self.shared, run);
         let params = serde_json::to_value(RunParams {
             run,
             spec: self.wire_spec(&spec),
+            watch: watched,
         })
         .map_err(|e| ExecError::Remote(e.to_string()))?;
         // A cancel is a stop like any other: the helper ends the command and still
@@ -1206,5 +1250,14 @@ mod tests {
         assert!(check_platform("Linux riscv64").is_err());
         assert!(check_platform("Darwin arm64").is_err());
         assert!(check_platform("").is_err());
+    }
+}
+
+/// Removes a run's watch when dropped.
+struct Unwatch<'a>(&'a Shared, u64);
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.watches).remove(&self.1);
     }
 }

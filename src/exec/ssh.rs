@@ -350,9 +350,7 @@ impl BashExecutor for SshExecutor {
         watch: OutputWatch,
     ) -> Result<RunOutcome, ExecError> {
         match self.backend().await? {
-            // The helper's channel does not carry a run's output as it comes yet: it
-            // arrives with the result.
-            Backend::Helper => self.helper.run(spec, cancel).await,
+            Backend::Helper => self.helper.run_watched(spec, cancel, watch).await,
             Backend::Wrapper => self.wrapper.run_watched(spec, cancel, watch).await,
         }
     }

@@ -105,10 +105,11 @@ async fn e3_a_process_without_marker_or_session_dies_with_the_namespace() {
     let token = token();
     let ready = Fifo::new(root.path(), "ready");
     // `env -i` drops the marker and `setsid` leaves the session: nothing but the
-    // PID namespace still holds this process.
+    // PID namespace still holds this process. The wait is for `sleep` itself: until
+    // `setsid` and `env` have exec'd it, their environment (the marker in it) shows.
     let command = format!(
         "setsid env -i /bin/sleep 1000.{token} >/dev/null 2>&1 &
-         while ! pgrep -f 1000.{token} >/dev/null; do sleep 0.01; done
+         while ! pgrep -f '^/bin/sleep 1000.{token}' >/dev/null; do sleep 0.01; done
          echo ready > {r}; exec sleep 1000",
         r = ready.path()
     );

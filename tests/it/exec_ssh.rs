@@ -489,3 +489,45 @@ async fn a_helper_that_stops_answering_is_killed_and_the_next_one_ends_its_comma
     );
     exec.shutdown().await;
 }
+
+/// Live output over ssh, both paths: every byte of a foreground run reaches the watch
+/// as it is read (through the helper: as `run_output` notifications, characters whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_run_shows_its_output_on_both_paths() {
+    use dsh::exec::OutputStream;
+    use std::sync::{Arc, Mutex};
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        let state = tempfile::tempdir().unwrap();
+        let sshd = Sshd::start();
+        let mut cfg = config(state.path(), &sshd);
+        cfg.ssh.helper = helper;
+        let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
+        let seen: Arc<Mutex<(Vec<u8>, Vec<u8>)>> = Arc::default();
+        let watch = {
+            let seen = seen.clone();
+            Arc::new(move |stream: OutputStream, bytes: &[u8]| {
+                let mut seen = seen.lock().unwrap();
+                match stream {
+                    OutputStream::Stdout => seen.0.extend_from_slice(bytes),
+                    OutputStream::Stderr => seen.1.extend_from_slice(bytes),
+                }
+            })
+        };
+        let out = exec
+            .run_watched(
+                exec.resolve(req(
+                    "printf 'a\\n'; printf 'caf\\303\\251' >&2; printf 'b\\n'",
+                    Path::new("/tmp"),
+                )),
+                CancellationToken::new(),
+                watch,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.stdout.text, "a\nb\n", "{helper:?}");
+        let seen = seen.lock().unwrap();
+        assert_eq!(String::from_utf8_lossy(&seen.0), "a\nb\n", "{helper:?}");
+        assert_eq!(String::from_utf8_lossy(&seen.1), "café", "{helper:?}");
+        exec.shutdown().await;
+    }
+}
