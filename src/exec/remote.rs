@@ -1239,6 +1239,15 @@ impl<W: Write> Write for Counting<W> {
     }
 }
 
+/// Removes a run's watch when dropped.
+struct Unwatch<'a>(&'a Shared, u64);
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.watches).remove(&self.1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1250,14 +1259,5 @@ mod tests {
         assert!(check_platform("Linux riscv64").is_err());
         assert!(check_platform("Darwin arm64").is_err());
         assert!(check_platform("").is_err());
-    }
-}
-
-/// Removes a run's watch when dropped.
-struct Unwatch<'a>(&'a Shared, u64);
-
-impl Drop for Unwatch<'_> {
-    fn drop(&mut self) {
-        lock(&self.0.watches).remove(&self.1);
     }
 }

@@ -525,9 +525,9 @@ async fn a_watched_run_shows_its_output_on_both_paths() {
             .await
             .unwrap();
         assert_eq!(out.stdout.text, "a\nb\n", "{helper:?}");
-        let seen = seen.lock().unwrap();
-        assert_eq!(String::from_utf8_lossy(&seen.0), "a\nb\n", "{helper:?}");
-        assert_eq!(String::from_utf8_lossy(&seen.1), "café", "{helper:?}");
+        let (stdout, stderr) = seen.lock().unwrap().clone();
+        assert_eq!(String::from_utf8_lossy(&stdout), "a\nb\n", "{helper:?}");
+        assert_eq!(String::from_utf8_lossy(&stderr), "café", "{helper:?}");
         exec.shutdown().await;
     }
 }
