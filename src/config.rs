@@ -269,6 +269,11 @@ pub struct PermissionsConfig {
     pub read_only_commands: Vec<String>,
     /// Expected decisions for given command lines, checked against the rules above.
     pub tests: Vec<PolicyTest>,
+    /// A candidate config whose `[permissions]` rules are judged beside these on every
+    /// call, their decision traced as `shadow policy` (`enforced: false`) and never
+    /// applied: `dsh policy shadow-report` shows where they would differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<PathBuf>,
 }
 
 impl Default for PermissionsConfig {
@@ -281,6 +286,7 @@ impl Default for PermissionsConfig {
                 .map(|s| s.to_string())
                 .collect(),
             tests: Vec::new(),
+            shadow: None,
         }
     }
 }
@@ -372,6 +378,19 @@ pub struct ExternalHookConfig {
     /// How long the program may take before its silence counts as a deny.
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: u64,
+    /// `false`: a shadow. It runs beside the call on every matching call and its word
+    /// goes to the trace (`enforced: false`); it never changes or delays the outcome (a
+    /// shadow still running when the call ends is stopped and traced as unfinished).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub enforce: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 impl Default for ExternalHookConfig {
@@ -389,6 +408,7 @@ impl Default for ExternalHookConfig {
             run: HookRun::default(),
             env: Vec::new(),
             timeout_ms: default_hook_timeout_ms(),
+            enforce: true,
         }
     }
 }

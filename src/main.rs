@@ -143,12 +143,25 @@ enum PolicyCommand {
         #[arg(long, value_parser = ["loosen", "change"])]
         fail_on: Option<String>,
     },
+    /// Where the shadows (hooks with `enforce = false`, `[permissions] shadow` rules)
+    /// would have decided otherwise than what was enforced, from an audit log.
+    ShadowReport {
+        /// The audit log (default: `audit.jsonl` in the default state directory).
+        #[arg(long)]
+        audit: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Policy {
+            command: PolicyCommand::ShadowReport { audit, json },
+        } => shadow_report(audit, json),
         Command::Policy {
             command:
                 PolicyCommand::Replay {
@@ -302,6 +315,24 @@ fn explain(
             "{}",
             dsh::policy::explain::render(command, mode.id(), &judged)
         );
+    }
+    Ok(())
+}
+
+/// `dsh policy shadow-report`.
+fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
+    let path = audit.unwrap_or_else(|| Config::default().exec.state_dir().join("audit.jsonl"));
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let report = dsh::policy::replay::shadow_report(&text)
+        .map_err(|u| format!("{}:{}: {}", path.display(), u.line, u.why))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", dsh::policy::replay::render_shadows(&report));
     }
     Ok(())
 }

@@ -93,6 +93,7 @@ impl Hook for PermissionGate {
             decision: format!("{answer:?}"),
             reason: String::new(),
             ms: 0,
+            enforced: true,
         });
         match answer {
             PermissionAnswer::AllowOnce => next.run(call).await,

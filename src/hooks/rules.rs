@@ -10,6 +10,8 @@ use std::sync::Arc;
 /// Vetoes what the policy denies and marks what it wants asked.
 pub struct PolicyHook {
     policy: Arc<Policy>,
+    /// The `[permissions] shadow` rules: judged beside, traced, never applied.
+    shadow: Option<Arc<Policy>>,
     /// The mode of a call made outside any session.
     sessionless_mode: Mode,
     /// Under the sandbox executor, the config's writable roots (`[exec.sandbox]
@@ -21,6 +23,7 @@ impl PolicyHook {
     pub fn new(policy: Arc<Policy>) -> Self {
         Self {
             policy,
+            shadow: None,
             sessionless_mode: Mode::Ask,
             sandbox_writable: None,
         }
@@ -30,6 +33,12 @@ impl PolicyHook {
     /// session's and these) are denied, as a command's would fail there.
     pub fn sandboxed(mut self, writable: Vec<PathBuf>) -> Self {
         self.sandbox_writable = Some(writable);
+        self
+    }
+
+    /// Judges every call with `shadow` too and traces what it would decide.
+    pub fn with_shadow(mut self, shadow: Option<Arc<Policy>>) -> Self {
+        self.shadow = shadow;
         self
     }
 }
@@ -105,7 +114,20 @@ impl Hook for PolicyHook {
             decision: crate::policy::action(judgement.decision).into(),
             reason: judgement.reason.clone(),
             ms: started.elapsed().as_millis() as u64,
+            enforced: true,
         });
+        if let Some(shadow) = &self.shadow {
+            let started = std::time::Instant::now();
+            let judged = shadow.judge(&call.tool, &call.arguments, mode, &grants);
+            call.record(TraceEntry {
+                name: "shadow policy".into(),
+                event: "pre_tool",
+                decision: crate::policy::action(judged.decision).into(),
+                reason: judged.reason,
+                ms: started.elapsed().as_millis() as u64,
+                enforced: false,
+            });
+        }
         let judgement = Arc::new(judgement);
         call.set_judged(mode, grants, judgement.clone());
         if judgement.decision == Decision::Deny {

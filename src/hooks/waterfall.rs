@@ -54,6 +54,14 @@ pub struct TraceEntry {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
     pub ms: u64,
+    /// `false` for a shadow (a hook with `enforce = false`, or the `[permissions] shadow`
+    /// rules): what it would have decided, which changed nothing.
+    #[serde(skip_serializing_if = "is_true")]
+    pub enforced: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Watches a call for whoever shows it live (the turn loop): the moment the tool starts,

@@ -190,6 +190,121 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// Where a shadow (a hook with `enforce = false`, or the `[permissions] shadow` rules)
+/// would have decided otherwise than what was enforced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShadowDifference {
+    pub line: usize,
+    pub tool: String,
+    pub call: String,
+    /// The shadow's name in the trace.
+    pub shadow: String,
+    pub enforced: Decision,
+    pub shadow_decision: Decision,
+    pub reason: String,
+}
+
+/// What the shadows in an audit log said, against what was enforced.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ShadowReport {
+    /// Per shadow: calls it spoke on, and how many of those it would have decided otherwise.
+    pub shadows: BTreeMap<String, ShadowCount>,
+    pub differences: Vec<ShadowDifference>,
+}
+
+/// One shadow's tally.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ShadowCount {
+    pub calls: usize,
+    pub differed: usize,
+    /// Its answer did not come before the call ended.
+    pub unfinished: usize,
+}
+
+/// Reads every `execution` line's shadow trace entries (`enforced: false`) and compares
+/// each shadow's decision with the line's enforced one. A shadow with no opinion (a hook
+/// that answered nothing, a rewrite) agrees.
+pub fn shadow_report(audit: &str) -> Result<ShadowReport, Unreadable> {
+    let mut report = ShadowReport::default();
+    for (i, text) in audit.lines().enumerate() {
+        let line = i + 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let record: Value = serde_json::from_str(text).map_err(|e| Unreadable {
+            line,
+            why: format!("not JSON: {e}"),
+        })?;
+        if record["event"] != "execution" {
+            continue;
+        }
+        let Some(enforced) = decision(&record["decision"]) else {
+            continue;
+        };
+        let shadows = record["trace"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["enforced"] == false);
+        for entry in shadows {
+            let name = entry["name"].as_str().unwrap_or("?").to_string();
+            let count = report.shadows.entry(name.clone()).or_default();
+            count.calls += 1;
+            if entry["decision"] == "unfinished" {
+                count.unfinished += 1;
+                continue;
+            }
+            let Some(said) = decision(&entry["decision"]) else {
+                continue;
+            };
+            if said != enforced {
+                count.differed += 1;
+                let arguments = &record["arguments"];
+                report.differences.push(ShadowDifference {
+                    line,
+                    tool: record["tool"].as_str().unwrap_or("?").to_string(),
+                    call: arguments["command"]
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| arguments.to_string()),
+                    shadow: name,
+                    enforced,
+                    shadow_decision: said,
+                    reason: entry["reason"].as_str().unwrap_or_default().to_string(),
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The shadow report as text: each difference, then a line per shadow.
+pub fn render_shadows(report: &ShadowReport) -> String {
+    let mut out = String::new();
+    for d in &report.differences {
+        out.push_str(&format!(
+            "line {}: {} says {} where {} was enforced  {} {}\n  {}\n",
+            d.line,
+            d.shadow,
+            action(d.shadow_decision),
+            action(d.enforced),
+            d.tool,
+            d.call,
+            d.reason
+        ));
+    }
+    if report.shadows.is_empty() {
+        out.push_str("no shadow spoke in this log\n");
+    }
+    for (name, c) in &report.shadows {
+        out.push_str(&format!(
+            "{name}: {} call(s), {} differed, {} unfinished\n",
+            c.calls, c.differed, c.unfinished
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

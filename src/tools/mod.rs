@@ -138,7 +138,8 @@ impl ToolRegistry {
             )));
         }
         chain.push(Arc::new(SchemaHook::new(self.schemas())));
-        let mut policy_hook = PolicyHook::new(judges.policy.clone());
+        let mut policy_hook =
+            PolicyHook::new(judges.policy.clone()).with_shadow(shadow_policy(config));
         if config.exec.kind == crate::config::ExecutorKind::Sandbox {
             policy_hook = policy_hook.sandboxed(config.exec.sandbox.writable.clone());
         }
@@ -250,6 +251,19 @@ impl Terminal for ToolRegistry {
                 tool.call(call).await
             }
             None => ToolOutput::error(format!("unknown tool `{}`", call.tool)),
+        }
+    }
+}
+
+/// The `[permissions] shadow` candidate's rules, if it names one that loads; one that
+/// does not is logged and left out (it never affects a call).
+fn shadow_policy(config: &Config) -> Option<Arc<Policy>> {
+    let path = config.permissions.shadow.as_deref()?;
+    match Config::load(Some(path)) {
+        Ok(candidate) => Some(Arc::new(Policy::new(&candidate.permissions))),
+        Err(e) => {
+            tracing::error!(path = %path.display(), "the shadow policy cannot be read: {e}");
+            None
         }
     }
 }

@@ -243,3 +243,82 @@ async fn always_answers_survive_a_restart_and_can_be_revoked() {
     drop(c);
     daemon.stop().await;
 }
+
+/// Shadows (issue 14): a hook with `enforce = false` and a `[permissions] shadow`
+/// candidate are asked about every call and traced, and never change or hold it up; a
+/// slow shadow is traced as unfinished; `dsh policy shadow-report` lists where they differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadows_are_traced_and_never_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let says_no = dir.path().join("says-no");
+    std::fs::write(
+        &says_no,
+        "#!/bin/sh\ncat > /dev/null\necho '{\"decision\":\"deny\",\"reason\":\"shadow says no\"}'\n",
+    )
+    .unwrap();
+    let slow = dir.path().join("slow");
+    std::fs::write(&slow, "#!/bin/sh\ncat > /dev/null\nsleep 30\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for p in [&says_no, &slow] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let candidate = dir.path().join("candidate.toml");
+    std::fs::write(&candidate, deny("echo")).unwrap();
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\nshadow = {candidate:?}\n\
+         [[hooks.command]]\nargv = [{says_no:?}]\nname = \"says-no\"\nenforce = false\n\
+         [[hooks.command]]\nargv = [{slow:?}]\nname = \"slow\"\nenforce = false\ntimeout_ms = 60000\n"
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&workspace(dir.path(), "ws")).await;
+    assert_eq!(c.bash(&s, "echo ran").await, ("ran\n".into(), false));
+    let line = audit(&daemon).pop().unwrap();
+    let shadow = |name: &str| {
+        line["trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .clone()
+    };
+    assert_eq!(shadow("shadow policy")["decision"], "deny");
+    assert_eq!(shadow("shadow policy")["enforced"], false);
+    assert_eq!(shadow("hook says-no")["decision"], "deny");
+    assert_eq!(shadow("hook says-no")["reason"], "shadow says no");
+    assert_eq!(shadow("hook slow")["decision"], "unfinished");
+    assert!(
+        line["trace"][0].get("enforced").is_none(),
+        "the enforced policy: {line}"
+    );
+    drop(c);
+    daemon.stop().await;
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "shadow-report", "--audit"])
+        .arg(daemon_audit(dir.path()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("line 1: shadow policy says deny where allow was enforced  bash echo ran"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hook says-no: 1 call(s), 1 differed, 0 unfinished"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hook slow: 1 call(s), 0 differed, 1 unfinished"),
+        "{text}"
+    );
+}
+
+fn daemon_audit(dir: &Path) -> std::path::PathBuf {
+    dir.join("state/audit.jsonl")
+}

@@ -190,11 +190,75 @@ impl ExternalHook {
             decision: decision.into(),
             reason: reason.into(),
             ms,
+            enforced: self.config.enforce,
         });
     }
 
     fn context_source(&self) -> String {
         format!("hook:{}", self.label)
+    }
+
+    /// A hook with `enforce = false`: asked beside the call, never before it; what it
+    /// says is traced and nothing else. A shadow still running when the call ends is
+    /// stopped (dropping it kills its process group) and traced as unfinished.
+    async fn shadow(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        let event = self.config.event;
+        let asked = async {
+            match event {
+                // A post_tool shadow needs the result: it runs after the call.
+                HookEvent::PostTool => None,
+                _ => Some(self.consult_call(event, call, None).await),
+            }
+        };
+        tokio::pin!(asked);
+        let run = next.run(call);
+        tokio::pin!(run);
+        let mut said = None;
+        let out = loop {
+            tokio::select! {
+                out = &mut run => break out,
+                r = &mut asked, if said.is_none() => said = Some(r),
+            }
+        };
+        let said = match said {
+            Some(said) => said,
+            None if event == HookEvent::PostTool && !out.vetoed => {
+                Some(self.consult_call(event, call, Some(&out)).await)
+            }
+            None => tokio::time::timeout(Duration::ZERO, &mut asked)
+                .await
+                .ok()
+                .flatten(),
+        };
+        let (decision, reason, ms) = match said {
+            Some((Ok(answer), ms)) => {
+                let decision = match (answer.decision, &answer.rewrite, &answer.replace) {
+                    (Some(d), _, _) => crate::policy::action(d).to_string(),
+                    (None, Some(_), _) => "rewrite".into(),
+                    (None, None, Some(_)) => "replace".into(),
+                    _ => answer
+                        .permission
+                        .map(|p| format!("{p:?}"))
+                        .unwrap_or_else(|| "none".into()),
+                };
+                (decision, answer.reason, ms)
+            }
+            Some((Err(why), ms)) => ("deny".into(), why, ms),
+            None => (
+                "unfinished".into(),
+                "still running when the call ended".into(),
+                0,
+            ),
+        };
+        call.record(TraceEntry {
+            name: self.name.clone(),
+            event: event.as_str(),
+            decision,
+            reason,
+            ms,
+            enforced: false,
+        });
+        out
     }
 
     async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
@@ -301,6 +365,9 @@ impl Hook for ExternalHook {
         if !self.applies_to(call) {
             return next.run(call).await;
         }
+        if !self.config.enforce {
+            return self.shadow(call, next).await;
+        }
         match self.config.event {
             HookEvent::PreTool => self.pre_tool(call, next).await,
             HookEvent::PostTool => self.post_tool(call, next).await,
@@ -370,8 +437,12 @@ impl HookSet {
             .cloned()
     }
 
+    /// The enforced hooks of `event` outside the waterfall (a shadow of a prompt or a
+    /// session's start would have nothing to record its word in).
     fn of(&self, event: HookEvent) -> impl Iterator<Item = &Arc<ExternalHook>> {
-        self.hooks.iter().filter(move |h| h.event() == event)
+        self.hooks.iter().filter(move |h| {
+            h.event() == event && (h.config.enforce || event == HookEvent::Permission)
+        })
     }
 
     /// Starts every hook server (the daemon does, at startup); one that cannot start is
@@ -417,7 +488,8 @@ impl HookSet {
                 PermissionReply::Pass => "pass",
             };
             hook.trace(call, said, &reason, ms);
-            if reply != PermissionReply::Pass {
+            // A shadow's answer is traced and never taken.
+            if reply != PermissionReply::Pass && hook.config.enforce {
                 return Some((reply, hook.name.clone(), reason));
             }
         }
