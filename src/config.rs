@@ -378,9 +378,10 @@ pub struct ExternalHookConfig {
     /// How long the program may take before its silence counts as a deny.
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: u64,
-    /// `false`: a shadow. It runs beside the call on every matching call and its word
-    /// goes to the trace (`enforced: false`); it never changes or delays the outcome (a
-    /// shadow still running when the call ends is stopped and traced as unfinished).
+    /// `false` (pre_tool hooks only): a shadow. It runs beside the call on every matching
+    /// call and its word goes to the trace (`enforced: false`); it never changes or delays
+    /// the outcome (a shadow still running when the call ends is stopped and traced as
+    /// unfinished).
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub enforce: bool,
 }
@@ -735,6 +736,14 @@ impl Config {
                 return Err(ConfigError::Invalid(
                     "hooks.command entry with empty argv".into(),
                 ));
+            }
+            if !hook.enforce && hook.event != HookEvent::PreTool {
+                return Err(ConfigError::Invalid(format!(
+                    "hook {:?}: only pre_tool hooks can be shadows (enforce = false); a {} shadow \
+                     could only hold up the call",
+                    hook.argv[0],
+                    hook.event.as_str()
+                )));
             }
             if hook.protocol == HookProtocol::V1
                 && hook.dialect == HookDialect::Dsh

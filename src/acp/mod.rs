@@ -300,6 +300,12 @@ impl AcpService {
     /// the way that client can show it.
     fn send_turn_event(&self, session_id: &str, event: agent::TurnEvent<'_>) {
         self.send_to_bound(session_id, |display| updates::from_turn(event, display));
+        if let agent::TurnEvent::ModeChanged(_) = event
+            && let Some(session) = self.sessions.get(session_id)
+        {
+            // The mode is a config option too (Zed's selector shows that one).
+            self.send_update(session_id, sessions::config_options_update(self, &session));
+        }
     }
 
     fn send_to_bound(

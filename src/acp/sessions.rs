@@ -56,6 +56,13 @@ pub(super) fn config_options(
     vec![model, mode]
 }
 
+/// The session's config options as they stand, as an update.
+pub(super) fn config_options_update(agent: &AcpService, session: &Session) -> acp::SessionUpdate {
+    acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+        agent.config_options_of(session),
+    ))
+}
+
 fn modes_state(current: Mode) -> acp::SessionModeState {
     let describe = |m: Mode| match m {
         Mode::Ask => "Rules decide; anything they do not cover is asked",
@@ -124,7 +131,7 @@ impl AcpService {
         )
     }
 
-    fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
+    pub(super) fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
         let settings = self.settings();
         config_options(
             &settings.model_config.models,
@@ -204,12 +211,7 @@ impl AcpService {
             );
         }
         self.send_update(&session.id, updates::mode(mode.id()));
-        self.send_update(
-            &session.id,
-            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
-                self.config_options_of(session),
-            )),
-        );
+        self.send_update(&session.id, config_options_update(self, session));
     }
 
     /// Asks the `session_start` hooks about `session` and logs the context they add,

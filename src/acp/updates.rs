@@ -232,13 +232,26 @@ pub fn permission_tool_call(
 
 /// A hook rewrote a call: the editor shows what actually runs (title, input,
 /// description). No status: it stays what it was.
-pub fn tool_rewritten(call_id: &str, view: &CallView, raw_input: &Value) -> SessionUpdate {
-    let mut fields = ToolCallUpdateFields::new()
-        .title(view.title.clone())
-        .raw_input(raw_input.clone());
+pub fn tool_rewritten(
+    call_id: &str,
+    view: &CallView,
+    raw_input: &Value,
+    display: ClientDisplay,
+) -> SessionUpdate {
+    let mut content = Vec::with_capacity(2);
     if let Some(description) = &view.description {
-        fields = fields.content(vec![text_content(description.clone())]);
+        content.push(text_content(description.clone()));
     }
+    if display.terminal(view) {
+        // The terminal stays: its output is still to come.
+        content.push(ToolCallContent::Terminal(Terminal::new(
+            call_id.to_string(),
+        )));
+    }
+    let fields = ToolCallUpdateFields::new()
+        .title(view.title.clone())
+        .raw_input(raw_input.clone())
+        .content(content);
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id.to_string(), fields))
 }
 
@@ -338,7 +351,7 @@ pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate 
             call_id,
             view,
             arguments,
-        } => tool_rewritten(call_id, view, arguments),
+        } => tool_rewritten(call_id, view, arguments, display),
         E::ToolOutput {
             call_id,
             view,

@@ -15,8 +15,11 @@ use tokio::time::{Duration, Instant};
 pub const SHOWN_BYTES: usize = 64 * 1024;
 /// Output is shown at most this often...
 const EVERY: Duration = Duration::from_millis(100);
-/// ...unless this much more arrived since it was last shown.
+/// ...unless this much more arrived since it was last shown...
 const ENOUGH_BYTES: u64 = 8 * 1024;
+/// ...and even then not more often than this: an update carries up to 64 KB, and a
+/// command printing fast must not flood (and so lose) a slow editor.
+const AT_MOST: Duration = Duration::from_millis(40);
 
 /// What the turn knows of one running call, filled by the tool's own task.
 pub struct LiveCall {
@@ -64,8 +67,9 @@ impl CallWatcher for LiveCall {
 }
 
 /// Runs `call` (the call's way through the waterfall) while telling the client when it
-/// starts running and showing its output as it comes, and returns its result. Nothing
-/// is sent after the call ends: the result is the caller's to send.
+/// starts running and showing its output as it comes, and returns its result. What is
+/// still unshown when the call ends goes out before this returns; nothing after: the
+/// result is the caller's to send.
 pub async fn watch(
     ctx: &TurnContext<'_>,
     call_id: &str,
@@ -131,7 +135,7 @@ impl Shown {
         view
     }
 
-    /// When waiting output is due.
+    /// When waiting output is due (at the latest).
     fn due(&self) -> Option<Instant> {
         match (self.waiting, self.at) {
             (true, Some(at)) => Some(at + EVERY),
@@ -157,8 +161,14 @@ impl Shown {
             return;
         }
         let now = Instant::now();
-        let throttled = self.at.is_some_and(|at| now < at + EVERY);
-        if !last && throttled && total - self.bytes < ENOUGH_BYTES {
+        let since = self.at.map(|at| now - at);
+        let due = match since {
+            None => true,
+            Some(since) => {
+                since >= EVERY || (since >= AT_MOST && total - self.bytes >= ENOUGH_BYTES)
+            }
+        };
+        if !last && !due {
             self.waiting = true;
             return;
         }

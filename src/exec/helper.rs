@@ -409,8 +409,10 @@ impl Helper {
         let cancel = ctx.cancel.child_token();
         lock(&self.runs).insert(p.run, cancel.clone());
         let result = if p.watch {
-            let watch = forward_output(ctx.peer.clone(), p.run);
-            exec.run_watched(spec_of(p.spec), cancel, watch).await
+            let (watch, forward) = forward_output(ctx.peer.clone(), p.run);
+            let result = exec.run_watched(spec_of(p.spec), cancel, watch).await;
+            forward.flush();
+            result
         } else {
             exec.run(spec_of(p.spec), cancel).await
         };
@@ -712,33 +714,86 @@ pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-/// An output watch that sends a run's output to the local side as `run_output`
-/// notifications, holding back a character cut by a read until its rest arrives (per
-/// stream), so every notification is valid text and together they are the output.
-fn forward_output(peer: Peer, run: u64) -> super::OutputWatch {
-    let carry: Mutex<[Vec<u8>; 2]> = Mutex::new([Vec::new(), Vec::new()]);
-    Arc::new(move |stream: super::OutputStream, bytes: &[u8]| {
-        let (index, name) = match stream {
-            super::OutputStream::Stdout => (0, "stdout"),
-            super::OutputStream::Stderr => (1, "stderr"),
+/// How often a watched run's output goes to the local side at most, and how much of
+/// each stream waits at most: a command printing faster than the channel carries must
+/// not fill the helper's outgoing queue (which would end the channel and every run on
+/// it). What a full wait drops is only the live view's: the result carries everything.
+const FORWARD_EVERY: Duration = Duration::from_millis(50);
+const FORWARD_MAX: usize = 64 * 1024;
+
+/// What a watched run has read and not yet sent, per stream.
+struct Forward {
+    peer: Peer,
+    run: u64,
+    pending: Mutex<([Vec<u8>; 2], Option<std::time::Instant>)>,
+}
+
+impl Forward {
+    fn push(&self, stream: super::OutputStream, bytes: &[u8]) {
+        let index = match stream {
+            super::OutputStream::Stdout => 0,
+            super::OutputStream::Stderr => 1,
         };
-        let mut carry = lock(&carry);
-        let pending = &mut carry[index];
-        pending.extend_from_slice(bytes);
-        let whole = super::collector::complete_prefix_len(pending);
-        if whole == 0 {
+        let mut guard = lock(&self.pending);
+        let (streams, sent_at) = &mut *guard;
+        let buffer = &mut streams[index];
+        buffer.extend_from_slice(bytes);
+        if buffer.len() > FORWARD_MAX {
+            let cut = buffer.len() - FORWARD_MAX;
+            buffer.drain(..cut);
+        }
+        if sent_at.is_some_and(|at| at.elapsed() < FORWARD_EVERY) {
             return;
         }
-        let data = String::from_utf8_lossy(&pending[..whole]).into_owned();
-        pending.drain(..whole);
-        let params = RunOutputParams {
-            run,
-            stream: name.into(),
-            data,
-        };
-        if let Ok(params) = serde_json::to_value(params) {
-            // A closed channel loses only the live view: the result still carries all.
-            let _ = peer.notify("run_output", params);
+        *sent_at = Some(std::time::Instant::now());
+        self.send(streams, false);
+    }
+
+    /// Sends what waits; at the run's end (`last`), a character cut by the end too.
+    fn send(&self, streams: &mut [Vec<u8>; 2], last: bool) {
+        for (index, name) in [(0, "stdout"), (1, "stderr")] {
+            let buffer = &mut streams[index];
+            let whole = if last {
+                buffer.len()
+            } else {
+                super::collector::complete_prefix_len(buffer)
+            };
+            if whole == 0 {
+                continue;
+            }
+            let data = String::from_utf8_lossy(&buffer[..whole]).into_owned();
+            buffer.drain(..whole);
+            let params = RunOutputParams {
+                run: self.run,
+                stream: name.into(),
+                data,
+            };
+            if let Ok(params) = serde_json::to_value(params) {
+                // A closed channel loses only the live view: the result still carries all.
+                let _ = self.peer.notify("run_output", params);
+            }
         }
-    })
+    }
+
+    /// Sends the rest, before the run's answer goes out.
+    fn flush(&self) {
+        let mut guard = lock(&self.pending);
+        self.send(&mut guard.0, true);
+    }
+}
+
+/// An output watch that sends a run's output to the local side as `run_output`
+/// notifications (whole UTF-8 characters, at most every 50 ms), and the [`Forward`] to
+/// flush when the run ends.
+fn forward_output(peer: Peer, run: u64) -> (super::OutputWatch, Arc<Forward>) {
+    let forward = Arc::new(Forward {
+        peer,
+        run,
+        pending: Mutex::new(([Vec::new(), Vec::new()], None)),
+    });
+    let watch = {
+        let forward = forward.clone();
+        Arc::new(move |stream: super::OutputStream, bytes: &[u8]| forward.push(stream, bytes))
+    };
+    (watch, forward)
 }

@@ -75,9 +75,9 @@ impl Hook for PolicyHook {
             .contains(&call.tool.as_str())
             .then(|| call.arguments.get("path").and_then(|p| p.as_str()))
             .flatten();
-        let judgement = match file_path {
-            // A file tool is judged by where its path really is (links followed), against
-            // the roots as they really are: a link in the cwd pointing out is judged out.
+        // A file tool is judged by where its path really is (links followed), against the
+        // roots as they really are: a link in the cwd pointing out is judged out.
+        let (arguments, cwd, roots, sandbox_roots) = match file_path {
             Some(raw) => {
                 let real = |p: &std::path::Path| crate::tools::files::real_path(p);
                 let cwd = real(&cwd);
@@ -86,28 +86,22 @@ impl Hook for PolicyHook {
                 let sandbox_roots: Option<Vec<PathBuf>> = sandbox_roots
                     .as_ref()
                     .map(|all| all.iter().map(|r| real(r)).collect());
-                let place = Place {
-                    cwd: &cwd,
-                    roots: &roots,
-                    sandbox_roots: sandbox_roots.as_deref(),
-                };
                 let mut arguments = call.arguments.clone();
                 if let Some(args) = arguments.as_object_mut() {
                     args.insert("path".into(), path.to_string_lossy().into_owned().into());
                 }
-                self.policy
-                    .judge_in(&call.tool, &arguments, mode, &grants, Some(&place))
+                (arguments, cwd, roots, sandbox_roots)
             }
-            None => {
-                let place = Place {
-                    cwd: &cwd,
-                    roots: &roots,
-                    sandbox_roots: sandbox_roots.as_deref(),
-                };
-                self.policy
-                    .judge_in(&call.tool, &call.arguments, mode, &grants, Some(&place))
-            }
+            None => (call.arguments.clone(), cwd, roots, sandbox_roots),
         };
+        let place = Place {
+            cwd: &cwd,
+            roots: &roots,
+            sandbox_roots: sandbox_roots.as_deref(),
+        };
+        let judgement = self
+            .policy
+            .judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",
@@ -118,7 +112,8 @@ impl Hook for PolicyHook {
         });
         if let Some(shadow) = &self.shadow {
             let started = std::time::Instant::now();
-            let judged = shadow.judge(&call.tool, &call.arguments, mode, &grants);
+            // Judged exactly as the enforced rules judge, so they differ only by their rules.
+            let judged = shadow.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
             call.record(TraceEntry {
                 name: "shadow policy".into(),
                 event: "pre_tool",

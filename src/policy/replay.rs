@@ -32,6 +32,9 @@ pub struct Report {
     /// Of those, lines from before the audit kept the mode and grants: judged in the
     /// candidate's default mode and with no grants.
     pub partial: usize,
+    /// File-tool calls, not judged again: their verdict depends on the session's
+    /// directories, which the audit line does not keep.
+    pub skipped: usize,
     pub changes: Vec<Change>,
     /// How many calls went from one decision to another, unchanged ones included:
     /// `matrix[from][to]`.
@@ -78,9 +81,11 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
             .as_str()
             .ok_or_else(|| unreadable("no `tool`"))?;
         let arguments = &record["arguments"];
+        // The last: a rewritten call's trace holds the first pass's too, and the line's
+        // arguments are the rewrite's.
         let by_policy = record["trace"]
             .as_array()
-            .and_then(|t| t.iter().find(|e| e["name"] == "policy"));
+            .and_then(|t| t.iter().rfind(|e| e["name"] == "policy"));
         let (from, before) = match by_policy {
             Some(entry) => (
                 decision(&entry["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
@@ -95,6 +100,12 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
                 ),
             ),
         };
+        if arguments.get("path").is_some() {
+            // A file tool is judged against the session's directories, which the line
+            // does not keep: it cannot be judged again as it was.
+            report.skipped += 1;
+            continue;
+        }
         let mode = record["mode"].as_str().and_then(Mode::from_id);
         let grants: Option<Vec<Grant>> = record.get("grants").map(|g| {
             g.as_array()
@@ -161,6 +172,12 @@ pub fn render(report: &Report) -> String {
             c.call,
             c.before,
             c.now
+        ));
+    }
+    if report.skipped > 0 {
+        out.push_str(&format!(
+            "{} file-tool call(s) skipped (judged against the session's directories)\n",
+            report.skipped
         ));
     }
     out.push_str(&format!(
@@ -361,6 +378,18 @@ mod tests {
         let old = r#"{"event":"execution","tool":"bash","arguments":{"command":"ls"},"decision":"allow","decidedBy":"policy","reason":""}"#;
         let r = replay(old, &policy(&[]), Mode::Auto).unwrap();
         assert_eq!((r.replayed, r.partial), (1, 1));
+        // A rewritten call's trace holds both passes: the last policy entry is the one
+        // that judged the line's arguments.
+        let rewritten = serde_json::json!({"event": "execution", "tool": "bash",
+            "arguments": {"command": "ls"}, "decision": "allow", "mode": "auto", "grants": [],
+            "trace": [{"name": "policy", "decision": "deny", "reason": "rm"},
+                      {"name": "policy", "decision": "allow", "reason": "ls"}]})
+        .to_string();
+        let r = replay(&rewritten, &policy(&[("rm", Decision::Deny)]), Mode::Auto).unwrap();
+        assert!(r.changes.is_empty(), "{:?}", r.changes);
+        let file = r#"{"event":"execution","tool":"write_file","arguments":{"path":"x","content":""},"decision":"allow"}"#;
+        let r = replay(file, &policy(&[]), Mode::Auto).unwrap();
+        assert_eq!((r.replayed, r.skipped), (0, 1));
         let bad = replay(
             "{\"event\":\"execution\"}\nnot json",
             &policy(&[]),

@@ -389,8 +389,6 @@ impl Connection {
     }
 }
 
-/// Owns the output: writes queued lines, flushing whenever the queue runs dry,
-/// until the connection ends. A write error ends the connection.
 /// A future polled under `catch_unwind`: `Err` with the panic's payload if a poll
 /// panicked (the future is not polled again after that).
 struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
@@ -411,6 +409,8 @@ impl<F: Future> Future for CatchUnwind<F> {
     }
 }
 
+/// Owns the output: writes queued lines, flushing whenever the queue runs dry,
+/// until the connection ends. A write error ends the connection.
 async fn write_loop<W: AsyncWrite + Unpin>(
     writer: W,
     mut queue: mpsc::Receiver<String>,

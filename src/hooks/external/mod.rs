@@ -203,13 +203,9 @@ impl ExternalHook {
     /// stopped (dropping it kills its process group) and traced as unfinished.
     async fn shadow(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
         let event = self.config.event;
-        let asked = async {
-            match event {
-                // A post_tool shadow needs the result: it runs after the call.
-                HookEvent::PostTool => None,
-                _ => Some(self.consult_call(event, call, None).await),
-            }
-        };
+        // Only pre_tool hooks may be shadows (the config refuses others): a post_tool
+        // shadow could only run after the call, holding up its result.
+        let asked = async { Some(self.consult_call(event, call, None).await) };
         tokio::pin!(asked);
         let run = next.run(call);
         tokio::pin!(run);
@@ -222,9 +218,6 @@ impl ExternalHook {
         };
         let said = match said {
             Some(said) => said,
-            None if event == HookEvent::PostTool && !out.vetoed => {
-                Some(self.consult_call(event, call, Some(&out)).await)
-            }
             None => tokio::time::timeout(Duration::ZERO, &mut asked)
                 .await
                 .ok()
@@ -270,6 +263,12 @@ impl ExternalHook {
                 return call.veto(&self.name, &why);
             }
         };
+        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
+        // past its own hook's refusal.
+        if answer.decision == Some(Decision::Deny) {
+            self.trace(call, "deny", &answer.reason, ms);
+            return call.veto(&self.name, &answer.reason);
+        }
         if let Some(arguments) = &answer.rewrite {
             let arguments = match self.config.dialect {
                 HookDialect::ClaudeCode => {
@@ -488,8 +487,7 @@ impl HookSet {
                 PermissionReply::Pass => "pass",
             };
             hook.trace(call, said, &reason, ms);
-            // A shadow's answer is traced and never taken.
-            if reply != PermissionReply::Pass && hook.config.enforce {
+            if reply != PermissionReply::Pass {
                 return Some((reply, hook.name.clone(), reason));
             }
         }

@@ -272,8 +272,12 @@ impl Server {
         timeout: Duration,
     ) -> Result<Reply, String> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let silent = || format!("did not answer within {}ms", timeout.as_millis());
+        let conn = match tokio::time::timeout_at(deadline, self.conn()).await {
+            Ok(conn) => conn?,
+            Err(_) => return Err(silent()),
+        };
         let attempt = async {
-            let conn = self.conn().await?;
             let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = oneshot::channel();
             lock(&conn.pending).insert(id, tx);
@@ -286,13 +290,11 @@ impl Server {
                 lock(&conn.pending).remove(&id);
                 return Err(format!("the hook server does not read its input: {e}"));
             }
-            let answer = rx
-                .await
-                .unwrap_or_else(|_| Err("the hook server exited".into()))?;
-            Ok((conn, answer))
+            rx.await
+                .unwrap_or_else(|_| Err("the hook server exited".into()))
         };
         match tokio::time::timeout_at(deadline, attempt).await {
-            Ok(Ok((_, answer))) => {
+            Ok(Ok(answer)) => {
                 self.state.lock().await.failures = 0;
                 serde_json::to_vec(&answer)
                     .map(Reply::Output)
@@ -300,13 +302,15 @@ impl Server {
             }
             Ok(Err(e)) => Err(e),
             Err(_) => {
-                // A hang: the server goes, and with it every call it holds.
+                // A hang: the server goes, and with it every call it holds; but only the
+                // one this call was made to (another caller may have started a new one).
                 let mut state = self.state.lock().await;
-                if let Some(conn) = state.conn.take() {
+                if state.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                    state.conn = None;
                     fail_all(&conn.pending, "the hook server hung and was stopped");
                     state.failures += 1;
                 }
-                Err(format!("did not answer within {}ms", timeout.as_millis()))
+                Err(silent())
             }
         }
     }
