@@ -4,7 +4,7 @@
 //! `continue: false`). Two differences by design: any failure denies (Claude Code goes
 //! on), and `allow` never loosens a rule's deny or ask.
 
-use super::protocol::{Answer, EventInput, PermissionReply, result_json};
+use super::protocol::{Answer, EventInput, PermissionReply, Reply, denial, result_json};
 use crate::config::{Decision, HookEvent, Mode};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -146,6 +146,23 @@ struct PermissionDecision {
     behavior: String,
     #[serde(default)]
     message: Option<String>,
+}
+
+/// Reads a Claude Code hook's reply: exit code 2 denies with stderr as the reason, except
+/// at PostToolUse, where Claude Code shows stderr to the model (context here).
+pub fn reply(event: HookEvent, reply: Reply) -> Result<Answer, String> {
+    match reply {
+        Reply::Exit2(stderr) if event == HookEvent::PostTool => Ok(Answer {
+            context: Some(if stderr.is_empty() {
+                "denied (exit code 2)".to_string()
+            } else {
+                stderr
+            }),
+            ..Answer::default()
+        }),
+        Reply::Exit2(stderr) => Ok(denial(event, stderr)),
+        Reply::Output(stdout) => answer(event, &stdout),
+    }
 }
 
 /// Reads a Claude Code hook's stdout (exit code 0). Plain text is context where Claude

@@ -108,7 +108,10 @@ impl ExternalHook {
     async fn consult(&self, input: EventInput<'_>) -> (Result<Answer, String>, u64) {
         let started = Instant::now();
         let event = input.event;
-        let json = protocol::input(self.config.protocol, self.config.dialect, &input);
+        let json = match self.config.dialect {
+            HookDialect::Dsh => protocol::input(self.config.protocol, &input),
+            HookDialect::ClaudeCode => claude::input(&input),
+        };
         let timeout = Duration::from_millis(self.config.timeout_ms);
         let reply: Result<Reply, String> = match &self.runner {
             Runner::Spawn(program) => {
@@ -124,8 +127,10 @@ impl ExternalHook {
             }
             Runner::Server(server) => server.call(event, json, timeout).await,
         };
-        let answer = reply
-            .and_then(|r| protocol::answer(self.config.protocol, self.config.dialect, event, r));
+        let answer = reply.and_then(|r| match self.config.dialect {
+            HookDialect::Dsh => protocol::answer(self.config.protocol, event, r),
+            HookDialect::ClaudeCode => claude::reply(event, r),
+        });
         (answer, started.elapsed().as_millis() as u64)
     }
 

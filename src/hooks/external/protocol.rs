@@ -2,7 +2,7 @@
 //! built from one [`EventInput`], and every answer is read into one [`Answer`], so the
 //! rest of dsh does not care which a hook speaks.
 
-use crate::config::{Decision, HookDialect, HookEvent, HookProtocol, Mode};
+use crate::config::{Decision, HookEvent, HookProtocol, Mode};
 use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -53,18 +53,17 @@ pub struct Answer {
     pub permission: Option<PermissionReply>,
 }
 
-/// The JSON a hook reads on stdin (or as its server method's params).
-pub fn input(protocol: HookProtocol, dialect: HookDialect, e: &EventInput<'_>) -> Value {
-    match (dialect, protocol) {
-        (HookDialect::ClaudeCode, _) => super::claude::input(e),
-        (HookDialect::Dsh, HookProtocol::V1) => json!({
+/// The JSON a dsh-dialect hook reads on stdin (or as its server method's params).
+pub fn input(protocol: HookProtocol, e: &EventInput<'_>) -> Value {
+    match protocol {
+        HookProtocol::V1 => json!({
             "sessionId": e.session_id,
             "cwd": e.session_id.map(|_| e.cwd.display().to_string()),
             "tool": e.call.map(|c| c.tool.as_str()),
             "arguments": e.call.map(|c| &c.arguments),
             "callId": e.call.map(|c| c.call_id.as_str()),
         }),
-        (HookDialect::Dsh, HookProtocol::V2) => v2_input(e),
+        HookProtocol::V2 => v2_input(e),
     }
 }
 
@@ -144,37 +143,26 @@ pub enum Reply {
     Exit2(String),
 }
 
-/// Reads a reply as an answer; `Err` says what was wrong with it (a deny, fail closed).
-pub fn answer(
-    protocol: HookProtocol,
-    dialect: HookDialect,
-    event: HookEvent,
-    reply: Reply,
-) -> Result<Answer, String> {
+/// Reads a dsh-dialect reply as an answer; `Err` says what was wrong with it (a deny,
+/// fail closed).
+pub fn answer(protocol: HookProtocol, event: HookEvent, reply: Reply) -> Result<Answer, String> {
     match reply {
-        Reply::Exit2(stderr) => Ok(exit2(dialect, event, stderr)),
-        Reply::Output(stdout) => match (dialect, protocol) {
-            (HookDialect::ClaudeCode, _) => super::claude::answer(event, &stdout),
-            (HookDialect::Dsh, HookProtocol::V1) => v1_answer(&stdout),
-            (HookDialect::Dsh, HookProtocol::V2) => v2_answer(event, &stdout),
+        Reply::Exit2(stderr) => Ok(denial(event, stderr)),
+        Reply::Output(stdout) => match protocol {
+            HookProtocol::V1 => v1_answer(&stdout),
+            HookProtocol::V2 => v2_answer(event, &stdout),
         },
     }
 }
 
-/// Exit code 2: a deny with stderr as the reason; at post_tool the result is withheld,
-/// at `prompt` the prompt is blocked, and Claude Code's PostToolUse shows it to the model.
-fn exit2(dialect: HookDialect, event: HookEvent, stderr: String) -> Answer {
+/// Exit code 2: a deny with stderr as the reason (at post_tool the result is withheld,
+/// at `prompt` the prompt is blocked, a permission question is rejected).
+pub fn denial(event: HookEvent, stderr: String) -> Answer {
     let reason = if stderr.is_empty() {
         "denied (exit code 2)".to_string()
     } else {
         stderr
     };
-    if dialect == HookDialect::ClaudeCode && event == HookEvent::PostTool {
-        return Answer {
-            context: Some(reason),
-            ..Answer::default()
-        };
-    }
     Answer {
         decision: Some(Decision::Deny),
         reason,
@@ -261,7 +249,6 @@ mod tests {
     fn v2(event: HookEvent, out: &str) -> Result<Answer, String> {
         answer(
             HookProtocol::V2,
-            HookDialect::Dsh,
             event,
             Reply::Output(out.as_bytes().to_vec()),
         )
@@ -271,7 +258,6 @@ mod tests {
     fn v1_answers_need_a_decision() {
         let a = answer(
             HookProtocol::V1,
-            HookDialect::Dsh,
             HookEvent::PreTool,
             Reply::Output(br#"{"decision":"ask","reason":"why"}"#.to_vec()),
         )
@@ -281,7 +267,6 @@ mod tests {
         let bad = |out: &[u8]| {
             answer(
                 HookProtocol::V1,
-                HookDialect::Dsh,
                 HookEvent::PreTool,
                 Reply::Output(out.to_vec()),
             )
@@ -314,7 +299,6 @@ mod tests {
     fn exit_code_two_denies_with_stderr() {
         let a = answer(
             HookProtocol::V2,
-            HookDialect::Dsh,
             HookEvent::Permission,
             Reply::Exit2("no".into()),
         )
