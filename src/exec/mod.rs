@@ -18,12 +18,13 @@ mod retention;
 pub mod sandbox;
 mod spawn;
 pub mod ssh;
+mod ssh_executor;
 
 pub use collector::{CollectedOutput, Collector, Spill, StreamRead};
 pub use local::LocalExecutor;
 pub use process::{Launcher, ProcessExecutor};
 pub use sandbox::SandboxExecutor;
-pub use ssh::SshExecutor;
+pub use ssh_executor::SshExecutor;
 
 use crate::config::{ExecConfig, ExecutorKind};
 use std::sync::Arc;

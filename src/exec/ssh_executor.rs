@@ -1,0 +1,245 @@
+//! The ssh executor: commands on another host, through `dsh exec-helper` there
+//! (src/exec/remote.rs, the engine itself on the host) or the per-command wrapper
+//! (src/exec/ssh.rs), as `[exec.ssh] helper` says. It sits above both, so neither
+//! imports the other's executor.
+
+use super::process::Launcher;
+use super::remote::{ConnectError, HelperClient, InstallReport};
+use super::ssh::{SshLauncher, WrapperExecutor, wrapper};
+use super::{
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome,
+    TaskInfo, TaskRead,
+};
+use crate::config::{ExecConfig, HelperMode};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Which path an ssh executor runs commands on, decided at first contact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Helper,
+    Wrapper,
+}
+
+/// Runs commands on a remote host over ssh: through `dsh exec-helper` there
+/// (`remote`, `helper`) or the per-command wrapper (this module's scripts), as
+/// `[exec.ssh] helper` says. Both ride the same master connection; task ids come
+/// from the same counter, so a task is one path's or the other's by its id.
+pub struct SshExecutor {
+    mode: HelperMode,
+    ssh: SshLauncher,
+    wrapper: WrapperExecutor,
+    helper: HelperClient,
+    choice: tokio::sync::OnceCell<Backend>,
+    shutting_down: AtomicBool,
+    completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
+    /// Forwards the wrapper's completions into ours once the wrapper is chosen.
+    forwarder: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl SshExecutor {
+    /// An ssh executor for `[exec.ssh]` whose helper is this executable. It
+    /// connects on first use: a host that is down fails each call with an
+    /// infrastructure error, not the daemon's start.
+    pub fn new(config: &ExecConfig) -> Result<Self, String> {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        Self::with_helper(config, exe)
+    }
+
+    /// As [`SshExecutor::new`] with `helper_exe` as the helper (tests, whose own
+    /// executable is a test harness, pass the `dsh` binary).
+    pub fn with_helper(config: &ExecConfig, helper_exe: PathBuf) -> Result<Self, String> {
+        let (wrapper, ssh) = wrapper(config)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let helper = HelperClient::new(config, ssh.clone(), helper_exe, tx.clone());
+        Ok(Self {
+            mode: config.ssh.helper,
+            ssh,
+            wrapper,
+            helper,
+            choice: tokio::sync::OnceCell::new(),
+            shutting_down: AtomicBool::new(false),
+            completions_tx: Mutex::new(Some(tx)),
+            completions_rx: Mutex::new(Some(rx)),
+            forwarder: Mutex::new(None),
+        })
+    }
+
+    /// What the helper's last first contact did (uploaded or reused, sizes, time);
+    /// `None` before one succeeded.
+    pub fn install_report(&self) -> Option<InstallReport> {
+        self.helper.install_report()
+    }
+
+    /// The path commands take, choosing it on first contact (see `HelperMode`).
+    async fn backend(&self) -> Result<Backend, ExecError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        let chosen = self
+            .choice
+            .get_or_try_init(|| async {
+                match self.mode {
+                    HelperMode::Off => Ok(Backend::Wrapper),
+                    mode => match self.helper.connect_now().await {
+                        Ok(_) => Ok(Backend::Helper),
+                        Err(ConnectError::Unreachable(e)) => Err(e),
+                        Err(ConnectError::Unusable(why)) if mode == HelperMode::Required => {
+                            let e = self.helper.unusable(ConnectError::Unusable(why));
+                            Err(ExecError::Remote(format!(
+                                "{e} ([exec.ssh] helper = \"required\"; \"auto\" would use the \
+                                 slower wrapper path instead)"
+                            )))
+                        }
+                        Err(ConnectError::Unusable(why)) => {
+                            tracing::warn!(
+                                host = %self.ssh.host(),
+                                "the dsh helper cannot run there ({why}); using the wrapper path"
+                            );
+                            Ok(Backend::Wrapper)
+                        }
+                    },
+                }
+            })
+            .await
+            .copied()?;
+        if chosen == Backend::Wrapper {
+            let mut forwarder = self.forwarder.lock().unwrap_or_else(|p| p.into_inner());
+            if forwarder.is_none()
+                && let Some(mut from) = self.wrapper.take_completions()
+                && let Some(to) = self
+                    .completions_tx
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            {
+                *forwarder = Some(tokio::spawn(async move {
+                    while let Some(info) = from.recv().await {
+                        let _ = to.send(info);
+                    }
+                }));
+            }
+        }
+        Ok(chosen)
+    }
+}
+
+#[async_trait::async_trait]
+impl BashExecutor for SshExecutor {
+    /// `ssh+helper` or `ssh` (the wrapper path), as decided at first contact;
+    /// `dsh status` shows it.
+    fn kind(&self) -> &'static str {
+        match (self.choice.get(), self.mode) {
+            (Some(Backend::Helper), _) => "ssh+helper",
+            (Some(Backend::Wrapper), HelperMode::Off) | (None, HelperMode::Off) => "ssh",
+            (Some(Backend::Wrapper), _) => "ssh (wrapper: the helper cannot run there)",
+            (None, _) => "ssh (not connected yet)",
+        }
+    }
+
+    fn resolve(&self, request: ExecRequest) -> ExecSpec {
+        self.wrapper.resolve(request)
+    }
+
+    async fn run(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, ExecError> {
+        match self.backend().await? {
+            Backend::Helper => self.helper.run(spec, cancel).await,
+            Backend::Wrapper => self.wrapper.run(spec, cancel).await,
+        }
+    }
+
+    async fn run_watched(
+        &self,
+        spec: ExecSpec,
+        cancel: CancellationToken,
+        watch: OutputWatch,
+    ) -> Result<RunOutcome, ExecError> {
+        match self.backend().await? {
+            Backend::Helper => self.helper.run_watched(spec, cancel, watch).await,
+            Backend::Wrapper => self.wrapper.run_watched(spec, cancel, watch).await,
+        }
+    }
+
+    async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError> {
+        match self.backend().await? {
+            Backend::Helper => self.helper.start(spec).await,
+            Backend::Wrapper => self.wrapper.start(spec).await,
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<TaskInfo> {
+        self.helper.get(id).or_else(|| self.wrapper.get(id))
+    }
+
+    fn list(&self) -> Vec<TaskInfo> {
+        let mut all = self.helper.list();
+        all.extend(self.wrapper.list());
+        all.sort_by_key(|t| {
+            t.id.strip_prefix("bash-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or_default()
+        });
+        all
+    }
+
+    fn read(&self, id: &str) -> Option<TaskRead> {
+        if self.helper.has(id) {
+            self.helper.read(id)
+        } else {
+            self.wrapper.read(id)
+        }
+    }
+
+    async fn kill(&self, id: &str) -> KillOutcome {
+        if self.helper.has(id) {
+            self.helper.kill(id).await
+        } else {
+            self.wrapper.kill(id).await
+        }
+    }
+
+    async fn kill_scope(&self, scope: &str) {
+        match self.choice.get() {
+            Some(Backend::Helper) => self.helper.kill_scope(scope).await,
+            Some(Backend::Wrapper) => self.wrapper.kill_scope(scope).await,
+            None => {}
+        }
+    }
+
+    fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>> {
+        self.completions_rx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    async fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        if self.choice.get() == Some(&Backend::Wrapper) {
+            self.wrapper.shutdown().await;
+        }
+        // Ends the helper when there is one, and its share of the stream.
+        self.helper.shutdown().await;
+        Launcher::close(&self.ssh).await;
+        let forwarder = self
+            .forwarder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(forwarder) = forwarder {
+            let _ = forwarder.await;
+        }
+        self.completions_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+}
