@@ -7,13 +7,13 @@ use super::process::Launcher;
 use super::remote::{ConnectError, HelperClient, InstallReport};
 use super::ssh::{SshLauncher, WrapperExecutor, wrapper};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome,
-    TaskInfo, TaskRead,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome, TaskInfo,
+    TaskRead,
 };
 use crate::config::{ExecConfig, HelperMode};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -266,8 +266,11 @@ async fn t2_resolve_defaults_and_caps(rig: Rig) {
     });
     assert_eq!(spec.workdir, PathBuf::from("/usr"));
     assert_eq!(spec.timeout_ms, 500);
-    let spec = exec.resolve(req("pwd", dir.path()));
+    let mut spec = exec.resolve(req("pwd", dir.path()));
     assert_eq!(spec.workdir, dir.path());
+    // The caps above are small on purpose; running `pwd` is about the workdir, and one
+    // ssh wrapper call alone can take most of 500 ms on a busy machine.
+    spec.timeout_ms = 60_000;
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
     assert_eq!(out.stdout.text.trim_end(), dir.path().to_str().unwrap());
 }

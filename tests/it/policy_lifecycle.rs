@@ -251,9 +251,16 @@ async fn always_answers_survive_a_restart_and_can_be_revoked() {
 async fn shadows_are_traced_and_never_decide() {
     let dir = tempfile::tempdir().unwrap();
     let says_no = dir.path().join("says-no");
+    // It answers, closes its output, and only then lets the call finish (the call waits
+    // for the marker to go): a shadow is traced only if it answers before the call ends.
+    let marker = dir.path().join("shadow-pending");
+    std::fs::write(&marker, "").unwrap();
     std::fs::write(
         &says_no,
-        "#!/bin/sh\ncat > /dev/null\necho '{\"decision\":\"deny\",\"reason\":\"shadow says no\"}'\n",
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho '{{\"decision\":\"deny\",\"reason\":\"shadow says no\"}}'\nexec 1>&-\nrm -f {}\n",
+            marker.display()
+        ),
     )
     .unwrap();
     let slow = dir.path().join("slow");
@@ -272,7 +279,11 @@ async fn shadows_are_traced_and_never_decide() {
     let daemon = SocketDaemon::start(dir.path(), &config).await;
     let mut c = daemon.connect().await;
     let s = c.new_session(&workspace(dir.path(), "ws")).await;
-    assert_eq!(c.bash(&s, "echo ran").await, ("ran\n".into(), false));
+    let command = format!(
+        "while [ -e {} ]; do sleep 0.01; done; echo ran",
+        marker.display()
+    );
+    assert_eq!(c.bash(&s, &command).await, ("ran\n".into(), false));
     let line = audit(&daemon).pop().unwrap();
     let shadow = |name: &str| {
         line["trace"]
@@ -306,7 +317,7 @@ async fn shadows_are_traced_and_never_decide() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("line 1: shadow policy says deny where allow was enforced  bash echo ran"),
+        text.contains("line 1: shadow policy says deny where allow was enforced  bash while"),
         "{text}"
     );
     assert!(
