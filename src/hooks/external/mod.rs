@@ -16,7 +16,7 @@ mod runner;
 
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
-use crate::policy::CommandMatcher;
+use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
 use protocol::{Answer, EventInput, PermissionReply, Reply};
 use runner::{Program, Server};
@@ -578,31 +578,6 @@ fn resolve_program(program: &str) -> PathBuf {
 
 fn daemon_cwd() -> PathBuf {
     std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
-}
-
-/// A tool name against a pattern where `*` matches any run of characters and `?` one
-/// (`mcp__github__*`). Hand-written: tool names are short and patterns few, and a glob
-/// crate's path semantics (`/` special) do not apply to them.
-fn glob_matches(pattern: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ni));
-            pi += 1;
-        } else if let Some((sp, sn)) = star {
-            pi = sp + 1;
-            ni = sn + 1;
-            star = Some((sp, sn + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == '*')
 }
 
 #[cfg(test)]
