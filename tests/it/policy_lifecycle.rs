@@ -333,3 +333,64 @@ async fn shadows_are_traced_and_never_decide() {
 fn daemon_audit(dir: &Path) -> std::path::PathBuf {
     dir.join("state/audit.jsonl")
 }
+
+/// A reload keeps a hook server whose entry did not change and restarts one whose entry
+/// did (README: "Hook servers whose entry did not change keep running").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_an_unchanged_hook_server_and_restarts_a_changed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let server = dir.path().join("server");
+    std::fs::write(
+        &server,
+        format!(
+            "#!/usr/bin/env python3\nimport json, os, sys\nopen({:?}, 'a').write('%d\\n' % os.getpid())\n\
+             for line in sys.stdin:\n    req = json.loads(line)\n    \
+             print(json.dumps({{'jsonrpc': '2.0', 'id': req['id'], 'result': {{}}}}), flush=True)\n",
+            pids.display().to_string()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook = |timeout: u64| {
+        format!(
+            "{AUTO}[[hooks.command]]\nargv = [{server:?}]\nrun = \"server\"\ntimeout_ms = {timeout}\n"
+        )
+    };
+    let daemon = SocketDaemon::start(dir.path(), &hook(5000)).await;
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&workspace(dir.path(), "ws")).await;
+    let started = || -> Vec<i32> {
+        std::fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(c.bash(&s, "echo one").await, ("one\n".into(), false));
+    assert_eq!(started().len(), 1);
+    // Unchanged entry (another rule only): the same process answers.
+    rewrite(&daemon.config, &format!("{}{}", hook(5000), deny("rm")));
+    assert!(reload(&daemon).status.success());
+    assert_eq!(c.bash(&s, "echo two").await, ("two\n".into(), false));
+    assert_eq!(started().len(), 1, "an unchanged hook server was restarted");
+    assert!(common::alive(started()[0]));
+    // Changed entry: the old server goes, a new one answers.
+    rewrite(&daemon.config, &hook(6000));
+    assert!(reload(&daemon).status.success());
+    assert_eq!(c.bash(&s, "echo three").await, ("three\n".into(), false));
+    let now = started();
+    assert_eq!(now.len(), 2);
+    let mut gone = false;
+    for _ in 0..300 {
+        if !common::alive(now[0]) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the replaced hook server still runs");
+    drop(c);
+    daemon.stop().await;
+}
