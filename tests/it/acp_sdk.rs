@@ -16,17 +16,23 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dsh");
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_question() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("run/dsh.sock");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
+/// `dsh acp` (which starts the daemon on `dir/run/dsh.sock`, state in `dir/state`) as the
+/// official SDK's byte transport: what an editor launches. The process is killed when
+/// the returned child is dropped; [`stop_daemon`] ends the daemon it started.
+pub(crate) fn sdk_acp(
+    dir: &std::path::Path,
+) -> (
+    tokio::process::Child,
+    ByteStreams<
+        tokio_util::compat::Compat<tokio::process::ChildStdin>,
+        tokio_util::compat::Compat<tokio::process::ChildStdout>,
+    >,
+) {
     let mut child = tokio::process::Command::new(BIN)
         .args(["acp", "--socket"])
-        .arg(&socket)
+        .arg(dir.join("run/dsh.sock"))
         .arg("--state-dir")
-        .arg(dir.path().join("state"))
+        .arg(dir.join("state"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -37,6 +43,29 @@ async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_questio
         child.stdin.take().unwrap().compat_write(),
         child.stdout.take().unwrap().compat(),
     );
+    (child, transport)
+}
+
+/// `dsh stop` for the daemon [`sdk_acp`] started in `dir`; it must succeed.
+pub(crate) fn stop_daemon(dir: &std::path::Path) {
+    let out = std::process::Command::new(BIN)
+        .args(["stop", "--socket"])
+        .arg(dir.join("run/dsh.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let (child, transport) = sdk_acp(dir.path());
     let (updates_tx, mut updates) = mpsc::unbounded_channel::<SessionUpdate>();
     let (asked_tx, mut asked) = mpsc::unbounded_channel::<RequestPermissionRequest>();
     let cwd = ws.clone();
@@ -109,14 +138,5 @@ async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_questio
         "from-sdk\n"
     );
     drop(child);
-    let out = std::process::Command::new(BIN)
-        .args(["stop", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stop_daemon(dir.path());
 }

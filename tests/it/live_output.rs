@@ -12,13 +12,9 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, SessionNotification,
     SessionUpdate, SetSessionModeRequest, StopReason, ToolCallStatus,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client};
+use agent_client_protocol::{Agent, Client};
 use serde_json::{Value, json};
-use std::process::Stdio;
 use tokio::sync::mpsc;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-
-const BIN: &str = env!("CARGO_BIN_EXE_dsh");
 
 /// The text of every content block of a tool call update, joined.
 fn content_text(update: &Value) -> String {
@@ -50,22 +46,7 @@ async fn output_reaches_the_sdk_client_while_the_command_runs() {
         "for i in 1 2 3; do echo \"line $i\"; read _ < {}/step$i; done; echo end",
         dir.path().display()
     );
-    let socket = dir.path().join("run/dsh.sock");
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["acp", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let transport = ByteStreams::new(
-        child.stdin.take().unwrap().compat_write(),
-        child.stdout.take().unwrap().compat(),
-    );
+    let (child, transport) = crate::acp_sdk::sdk_acp(dir.path());
     let (updates_tx, mut updates) = mpsc::unbounded_channel::<SessionUpdate>();
     let result: agent_client_protocol::Result<Vec<Value>> = Client
         .v1()
@@ -142,12 +123,7 @@ async fn output_reaches_the_sdk_client_while_the_command_runs() {
         );
     }
     drop(child);
-    let out = std::process::Command::new(BIN)
-        .args(["stop", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    crate::acp_sdk::stop_daemon(dir.path());
 }
 
 /// Every update of one tool call, in order.
