@@ -77,13 +77,18 @@ impl Daemon {
 
     /// A daemon whose config file adds `extra` (TOML) to the defaults.
     pub(crate) async fn start_with(root: &Path, name: &str, extra: &str) -> Res<Daemon> {
+        // The built-in defaults, written out so the run does not depend on any
+        // config of the person running it.
+        Self::start_config(root, name, &format!("[exec]\nkind = \"local\"\n{extra}")).await
+    }
+
+    /// A daemon whose config file is exactly `config` (a scenario that sets `[exec]`
+    /// itself, as S1 does for the ssh executor).
+    pub(crate) async fn start_config(root: &Path, name: &str, config_text: &str) -> Res<Daemon> {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         let config = dir.join("dsh.toml");
-        // The built-in defaults, written out so the run does not depend on any
-        // config of the person running it.
-        std::fs::write(&config, format!("[exec]\nkind = \"local\"\n{extra}"))
-            .map_err(|e| e.to_string())?;
+        std::fs::write(&config, config_text).map_err(|e| e.to_string())?;
         let stderr = std::fs::File::create(dir.join("daemon.stderr")).map_err(|e| e.to_string())?;
         let socket = dir.join("run/dsh.sock");
         let mut cmd = tokio::process::Command::new(dsh_bin());

@@ -12,8 +12,7 @@ use crate::*;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use std::time::Instant;
 
 /// A running sshd for the scenario; killed on drop.
 struct Sshd {
@@ -102,61 +101,6 @@ fn start_sshd(dir: &Path) -> Res<Sshd> {
     })
 }
 
-/// A daemon as `Daemon::start` makes it, with `exec` as its `[exec]` sections.
-async fn daemon_with(root: &Path, name: &str, exec: &str) -> Res<Daemon> {
-    let dir = root.join(name);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-    let config = dir.join("dsh.toml");
-    std::fs::write(&config, exec).map_err(|e| e.to_string())?;
-    let stderr = std::fs::File::create(dir.join("daemon.stderr")).map_err(|e| e.to_string())?;
-    let socket = dir.join("run/dsh.sock");
-    let mut cmd = tokio::process::Command::new(dsh_bin());
-    cmd.arg("serve")
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(stderr);
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent (as
-    // in `Daemon::start`: the daemon stops if the bench dies).
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", dsh_bin().display()))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut lines = BufReader::new(stdout);
-    let mut first = String::new();
-    tokio::time::timeout(Duration::from_secs(30), lines.read_line(&mut first))
-        .await
-        .map_err(|_| "the daemon did not report ready within 30 s".to_string())?
-        .map_err(|e| e.to_string())?;
-    if !first.starts_with("dsh daemon listening on") {
-        return Err(format!("the daemon did not start ({first:?})"));
-    }
-    let mut probe = Client::connect(&socket).await?;
-    let status = probe
-        .request("_dsh/status", json!({}), REQUEST_LIMIT)
-        .await?;
-    let pid = status["pid"].as_u64().ok_or("status without pid")? as u32;
-    Ok(Daemon {
-        child,
-        pid,
-        socket,
-        _stdout: lines.into_inner(),
-    })
-}
-
 fn ssh_section(sshd: &Sshd, helper: &str, helper_dir: &Path) -> String {
     format!(
         "[exec]\nkind = \"ssh\"\n[exec.ssh]\nhost = \"127.0.0.1\"\nport = {}\n\
@@ -187,13 +131,13 @@ pub(crate) async fn s1(env: &Env) -> Res<Outcome> {
     };
     let helper_dir = env.root.join("s1-helper-cache");
     let local = Daemon::start(&env.root, "s1-local").await?;
-    let helper = daemon_with(
+    let helper = Daemon::start_config(
         &env.root,
         "s1-helper",
         &ssh_section(&sshd, "required", &helper_dir),
     )
     .await?;
-    let wrapper = daemon_with(
+    let wrapper = Daemon::start_config(
         &env.root,
         "s1-wrapper",
         &ssh_section(&sshd, "off", &helper_dir),
