@@ -40,6 +40,28 @@ pub struct Config {
     pub agent: AgentConfig,
     /// What closing a session does: see [`SessionsConfig`].
     pub sessions: SessionsConfig,
+    /// The editor's MCP servers: see [`McpConfig`].
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the MCP servers an editor passes in `session/new` (and load/resume).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// How long one tool call may take before it is answered with an error.
+    pub call_timeout_ms: u64,
+    /// How long a server may take to start, answer `initialize` and list its tools;
+    /// past it the server is reported as failed and stopped.
+    pub start_timeout_ms: u64,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            call_timeout_ms: 120_000,
+            start_timeout_ms: 30_000,
+        }
+    }
 }
 
 /// `[sessions]`: the life of a session beyond its connection.

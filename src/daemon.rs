@@ -203,6 +203,7 @@ impl Daemon {
         self.service.close_all_connections();
         connections.close();
         connections.wait().await;
+        self.service.stop_all_mcp().await;
         if let Some(exec) = &self.executor {
             exec.shutdown().await;
         }

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod fsutil;
 pub mod hooks;
 pub mod llm;
+pub mod mcp;
 pub mod policy;
 pub mod registry;
 pub mod rpc;

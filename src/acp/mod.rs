@@ -9,6 +9,7 @@
 
 mod ext;
 mod files;
+mod mcp;
 mod prompter;
 mod prompts;
 mod sessions;
@@ -88,6 +89,8 @@ pub struct AcpService {
     prompts: DashMap<String, CancellationToken>,
     /// Sessions closed by their client but kept (their tasks run on) until loaded again.
     closed: dashmap::DashSet<String>,
+    /// Session id -> the MCP servers its client passed, running.
+    mcp: DashMap<String, Arc<crate::mcp::SessionServers>>,
     started: Instant,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
@@ -155,6 +158,7 @@ impl AcpService {
             connections: DashMap::new(),
             prompts: DashMap::new(),
             closed: dashmap::DashSet::new(),
+            mcp: DashMap::new(),
             started: Instant::now(),
             shutdown,
             this: this.clone(),
@@ -394,6 +398,10 @@ impl AcpService {
             if let Some(session) = self.sessions.get(&id) {
                 session.set_prompter(None);
                 session.set_client_files(None);
+            }
+            // The servers were this client's: they go with it.
+            if let Some(agent) = self.this.upgrade() {
+                tokio::spawn(async move { agent.stop_mcp(&id).await });
             }
         }
     }

@@ -60,7 +60,7 @@ impl PermissionPrompter for AcpPrompter {
         };
         let kind = agent
             .tools
-            .get(&request.tool)
+            .get_in(&self.session_id, &request.tool)
             .map(|t| t.kind().as_str())
             .unwrap_or("other");
         let session = agent.sessions.get(&self.session_id);

@@ -122,6 +122,7 @@ impl AcpService {
             .map_err(|e| RpcError::internal(format!("cannot create the session log: {e}")))?;
         self.logs.insert(session.id.clone(), Arc::new(log));
         self.bind(&ctx, &session);
+        self.start_mcp(&ctx, &session, &p.mcp_servers).await;
         self.session_start_hooks(&session, "new").await;
         self.after_answer(&ctx, &session.id);
         to_value(
@@ -333,6 +334,7 @@ impl AcpService {
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, true).await?;
         session.set_extra_roots(&p.additional_directories);
+        self.start_mcp(&ctx, &session, &p.mcp_servers).await;
         self.after_answer(&ctx, &session.id);
         to_value(
             acp::LoadSessionResponse::new()
@@ -348,6 +350,7 @@ impl AcpService {
     ) -> Result<Value, RpcError> {
         let session = self.attach(&ctx, &p.session_id.0, false).await?;
         session.set_extra_roots(&p.additional_directories);
+        self.start_mcp(&ctx, &session, &p.mcp_servers).await;
         self.after_answer(&ctx, &session.id);
         to_value(
             acp::ResumeSessionResponse::new()
@@ -392,6 +395,7 @@ impl AcpService {
         self.bindings.remove(&id);
         session.set_prompter(None);
         session.set_client_files(None);
+        self.stop_mcp(&id).await;
         if self.settings().close_kills_tasks {
             if let Some(exec) = &self.executor {
                 exec.kill_scope(&id).await;
@@ -434,6 +438,7 @@ impl AcpService {
         if let Some(prompt) = self.prompts.get(&id) {
             prompt.cancel();
         }
+        self.stop_mcp(&id).await;
         if let Some(exec) = &self.executor {
             exec.kill_scope(&id).await;
         }

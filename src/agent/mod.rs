@@ -163,7 +163,7 @@ pub async fn run_tool(
 ) -> ToolOutput {
     let kind = ctx
         .tools
-        .get(tool)
+        .get_in(&ctx.session.id, tool)
         .map(|t| t.kind().as_str())
         .unwrap_or("other");
     // An edit or write shows its diff from the first update, before any question.
@@ -449,7 +449,7 @@ pub async fn run_model_turn(
             .sum();
         let request = ModelRequest {
             messages,
-            tools: ctx.tools.definitions(),
+            tools: ctx.tools.definitions_for(&ctx.session.id),
             model: ctx.session.model(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();

@@ -20,7 +20,7 @@ mod spawn;
 pub mod ssh;
 mod ssh_executor;
 
-pub use collector::{CollectedOutput, Collector, Spill, StreamRead};
+pub use collector::{CollectedOutput, Collector, Spill, SpillTarget, StreamRead};
 pub use local::LocalExecutor;
 pub use process::{Launcher, ProcessExecutor};
 pub use sandbox::SandboxExecutor;
@@ -171,6 +171,53 @@ pub enum ExecError {
     Lost(String),
 }
 
+/// A long-lived program spoken to over its stdin and stdout (an MCP server), started
+/// through the executor like a command: the same launcher (so it is sandboxed under the
+/// sandbox executor), environment filter, marker and accounting, so shutdown ends it
+/// and everything it started.
+pub struct ServiceProcess {
+    /// Its stdin (the requests).
+    pub stdin: tokio::net::unix::pipe::Sender,
+    /// Its stdout (the answers).
+    pub stdout: tokio::net::unix::pipe::Receiver,
+    /// Its stderr, as written (a server's log; the caller decides what to keep).
+    pub stderr: tokio::net::unix::pipe::Receiver,
+    /// Ends it; dropping the handle ends it too.
+    pub handle: ServiceHandle,
+}
+
+/// Ends a [`ServiceProcess`] and says when it has ended. Dropping it stops the program:
+/// whoever holds the pipes cannot forget to.
+pub struct ServiceHandle {
+    stop: CancellationToken,
+    ended: CancellationToken,
+}
+
+impl ServiceHandle {
+    /// `stop` asks the supervisor to end the program; it cancels `ended` once the program
+    /// and everything it started are gone.
+    pub fn new(stop: CancellationToken, ended: CancellationToken) -> Self {
+        Self { stop, ended }
+    }
+
+    /// Ends the program and everything it started, and returns once they are gone.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        self.ended.cancelled().await;
+    }
+
+    /// Cancelled once the program is gone (by itself or stopped).
+    pub fn ended(&self) -> &CancellationToken {
+        &self.ended
+    }
+}
+
+impl Drop for ServiceHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
 /// Builds the executor `config` chooses; `None` for kind `none`. Fails closed with a
 /// message fit for a person (what is missing and how to fix it): a sandbox that
 /// cannot be created is never replaced by running unsandboxed.
@@ -240,6 +287,17 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// caller gets it; later calls get `None`. The stream ends after `shutdown`,
     /// once it holds every task's completion.
     fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>>;
+
+    /// Starts `spec.command` as a [`ServiceProcess`]: no timeout, stdin a pipe, ended
+    /// by [`ServiceProcess::stop`], by dropping it, by `kill_scope` of its scope or by
+    /// shutdown. Executors that cannot pass stdin through keep this refusal.
+    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
+        let _ = spec;
+        Err(ExecError::Spawn(format!(
+            "the {} executor cannot start servers",
+            self.kind()
+        )))
+    }
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.
     async fn shutdown(&self);

@@ -25,7 +25,7 @@ use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputStream, OutputWatch,
-    RunOutcome, Scope, TaskInfo, TaskRead, TaskStatus,
+    RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
@@ -67,6 +67,12 @@ pub trait Launcher: Send + Sync + 'static {
     /// `spawn::spawn` (a `Command` because the ssh launcher builds its other calls,
     /// which it runs itself, the same way).
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError>;
+
+    /// The host program that runs `spec` as a server spoken to over stdin and stdout
+    /// ([`BashExecutor::start_service`]); a launcher whose command closes stdin refuses.
+    fn service_command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
+        self.command(spec, mark)
+    }
 
     /// Ends one command: everything marked `mark` or in session `sid` (the host
     /// process's), SIGTERM first, SIGKILL after `grace`, until none is left.
@@ -363,6 +369,15 @@ impl<L: Launcher> Inner<L> {
 
     fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<HostProcess, ExecError> {
         let cmd = self.launcher.command(spec, mark)?;
+        self.spawn_command(cmd, mark, false)
+    }
+
+    fn spawn_command(
+        &self,
+        cmd: Command,
+        mark: &str,
+        stdin_pipe: bool,
+    ) -> Result<HostProcess, ExecError> {
         let cmd = cmd.as_std();
         let mut env = self.env.clone();
         env.push((MARK_VAR.into(), mark.into()));
@@ -371,6 +386,7 @@ impl<L: Launcher> Inner<L> {
             args: cmd.get_args().map(|a| a.to_os_string()).collect(),
             env,
             cwd: cmd.get_current_dir().map(Path::to_path_buf),
+            stdin_pipe,
         })
         .map_err(|e| ExecError::Spawn(e.to_string()))
     }
@@ -789,6 +805,44 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
 
     fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>> {
         lock(&self.inner.completions_rx).take()
+    }
+
+    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
+        let inner = self.inner.clone();
+        if inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        inner.launcher.check_workdir(&spec.workdir).await?;
+        let mark = inner.next_mark(spec.scope.as_ref());
+        let cmd = inner.launcher.service_command(&spec, &mark)?;
+        let mut child = inner.spawn_command(cmd, &mark, true)?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ExecError::Spawn("the server's pipes were not made".into()));
+        };
+        let stop = inner.shutdown.child_token();
+        let ended = CancellationToken::new();
+        inner.supervisors.spawn({
+            let (inner, stop, ended) = (inner.clone(), stop.clone(), ended.clone());
+            async move {
+                let sid = child.id();
+                tokio::select! {
+                    _ = child.wait() => inner.launcher.after_exit(&mark, sid, inner.grace).await,
+                    () = stop.cancelled() => {
+                        inner.launcher.stop(&mark, Some(sid), inner.grace).await;
+                        let _ = child.wait().await;
+                    }
+                }
+                ended.cancel();
+            }
+        });
+        Ok(ServiceProcess {
+            stdin,
+            stdout,
+            stderr,
+            handle: ServiceHandle::new(stop, ended),
+        })
     }
 
     async fn shutdown(&self) {

@@ -30,19 +30,23 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
 
 /// What to start: a program, its arguments, its whole environment and its
-/// working directory. stdin is /dev/null; stdout and stderr are pipes.
-#[derive(Debug, Clone)]
+/// working directory. stdout and stderr are pipes; stdin is /dev/null unless
+/// `stdin_pipe` asks for a pipe (a server that is spoken to, such as an MCP server).
+#[derive(Debug, Clone, Default)]
 pub struct SpawnSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
+    pub stdin_pipe: bool,
 }
 
 /// A started process: the leader of a new session, SIGKILLed if the thread that
 /// started it dies.
 pub struct HostProcess {
     pid: i32,
+    /// The write end of its stdin, when [`SpawnSpec::stdin_pipe`] asked for one.
+    pub stdin: Option<pipe::Sender>,
     /// The read end of its stdout (taken by the caller).
     pub stdout: Option<pipe::Receiver>,
     /// The read end of its stderr (taken by the caller).
@@ -129,6 +133,20 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
         libc::fcntl(read.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
     Ok((read, write))
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`.
+fn set_blocking(fd: &OwnedFd, blocking: bool) {
+    // SAFETY: fcntl on an fd we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        let flags = if blocking {
+            flags & !libc::O_NONBLOCK
+        } else {
+            flags | libc::O_NONBLOCK
+        };
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags);
+    }
 }
 
 /// Everything the child touches, prepared before the clone.
@@ -222,7 +240,16 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
         .as_ref()
         .map(|c| c_string(c.as_os_str().as_bytes()))
         .transpose()?;
-    let devnull = std::fs::File::open("/dev/null")?;
+    // The child's stdin: /dev/null, or the read end of a pipe whose write end is ours
+    // (non-blocking, for tokio; the child's end blocks).
+    let (stdin_child, stdin_ours): (OwnedFd, Option<OwnedFd>) = if spec.stdin_pipe {
+        let (read, write) = pipe_pair()?;
+        set_blocking(&read, true);
+        set_blocking(&write, false);
+        (read, Some(write))
+    } else {
+        (std::fs::File::open("/dev/null")?.into(), None)
+    };
     let (out_read, out_write) = pipe_pair()?;
     let (err_read, err_write) = pipe_pair()?;
     let mut argv: Vec<*const libc::c_char> = arg_strings.iter().map(|s| s.as_ptr()).collect();
@@ -234,7 +261,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
         argv,
         envp,
         cwd,
-        stdin: devnull.as_raw_fd(),
+        stdin: stdin_child.as_raw_fd(),
         stdout: out_write.as_raw_fd(),
         stderr: err_write.as_raw_fd(),
         error: AtomicI32::new(0),
@@ -272,7 +299,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
         }
         pid
     };
-    drop((out_write, err_write, devnull));
+    drop((out_write, err_write, stdin_child));
     let errno = plan.error.load(Ordering::SeqCst);
     if errno != 0 {
         // The child exited without exec'ing: reap it, report why.
@@ -296,6 +323,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok(HostProcess {
         pid,
+        stdin: stdin_ours.map(pipe::Sender::from_owned_fd).transpose()?,
         stdout: Some(pipe::Receiver::from_owned_fd(out_read)?),
         stderr: Some(pipe::Receiver::from_owned_fd(err_read)?),
         // SAFETY: an OwnedFd stays open for as long as the AsyncFd owns it.
@@ -318,6 +346,7 @@ mod tests {
                 ("X".into(), "y".into()),
             ],
             cwd: Some("/".into()),
+            stdin_pipe: false,
         }
     }
 

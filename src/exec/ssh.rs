@@ -522,6 +522,14 @@ impl Launcher for SshLauncher {
         Ok(cmd)
     }
 
+    /// The wrapper runs the command with stdin from /dev/null (and detaches it to
+    /// supervise it), so a server could not be spoken to through it.
+    fn service_command(&self, _spec: &ExecSpec, _mark: &str) -> Result<Command, ExecError> {
+        Err(ExecError::Remote(
+            "MCP servers cannot run through the ssh executor yet".into(),
+        ))
+    }
+
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
         let local = Selector::Task {
             mark: mark.to_string(),

@@ -17,6 +17,8 @@ pub struct PolicyHook {
     /// Under the sandbox executor, the config's writable roots (`[exec.sandbox]
     /// writable`): with a session's own roots, where file tools may write at all.
     sandbox_writable: Option<Vec<PathBuf>>,
+    /// The sessions' own tools (MCP servers'), for what they say of themselves.
+    session_tools: Option<Arc<crate::tools::SessionTools>>,
 }
 
 impl PolicyHook {
@@ -26,7 +28,15 @@ impl PolicyHook {
             shadow: None,
             sessionless_mode: Mode::Ask,
             sandbox_writable: None,
+            session_tools: None,
         }
+    }
+
+    /// Looks up a session's own tools for their `readOnlyHint` (read-only mode may allow
+    /// such a tool when a rule does).
+    pub fn with_session_tools(mut self, tools: Arc<crate::tools::SessionTools>) -> Self {
+        self.session_tools = Some(tools);
+        self
     }
 
     /// The executor is the sandbox: file writes outside its writable roots (the
@@ -94,10 +104,17 @@ impl Hook for PolicyHook {
             }
             None => (call.arguments.clone(), cwd, roots, sandbox_roots),
         };
+        let read_only_tool = match (&self.session_tools, &call.session) {
+            (Some(tools), Some(session)) => tools
+                .get(&session.id, &call.tool)
+                .is_some_and(|t| t.read_only_hint()),
+            _ => false,
+        };
         let place = Place {
             cwd: &cwd,
             roots: &roots,
             sandbox_roots: sandbox_roots.as_deref(),
+            read_only_tool,
         };
         let judgement = self
             .policy

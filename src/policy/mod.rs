@@ -285,6 +285,10 @@ pub struct Place<'a> {
     pub cwd: &'a Path,
     pub roots: &'a [PathBuf],
     pub sandbox_roots: Option<&'a [PathBuf]>,
+    /// The tool says it only reads (an MCP tool's `readOnlyHint`): in read-only mode a
+    /// rule may then allow it; without the hint read-only mode refuses it whatever the
+    /// rules say.
+    pub read_only_tool: bool,
 }
 
 /// `path` made absolute against `cwd` and cleaned without touching the disk (`.` dropped,
@@ -486,7 +490,7 @@ impl Policy {
                 ),
             }
         } else {
-            self.judge_tool(tool, mode)
+            self.judge_tool(tool, mode, place.is_some_and(|p| p.read_only_tool))
         }
     }
 
@@ -590,8 +594,9 @@ impl Policy {
         )
     }
 
-    /// A tool other than bash: only tool-wide rules apply.
-    fn judge_tool(&self, tool: &str, mode: Mode) -> Judgement {
+    /// A tool other than bash: only tool-wide rules apply. `read_only_tool`: the tool
+    /// says it only reads (see [`Place::read_only_tool`]).
+    fn judge_tool(&self, tool: &str, mode: Mode, read_only_tool: bool) -> Judgement {
         // `bash_output` only reads output already collected; `bash_kill` stops a command
         // that was itself allowed, but changes state, so read-only mode refuses it.
         let (default, kind) = match (tool, mode) {
@@ -602,6 +607,33 @@ impl Policy {
             (_, Mode::Auto) => (Decision::Allow, "is not covered by any rule"),
             (_, Mode::ReadOnly) => (Decision::Deny, "is not known to be read-only"),
         };
+        // A tool that says it only reads may run in read-only mode, but only when a rule
+        // allows it: the hint is its author's word, so the person's rule is the proof.
+        if mode == Mode::ReadOnly && default == Decision::Deny && read_only_tool {
+            let rule = self.tool_wide(tool).max_by_key(|r| r.action);
+            let mut judgement = match rule {
+                Some(rule) if rule.action == Decision::Allow => Judgement {
+                    cause: rule.cause(),
+                    ..Judgement::of_call(
+                        Decision::Allow,
+                        format!(
+                            "{} matches tool `{tool}`, which says it only reads",
+                            rule.describe()
+                        ),
+                    )
+                },
+                _ => Judgement::of_call(
+                    Decision::Deny,
+                    format!(
+                        "read-only mode: tool `{tool}` says it only reads, but no rule allows it"
+                    ),
+                ),
+            };
+            if judgement.decision == Decision::Deny {
+                judgement.cause = Cause::ReadOnly;
+            }
+            return judgement;
+        }
         // Read-only mode vetoes whatever may change state; no rule can loosen that.
         if mode == Mode::ReadOnly && default == Decision::Deny {
             let mut judgement = Judgement::of_call(
@@ -1740,6 +1772,7 @@ mod tests {
             cwd,
             roots: &roots,
             sandbox_roots: None,
+            read_only_tool: false,
         };
         let judge = |tool: &str, path: &str, mode| {
             p.judge_in(tool, &json!({ "path": path }), mode, &[], Some(&place))

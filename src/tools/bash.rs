@@ -239,7 +239,7 @@ pub fn signal_name(signal: i32) -> String {
 }
 
 /// One stream's section: its text, and the truncation note when it overflowed (T6).
-fn section(text: &str, truncated: bool, spill: &Spill) -> String {
+pub(crate) fn section(text: &str, truncated: bool, spill: &Spill) -> String {
     if !truncated {
         return text.to_string();
     }

@@ -31,6 +31,8 @@ pub enum ToolKind {
     Execute,
     Read,
     Edit,
+    /// Anything else (an MCP server's tool that does not say it only reads).
+    Other,
 }
 
 impl ToolKind {
@@ -40,6 +42,7 @@ impl ToolKind {
             ToolKind::Execute => "execute",
             ToolKind::Read => "read",
             ToolKind::Edit => "edit",
+            ToolKind::Other => "other",
         }
     }
 }
@@ -50,13 +53,73 @@ pub trait Tool: Send + Sync {
     /// Its contract, from `proto/tools/`.
     fn schema(&self) -> &Arc<ToolSchema>;
     fn kind(&self) -> ToolKind;
+    /// The tool says it only reads (an MCP tool's `readOnlyHint`): read-only mode may
+    /// then allow it, when a rule does. A hint from its author, never proof.
+    fn read_only_hint(&self) -> bool {
+        false
+    }
+    /// Whether it can still be called (an MCP tool whose server stopped cannot): the
+    /// model is no longer offered a tool that is not.
+    fn available(&self) -> bool {
+        true
+    }
     /// Runs a call whose arguments already passed the schema check.
     async fn call(&self, call: &ToolExecution) -> ToolOutput;
+}
+
+/// Tools that only some sessions have (the editor's MCP servers), by session id: the
+/// registry offers and runs them for that session only, and the schema and policy hooks
+/// find them here.
+#[derive(Default)]
+pub struct SessionTools {
+    by_session: dashmap::DashMap<String, Vec<Arc<dyn Tool>>>,
+}
+
+impl SessionTools {
+    /// Gives `session` these tools (replacing any it had).
+    pub fn set(&self, session: &str, tools: Vec<Arc<dyn Tool>>) {
+        if tools.is_empty() {
+            self.by_session.remove(session);
+        } else {
+            self.by_session.insert(session.to_string(), tools);
+        }
+    }
+
+    /// Takes `session`'s tools away.
+    pub fn remove(&self, session: &str) {
+        self.by_session.remove(session);
+    }
+
+    /// `session`'s tool called `name`, available or not (a call to a stopped server's
+    /// tool is answered by the tool, with an error).
+    pub fn get(&self, session: &str, name: &str) -> Option<Arc<dyn Tool>> {
+        self.by_session
+            .get(session)?
+            .iter()
+            .find(|t| t.schema().name == name)
+            .cloned()
+    }
+
+    /// The definitions of `session`'s available tools.
+    fn definitions(&self, session: &str) -> Vec<serde_json::Value> {
+        self.by_session
+            .get(session)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter(|t| t.available())
+                    .map(|t| t.schema().for_model())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The tools in registration order, and the waterfall every call goes through.
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// The tools of single sessions (MCP servers'), after the registered ones.
+    session_tools: Arc<SessionTools>,
     waterfall: Waterfall,
     /// What the config gives the waterfall (policy, hooks, their version), swapped as a
     /// whole on reload; a call already in the waterfall finishes under the one it began
@@ -82,6 +145,7 @@ impl ToolRegistry {
     pub fn new() -> Self {
         Self {
             tools: Vec::new(),
+            session_tools: Arc::new(SessionTools::default()),
             waterfall: Waterfall::new(),
             judges: RwLock::new(Arc::new(Judges {
                 policy: Arc::new(Policy::new(&Default::default())),
@@ -137,9 +201,13 @@ impl ToolRegistry {
                 judges.version.clone(),
             )));
         }
-        chain.push(Arc::new(SchemaHook::new(self.schemas())));
-        let mut policy_hook =
-            PolicyHook::new(judges.policy.clone()).with_shadow(shadow_policy(config));
+        chain.push(Arc::new(SchemaHook::new(
+            self.schemas(),
+            self.session_tools.clone(),
+        )));
+        let mut policy_hook = PolicyHook::new(judges.policy.clone())
+            .with_shadow(shadow_policy(config))
+            .with_session_tools(self.session_tools.clone());
         if config.exec.kind == crate::config::ExecutorKind::Sandbox {
             policy_hook = policy_hook.sandboxed(config.exec.sandbox.writable.clone());
         }
@@ -210,8 +278,29 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.schema().for_model()).collect()
     }
 
+    /// The definitions a session's model is given: the registered tools, then the
+    /// session's own (its MCP servers' that are still running).
+    pub fn definitions_for(&self, session: &str) -> Vec<serde_json::Value> {
+        let mut all = self.definitions();
+        all.extend(self.session_tools.definitions(session));
+        all
+    }
+
+    /// A registered tool.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.iter().find(|t| t.schema().name == name)
+    }
+
+    /// The tool `name` as `session` has it: a registered one or one of its own.
+    pub fn get_in(&self, session: &str, name: &str) -> Option<Arc<dyn Tool>> {
+        self.get(name)
+            .cloned()
+            .or_else(|| self.session_tools.get(session, name))
+    }
+
+    /// Where the sessions' own tools are kept (the MCP servers' tools go there).
+    pub fn session_tools(&self) -> &Arc<SessionTools> {
+        &self.session_tools
     }
 
     fn schemas(&self) -> HashMap<String, Arc<ToolSchema>> {
@@ -245,7 +334,11 @@ impl Default for ToolRegistry {
 #[async_trait::async_trait]
 impl Terminal for ToolRegistry {
     async fn execute(&self, call: &ToolExecution) -> ToolOutput {
-        match self.get(&call.tool) {
+        let tool = match &call.session {
+            Some(session) => self.get_in(&session.id, &call.tool),
+            None => self.get(&call.tool).cloned(),
+        };
+        match tool {
             Some(tool) => {
                 call.report_running();
                 tool.call(call).await

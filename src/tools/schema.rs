@@ -30,10 +30,16 @@ impl ToolSchema {
             .get("parameters")
             .cloned()
             .ok_or("schema document lacks `parameters`")?;
+        Self::new(&field("name")?, &field("description")?, parameters)
+    }
+
+    /// A schema from its parts: an MCP server's tool, whose input schema comes from
+    /// the server (so it may fail to compile, and the tool is then left out).
+    pub fn new(name: &str, description: &str, parameters: Value) -> Result<Self, String> {
         let validator = jsonschema::validator_for(&parameters).map_err(|e| e.to_string())?;
         Ok(Self {
-            name: field("name")?,
-            description: field("description")?,
+            name: name.to_string(),
+            description: description.to_string(),
             parameters,
             validator,
         })
@@ -93,11 +99,20 @@ pub const WRITE_FILE: &str = include_str!("../../proto/tools/write_file.json");
 /// before any judging hook or the tool sees them.
 pub struct SchemaHook {
     schemas: HashMap<String, Arc<ToolSchema>>,
+    /// The tools only some sessions have (MCP servers'), checked against their
+    /// servers' input schemas.
+    session_tools: Arc<super::SessionTools>,
 }
 
 impl SchemaHook {
-    pub fn new(schemas: HashMap<String, Arc<ToolSchema>>) -> Self {
-        Self { schemas }
+    pub fn new(
+        schemas: HashMap<String, Arc<ToolSchema>>,
+        session_tools: Arc<super::SessionTools>,
+    ) -> Self {
+        Self {
+            schemas,
+            session_tools,
+        }
     }
 }
 
@@ -108,7 +123,15 @@ impl Hook for SchemaHook {
     }
 
     async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
-        let Some(schema) = self.schemas.get(&call.tool) else {
+        let session_tool = match (self.schemas.contains_key(&call.tool), &call.session) {
+            (false, Some(session)) => self.session_tools.get(&session.id, &call.tool),
+            _ => None,
+        };
+        let Some(schema) = self
+            .schemas
+            .get(&call.tool)
+            .or(session_tool.as_ref().map(|t| t.schema()))
+        else {
             return ToolOutput::error(format!("unknown tool `{}`", call.tool));
         };
         match schema.check(&call.arguments) {

@@ -179,3 +179,19 @@ pub fn spawn_client(cmd: &mut tokio::process::Command) -> (tokio::process::Child
     );
     (child, client)
 }
+
+/// The MCP server the tests start (examples/mcp_fixture.rs). `cargo test` builds the
+/// examples; a filtered run (`cargo test --test it ...`) does not, hence the message.
+pub fn mcp_fixture() -> std::path::PathBuf {
+    let dsh = std::path::Path::new(env!("CARGO_BIN_EXE_dsh"));
+    let path = dsh
+        .parent()
+        .expect("the binary's directory")
+        .join("examples/mcp_fixture");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --examples` (a filtered `cargo test` does not build it)",
+        path.display()
+    );
+    path
+}

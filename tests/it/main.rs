@@ -21,6 +21,7 @@ mod exec_ssh;
 mod file_tools;
 mod hooks_v2;
 mod live_output;
+mod mcp_servers;
 mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;

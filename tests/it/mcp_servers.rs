@@ -1,0 +1,310 @@
+//! The editor's MCP servers (issue 17) through the real daemon, with a real MCP server
+//! process (examples/mcp_fixture.rs, rmcp's server side): its tools are offered to the
+//! model as `mcp__<server>__<tool>`, every call goes through the waterfall (schema,
+//! rules by tool glob, modes, readOnlyHint), results are bounded like command output,
+//! a server that fails or dies is reported and its tools withdrawn, and the servers and
+//! everything they started end with the session's close, delete and the daemon's
+//! shutdown (seen in the process table).
+
+use crate::common;
+use common::client::Client;
+use common::daemon::{SocketDaemon, workspace};
+use common::fake_model::{FakeModel, messages, text, tool_call};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+
+/// The fixture as a client passes it in `mcpServers`, named `name`.
+fn fixture(name: &str, args: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "command": common::mcp_fixture(),
+        "args": args,
+        "env": [{"name": "FIXTURE_TOKEN", "value": "tok-123"}]
+    })
+}
+
+async fn new_session_with(c: &mut Client, cwd: &Path, servers: Value) -> String {
+    let r = c
+        .request("session/new", json!({"cwd": cwd, "mcpServers": servers}))
+        .await
+        .expect("session/new");
+    r["sessionId"].as_str().expect("sessionId").to_string()
+}
+
+/// The agent messages `session` was sent, joined.
+fn agent_text(c: &Client, session: &str) -> String {
+    c.updates_of(session, "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
+/// Waits (bounded) until `pid` is gone.
+async fn gone(pid: i32, what: &str) {
+    for _ in 0..1000 {
+        if !common::alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} (pid {pid}) outlived what started it");
+}
+
+/// The fixture's own pid, from its `whoami` tool.
+async fn server_pid(c: &mut Client, session: &str, server: &str) -> i32 {
+    let (out, is_error) = c
+        .tool(Some(session), &format!("mcp__{server}__whoami"), json!({}))
+        .await;
+    assert!(!is_error, "{out}");
+    out.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_are_offered_to_the_model_and_judged_by_the_waterfall() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = FakeModel::start(vec![
+        tool_call("c1", "mcp__fx__add", r#"{"a": 2, "b": 40}"#),
+        text("done"),
+    ])
+    .await;
+    // write_config's [exec] table comes first: its keys lead.
+    let config = format!(
+        "max_output_bytes = 4096\n[permissions]\ndefault_mode = \"auto\"\n\
+         [[permissions.rules]]\ntool = \"mcp__fx__touch\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"mcp__fx__echo\"\naction = \"allow\"\n\
+         [[permissions.rules]]\ntool = \"mcp__fx__add\"\naction = \"allow\"\n\
+         [mcp]\ncall_timeout_ms = 500\n{}",
+        model.config()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+
+    // The model is offered the server's tools, with their schemas, and its call runs.
+    let answer = c.prompt(&s, "add them").await.unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    let first = model.requests.recv().await.unwrap();
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    for name in ["bash", "mcp__fx__echo", "mcp__fx__add", "mcp__fx__touch"] {
+        assert!(offered.contains(&name), "{name} not in {offered:?}");
+    }
+    let add = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__fx__add")
+        .unwrap();
+    assert_eq!(add["function"]["parameters"]["required"], json!(["a", "b"]));
+    let second = model.requests.recv().await.unwrap();
+    let result = messages(&second)
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert_eq!(result["content"], "42");
+    // The editor saw the call titled by the tool's name, with its arguments, and not as
+    // a command (ACP's default kind, `other`, is left out on the wire).
+    let call = c
+        .updates_of(&s, "tool_call")
+        .into_iter()
+        .find(|u| u["toolCallId"] == "c1")
+        .unwrap();
+    assert_eq!(call["title"], "mcp__fx__add");
+    assert_eq!(call["rawInput"], json!({"a": 2, "b": 40}));
+    assert!(call["kind"].is_null() || call["kind"] == "other", "{call}");
+
+    // Cwd and env reach the server.
+    let (who, _) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
+    assert!(
+        who.starts_with(&format!("{} tok-123 ", ws.display())),
+        "{who}"
+    );
+    // The schema hook checks the server's input schema.
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__add", json!({"a": "two", "b": 1}))
+        .await;
+    assert!(is_error && out.contains("`a` must be a integer"), "{out}");
+    // A deny rule by tool name: the call never reaches the server.
+    let touched = ws.join("touched");
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__touch", json!({"path": touched}))
+        .await;
+    assert!(is_error && out.contains("deny"), "{out}");
+    assert!(!touched.exists());
+    // A long result keeps its tail and names the spill file holding all of it.
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__big", json!({"bytes": 20000}))
+        .await;
+    assert!(!is_error);
+    assert!(
+        out.contains("END\n[output truncated; full output: "),
+        "{out:.200}"
+    );
+    assert!(out.len() < 6000);
+    let spill = out
+        .rsplit("full output: ")
+        .next()
+        .unwrap()
+        .trim_end_matches(']');
+    let whole = std::fs::read_to_string(spill).unwrap();
+    assert_eq!(whole.len(), 20003);
+    // [mcp] call_timeout_ms bounds a call.
+    let (out, is_error) = c.tool(Some(&s), "mcp__fx__slow", json!({"ms": 5000})).await;
+    assert!(
+        is_error && out.contains("did not answer within 500 ms"),
+        "{out}"
+    );
+
+    // Read-only mode: a tool annotated readOnlyHint runs when a rule allows it; any
+    // other is refused whatever the rules say.
+    c.set_mode(&s, "read-only").await;
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__echo", json!({"text": "hi"}))
+        .await;
+    assert_eq!((out.as_str(), is_error), ("hi", false));
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__add", json!({"a": 1, "b": 1}))
+        .await;
+    assert!(is_error && out.contains("read-only"), "{out}");
+
+    // Another session does not have these tools.
+    let other = c.new_session(&ws).await;
+    let (out, is_error) = c
+        .tool(Some(&other), "mcp__fx__echo", json!({"text": "hi"}))
+        .await;
+    assert!(is_error && out.contains("unknown tool"), "{out}");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_ask_mode_an_mcp_call_is_asked_unless_a_rule_allows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        "[permissions]\ndefault_mode = \"ask\"\n\
+         [[permissions.rules]]\ntool = \"mcp__fx__e*\"\naction = \"allow\"\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let (out, _) = c
+        .tool(Some(&s), "mcp__fx__echo", json!({"text": "allowed"}))
+        .await;
+    assert_eq!(out, "allowed");
+    let id = c
+        .start(
+            "_dsh/tools/call",
+            json!({"sessionId": s, "name": "mcp__fx__add", "arguments": {"a": 1, "b": 2}}),
+        )
+        .await;
+    let ask = c.wait_permission_request().await;
+    assert_eq!(ask["params"]["toolCall"]["title"], "mcp__fx__add");
+    c.send(json!({"jsonrpc": "2.0", "id": ask["id"],
+                  "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}))
+        .await;
+    let r = c.wait_for(json!(id)).await.unwrap();
+    assert_eq!(r["content"][0]["text"], "3");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_or_dies_is_reported_and_its_tools_withdrawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = FakeModel::start(vec![text("first"), text("second")]).await;
+    let config = format!("[permissions]\ndefault_mode = \"auto\"\n{}", model.config());
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = new_session_with(
+        &mut c,
+        &ws,
+        json!([fixture("fx", &[]), fixture("broken", &["--fail"])]),
+    )
+    .await;
+    let failed = c
+        .wait_update(|u| {
+            u["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("`broken` could not be started"))
+        })
+        .await;
+    let said = failed["update"]["content"]["text"].as_str().unwrap();
+    assert!(said.contains("refusing to start"), "{said}");
+
+    c.prompt(&s, "one").await.unwrap();
+    let first = model.requests.recv().await.unwrap();
+    assert!(first.to_string().contains("mcp__fx__echo"));
+    assert!(!first.to_string().contains("mcp__broken__"));
+
+    // The server dies mid-call: the call is an error, the person is told once, and the
+    // model is no longer offered its tools.
+    let pid = server_pid(&mut c, &s, "fx").await;
+    let (out, is_error) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
+    assert!(is_error && out.contains("`fx`"), "{out}");
+    c.wait_update(|u| {
+        u["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("MCP server `fx` stopped"))
+    })
+    .await;
+    gone(pid, "the crashed server").await;
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__fx__echo", json!({"text": "x"}))
+        .await;
+    assert!(is_error && out.contains("has stopped"), "{out}");
+    c.prompt(&s, "two").await.unwrap();
+    let second = model.requests.recv().await.unwrap();
+    let offered = second["tools"].to_string();
+    assert!(!offered.contains("mcp__fx__"), "{offered}");
+    assert!(agent_text(&c, &s).matches("`fx` stopped").count() == 1);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_and_what_they_started_end_with_close_delete_and_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+
+    // close
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let server = server_pid(&mut c, &s, "fx").await;
+    let (child, _) = c.tool(Some(&s), "mcp__fx__spawn", json!({})).await;
+    let child: i32 = child.parse().unwrap();
+    assert!(common::alive(child));
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(server, "the server after session/close").await;
+    gone(child, "the server's child after session/close").await;
+
+    // load starts them again (the client passes them again); delete ends them
+    c.request(
+        "session/load",
+        json!({"sessionId": s, "cwd": ws, "mcpServers": [fixture("fx", &[])]}),
+    )
+    .await
+    .unwrap();
+    let server = server_pid(&mut c, &s, "fx").await;
+    c.request("session/delete", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(server, "the server after session/delete").await;
+
+    // shutdown
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let server = server_pid(&mut c, &s, "fx").await;
+    let (child, _) = c.tool(Some(&s), "mcp__fx__spawn", json!({})).await;
+    let child: i32 = child.parse().unwrap();
+    daemon.stop().await;
+    gone(server, "the server after shutdown").await;
+    gone(child, "the server's child after shutdown").await;
+}
