@@ -24,6 +24,7 @@ mod live_output;
 mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;
+mod prompt_replay;
 mod security;
 mod sessions_keep_work;
 mod shutdown;
