@@ -111,12 +111,7 @@ async fn with_titles_model_the_model_writes_the_title_after_the_first_line() {
         std::fs::read_to_string(dir.path().join(format!("state/sessions/{s}.jsonl"))).unwrap();
     assert!(log.contains(r#""type":"title","atMs":"#) && log.contains("Fixing the flaky CI build"));
     let before = c.updates_of(&s, "session_info_update").len();
-    c.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    c.load_session(&s, &ws).await;
     let replayed = titles_told(&c, &s);
     assert_eq!(
         replayed.last().map(String::as_str),
