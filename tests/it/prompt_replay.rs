@@ -8,9 +8,9 @@ use crate::common::fake_model::{FakeModel, messages, text};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, EmbeddedResource, EmbeddedResourceResource, ImageContent, InitializeRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest, ResourceLink, SessionUpdate, StopReason,
-    TextResourceContents,
+    AudioContent, ContentBlock, EmbeddedResource, EmbeddedResourceResource, ImageContent,
+    InitializeRequest, ListSessionsRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    ResourceLink, SessionUpdate, StopReason, TextResourceContents,
 };
 use agent_client_protocol::{Agent, ErrorCode};
 use serde_json::json;
@@ -142,12 +142,33 @@ async fn without_vision_images_are_not_advertised_and_an_image_prompt_is_invalid
             .unwrap_err();
         assert_eq!(refused.code, ErrorCode::INVALID_PARAMS);
         assert!(refused.message.contains("vision"), "{}", refused.message);
-        // Nothing of it was logged or sent; the session goes on.
+        // Audio is never advertised.
+        let audio = vec![ContentBlock::Audio(AudioContent::new(
+            "UklGRg==",
+            "audio/wav",
+        ))];
+        let refused = cx
+            .send_request(PromptRequest::new(session.clone(), audio))
+            .block_task()
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::INVALID_PARAMS);
+        // Nothing of them was logged (the first prompt that was titles the session) or
+        // sent; the session goes on.
         let done = cx
-            .send_request(PromptRequest::new(session, vec![ContentBlock::from("hi")]))
+            .send_request(PromptRequest::new(
+                session.clone(),
+                vec![ContentBlock::from("hi")],
+            ))
             .block_task()
             .await?;
         assert_eq!(done.stop_reason, StopReason::EndTurn);
+        let listed = cx
+            .send_request(ListSessionsRequest::new())
+            .block_task()
+            .await?;
+        let mine = listed.sessions.iter().find(|i| i.session_id == session);
+        assert_eq!(mine.and_then(|i| i.title.as_deref()), Some("hi"));
         Ok(())
     })
     .await;
