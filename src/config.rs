@@ -108,6 +108,10 @@ pub struct ModelConfig {
     /// `model`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<String>,
+    /// The model reads images: `initialize` advertises `promptCapabilities.image` and
+    /// image blocks of a prompt go to it as image parts. Off, an image prompt is refused
+    /// (a client may send only what was advertised).
+    pub vision: bool,
 }
 
 impl Default for ModelConfig {
@@ -125,6 +129,7 @@ impl Default for ModelConfig {
             price_per_mtok_out: None,
             currency: "USD".into(),
             models: Vec::new(),
+            vision: false,
         }
     }
 }
@@ -142,6 +147,20 @@ pub struct AgentConfig {
     /// Characters of history sent to the model; past it the oldest tool outputs
     /// are shortened to a marker (the session log keeps everything).
     pub history_budget_chars: usize,
+    /// Where a session's title comes from.
+    pub titles: TitleSource,
+}
+
+/// Where a session's title comes from (`[agent] titles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TitleSource {
+    /// The first line of the first prompt, at once.
+    #[default]
+    FirstLine,
+    /// The first line at once, then a title the model writes, asked for in the
+    /// background after the first prompt that goes to the model.
+    Model,
 }
 
 /// How `system_prompt_file` combines with the built-in prompt.
@@ -160,6 +179,7 @@ impl Default for AgentConfig {
             system_prompt_file: None,
             system_prompt_mode: SystemPromptMode::Extend,
             history_budget_chars: 400_000,
+            titles: TitleSource::FirstLine,
         }
     }
 }
@@ -889,6 +909,8 @@ mod tests {
         assert_eq!(c.agent.max_steps, d.agent.max_steps);
         assert_eq!(c.agent.system_prompt_mode, d.agent.system_prompt_mode);
         assert_eq!(c.agent.history_budget_chars, d.agent.history_budget_chars);
+        assert_eq!(c.agent.titles, d.agent.titles);
+        assert_eq!(c.model.vision, d.model.vision);
         let (cs, ds) = (&c.exec.sandbox, &d.exec.sandbox);
         assert_eq!(
             (&cs.bwrap, cs.network, &cs.writable),

@@ -98,7 +98,8 @@ pub struct AcpService {
 }
 
 /// Writes each completion notice to its session's log, so it survives a
-/// disconnect and a restart (T14).
+/// disconnect and a restart (T14), and shows it to the session's client, if one is
+/// bound, as a replay of the log will show it.
 struct LogNotices(Weak<AcpService>);
 
 impl NoticeListener for LogNotices {
@@ -114,6 +115,10 @@ impl NoticeListener for LogNotices {
                     task_id: notice.task_id.clone(),
                     text: notice.text.clone(),
                 },
+            );
+            agent.send_turn_event(
+                &session.id,
+                agent::TurnEvent::UserText(&agent::context_text(notice.source, &notice.text)),
             );
         }
     }
@@ -357,7 +362,11 @@ impl AcpService {
         );
         let caps = acp::AgentCapabilities::new()
             .load_session(true)
-            .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+            .prompt_capabilities(
+                acp::PromptCapabilities::new()
+                    .embedded_context(true)
+                    .image(self.settings().model_config.vision),
+            )
             .session_capabilities(
                 acp::SessionCapabilities::new()
                     .list(acp::SessionListCapabilities::new())

@@ -6,6 +6,7 @@ use crate::agent;
 use crate::hooks::waterfall::ToolExecution;
 use crate::registry::Session;
 use crate::rpc::{Peer, RequestContext, RpcError};
+use crate::store::PromptBlock;
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 use std::sync::Arc;
@@ -44,6 +45,7 @@ impl AcpService {
         p: acp::PromptRequest,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id.0)?;
+        let blocks = prompt_blocks(&p.prompt, self.settings().model_config.vision)?;
         // A child of the request's token: $/cancel_request and the connection
         // ending cancel the prompt too; session/cancel cancels just the prompt.
         let cancel = ctx.cancel.child_token();
@@ -60,7 +62,7 @@ impl AcpService {
                 }
             }
         }
-        let stop = self.run_prompt(&session, &p.prompt, &cancel).await;
+        let stop = self.run_prompt(&session, &blocks, &cancel).await;
         self.prompts.remove(&session.id);
         to_value(acp::PromptResponse::new(stop?))
     }
@@ -68,7 +70,7 @@ impl AcpService {
     pub(super) async fn run_prompt(
         &self,
         session: &Arc<Session>,
-        prompt: &[acp::ContentBlock],
+        prompt: &[PromptBlock],
         cancel: &CancellationToken,
     ) -> Result<acp::StopReason, RpcError> {
         let send = |event: agent::TurnEvent<'_>| self.send_turn_event(&session.id, event);
@@ -81,12 +83,20 @@ impl AcpService {
             control: Some(self),
         };
         let settings = self.settings();
+        // What outlives the turn goes to whichever connection the session has then.
+        let (service, id) = (self.this.clone(), session.id.clone());
+        let later: agent::EventSink = Arc::new(move |event| {
+            if let Some(service) = service.upgrade() {
+                service.send_turn_event(&id, event);
+            }
+        });
         agent::run_prompt(
             &ctx,
-            &prompt_text(prompt),
-            settings.model.as_deref(),
+            prompt,
+            settings.model.as_ref(),
             &settings.model_config,
             &settings.agent_config,
+            later,
         )
         .await
         .map_err(RpcError::internal)
@@ -109,22 +119,66 @@ impl AcpService {
     }
 }
 
-/// The text of a prompt: text blocks as they are, resources by name and content.
-fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
-    let mut parts = Vec::new();
-    for block in blocks {
-        match block {
-            acp::ContentBlock::Text(t) => parts.push(t.text.clone()),
-            acp::ContentBlock::ResourceLink(l) => parts.push(format!("[resource: {}]", l.uri)),
-            acp::ContentBlock::Resource(r) => match &r.resource {
-                acp::EmbeddedResourceResource::TextResourceContents(t) => parts.push(format!(
-                    "<resource uri=\"{}\">\n{}\n</resource>",
-                    t.uri, t.text
-                )),
-                _ => parts.push("[binary resource]".into()),
-            },
-            _ => parts.push("[unsupported content]".into()),
-        }
-    }
-    parts.join("\n")
+/// A prompt's blocks in the log's words. Images are taken only when `vision` has
+/// `initialize` advertise them, and audio never is: a client may send only what the
+/// agent advertised (ACP `promptCapabilities`), so anything else is invalid params.
+fn prompt_blocks(blocks: &[acp::ContentBlock], vision: bool) -> Result<Vec<PromptBlock>, RpcError> {
+    blocks
+        .iter()
+        .map(|block| {
+            Ok(match block {
+                acp::ContentBlock::Text(t) => PromptBlock::Text {
+                    text: t.text.clone(),
+                },
+                acp::ContentBlock::Image(i) if vision => PromptBlock::Image {
+                    mime_type: i.mime_type.clone(),
+                    data: i.data.clone(),
+                    uri: i.uri.clone(),
+                },
+                acp::ContentBlock::Image(_) => {
+                    return Err(RpcError::invalid_params(
+                        "this agent does not take images (promptCapabilities.image is false; \
+                         [model] vision = true turns them on for a model that reads images)",
+                    ));
+                }
+                acp::ContentBlock::ResourceLink(l) => PromptBlock::ResourceLink {
+                    uri: l.uri.clone(),
+                    name: l.name.clone(),
+                    title: l.title.clone(),
+                    description: l.description.clone(),
+                    mime_type: l.mime_type.clone(),
+                    size: l.size,
+                },
+                acp::ContentBlock::Resource(r) => match &r.resource {
+                    acp::EmbeddedResourceResource::TextResourceContents(t) => {
+                        PromptBlock::Resource {
+                            uri: t.uri.clone(),
+                            mime_type: t.mime_type.clone(),
+                            text: Some(t.text.clone()),
+                            blob: None,
+                        }
+                    }
+                    acp::EmbeddedResourceResource::BlobResourceContents(b) => {
+                        PromptBlock::Resource {
+                            uri: b.uri.clone(),
+                            mime_type: b.mime_type.clone(),
+                            text: None,
+                            blob: Some(b.blob.clone()),
+                        }
+                    }
+                    _ => {
+                        return Err(RpcError::invalid_params(
+                            "an embedded resource of a kind this agent does not know",
+                        ));
+                    }
+                },
+                _ => {
+                    return Err(RpcError::invalid_params(
+                        "a prompt content block this agent does not take (it advertises text, \
+                         resource links and embedded resources, and images when vision is on)",
+                    ));
+                }
+            })
+        })
+        .collect()
 }

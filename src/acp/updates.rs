@@ -3,6 +3,7 @@
 
 use crate::agent::TurnEvent;
 use crate::hooks::waterfall::CommandExit;
+use crate::store::PromptBlock;
 use crate::tools::CallView;
 use agent_client_protocol_schema::v1::{
     Content, ContentBlock, ContentChunk, Cost, CurrentModeUpdate, Diff, Meta, SessionInfoUpdate,
@@ -32,6 +33,57 @@ fn text_chunk(text: &str) -> ContentChunk {
 
 pub fn user_text(text: &str) -> SessionUpdate {
     SessionUpdate::UserMessageChunk(text_chunk(text))
+}
+
+/// One block of a user's prompt, as the ACP block it was sent as.
+pub fn user_block(block: &PromptBlock) -> SessionUpdate {
+    use agent_client_protocol_schema::v1::{
+        BlobResourceContents, EmbeddedResource, EmbeddedResourceResource, ImageContent,
+        ResourceLink, TextResourceContents,
+    };
+    let content = match block {
+        PromptBlock::Text { text } => ContentBlock::Text(TextContent::new(text.clone())),
+        PromptBlock::Image {
+            mime_type,
+            data,
+            uri,
+        } => {
+            ContentBlock::Image(ImageContent::new(data.clone(), mime_type.clone()).uri(uri.clone()))
+        }
+        PromptBlock::ResourceLink {
+            uri,
+            name,
+            title,
+            description,
+            mime_type,
+            size,
+        } => ContentBlock::ResourceLink(
+            ResourceLink::new(name.clone(), uri.clone())
+                .title(title.clone())
+                .description(description.clone())
+                .mime_type(mime_type.clone())
+                .size(*size),
+        ),
+        PromptBlock::Resource {
+            uri,
+            mime_type,
+            text,
+            blob,
+        } => {
+            let resource = match (text, blob) {
+                (Some(text), _) => EmbeddedResourceResource::TextResourceContents(
+                    TextResourceContents::new(text.clone(), uri.clone())
+                        .mime_type(mime_type.clone()),
+                ),
+                (None, blob) => EmbeddedResourceResource::BlobResourceContents(
+                    BlobResourceContents::new(blob.clone().unwrap_or_default(), uri.clone())
+                        .mime_type(mime_type.clone()),
+                ),
+            };
+            ContentBlock::Resource(EmbeddedResource::new(resource))
+        }
+    };
+    SessionUpdate::UserMessageChunk(ContentChunk::new(content))
 }
 
 pub fn agent_text(text: &str) -> SessionUpdate {
@@ -340,6 +392,7 @@ pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate 
     use TurnEvent as E;
     match event {
         E::UserText(text) => user_text(text),
+        E::UserBlock(block) => user_block(block),
         E::ToolCall {
             call_id,
             view,

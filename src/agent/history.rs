@@ -12,21 +12,35 @@
 //! - past the budget, the oldest tool outputs are shortened to a marker that
 //!   keeps the spill path; the log itself keeps everything.
 
-use crate::llm::{Message, ToolCallRequest};
+use crate::llm::{Message, ToolCallRequest, UserPart};
 use crate::store::Event;
 use std::collections::HashMap;
 
 /// What replaces an old tool output when the history is over budget.
 const SHORTENED: &str = "[older output shortened to save context; the session log keeps it]";
 
+/// What an image counts for against the budget, in characters: about what a model
+/// charges for one in tokens, not the size of its base64.
+const IMAGE_CHARS: usize = 4_000;
+
 /// Builds the request messages: the system prompt, then the history.
 pub fn build(events: &[Event], system: &str, budget_chars: usize) -> Vec<Message> {
-    build_counted(events, system, budget_chars).0
+    build_counted(events, system, budget_chars, false).0
 }
 
-/// [`build`], and how many old outputs were shortened to fit the budget.
-pub fn build_counted(events: &[Event], system: &str, budget_chars: usize) -> (Vec<Message>, usize) {
-    let mut b = Builder::default();
+/// [`build`], and how many old outputs were shortened to fit the budget. With
+/// `vision`, prompts with images go as parts with the images in them; without, as
+/// their text (which names each image).
+pub fn build_counted(
+    events: &[Event],
+    system: &str,
+    budget_chars: usize,
+    vision: bool,
+) -> (Vec<Message>, usize) {
+    let mut b = Builder {
+        vision,
+        ..Builder::default()
+    };
     b.out.push(Message::System(system.to_string()));
     for event in events {
         b.event(event);
@@ -48,12 +62,20 @@ struct Builder {
     user_calls: HashMap<String, String>,
     /// User-role messages waiting for the open calls to be answered.
     deferred: Vec<Message>,
+    /// The model reads images.
+    vision: bool,
 }
 
 impl Builder {
     fn event(&mut self, event: &Event) {
         match event {
-            Event::UserMessage { text, .. } => self.user(text.clone()),
+            Event::UserMessage { text, content, .. } => {
+                if self.vision && super::prompt::has_image(content) {
+                    self.user_message(Message::UserParts(super::prompt::parts_of(content)));
+                } else {
+                    self.user(text.clone());
+                }
+            }
             Event::AgentMessage { text, .. } => {
                 self.flush();
                 self.pending = Some((Some(text.clone()), Vec::new()));
@@ -110,7 +132,7 @@ impl Builder {
                 }
             }
             Event::Notice { source, text, .. } => {
-                self.user(format!("<context source=\"{source}\">{text}</context>"));
+                self.user(super::context_text(source, text));
             }
             Event::TurnEnd { .. } => self.flush(),
             _ => {}
@@ -119,11 +141,15 @@ impl Builder {
 
     /// A user-role message, at its place or after the open calls' results.
     fn user(&mut self, text: String) {
+        self.user_message(Message::User(text));
+    }
+
+    fn user_message(&mut self, message: Message) {
         if self.open_calls.is_empty() {
             self.flush();
-            self.out.push(Message::User(text));
+            self.out.push(message);
         } else {
-            self.deferred.push(Message::User(text));
+            self.deferred.push(message);
         }
     }
 
@@ -152,6 +178,13 @@ impl Builder {
 fn size(m: &Message) -> usize {
     match m {
         Message::System(t) | Message::User(t) => t.len(),
+        Message::UserParts(parts) => parts
+            .iter()
+            .map(|p| match p {
+                UserPart::Text(t) => t.len(),
+                UserPart::Image { .. } => IMAGE_CHARS,
+            })
+            .sum(),
         Message::Assistant {
             content,
             tool_calls,
@@ -242,6 +275,7 @@ mod tests {
         Event::UserMessage {
             at_ms: 0,
             text: text.into(),
+            content: Vec::new(),
         }
     }
 
@@ -300,6 +334,41 @@ mod tests {
         assert_eq!(
             m[4],
             Message::User("<context source=\"tool-bash\">done</context>".into())
+        );
+    }
+
+    #[test]
+    fn images_go_as_parts_only_to_a_model_that_reads_them() {
+        let content = vec![
+            crate::store::PromptBlock::Text {
+                text: "what is this?".into(),
+            },
+            crate::store::PromptBlock::Image {
+                mime_type: "image/png".into(),
+                data: "iVBO".into(),
+                uri: None,
+            },
+        ];
+        let events = [Event::UserMessage {
+            at_ms: 0,
+            text: "what is this?\n[image: image/png]".into(),
+            content,
+        }];
+        let (m, _) = build_counted(&events, "sys", 1 << 20, true);
+        assert_eq!(
+            m[1],
+            Message::UserParts(vec![
+                UserPart::Text("what is this?".into()),
+                UserPart::Image {
+                    mime_type: "image/png".into(),
+                    data: "iVBO".into()
+                }
+            ])
+        );
+        let (m, _) = build_counted(&events, "sys", 1 << 20, false);
+        assert_eq!(
+            m[1],
+            Message::User("what is this?\n[image: image/png]".into())
         );
     }
 

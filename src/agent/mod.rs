@@ -9,15 +9,17 @@
 pub mod commands;
 pub mod history;
 pub mod live;
+mod prompt;
 mod replay;
+mod titles;
 
 pub use replay::replay;
 
-use crate::config::{AgentConfig, ModelConfig, SystemPromptMode};
+use crate::config::{AgentConfig, ModelConfig, SystemPromptMode, TitleSource};
 use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
 use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
-use crate::store::{Event, SessionLog, ToolStatus, now_ms};
+use crate::store::{Event, PromptBlock, SessionLog, ToolStatus, now_ms};
 use crate::tools::{CallView, ToolRegistry};
 use agent_client_protocol_schema::v1::StopReason;
 use serde_json::Value;
@@ -33,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 pub enum TurnEvent<'a> {
     /// What the user said (a prompt, or a notice shown where it arrived).
     UserText(&'a str),
+    /// One block of a user's prompt as it was sent (a replay shows a prompt so).
+    UserBlock(&'a PromptBlock),
     /// A tool call begins: pending until every hook and the person have let it
     /// through.
     ToolCall {
@@ -84,6 +88,16 @@ pub enum TurnEvent<'a> {
         size: u64,
         cost: Option<(f64, &'a str)>,
     },
+}
+
+/// Tells a session's client about events after the turn that caused them may have
+/// ended (a model-written title): owned, unlike [`TurnContext::events`].
+pub type EventSink = Arc<dyn Fn(TurnEvent<'_>) + Send + Sync>;
+
+/// Context as the model reads it in the history (`<context source="...">`), and as a
+/// client is shown it, live and on replay alike.
+pub fn context_text(source: &str, text: &str) -> String {
+    format!("<context source=\"{source}\">{text}</context>")
 }
 
 /// Everything a turn (or a single user-initiated tool call) works with.
@@ -257,9 +271,7 @@ fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
             task_id: String::new(),
             text: text.clone(),
         });
-        (ctx.events)(TurnEvent::UserText(&format!(
-            "<context source=\"{source}\">{text}</context>"
-        )));
+        (ctx.events)(TurnEvent::UserText(&context_text(source, text)));
     }
 }
 
@@ -267,14 +279,17 @@ fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
 /// its stop reason): a `!COMMAND` prompt runs the command through the waterfall as the
 /// user's own call; any other goes to the model, or, with none configured (`Err`
 /// carries its settings), is answered with what to set. `Err` is a model failure, for
-/// the prompt's JSON-RPC error.
+/// the prompt's JSON-RPC error. `later` hears of what happens after the turn (a
+/// model-written title).
 pub async fn run_prompt(
     ctx: &TurnContext<'_>,
-    text: &str,
-    model: Option<&dyn Model>,
+    blocks: &[PromptBlock],
+    model: Option<&Arc<dyn Model>>,
     model_config: &ModelConfig,
     config: &AgentConfig,
+    later: EventSink,
 ) -> Result<StopReason, String> {
+    let text = &prompt::text_of(blocks);
     let turn_id = uuid::Uuid::new_v4().simple().to_string();
     ctx.append(Event::TurnStart {
         at_ms: now_ms(),
@@ -283,10 +298,10 @@ pub async fn run_prompt(
     ctx.append(Event::UserMessage {
         at_ms: now_ms(),
         text: text.to_string(),
+        content: prompt::blocks_to_log(blocks),
     });
-    if ctx.session.title().is_none()
-        && let Some(title) = title_of(text)
-    {
+    let first_prompt = ctx.session.title().is_none();
+    if first_prompt && let Some(title) = title_of(text) {
         ctx.append(Event::Title {
             at_ms: now_ms(),
             title: title.clone(),
@@ -323,9 +338,28 @@ pub async fn run_prompt(
         })
     } else {
         match model {
-            Some(model) => run_model_turn(ctx, model, model_config, config)
-                .await
-                .map_err(|e| e.to_string()),
+            Some(model) => {
+                // Only a prompt that goes to the model anyway is shown to it for a
+                // title: a blocked prompt, a command or a `!` line never is.
+                if first_prompt && config.titles == TitleSource::Model {
+                    titles::spawn(
+                        model.clone(),
+                        ctx.session.clone(),
+                        ctx.log.clone(),
+                        text,
+                        (
+                            ctx.session.model(),
+                            ctx.session
+                                .model()
+                                .unwrap_or_else(|| model_config.model.clone()),
+                        ),
+                        later,
+                    );
+                }
+                run_model_turn(ctx, model.as_ref(), model_config, config)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
             None => {
                 let text = crate::llm::openai::not_configured_text(model_config);
                 ctx.append(Event::AgentMessage {
@@ -420,8 +454,12 @@ pub async fn run_model_turn(
         };
         // The notices are in the log at their place; the inbox only mirrors them.
         ctx.session.take_notices();
-        let (messages, shortened) =
-            history::build_counted(&events, &system, config.history_budget_chars);
+        let (messages, shortened) = history::build_counted(
+            &events,
+            &system,
+            config.history_budget_chars,
+            model_config.vision,
+        );
         if shortened > 0 && !told_shortened {
             told_shortened = true;
             let note = format!(
@@ -451,6 +489,7 @@ pub async fn run_model_turn(
             messages,
             tools: ctx.tools.definitions_for(&ctx.session.id),
             model: ctx.session.model(),
+            max_tokens: None,
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stream = model.stream(&request, tx, &ctx.cancel);

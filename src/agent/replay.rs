@@ -16,7 +16,15 @@ pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>))
     let mut tools: HashMap<&str, &str> = HashMap::new();
     for event in events {
         match event {
-            Event::UserMessage { text, .. } => emit(TurnEvent::UserText(text)),
+            // A prompt as it was sent, block by block; older logs kept only its text.
+            Event::UserMessage { text, content, .. } => {
+                if content.is_empty() {
+                    emit(TurnEvent::UserText(text));
+                }
+                for block in content {
+                    emit(TurnEvent::UserBlock(block));
+                }
+            }
             Event::AgentMessage { text, .. } => emit(TurnEvent::AgentText(text)),
             Event::AgentThought { text, .. } => emit(TurnEvent::AgentThought(text)),
             Event::ToolCall {
@@ -68,9 +76,9 @@ pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>))
             }
             // Notices are context for the model; a client sees them where they arrived,
             // tagged the way the model will see them.
-            Event::Notice { source, text, .. } => emit(TurnEvent::UserText(&format!(
-                "<context source=\"{source}\">{text}</context>"
-            ))),
+            Event::Notice { source, text, .. } => {
+                emit(TurnEvent::UserText(&super::context_text(source, text)))
+            }
             Event::ModeChange { mode_id, .. } => emit(TurnEvent::ModeChanged(mode_id)),
             Event::Title { title, .. } => emit(TurnEvent::TitleChanged(title)),
             _ => {}

@@ -19,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 pub enum Message {
     System(String),
     User(String),
+    /// A user message with images (a prompt's image blocks when the model reads
+    /// images): its parts in the order the person sent them.
+    UserParts(Vec<UserPart>),
     /// What the model said in one step: text, and the tool calls it asked for.
     Assistant {
         content: Option<String>,
@@ -28,6 +31,17 @@ pub enum Message {
     Tool {
         call_id: String,
         content: String,
+    },
+}
+
+/// One part of a [`Message::UserParts`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserPart {
+    Text(String),
+    /// An image as its bytes in base64, with its MIME type.
+    Image {
+        mime_type: String,
+        data: String,
     },
 }
 
@@ -49,6 +63,8 @@ pub struct ModelRequest {
     /// The model to name instead of the configured one (the person's pick for the
     /// session).
     pub model: Option<String>,
+    /// A cap on the answer's tokens (a title's small budget); `None`: the server's.
+    pub max_tokens: Option<u32>,
 }
 
 /// Why the model stopped.

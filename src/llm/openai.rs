@@ -9,7 +9,7 @@
 
 use super::http;
 use super::sse::SseDecoder;
-use super::{FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest};
+use super::{FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest, UserPart};
 use crate::config::ModelConfig;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -119,6 +119,9 @@ impl OpenAiModel {
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(request.tools.clone());
         }
+        if let Some(max_tokens) = request.max_tokens {
+            body["max_tokens"] = max_tokens.into();
+        }
         body
     }
 
@@ -214,6 +217,19 @@ fn message_json(m: &Message) -> Value {
     match m {
         Message::System(text) => json!({"role": "system", "content": text}),
         Message::User(text) => json!({"role": "user", "content": text}),
+        // OpenAI's content array; an image goes as a data URL (servers that read images
+        // take this form, and no file has to be hosted anywhere).
+        Message::UserParts(parts) => {
+            let content: Vec<Value> = parts
+                .iter()
+                .map(|p| match p {
+                    UserPart::Text(text) => json!({"type": "text", "text": text}),
+                    UserPart::Image { mime_type, data } => json!({"type": "image_url",
+                        "image_url": {"url": format!("data:{mime_type};base64,{data}")}}),
+                })
+                .collect();
+            json!({"role": "user", "content": content})
+        }
         Message::Assistant {
             content,
             tool_calls,
@@ -476,6 +492,42 @@ mod tests {
         assert!(m.api_key.is_none());
     }
 
+    #[test]
+    fn images_go_as_data_url_parts_and_a_token_cap_as_max_tokens() {
+        let config = ModelConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            ..ModelConfig::default()
+        };
+        let m = OpenAiModel::from_config(&config, |_| None)
+            .unwrap()
+            .unwrap();
+        let request = ModelRequest {
+            messages: vec![Message::UserParts(vec![
+                UserPart::Text("what is this?".into()),
+                UserPart::Image {
+                    mime_type: "image/png".into(),
+                    data: "iVBORw0K".into(),
+                },
+            ])],
+            tools: Vec::new(),
+            model: None,
+            max_tokens: Some(24),
+        };
+        let body = m.body(&request);
+        assert_eq!(body["max_tokens"], 24);
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}}]})
+        );
+        let plain = ModelRequest {
+            max_tokens: None,
+            ..request
+        };
+        assert!(m.body(&plain).get("max_tokens").is_none());
+    }
+
     #[tokio::test]
     async fn a_base_url_that_is_no_url_fails_each_request_not_the_daemon() {
         let config = ModelConfig::default();
@@ -488,6 +540,7 @@ mod tests {
             messages: vec![Message::User("hi".into())],
             tools: Vec::new(),
             model: None,
+            max_tokens: None,
         };
         let (tx, _rx) = mpsc::unbounded_channel();
         let error = m

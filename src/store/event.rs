@@ -50,6 +50,50 @@ pub enum ToolStatus {
     Failed,
 }
 
+/// One block of a user's prompt as the editor sent it (an ACP `ContentBlock`, in the
+/// log's own words so the log outlives the protocol crate).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum PromptBlock {
+    Text {
+        text: String,
+    },
+    /// An image, its bytes in base64.
+    Image {
+        mime_type: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
+    /// A reference to a resource the agent may read (an editor's @-mention).
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<i64>,
+    },
+    /// A resource's contents, embedded: `text`, or `blob` (base64) for binary ones.
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
+}
+
 /// One thing that happened in a session, in the order it happened. Every event
 /// carries `at_ms`, the unix time in milliseconds when it was recorded.
 ///
@@ -63,8 +107,16 @@ pub enum ToolStatus {
     rename_all_fields = "camelCase"
 )]
 pub enum Event {
-    /// What the user sent (the text of an ACP prompt).
-    UserMessage { at_ms: u64, text: String },
+    /// What the user sent: `text` is the prompt as the model reads it (resources
+    /// inlined, links named), `content` its blocks as the editor sent them, for a
+    /// faithful replay. `content` is left out when the prompt was one text block equal
+    /// to `text` (and in logs from before it existed): then `text` is the prompt.
+    UserMessage {
+        at_ms: u64,
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        content: Vec<PromptBlock>,
+    },
     /// Text the model answered with.
     AgentMessage { at_ms: u64, text: String },
     /// Reasoning text the model streamed.

@@ -17,6 +17,7 @@ fn msg(text: &str) -> Event {
     Event::UserMessage {
         at_ms: 1,
         text: text.to_string(),
+        content: Vec::new(),
     }
 }
 
@@ -25,6 +26,7 @@ fn every_event() -> Vec<Event> {
         Event::UserMessage {
             at_ms: 1,
             text: "hello\nworld".into(),
+            content: Vec::new(),
         },
         Event::AgentMessage {
             at_ms: 2,
@@ -73,6 +75,32 @@ fn every_event() -> Vec<Event> {
             at_ms: 10,
             title: "A title".into(),
         },
+        Event::UserMessage {
+            at_ms: 11,
+            text: "see [resource: file:///w/a.rs]".into(),
+            content: vec![
+                PromptBlock::Text { text: "see".into() },
+                PromptBlock::ResourceLink {
+                    uri: "file:///w/a.rs".into(),
+                    name: "a.rs".into(),
+                    title: None,
+                    description: None,
+                    mime_type: None,
+                    size: None,
+                },
+                PromptBlock::Image {
+                    mime_type: "image/png".into(),
+                    data: "iVBO".into(),
+                    uri: None,
+                },
+                PromptBlock::Resource {
+                    uri: "file:///w/b.rs".into(),
+                    mime_type: Some("text/rust".into()),
+                    text: Some("fn b() {}".into()),
+                    blob: None,
+                },
+            ],
+        },
     ]
 }
 
@@ -112,7 +140,7 @@ fn every_event_type_round_trips() {
     // The wire shape: tagged, camelCase, one line per record.
     let text = std::fs::read_to_string(log.path()).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 11);
+    assert_eq!(lines.len(), 12);
     assert_eq!(
         lines[0],
         r#"{"type":"header","id":"s1","cwd":"/work","createdMs":1700000000000,"title":"first"}"#
@@ -140,6 +168,16 @@ fn every_event_type_round_trips() {
     assert_eq!(
         lines[9],
         r#"{"type":"mode_change","atMs":9,"modeId":"auto"}"#
+    );
+    assert_eq!(
+        lines[11],
+        concat!(
+            r#"{"type":"user_message","atMs":11,"text":"see [resource: file:///w/a.rs]","content":["#,
+            r#"{"type":"text","text":"see"},"#,
+            r#"{"type":"resource_link","uri":"file:///w/a.rs","name":"a.rs"},"#,
+            r#"{"type":"image","mimeType":"image/png","data":"iVBO"},"#,
+            r#"{"type":"resource","uri":"file:///w/b.rs","mimeType":"text/rust","text":"fn b() {}"}]}"#
+        )
     );
 }
 

@@ -195,6 +195,16 @@ impl Client {
         .expect("initialize")
     }
 
+    /// `session/load` of `session` in `cwd`; its replay is in the updates when it answers.
+    pub async fn load_session(&mut self, session: &str, cwd: &std::path::Path) -> Value {
+        self.request(
+            "session/load",
+            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+        )
+        .await
+        .expect("session/load")
+    }
+
     pub async fn new_session(&mut self, cwd: &std::path::Path) -> String {
         let r = self
             .request("session/new", json!({"cwd": cwd, "mcpServers": []}))

@@ -1,6 +1,9 @@
 //! A scripted OpenAI-compatible chat-completions server on loopback: it plays
 //! the model in tests (the real one is a paid service elsewhere). Each request
 //! is recorded for the test to check, and answered with the next scripted reply.
+//! Title requests (dsh's small background request for a session title, the only
+//! ones that carry `max_tokens`) have a script and a record of their own, so a test
+//! scripts the turn and the title apart and each knows which request it answers.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
@@ -53,11 +56,39 @@ pub fn bash_call(id: &str, command: &str) -> Reply {
     )
 }
 
+/// Whether a request body is a title request rather than a turn's.
+pub fn is_title_request(body: &Value) -> bool {
+    body.get("max_tokens").is_some()
+}
+
+/// The scripted replies and records of one kind of request (turn or title).
+#[derive(Clone)]
+struct Lane {
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    tx: mpsc::UnboundedSender<Value>,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Lane {
+    fn new() -> (Self, mpsc::UnboundedReceiver<Value>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let lane = Self {
+            script: Arc::new(Mutex::new(VecDeque::new())),
+            tx,
+            seen: Arc::new(Mutex::new(Vec::new())),
+        };
+        (lane, rx)
+    }
+}
+
 pub struct FakeModel {
     pub base_url: String,
     script: Arc<Mutex<VecDeque<Reply>>>,
-    /// Every request body, in arrival order.
+    title_script: Arc<Mutex<VecDeque<Reply>>>,
+    /// Every turn request body, in arrival order.
     pub requests: mpsc::UnboundedReceiver<Value>,
+    /// Every title request body, in arrival order.
+    pub title_requests: mpsc::UnboundedReceiver<Value>,
     seen: Arc<Mutex<Vec<Value>>>,
     /// Signalled when a client disconnects from a held stream.
     pub released: Arc<Notify>,
@@ -67,22 +98,24 @@ impl FakeModel {
     pub async fn start(script: Vec<Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (turns, requests) = Lane::new();
+        turns.script.lock().unwrap().extend(script);
+        let (titles, title_requests) = Lane::new();
         let released = Arc::new(Notify::new());
-        let (tx, requests) = mpsc::unbounded_channel();
-        let (s, seen2, rel) = (script.clone(), seen.clone(), released.clone());
+        let (lanes, rel) = ((turns.clone(), titles.clone()), released.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (s, tx, seen, rel) = (s.clone(), tx.clone(), seen2.clone(), rel.clone());
-                tokio::spawn(async move { serve(stream, s, tx, seen, rel).await });
+                let (lanes, rel) = (lanes.clone(), rel.clone());
+                tokio::spawn(async move { serve(stream, lanes, rel).await });
             }
         });
         Self {
             base_url,
-            script,
+            script: turns.script,
+            title_script: titles.script,
             requests,
-            seen,
+            title_requests,
+            seen: turns.seen,
             released,
         }
     }
@@ -91,7 +124,13 @@ impl FakeModel {
         self.script.lock().unwrap().push_back(reply);
     }
 
-    /// How many requests arrived so far.
+    /// Scripts the answer to the next title request. Without one, a title request is
+    /// answered 500.
+    pub fn push_title(&self, reply: Reply) {
+        self.title_script.lock().unwrap().push_back(reply);
+    }
+
+    /// How many turn requests arrived so far.
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
@@ -105,13 +144,7 @@ impl FakeModel {
     }
 }
 
-async fn serve(
-    mut stream: TcpStream,
-    script: Arc<Mutex<VecDeque<Reply>>>,
-    tx: mpsc::UnboundedSender<Value>,
-    seen: Arc<Mutex<Vec<Value>>>,
-    released: Arc<Notify>,
-) {
+async fn serve(mut stream: TcpStream, (turns, titles): (Lane, Lane), released: Arc<Notify>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let header_end = loop {
@@ -139,13 +172,19 @@ async fn serve(
     }
     let body: Value =
         serde_json::from_slice(&buf[header_end..header_end + length]).unwrap_or(Value::Null);
-    seen.lock().unwrap().push(body.clone());
-    let _ = tx.send(body.clone());
-    let reply = script.lock().unwrap().pop_front().unwrap_or(Reply::Status(
-        500,
-        "no scripted reply left",
-        None,
-    ));
+    let lane = if is_title_request(&body) {
+        titles
+    } else {
+        turns
+    };
+    lane.seen.lock().unwrap().push(body.clone());
+    let _ = lane.tx.send(body.clone());
+    let reply = lane
+        .script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(Reply::Status(500, "no scripted reply left", None));
     let sse_head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     let event = |v: &Value| format!("data: {v}\n\n");

@@ -60,6 +60,34 @@ pub(crate) fn stop_daemon(dir: &std::path::Path) {
     );
 }
 
+/// One editor connection through `dsh acp` to the daemon of `dir`: runs `main` on it,
+/// then returns its answer and every update the connection received.
+pub(crate) async fn as_editor<R>(
+    dir: &std::path::Path,
+    main: impl AsyncFnOnce(ConnectionTo<Agent>) -> agent_client_protocol::Result<R>,
+) -> (R, Vec<SessionUpdate>) {
+    let (child, transport) = sdk_acp(dir);
+    let (tx, mut rx) = mpsc::unbounded_channel::<SessionUpdate>();
+    let result = Client
+        .v1()
+        .name("dsh-replay-test")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                let _ = tx.send(n.update);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_with(transport, main)
+        .await;
+    drop(child);
+    let mut updates = Vec::new();
+    while let Ok(update) = rx.try_recv() {
+        updates.push(update);
+    }
+    (result.unwrap(), updates)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_client_runs_a_bang_prompt_through_dsh_acp_with_a_permission_question() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,7 @@
 
 use crate::common;
 use common::client::Client;
-use common::fake_model::{FakeModel, bash_call, text};
+use common::fake_model::{FakeModel, Reply, bash_call, text};
 use serde_json::{Value, json};
 use std::path::Path;
 use tokio::process::Child;
@@ -52,6 +52,107 @@ async fn a_session_is_titled_by_its_first_prompt_and_listed_so() {
         .to_string();
     assert_eq!(title.chars().count(), 61, "{title}");
     assert!(title.ends_with('…'));
+}
+
+/// The titles a session was told of, in order.
+fn titles_told(c: &Client, s: &str) -> Vec<String> {
+    c.updates_of(s, "session_info_update")
+        .iter()
+        .filter_map(|u| u["title"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_titles_model_the_model_writes_the_title_after_the_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = FakeModel::start(vec![text("ok"), text("ok")]).await;
+    model.push_title(text("  \"Fixing the flaky CI build\".\nsecond line"));
+    let config = format!("{}[agent]\ntitles = \"model\"\n", model.config());
+    let (_d, mut c) = daemon(dir.path(), &config).await;
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    c.prompt(&s, "the CI build fails now and then\nlook at the logs")
+        .await
+        .unwrap();
+    // The model's title comes after the first line's, whenever the model answers.
+    c.wait_update(|u| {
+        u["update"]["sessionUpdate"] == "session_info_update"
+            && u["update"]["title"] == "Fixing the flaky CI build"
+    })
+    .await;
+    assert_eq!(
+        titles_told(&c, &s),
+        [
+            "the CI build fails now and then",
+            "Fixing the flaky CI build"
+        ]
+    );
+    // A small request of its own: a token cap, no tools, the prompt shown.
+    let asked = model.title_requests.recv().await.unwrap();
+    assert_eq!(asked["max_tokens"], 24);
+    assert!(asked.get("tools").is_none());
+    let shown = common::fake_model::messages(&asked);
+    assert!(
+        shown[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("3 to 7 words")
+    );
+    assert_eq!(
+        shown[1]["content"],
+        "the CI build fails now and then\nlook at the logs"
+    );
+    let listed = c.request("session/list", json!({})).await.unwrap();
+    assert_eq!(listed["sessions"][0]["title"], "Fixing the flaky CI build");
+    // Only the first prompt asks; the log keeps the title for a load.
+    c.prompt(&s, "and now?").await.unwrap();
+    assert_eq!(model.title_requests.try_recv().ok(), None);
+    let log =
+        std::fs::read_to_string(dir.path().join(format!("state/sessions/{s}.jsonl"))).unwrap();
+    assert!(log.contains(r#""type":"title","atMs":"#) && log.contains("Fixing the flaky CI build"));
+    let before = c.updates_of(&s, "session_info_update").len();
+    c.load_session(&s, &ws).await;
+    let replayed = titles_told(&c, &s);
+    assert_eq!(
+        replayed.last().map(String::as_str),
+        Some("Fixing the flaky CI build"),
+        "{:?}",
+        &replayed[before..]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_title_request_that_hangs_delays_no_turn_and_leaves_the_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = FakeModel::start(vec![text("first answer"), text("second answer")]).await;
+    // Headers, then nothing until the client goes away; dsh's idle timeout is longer
+    // than the test may take, so a turn that waited for the title would not end.
+    model.push_title(Reply::EventsThenHold(Vec::new()));
+    let config = format!(
+        "{}[agent]\ntitles = \"model\"\n",
+        model
+            .config()
+            .replace("idle_timeout_ms = 20000", "idle_timeout_ms = 600000")
+    );
+    let (_d, mut c) = daemon(dir.path(), &config).await;
+    let s = c
+        .new_session(&common::daemon::workspace(dir.path(), "ws"))
+        .await;
+    let bound = std::time::Duration::from_secs(30);
+    let answer = tokio::time::timeout(bound, c.prompt(&s, "Refactor the parser"))
+        .await
+        .expect("the turn waited for the title")
+        .unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    // The title request is out and held; turns go on regardless.
+    model.title_requests.recv().await.unwrap();
+    let answer = c.prompt(&s, "and the lexer").await.unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert_eq!(agent_said(&c, &s), "first answersecond answer");
+    assert_eq!(model.count(), 2);
+    assert_eq!(titles_told(&c, &s), ["Refactor the parser"]);
+    let listed = c.request("session/list", json!({})).await.unwrap();
+    assert_eq!(listed["sessions"][0]["title"], "Refactor the parser");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

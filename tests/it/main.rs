@@ -25,6 +25,7 @@ mod mcp_servers;
 mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;
+mod prompt_replay;
 mod security;
 mod sessions_keep_work;
 mod shutdown;

@@ -1,7 +1,8 @@
 //! Sessions that keep their work (issue 16): Zed closes a session whenever its thread
 //! view goes, so `session/close` must not kill what the session started in the
 //! background; the person can still see and end it (`dsh status`, `dsh kill`), and
-//! `session/delete` removes a session for good.
+//! `session/delete` removes a session for good. A completion notice shows when it
+//! arrives, as a later load shows it.
 
 use crate::common;
 use common::Fifo;
@@ -29,17 +30,33 @@ fn log_has_notice(state: &Path, session: &str, task: &str) -> bool {
         .any(|l| l.contains("\"type\":\"notice\"") && l.contains(task))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
-    let ws = workspace(dir.path(), "ws");
-    let go = Fifo::new(dir.path(), "go");
+/// A session on a new connection (in `dir/ws`, mode auto) with a background task
+/// that prints `served` once `go` is released: (connection, session, task, go, ws).
+async fn session_with_waiting_task(
+    daemon: &SocketDaemon,
+    dir: &Path,
+) -> (
+    common::client::Client,
+    String,
+    String,
+    Fifo,
+    std::path::PathBuf,
+) {
+    let ws = workspace(dir, "ws");
+    let go = Fifo::new(dir, "go");
     let mut a = daemon.connect().await;
     let s = a.new_session(&ws).await;
     let task = a
         .start_task(&s, &format!("read _ < {}; echo served", go.path()))
         .await;
+    (a, s, task, go, ws)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let (mut a, s, task, go, ws) = session_with_waiting_task(&daemon, dir.path()).await;
     a.request("session/close", json!({"sessionId": s}))
         .await
         .unwrap();
@@ -78,12 +95,7 @@ async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
     drop(a);
     // A later load finds the notice in the replay, and the output.
     let mut b = daemon.connect().await;
-    b.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    b.load_session(&s, &ws).await;
     let replayed: Vec<String> = b
         .updates_of(&s, "user_message_chunk")
         .iter()
@@ -99,6 +111,38 @@ async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
         .tool(Some(&s), "bash_output", json!({"task_id": task}))
         .await;
     assert!(!is_error && out.starts_with("served\n"), "{out}");
+    drop(b);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_notice_replays_as_the_live_session_showed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let (mut a, s, task, go, ws) = session_with_waiting_task(&daemon, dir.path()).await;
+    go.release().await;
+    // Live: the notice shows where it arrived, while the session is open.
+    let live = a
+        .wait_update(|u| {
+            u["update"]["sessionUpdate"] == "user_message_chunk"
+                && u["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(&task))
+        })
+        .await;
+    let shown = live["update"].clone();
+    assert_eq!(
+        shown["content"]["text"],
+        format!(
+            "<context source=\"tool-bash\">background bash task {task} finished [status: \
+             completed, exit code: 0]. Read its output with bash_output.</context>"
+        )
+    );
+    drop(a);
+    let mut b = daemon.connect().await;
+    b.load_session(&s, &ws).await;
+    let replayed = b.updates_of(&s, "user_message_chunk");
+    assert!(replayed.contains(&shown), "{replayed:?} lacks {shown}");
     drop(b);
     daemon.stop().await;
 }
