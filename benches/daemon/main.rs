@@ -30,6 +30,7 @@
 mod client;
 mod daemon;
 mod hooks;
+mod mcp;
 mod model;
 mod profile;
 mod report;
@@ -40,6 +41,7 @@ mod turn;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use hooks::{h1, l1};
+pub(crate) use mcp::m1;
 pub(crate) use model::*;
 pub(crate) use profile::*;
 pub(crate) use report::*;
@@ -131,7 +133,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 13] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 14] = [
     ("B1", |e| Box::pin(b1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
@@ -143,6 +145,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 13] = [
     ("B7", |e| Box::pin(b7(e))),
     ("H1", |e| Box::pin(h1(e))),
     ("L1", |e| Box::pin(l1(e))),
+    ("M1", |e| Box::pin(m1(e))),
     ("P1", |e| Box::pin(p1(e))),
     ("P7", |e| Box::pin(p7(e))),
 ];
