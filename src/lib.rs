@@ -11,6 +11,7 @@ pub mod fsutil;
 pub mod hooks;
 pub mod llm;
 pub mod policy;
+pub mod project;
 pub mod registry;
 pub mod rpc;
 pub mod store;

@@ -27,7 +27,9 @@ struct Where {
     /// State directory (default: from config, else $XDG_STATE_HOME/dsh).
     #[arg(long)]
     state_dir: Option<PathBuf>,
-    /// Config file (default: built-in defaults, documented in config/dsh.toml).
+    /// Config file (default: $XDG_CONFIG_HOME/dsh/config.toml, else
+    /// ~/.config/dsh/config.toml, when it exists; else the built-in defaults, documented
+    /// in config/dsh.toml).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -38,7 +40,8 @@ impl Where {
     }
 
     fn config(&self) -> Result<Config, String> {
-        let mut config = Config::load(self.config.as_deref()).map_err(|e| e.to_string())?;
+        let (mut config, _) =
+            Config::load_layered(self.config.as_deref()).map_err(|e| e.to_string())?;
         if let Some(dir) = &self.state_dir {
             config.exec.state_dir = Some(dir.clone());
         }
@@ -85,9 +88,11 @@ enum Command {
         at: Where,
     },
     /// Load a config file (or the built-in defaults), run the examples and tests its rules
-    /// carry, and print the configuration in force as TOML.
+    /// carry, and print the configuration in force as TOML, saying which files were read
+    /// (and what the project file of the current directory adds, if it has one).
     CheckConfig {
-        /// The config file; without it the built-in defaults apply.
+        /// The config file; without it your own (~/.config/dsh/config.toml) when it
+        /// exists, else the built-in defaults.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -110,9 +115,13 @@ enum Command {
 enum PolicyCommand {
     /// Show the decision a bash call of COMMAND gets, and per segment what decided it.
     Explain {
-        /// The config file whose rules judge (default: the built-in defaults).
+        /// The config file whose rules judge (default: your own, else the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Judge as a session working in DIR would be, with its project's
+        /// `.dsh/config.toml` (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
         /// The session mode (default: the config's default_mode).
         #[arg(long, value_parser = ["ask", "auto", "read-only"])]
         mode: Option<String>,
@@ -175,6 +184,7 @@ fn main() -> ExitCode {
             command:
                 PolicyCommand::Explain {
                     config,
+                    cwd,
                     mode,
                     grants,
                     json,
@@ -182,6 +192,7 @@ fn main() -> ExitCode {
                 },
         } => explain(
             config.as_deref(),
+            cwd,
             mode.as_deref(),
             &grants,
             json,
@@ -248,8 +259,31 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 fn check_config(path: Option<&Path>) -> Result<(), String> {
-    let config = load_checked(path)?;
+    let (config, read) = Config::load_layered(path).map_err(|e| e.to_string())?;
+    check_rules(&config)?;
     print!("{}", config.to_toml()?);
+    match &read {
+        Some(file) => println!("# read: {}", file.display()),
+        None => println!("# read: no config file (the built-in defaults)"),
+    }
+    let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+    if let Some(project) = project_of(&here, &config) {
+        println!(
+            "# project file for sessions in {}: {} ({}, {} rule(s) in force, {} hook(s))",
+            here.display(),
+            project.file.display(),
+            if project.trusted {
+                "trusted"
+            } else {
+                "untrusted"
+            },
+            project.permissions.rules.len(),
+            project.hooks.len()
+        );
+        for warning in &project.warnings {
+            println!("#   ignored: {warning}");
+        }
+    }
     println!(
         "# state_dir in force: {}",
         config.exec.state_dir().display()
@@ -257,10 +291,16 @@ fn check_config(path: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
-/// Loads a config and refuses it when an example or test its rules carry fails: what
-/// `dsh serve` and `dsh check-config` run with.
+/// The project file a session working in `cwd` would get, read against `user`.
+fn project_of(cwd: &Path, user: &Config) -> Option<dsh::project::Project> {
+    dsh::project::find_for(cwd).map(|file| dsh::project::load(&file, user))
+}
+
+/// Loads a config (the named file, else the user's own when it exists) and refuses it
+/// when an example or test its rules carry fails: what `dsh serve` and the policy
+/// commands run with.
 fn load_checked(path: Option<&Path>) -> Result<Config, String> {
-    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let (config, _) = Config::load_layered(path).map_err(|e| e.to_string())?;
     check_rules(&config)?;
     Ok(config)
 }
@@ -282,12 +322,25 @@ fn check_rules(config: &Config) -> Result<(), String> {
 /// `dsh policy explain`: the policy's judgement of one bash call, with nothing run.
 fn explain(
     path: Option<&Path>,
+    cwd: Option<PathBuf>,
     mode: Option<&str>,
     grants: &[String],
     json: bool,
     command: &str,
 ) -> Result<(), String> {
-    let config = load_checked(path)?;
+    let mut config = load_checked(path)?;
+    let cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    // Judged as a session there is: the user's rules and what its project adds.
+    let project = project_of(&cwd, &config);
+    if let Some(project) = &project {
+        config.permissions = project.permissions.clone();
+        if let Some(mode) = project.default_mode {
+            config.permissions.default_mode = mode;
+        }
+    }
     let mode = match mode {
         Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
         None => config.permissions.default_mode,
@@ -303,18 +356,34 @@ fn explain(
         mode,
         &grants,
     );
+    let warnings = project
+        .as_ref()
+        .map(|p| p.warnings.clone())
+        .unwrap_or_default();
     if json {
-        let value = serde_json::json!({
+        let mut value = serde_json::json!({
             "command": command,
             "mode": mode.id(),
             "judgement": judged,
         });
+        if let Some(project) = &project {
+            value["project"] = project.file.to_string_lossy().into_owned().into();
+            if !warnings.is_empty() {
+                value["warnings"] = warnings.into();
+            }
+        }
         println!("{value:#}");
     } else {
         print!(
             "{}",
             dsh::policy::explain::render(command, mode.id(), &judged)
         );
+        if let Some(project) = &project {
+            println!("project: {}", project.file.display());
+        }
+        for warning in &warnings {
+            println!("  ignored: {warning}");
+        }
     }
     Ok(())
 }

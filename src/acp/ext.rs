@@ -157,6 +157,12 @@ pub struct ExplainResponse {
     pub command: String,
     pub mode: &'static str,
     pub judgement: Judgement,
+    /// The session's project file, when one adds rules to its judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<PathBuf>,
+    /// What of that project file was left out, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl AcpService {
@@ -344,14 +350,21 @@ impl AcpService {
             })?,
         };
         let grants = session.as_ref().map(|s| s.grants()).unwrap_or_default();
-        let judgement =
-            self.tools
-                .policy()
-                .judge("bash", &json!({ "command": p.command }), mode, &grants);
+        let judgement = self.tools.policy_for(session.as_deref()).judge(
+            "bash",
+            &json!({ "command": p.command }),
+            mode,
+            &grants,
+        );
+        let project = session.as_ref().and_then(|s| self.tools.project_of(&s.id));
         to_value(ExplainResponse {
             command: p.command,
             mode: mode.id(),
             judgement,
+            project: project.as_ref().map(|l| l.project.file.clone()),
+            warnings: project
+                .map(|l| l.project.warnings.clone())
+                .unwrap_or_default(),
         })
     }
 }

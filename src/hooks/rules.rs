@@ -1,6 +1,7 @@
 //! The policy hook: the configured rules and the session's mode, applied to every
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
+use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
 use crate::policy::{Cause, Judgement, Place, Policy};
@@ -17,6 +18,8 @@ pub struct PolicyHook {
     /// Under the sandbox executor, the config's writable roots (`[exec.sandbox]
     /// writable`): with a session's own roots, where file tools may write at all.
     sandbox_writable: Option<Vec<PathBuf>>,
+    /// Sessions whose project file adds rules are judged by their layer's policy.
+    projects: Option<Arc<ProjectLayers>>,
 }
 
 impl PolicyHook {
@@ -26,7 +29,14 @@ impl PolicyHook {
             shadow: None,
             sessionless_mode: Mode::Ask,
             sandbox_writable: None,
+            projects: None,
         }
+    }
+
+    /// Judges a session with a project file by its layer's policy (user + project rules).
+    pub fn with_projects(mut self, projects: Arc<ProjectLayers>) -> Self {
+        self.projects = Some(projects);
+        self
     }
 
     /// The executor is the sandbox: file writes outside its writable roots (the
@@ -99,9 +109,12 @@ impl Hook for PolicyHook {
             roots: &roots,
             sandbox_roots: sandbox_roots.as_deref(),
         };
-        let judgement = self
-            .policy
-            .judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
+        let layer = match (&self.projects, &call.session) {
+            (Some(projects), Some(session)) => projects.get(&session.id),
+            _ => None,
+        };
+        let policy = layer.as_ref().map_or(&self.policy, |l| &l.policy);
+        let judgement = policy.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",

@@ -20,6 +20,7 @@ mod exec_sandbox;
 mod exec_ssh;
 mod file_tools;
 mod hooks_v2;
+mod layered_config;
 mod live_output;
 mod policy_cli;
 mod policy_lifecycle;

@@ -421,6 +421,18 @@ impl HookSet {
         }
     }
 
+    /// `first`'s hooks, then `then`'s: a session's set when its project adds hooks.
+    pub fn joined(first: &HookSet, then: &HookSet) -> Self {
+        Self {
+            hooks: first.hooks.iter().chain(&then.hooks).cloned().collect(),
+        }
+    }
+
+    /// Whether it holds no hook at all.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
     /// Stops the servers of the hooks `now` does not keep (after a reload).
     pub async fn stop_servers_not_in(&self, now: &HookSet) {
         for hook in &self.hooks {
