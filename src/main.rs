@@ -152,6 +152,15 @@ enum PolicyCommand {
         #[arg(long, value_parser = ["loosen", "change"])]
         fail_on: Option<String>,
     },
+    /// The user's own "always" answers (`[permissions] remember = "user"`), which apply
+    /// to every session; `--revoke PREFIX` removes one.
+    Grants {
+        /// Remove the grant or rejection of this command prefix (`git push`).
+        #[arg(long, value_name = "PREFIX")]
+        revoke: Option<String>,
+        #[command(flatten)]
+        at: Where,
+    },
     /// Where the shadows (hooks with `enforce = false`, `[permissions] shadow` rules)
     /// would have decided otherwise than what was enforced, from an audit log.
     ShadowReport {
@@ -171,6 +180,9 @@ fn main() -> ExitCode {
         Command::Policy {
             command: PolicyCommand::ShadowReport { audit, json },
         } => shadow_report(audit, json),
+        Command::Policy {
+            command: PolicyCommand::Grants { revoke, at },
+        } => runtime().and_then(|rt| rt.block_on(user_grants(at, revoke))),
         Command::Policy {
             command:
                 PolicyCommand::Replay {
@@ -345,10 +357,8 @@ fn explain(
         Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
         None => config.permissions.default_mode,
     };
-    let grants: Vec<dsh::policy::Grant> = grants
-        .iter()
-        .map(|g| dsh::policy::Grant(g.split_whitespace().map(str::to_owned).collect()))
-        .collect();
+    let grants: Vec<dsh::policy::Grant> =
+        grants.iter().map(|g| dsh::policy::Grant::of(g)).collect();
     let policy = dsh::policy::Policy::new(&config.permissions);
     let judged = policy.judge(
         "bash",
@@ -681,6 +691,48 @@ async fn reload(at: Where) -> Result<(), String> {
     println!("reloaded: policy version {}", done.policy_version);
     for section in done.restart_needed {
         println!("needs a restart to take effect: [{section}]");
+    }
+    Ok(())
+}
+
+/// `dsh policy grants [--revoke PREFIX]`: through the running daemon when one answers
+/// (it holds the list in memory and is the file's writer), else from the file itself.
+async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
+    let daemon = UnixStream::connect(at.socket()).await.is_ok();
+    if let Some(prefix) = revoke {
+        if daemon {
+            ask_daemon_with(
+                &at,
+                "_dsh/user/revoke",
+                serde_json::json!({ "prefix": prefix }),
+            )
+            .await?;
+        } else {
+            let state_dir = at.config()?.exec.state_dir();
+            let grants = dsh::registry::UserGrants::open(&state_dir)?;
+            if !grants.revoke(&dsh::policy::Grant::of(&prefix))? {
+                return Err(format!("no user grant or rejection of `{prefix}`"));
+            }
+        }
+        println!("revoked: {prefix}");
+        return Ok(());
+    }
+    let (allowed, rejected) = if daemon {
+        let answer = ask_daemon(&at, "_dsh/user/grants").await?;
+        let lists: dsh::acp::GrantsResponse = serde_json::from_value(answer)
+            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?;
+        (lists.allowed, lists.rejected)
+    } else {
+        let state_dir = at.config()?.exec.state_dir();
+        let grants = dsh::registry::UserGrants::open(&state_dir)?;
+        let shown = |list: Vec<dsh::policy::Grant>| list.iter().map(|g| g.display()).collect();
+        (shown(grants.allowed()), shown(grants.rejected()))
+    };
+    for prefix in allowed {
+        println!("allow  {prefix}");
+    }
+    for prefix in rejected {
+        println!("reject {prefix}");
     }
     Ok(())
 }

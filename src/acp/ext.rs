@@ -75,7 +75,14 @@ pub struct RevokeParams {
     pub prefix: String,
 }
 
-/// `_dsh/session/grants`'s answer: the session's "always" answers, as command prefixes.
+/// `_dsh/user/revoke` params: the prefix as a command (`git push`).
+#[derive(Debug, Deserialize)]
+pub struct UserRevokeParams {
+    pub prefix: String,
+}
+
+/// `_dsh/session/grants`'s answer: the "always" answers that apply to the session (its
+/// own and the user's), as command prefixes; `_dsh/user/grants`'s: the user's alone.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct GrantsResponse {
     pub allowed: Vec<String>,
@@ -305,11 +312,16 @@ impl AcpService {
         p: RevokeParams,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id)?;
-        let prefix =
-            crate::policy::Grant(p.prefix.split_whitespace().map(str::to_string).collect());
+        let prefix = crate::policy::Grant::of(&p.prefix);
         if !session.revoke(&prefix) {
+            let user = session.user_grants();
+            let why = if user.allowed().contains(&prefix) || user.rejected().contains(&prefix) {
+                "it is the user's (`dsh policy grants --revoke`)"
+            } else {
+                "none in this session"
+            };
             return Err(RpcError::not_found(format!(
-                "no grant or rejection of `{}` in this session",
+                "no grant or rejection of `{}` to revoke here: {why}",
                 p.prefix
             )));
         }
@@ -323,6 +335,38 @@ impl AcpService {
             );
         }
         Ok(json!({}))
+    }
+
+    /// `_dsh/user/grants`: the user's own "always" answers (`remember = "user"`), which
+    /// apply to every session.
+    pub(super) async fn user_grants(
+        &self,
+        _ctx: RequestContext,
+        _p: Value,
+    ) -> Result<Value, RpcError> {
+        let user = self.sessions.user_grants();
+        to_value(GrantsResponse {
+            allowed: user.allowed().iter().map(|g| g.display()).collect(),
+            rejected: user.rejected().iter().map(|g| g.display()).collect(),
+        })
+    }
+
+    /// `_dsh/user/revoke {prefix}`: forgets one of the user's own "always" answers, for
+    /// every session, in the file too.
+    pub(super) async fn user_revoke(
+        &self,
+        _ctx: RequestContext,
+        p: UserRevokeParams,
+    ) -> Result<Value, RpcError> {
+        let prefix = crate::policy::Grant::of(&p.prefix);
+        match self.sessions.user_grants().revoke(&prefix) {
+            Ok(true) => Ok(json!({})),
+            Ok(false) => Err(RpcError::not_found(format!(
+                "no user grant or rejection of `{}`",
+                p.prefix
+            ))),
+            Err(e) => Err(RpcError::internal(e)),
+        }
     }
 
     pub(super) async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {

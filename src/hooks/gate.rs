@@ -118,12 +118,14 @@ impl Hook for PermissionGate {
                 // the whole compound command.
                 session.add_grants(&verdict.grants);
                 prompter.remember(&verdict.grants, true);
+                session.user_grants().remember(&verdict.grants, true);
                 next.run(call).await
             }
             PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
                 prompter.remember(&verdict.grants, false);
+                session.user_grants().remember(&verdict.grants, false);
                 call.veto(self.name(), "the user rejected this call")
             }
             PermissionAnswer::Cancelled => {

@@ -29,4 +29,5 @@ mod security;
 mod sessions_keep_work;
 mod shutdown;
 mod tools_waterfall;
+mod user_grants;
 mod wrapper_grammars;
