@@ -141,9 +141,13 @@ enum PolicyCommand {
         /// The audit log (`audit.jsonl` in the state directory).
         #[arg(long)]
         audit: PathBuf,
-        /// The candidate config (default: the built-in defaults).
+        /// The candidate config (default: your own, else the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also run the candidate's pre_tool hooks on each call (for real, in the current
+        /// directory; the tool itself never runs) and count what they say.
+        #[arg(long)]
+        hooks: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -188,10 +192,11 @@ fn main() -> ExitCode {
                 PolicyCommand::Replay {
                     audit,
                     config,
+                    hooks,
                     json,
                     fail_on,
                 },
-        } => return replay(&audit, config.as_deref(), json, fail_on.as_deref()),
+        } => return replay(&audit, config.as_deref(), hooks, json, fail_on.as_deref()),
         Command::Policy {
             command:
                 PolicyCommand::Explain {
@@ -418,14 +423,25 @@ fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
 
 /// `dsh policy replay`: exit 0, 1 when `--fail-on` matches, 2 when the input cannot be
 /// read (the line named).
-fn replay(audit: &Path, config: Option<&Path>, json: bool, fail_on: Option<&str>) -> ExitCode {
+fn replay(
+    audit: &Path,
+    config: Option<&Path>,
+    hooks: bool,
+    json: bool,
+    fail_on: Option<&str>,
+) -> ExitCode {
     let run = || -> Result<dsh::policy::replay::Report, String> {
         let config = load_checked(config)?;
         let text = std::fs::read_to_string(audit)
             .map_err(|e| format!("cannot read {}: {e}", audit.display()))?;
-        let policy = dsh::policy::Policy::new(&config.permissions);
-        dsh::policy::replay::replay(&text, &policy, config.permissions.default_mode)
-            .map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
+        let report = if hooks {
+            let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+            runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(&text, &config, &cwd))
+        } else {
+            let policy = dsh::policy::Policy::new(&config.permissions);
+            dsh::policy::replay::replay(&text, &policy, config.permissions.default_mode)
+        };
+        report.map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
     };
     let report = match run() {
         Ok(report) => report,

@@ -11,5 +11,6 @@ pub mod audit;
 pub mod external;
 pub mod gate;
 pub mod project;
+pub mod replay;
 pub mod rules;
 pub mod waterfall;
