@@ -230,3 +230,45 @@ fn check_config_names_the_files_it_read() {
     assert_eq!(v["judgement"]["decision"], "deny", "{v}");
     assert!(v["warnings"].to_string().contains("hook"), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stricter_project_mode_applies_when_a_session_starts_and_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = workspace(dir.path(), "strict");
+    std::fs::create_dir_all(proj.join(".git")).unwrap();
+    std::fs::create_dir_all(proj.join(".dsh")).unwrap();
+    std::fs::write(
+        proj.join(".dsh/config.toml"),
+        "[permissions]\ndefault_mode = \"read-only\"\n",
+    )
+    .unwrap();
+    // The user's mode is auto: the project's read-only is stricter, so it applies.
+    let auto = "[permissions]\ndefault_mode = \"auto\"\n";
+    let daemon = SocketDaemon::start(dir.path(), auto).await;
+    let mut c = daemon.connect().await;
+    let r = c
+        .request("session/new", json!({"cwd": proj, "mcpServers": []}))
+        .await
+        .unwrap();
+    assert_eq!(r["modes"]["currentModeId"], "read-only", "{r}");
+    let s = r["sessionId"].as_str().unwrap().to_string();
+    let (text, is_error) = c.bash(&s, "touch x").await;
+    assert!(is_error && text.contains("read-only"), "{text}");
+    // Nothing of the file was left out: nothing is said.
+    assert!(c.updates_of(&s, "agent_message_chunk").is_empty());
+    drop(c);
+    daemon.stop().await;
+    // After a restart, loading the session finds the project's mode again.
+    let daemon = SocketDaemon::start(dir.path(), auto).await;
+    let mut c = daemon.connect().await;
+    let r = c
+        .request(
+            "session/load",
+            json!({"sessionId": s, "cwd": proj, "mcpServers": []}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["modes"]["currentModeId"], "read-only", "{r}");
+    drop(c);
+    daemon.stop().await;
+}
