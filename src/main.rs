@@ -733,21 +733,19 @@ async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
         println!("revoked: {prefix}");
         return Ok(());
     }
-    let (allowed, rejected) = if daemon {
+    let lists = if daemon {
         let answer = ask_daemon(&at, "_dsh/user/grants").await?;
-        let lists: dsh::acp::GrantsResponse = serde_json::from_value(answer)
-            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?;
-        (lists.allowed, lists.rejected)
+        serde_json::from_value(answer)
+            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?
     } else {
         let state_dir = at.config()?.exec.state_dir();
         let grants = dsh::registry::UserGrants::open(&state_dir)?;
-        let shown = |list: Vec<dsh::policy::Grant>| list.iter().map(|g| g.display()).collect();
-        (shown(grants.allowed()), shown(grants.rejected()))
+        dsh::acp::GrantsResponse::of(&grants.allowed(), &grants.rejected())
     };
-    for prefix in allowed {
+    for prefix in lists.allowed {
         println!("allow  {prefix}");
     }
-    for prefix in rejected {
+    for prefix in lists.rejected {
         println!("reject {prefix}");
     }
     Ok(())

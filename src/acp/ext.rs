@@ -89,6 +89,17 @@ pub struct GrantsResponse {
     pub rejected: Vec<String>,
 }
 
+impl GrantsResponse {
+    /// The lists as command prefixes.
+    pub fn of(allowed: &[crate::policy::Grant], rejected: &[crate::policy::Grant]) -> Self {
+        let shown = |list: &[crate::policy::Grant]| list.iter().map(|g| g.display()).collect();
+        Self {
+            allowed: shown(allowed),
+            rejected: shown(rejected),
+        }
+    }
+}
+
 /// `_dsh/tasks/list`'s answer: the session's tasks, oldest first.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TasksResponse {
@@ -298,10 +309,7 @@ impl AcpService {
         p: SessionParams,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id)?;
-        to_value(GrantsResponse {
-            allowed: session.grants().iter().map(|g| g.display()).collect(),
-            rejected: session.rejections().iter().map(|g| g.display()).collect(),
-        })
+        to_value(GrantsResponse::of(&session.grants(), &session.rejections()))
     }
 
     /// `_dsh/session/revoke`: forgets the session's "always" answer for a prefix (logged,
@@ -345,10 +353,7 @@ impl AcpService {
         _p: Value,
     ) -> Result<Value, RpcError> {
         let user = self.sessions.user_grants();
-        to_value(GrantsResponse {
-            allowed: user.allowed().iter().map(|g| g.display()).collect(),
-            rejected: user.rejected().iter().map(|g| g.display()).collect(),
-        })
+        to_value(GrantsResponse::of(&user.allowed(), &user.rejected()))
     }
 
     /// `_dsh/user/revoke {prefix}`: forgets one of the user's own "always" answers, for

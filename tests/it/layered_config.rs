@@ -131,11 +131,7 @@ async fn an_untrusted_project_only_tightens_and_a_trusted_one_is_honoured_after_
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(BIN)
-        .args(["reload", "--socket"])
-        .arg(&daemon.socket)
-        .output()
-        .unwrap();
+    let out = crate::policy_lifecycle::reload(&daemon);
     assert!(
         out.status.success(),
         "{}",
