@@ -439,7 +439,30 @@ fn replay(
             runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(&text, &config, &cwd))
         } else {
             let policy = dsh::policy::Policy::new(&config.permissions);
-            dsh::policy::replay::replay(&text, &policy, config.permissions.default_mode)
+            dsh::policy::replay::audited_calls(&text).map(|audited| {
+                // A call judged with a project's rules is judged with them again, on top
+                // of the candidate's (the project file as it is now).
+                let projects: std::collections::HashMap<_, _> = audited
+                    .calls
+                    .iter()
+                    .filter_map(|c| c.project.clone())
+                    .map(|file| {
+                        let project = dsh::project::load(&file, &config);
+                        (file, dsh::policy::Policy::new(&project.permissions))
+                    })
+                    .collect();
+                let policy_of = |call: &dsh::policy::replay::AuditedCall| {
+                    call.project
+                        .as_ref()
+                        .and_then(|file| projects.get(file))
+                        .unwrap_or(&policy)
+                };
+                dsh::policy::replay::replay_calls(
+                    &audited,
+                    config.permissions.default_mode,
+                    policy_of,
+                )
+            })
         };
         report.map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
     };

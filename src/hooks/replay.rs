@@ -5,6 +5,7 @@
 //! report. `policy::replay` reads the log and keeps the tally; this only judges.
 
 use super::external::HookSet;
+use super::project::{ProjectHooks, ProjectLayers};
 use super::rules::PolicyHook;
 use super::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::config::{Config, Decision, HookEvent};
@@ -26,8 +27,9 @@ impl Terminal for NotRun {
 }
 
 /// Judges every call of `audit` again under `config`: its rules and its enforced
-/// pre_tool hooks (run in `cwd`, as the session's commands would be, with the line's
-/// session id). A hook's rewrite is judged again from the start once, as live.
+/// pre_tool hooks (run in `cwd`, or the project's directory for a call of a session in a
+/// project, with the line's session id), and a project's rules and (trusted) hooks for
+/// such a call. A hook's rewrite is judged again from the start once, as live.
 pub async fn replay_with_hooks(
     audit: &str,
     config: &Config,
@@ -42,24 +44,37 @@ pub async fn replay_with_hooks(
         .cloned()
         .collect();
     let hooks = HookSet::new(&pre_tool, Some(config.exec.state_dir()));
+    // A call judged with a project's rules gets them again (the file as it is now, under
+    // the candidate's trusted_projects), and a trusted project's hooks, as live.
+    let projects = Arc::new(ProjectLayers::new(config));
     let waterfall = Waterfall::new();
-    waterfall.push(Arc::new(PolicyHook::new(Arc::new(Policy::new(
-        &config.permissions,
-    )))));
+    waterfall.push(Arc::new(
+        PolicyHook::new(Arc::new(Policy::new(&config.permissions))).with_projects(projects.clone()),
+    ));
     for hook in hooks.waterfall_hooks() {
         waterfall.push(hook as Arc<dyn Hook>);
     }
+    waterfall.push(Arc::new(ProjectHooks(projects.clone())));
     let default_mode = config.permissions.default_mode;
     let mut report = Report::of(&audited);
     for call in &audited.calls {
         // A session of its own per call: the line's mode and grants, nothing else.
         let sessions = SessionRegistry::new(call.mode.unwrap_or(default_mode));
+        let project_dir = call
+            .project
+            .as_deref()
+            .and_then(|file| file.parent()?.parent());
         let session = sessions.insert(
             call.session
                 .clone()
                 .unwrap_or_else(|| format!("replay-{}", call.line)),
-            cwd.to_path_buf(),
+            project_dir.unwrap_or(cwd).to_path_buf(),
         );
+        if let Some(dir) = project_dir {
+            projects.open(&session.id, dir);
+        } else {
+            projects.forget(&session.id);
+        }
         session.add_grants(call.grants.as_deref().unwrap_or_default());
         let first = ToolExecution::new(
             format!("replay-{}", call.line),

@@ -75,6 +75,9 @@ pub struct AuditedCall {
     pub by_policy: (Decision, String),
     /// What each enforced pre_tool hook decided then, after the policy's last word.
     pub by_hooks: Vec<(String, Decision, String)>,
+    /// The project file whose rules the session was judged with too, if any: a replay
+    /// judges the call with that project's rules on top of the candidate's.
+    pub project: Option<std::path::PathBuf>,
 }
 
 impl AuditedCall {
@@ -184,6 +187,7 @@ pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
             grants,
             by_policy,
             by_hooks,
+            project: record["project"].as_str().map(std::path::PathBuf::from),
         });
     }
     Ok(audited)
@@ -232,10 +236,21 @@ impl Report {
 /// Judges every call of `audit` again with `policy`, with the mode and grants it had
 /// (lines without them: `default_mode` and none).
 pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
-    let audited = audited_calls(audit)?;
-    let mut report = Report::of(&audited);
+    Ok(replay_calls(&audited_calls(audit)?, default_mode, |_| {
+        policy
+    }))
+}
+
+/// Judges every call of `audited` again with the policy `policy_of` gives it (the
+/// candidate's, or its project's on top of it), with the mode and grants it had.
+pub fn replay_calls<'p>(
+    audited: &Audited,
+    default_mode: Mode,
+    policy_of: impl Fn(&AuditedCall) -> &'p Policy,
+) -> Report {
+    let mut report = Report::of(audited);
     for call in &audited.calls {
-        let judged = policy.judge(
+        let judged = policy_of(call).judge(
             &call.tool,
             &call.arguments,
             call.mode.unwrap_or(default_mode),
@@ -243,7 +258,7 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
         );
         report.record(call, false, judged.decision, judged.reason);
     }
-    Ok(report)
+    report
 }
 
 fn decision(v: &Value) -> Option<Decision> {

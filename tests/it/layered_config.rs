@@ -170,7 +170,30 @@ async fn a_session_started_in_a_trusted_project_runs_its_hook_from_the_start() {
     // Nothing was left out, so nothing is said.
     assert!(c.updates_of(&s, "agent_message_chunk").is_empty());
     drop(c);
+    let (state, config) = (daemon.state.clone(), daemon.config.clone());
     daemon.stop().await;
+
+    // Replayed under the config that produced it, the call is judged with its project's
+    // rules again (the user's alone would ask about `echo`): nothing changes. With
+    // --hooks, the project's hook runs again too.
+    std::fs::remove_file(&marker).unwrap();
+    for extra in [&[][..], &["--hooks"][..]] {
+        let out = std::process::Command::new(BIN)
+            .args(["policy", "replay", "--fail-on", "change", "--audit"])
+            .arg(state.join("audit.jsonl"))
+            .arg("--config")
+            .arg(&config)
+            .args(extra)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{extra:?}: {said}");
+        assert!(said.contains("1 call(s) replayed, 0 changed"), "{said}");
+    }
+    assert!(
+        marker.exists(),
+        "replay --hooks did not run the project's hook"
+    );
 }
 
 #[test]
