@@ -196,7 +196,20 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
             ));
         }
     }
-    for rule in p.rules {
+    for mut rule in p.rules {
+        // A relative path glob means the project's paths, wherever in it a session works.
+        if let Some(glob) = rule.path.as_mut()
+            && !glob.starts_with('/')
+        {
+            let anchor =
+                |p: &str| format!("{}/{}", project.dir.display(), p.trim_start_matches("./"));
+            *glob = anchor(glob);
+            for example in rule.examples.iter_mut().chain(rule.not_examples.iter_mut()) {
+                if !example.starts_with('/') {
+                    *example = anchor(example);
+                }
+            }
+        }
         if rule.action == Decision::Allow && !trusted {
             project.warnings.push(format!(
                 "{}: allow rule {} is ignored: {untrusted}",
@@ -396,6 +409,31 @@ argv = ["./hook.sh"]
         assert_eq!(p.hooks[0].argv[0], root.join("./hook.sh").to_string_lossy());
         // What only the user sets is still ignored.
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn a_relative_path_rule_means_the_projects_paths() {
+        let (_dir, root) = project_dir(
+            "[[permissions.rules]]\ntool = \"*_file\"\npath = \"secrets/**\"\naction = \"deny\"\nexamples = [\"secrets/a\"]\n",
+        );
+        let p = load(&root.join(PROJECT_FILE), &Config::default());
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        let policy = crate::policy::Policy::new(&p.permissions);
+        // Judged from a subdirectory of the project, the project's secrets are still denied.
+        let cwd = root.join("src");
+        let place = crate::policy::Place {
+            cwd: &cwd,
+            roots: std::slice::from_ref(&root),
+            sandbox_roots: None,
+        };
+        let judged = policy.judge_in(
+            "read_file",
+            &serde_json::json!({"path": "../secrets/key"}),
+            Mode::Auto,
+            &[],
+            Some(&place),
+        );
+        assert_eq!(judged.decision, Decision::Deny, "{}", judged.reason);
     }
 
     #[test]
