@@ -138,7 +138,7 @@ impl Hook for AuditHook {
             _ => None,
         };
         let policy_version = match &layer {
-            Some(l) => format!("{}+{}", self.policy_version, l.project.digest),
+            Some(l) => format!("{}+{}", self.policy_version, l.version),
             None => self.policy_version.clone(),
         };
         let mut line = json!({

@@ -27,6 +27,9 @@ pub struct SessionLayer {
     pub hooks: Arc<HookSet>,
     /// Its pre_tool and post_tool hooks, as waterfall links.
     links: Vec<Arc<dyn Hook>>,
+    /// A hash of the project file, whether it is trusted and its hook programs' bytes: the
+    /// second half of the policy version its session's audit lines name.
+    pub version: String,
 }
 
 impl SessionLayer {
@@ -38,10 +41,22 @@ impl SessionLayer {
             .waterfall_hooks()
             .map(|h| h as Arc<dyn Hook>)
             .collect();
+        let version = {
+            use sha2::{Digest, Sha256};
+            let mut hash = Sha256::new();
+            hash.update(project.digest.as_bytes());
+            hash.update([u8::from(project.trusted)]);
+            hooks.hash_programs(&mut hash);
+            hash.finalize()[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
         Self {
             policy: Arc::new(Policy::new(&project.permissions)),
             hooks,
             links,
+            version,
             project,
         }
     }

@@ -330,13 +330,7 @@ fn policy_version(config: &Config, hooks: &HookSet) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     hash.update(config.to_toml().unwrap_or_default());
-    for path in hooks.program_paths() {
-        hash.update(path.to_string_lossy().as_bytes());
-        // An unreadable program hashes as its name: it will fail (and deny) anyway.
-        if let Ok(bytes) = std::fs::read(&path) {
-            hash.update(&bytes);
-        }
-    }
+    hooks.hash_programs(&mut hash);
     hash.finalize()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))

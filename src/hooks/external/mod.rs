@@ -571,6 +571,19 @@ impl HookSet {
             .map(|p| resolve_program(p))
             .collect()
     }
+
+    /// Feeds every program's path and bytes to `hash`: a policy version that names these
+    /// hooks changes when a script does.
+    pub fn hash_programs(&self, hash: &mut sha2::Sha256) {
+        use sha2::Digest;
+        for path in self.program_paths() {
+            hash.update(path.to_string_lossy().as_bytes());
+            // An unreadable program hashes as its name: it will fail (and deny) anyway.
+            if let Ok(bytes) = std::fs::read(&path) {
+                hash.update(&bytes);
+            }
+        }
+    }
 }
 
 /// A program name as `exec` would find it: a path as given, else the first match in PATH.
