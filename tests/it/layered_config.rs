@@ -196,6 +196,30 @@ async fn a_session_started_in_a_trusted_project_runs_its_hook_from_the_start() {
     );
 }
 
+/// `dsh serve` with no --config reads the user's own file, as check-config does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_reads_the_users_own_file_without_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let xdg = dir.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("dsh")).unwrap();
+    std::fs::write(
+        xdg.join("dsh/config.toml"),
+        "[permissions]\ndefault_mode = \"auto\"\n",
+    )
+    .unwrap();
+    let mut cmd = common::dsh();
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .env("XDG_CONFIG_HOME", &xdg);
+    let (_child, mut c) = common::spawn_client(&mut cmd);
+    c.initialize().await;
+    let r = c
+        .request("_dsh/policy/explain", json!({"command": "ls"}))
+        .await
+        .unwrap();
+    assert_eq!(r["mode"], "auto", "{r}");
+}
+
 #[test]
 fn check_config_names_the_files_it_read() {
     let dir = tempfile::tempdir().unwrap();
