@@ -316,6 +316,26 @@ pub struct PermissionsConfig {
     /// applied: `dsh policy shadow-report` shows where they would differ.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<PathBuf>,
+    /// Project directories (each holding a `.dsh/config.toml`) whose project file is
+    /// honoured fully, allow rules, looser modes and hooks included. Any other project
+    /// file can only tighten (see `src/project.rs`). Read only from the user's own file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted_projects: Vec<PathBuf>,
+    /// Where "allow always" / "reject always" answers are kept besides the session's
+    /// log: `session` (that session only) or `user` (also `grants.json` in the state
+    /// directory, applied to every session of this user, across restarts).
+    pub remember: Remember,
+}
+
+/// `[permissions] remember`: how far an "always" answer reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Remember {
+    /// The session that was asked (its log keeps it across loads and restarts).
+    #[default]
+    Session,
+    /// Every session of this user, from the state directory's `grants.json`.
+    User,
 }
 
 impl Default for PermissionsConfig {
@@ -329,6 +349,8 @@ impl Default for PermissionsConfig {
                 .collect(),
             tests: Vec::new(),
             shadow: None,
+            trusted_projects: Vec::new(),
+            remember: Remember::Session,
         }
     }
 }
@@ -742,6 +764,17 @@ impl Config {
         toml::to_string_pretty(self).map_err(|e| format!("cannot render the config as TOML: {e}"))
     }
 
+    /// The config as dsh reads it when no `--config` is given: the user's own file
+    /// ([`user_config_file`]) when it exists, else the built-in defaults. Also says
+    /// which file was read (`None`: none, the defaults).
+    pub fn load_layered(explicit: Option<&Path>) -> Result<(Self, Option<PathBuf>), ConfigError> {
+        let file = match explicit {
+            Some(path) => Some(path.to_path_buf()),
+            None => user_config_file().filter(|f| f.exists()),
+        };
+        Ok((Self::load(file.as_deref())?, file))
+    }
+
     /// Loads the file at `path`, or the built-in defaults when `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         match path {
@@ -851,6 +884,17 @@ impl ExecConfig {
         }
         default_state_dir()
     }
+}
+
+/// The user's own config file: `$XDG_CONFIG_HOME/dsh/config.toml`, else
+/// `~/.config/dsh/config.toml`; `None` when neither variable is set.
+pub fn user_config_file() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("dsh/config.toml"));
+    }
+    std::env::var_os("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|home| PathBuf::from(home).join(".config/dsh/config.toml"))
 }
 
 /// `$XDG_STATE_HOME/dsh`, falling back to `~/.local/state/dsh`, then to a

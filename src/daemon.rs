@@ -55,7 +55,11 @@ impl Daemon {
         let state_dir = config.exec.state_dir();
         crate::fsutil::ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
         let executor = crate::exec::from_config(&config.exec)?;
-        let sessions = Arc::new(SessionRegistry::new(config.permissions.default_mode));
+        let user_grants = Arc::new(crate::registry::UserGrants::open(&state_dir)?);
+        user_grants.set_remember(config.permissions.remember == crate::config::Remember::User);
+        let sessions = Arc::new(
+            SessionRegistry::new(config.permissions.default_mode).with_user_grants(user_grants),
+        );
         let router = executor
             .as_ref()
             .and_then(|exec| crate::tools::notices::spawn_router(exec, sessions.clone()));

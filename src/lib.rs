@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod llm;
 pub mod mcp;
 pub mod policy;
+pub mod project;
 pub mod registry;
 pub mod rpc;
 pub mod store;

@@ -27,7 +27,9 @@ struct Where {
     /// State directory (default: from config, else $XDG_STATE_HOME/dsh).
     #[arg(long)]
     state_dir: Option<PathBuf>,
-    /// Config file (default: built-in defaults, documented in config/dsh.toml).
+    /// Config file (default: $XDG_CONFIG_HOME/dsh/config.toml, else
+    /// ~/.config/dsh/config.toml, when it exists; else the built-in defaults, documented
+    /// in config/dsh.toml).
     #[arg(long)]
     config: Option<PathBuf>,
 }
@@ -38,7 +40,8 @@ impl Where {
     }
 
     fn config(&self) -> Result<Config, String> {
-        let mut config = Config::load(self.config.as_deref()).map_err(|e| e.to_string())?;
+        let (mut config, _) =
+            Config::load_layered(self.config.as_deref()).map_err(|e| e.to_string())?;
         if let Some(dir) = &self.state_dir {
             config.exec.state_dir = Some(dir.clone());
         }
@@ -85,9 +88,11 @@ enum Command {
         at: Where,
     },
     /// Load a config file (or the built-in defaults), run the examples and tests its rules
-    /// carry, and print the configuration in force as TOML.
+    /// carry, and print the configuration in force as TOML, saying which files were read
+    /// (and what the project file of the current directory adds, if it has one).
     CheckConfig {
-        /// The config file; without it the built-in defaults apply.
+        /// The config file; without it your own (~/.config/dsh/config.toml) when it
+        /// exists, else the built-in defaults.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -110,9 +115,13 @@ enum Command {
 enum PolicyCommand {
     /// Show the decision a bash call of COMMAND gets, and per segment what decided it.
     Explain {
-        /// The config file whose rules judge (default: the built-in defaults).
+        /// The config file whose rules judge (default: your own, else the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Judge as a session working in DIR would be, with its project's
+        /// `.dsh/config.toml` (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
         /// The session mode (default: the config's default_mode).
         #[arg(long, value_parser = ["ask", "auto", "read-only"])]
         mode: Option<String>,
@@ -132,9 +141,13 @@ enum PolicyCommand {
         /// The audit log (`audit.jsonl` in the state directory).
         #[arg(long)]
         audit: PathBuf,
-        /// The candidate config (default: the built-in defaults).
+        /// The candidate config (default: your own, else the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also run the candidate's pre_tool hooks on each call (for real, in the current
+        /// directory; the tool itself never runs) and count what they say.
+        #[arg(long)]
+        hooks: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -142,6 +155,15 @@ enum PolicyCommand {
         /// decision changes (`change`).
         #[arg(long, value_parser = ["loosen", "change"])]
         fail_on: Option<String>,
+    },
+    /// The user's own "always" answers (`[permissions] remember = "user"`), which apply
+    /// to every session; `--revoke PREFIX` removes one.
+    Grants {
+        /// Remove the grant or rejection of this command prefix (`git push`).
+        #[arg(long, value_name = "PREFIX")]
+        revoke: Option<String>,
+        #[command(flatten)]
+        at: Where,
     },
     /// Where the shadows (hooks with `enforce = false`, `[permissions] shadow` rules)
     /// would have decided otherwise than what was enforced, from an audit log.
@@ -163,18 +185,23 @@ fn main() -> ExitCode {
             command: PolicyCommand::ShadowReport { audit, json },
         } => shadow_report(audit, json),
         Command::Policy {
+            command: PolicyCommand::Grants { revoke, at },
+        } => runtime().and_then(|rt| rt.block_on(user_grants(at, revoke))),
+        Command::Policy {
             command:
                 PolicyCommand::Replay {
                     audit,
                     config,
+                    hooks,
                     json,
                     fail_on,
                 },
-        } => return replay(&audit, config.as_deref(), json, fail_on.as_deref()),
+        } => return replay(&audit, config.as_deref(), hooks, json, fail_on.as_deref()),
         Command::Policy {
             command:
                 PolicyCommand::Explain {
                     config,
+                    cwd,
                     mode,
                     grants,
                     json,
@@ -182,6 +209,7 @@ fn main() -> ExitCode {
                 },
         } => explain(
             config.as_deref(),
+            cwd,
             mode.as_deref(),
             &grants,
             json,
@@ -248,8 +276,31 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 }
 
 fn check_config(path: Option<&Path>) -> Result<(), String> {
-    let config = load_checked(path)?;
+    let (config, read) = Config::load_layered(path).map_err(|e| e.to_string())?;
+    check_rules(&config)?;
     print!("{}", config.to_toml()?);
+    match &read {
+        Some(file) => println!("# read: {}", file.display()),
+        None => println!("# read: no config file (the built-in defaults)"),
+    }
+    let here = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+    if let Some(project) = project_of(&here, &config) {
+        println!(
+            "# project file for sessions in {}: {} ({}, {} rule(s) in force, {} hook(s))",
+            here.display(),
+            project.file.display(),
+            if project.trusted {
+                "trusted"
+            } else {
+                "untrusted"
+            },
+            project.permissions.rules.len(),
+            project.hooks.len()
+        );
+        for warning in &project.warnings {
+            println!("#   ignored: {warning}");
+        }
+    }
     println!(
         "# state_dir in force: {}",
         config.exec.state_dir().display()
@@ -257,10 +308,16 @@ fn check_config(path: Option<&Path>) -> Result<(), String> {
     Ok(())
 }
 
-/// Loads a config and refuses it when an example or test its rules carry fails: what
-/// `dsh serve` and `dsh check-config` run with.
+/// The project file a session working in `cwd` would get, read against `user`.
+fn project_of(cwd: &Path, user: &Config) -> Option<dsh::project::Project> {
+    dsh::project::find_for(cwd).map(|file| dsh::project::load(&file, user))
+}
+
+/// Loads a config (the named file, else the user's own when it exists) and refuses it
+/// when an example or test its rules carry fails: what `dsh serve` and the policy
+/// commands run with.
 fn load_checked(path: Option<&Path>) -> Result<Config, String> {
-    let config = Config::load(path).map_err(|e| e.to_string())?;
+    let (config, _) = Config::load_layered(path).map_err(|e| e.to_string())?;
     check_rules(&config)?;
     Ok(config)
 }
@@ -282,20 +339,31 @@ fn check_rules(config: &Config) -> Result<(), String> {
 /// `dsh policy explain`: the policy's judgement of one bash call, with nothing run.
 fn explain(
     path: Option<&Path>,
+    cwd: Option<PathBuf>,
     mode: Option<&str>,
     grants: &[String],
     json: bool,
     command: &str,
 ) -> Result<(), String> {
-    let config = load_checked(path)?;
+    let mut config = load_checked(path)?;
+    let cwd = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    // Judged as a session there is: the user's rules and what its project adds.
+    let project = project_of(&cwd, &config);
+    if let Some(project) = &project {
+        config.permissions = project.permissions.clone();
+        if let Some(mode) = project.default_mode {
+            config.permissions.default_mode = mode;
+        }
+    }
     let mode = match mode {
         Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
         None => config.permissions.default_mode,
     };
-    let grants: Vec<dsh::policy::Grant> = grants
-        .iter()
-        .map(|g| dsh::policy::Grant(g.split_whitespace().map(str::to_owned).collect()))
-        .collect();
+    let grants: Vec<dsh::policy::Grant> =
+        grants.iter().map(|g| dsh::policy::Grant::of(g)).collect();
     let policy = dsh::policy::Policy::new(&config.permissions);
     let judged = policy.judge(
         "bash",
@@ -303,18 +371,34 @@ fn explain(
         mode,
         &grants,
     );
+    let warnings = project
+        .as_ref()
+        .map(|p| p.warnings.clone())
+        .unwrap_or_default();
     if json {
-        let value = serde_json::json!({
+        let mut value = serde_json::json!({
             "command": command,
             "mode": mode.id(),
             "judgement": judged,
         });
+        if let Some(project) = &project {
+            value["project"] = project.file.to_string_lossy().into_owned().into();
+            if !warnings.is_empty() {
+                value["warnings"] = warnings.into();
+            }
+        }
         println!("{value:#}");
     } else {
         print!(
             "{}",
             dsh::policy::explain::render(command, mode.id(), &judged)
         );
+        if let Some(project) = &project {
+            println!("project: {}", project.file.display());
+        }
+        for warning in &warnings {
+            println!("  ignored: {warning}");
+        }
     }
     Ok(())
 }
@@ -339,14 +423,48 @@ fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
 
 /// `dsh policy replay`: exit 0, 1 when `--fail-on` matches, 2 when the input cannot be
 /// read (the line named).
-fn replay(audit: &Path, config: Option<&Path>, json: bool, fail_on: Option<&str>) -> ExitCode {
+fn replay(
+    audit: &Path,
+    config: Option<&Path>,
+    hooks: bool,
+    json: bool,
+    fail_on: Option<&str>,
+) -> ExitCode {
     let run = || -> Result<dsh::policy::replay::Report, String> {
         let config = load_checked(config)?;
         let text = std::fs::read_to_string(audit)
             .map_err(|e| format!("cannot read {}: {e}", audit.display()))?;
-        let policy = dsh::policy::Policy::new(&config.permissions);
-        dsh::policy::replay::replay(&text, &policy, config.permissions.default_mode)
-            .map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
+        let report = if hooks {
+            let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+            runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(&text, &config, &cwd))
+        } else {
+            let policy = dsh::policy::Policy::new(&config.permissions);
+            dsh::policy::replay::audited_calls(&text).map(|audited| {
+                // A call judged with a project's rules is judged with them again, on top
+                // of the candidate's (the project file as it is now).
+                let projects: std::collections::HashMap<_, _> = audited
+                    .calls
+                    .iter()
+                    .filter_map(|c| c.project.clone())
+                    .map(|file| {
+                        let project = dsh::project::load(&file, &config);
+                        (file, dsh::policy::Policy::new(&project.permissions))
+                    })
+                    .collect();
+                let policy_of = |call: &dsh::policy::replay::AuditedCall| {
+                    call.project
+                        .as_ref()
+                        .and_then(|file| projects.get(file))
+                        .unwrap_or(&policy)
+                };
+                dsh::policy::replay::replay_calls(
+                    &audited,
+                    config.permissions.default_mode,
+                    policy_of,
+                )
+            })
+        };
+        report.map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
     };
     let report = match run() {
         Ok(report) => report,
@@ -612,6 +730,46 @@ async fn reload(at: Where) -> Result<(), String> {
     println!("reloaded: policy version {}", done.policy_version);
     for section in done.restart_needed {
         println!("needs a restart to take effect: [{section}]");
+    }
+    Ok(())
+}
+
+/// `dsh policy grants [--revoke PREFIX]`: through the running daemon when one answers
+/// (it holds the list in memory and is the file's writer), else from the file itself.
+async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
+    let daemon = UnixStream::connect(at.socket()).await.is_ok();
+    if let Some(prefix) = revoke {
+        if daemon {
+            ask_daemon_with(
+                &at,
+                "_dsh/user/revoke",
+                serde_json::json!({ "prefix": prefix }),
+            )
+            .await?;
+        } else {
+            let state_dir = at.config()?.exec.state_dir();
+            let grants = dsh::registry::UserGrants::open(&state_dir)?;
+            if !grants.revoke(&dsh::policy::Grant::of(&prefix))? {
+                return Err(format!("no user grant or rejection of `{prefix}`"));
+            }
+        }
+        println!("revoked: {prefix}");
+        return Ok(());
+    }
+    let lists = if daemon {
+        let answer = ask_daemon(&at, "_dsh/user/grants").await?;
+        serde_json::from_value(answer)
+            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?
+    } else {
+        let state_dir = at.config()?.exec.state_dir();
+        let grants = dsh::registry::UserGrants::open(&state_dir)?;
+        dsh::acp::GrantsResponse::of(&grants.allowed(), &grants.rejected())
+    };
+    for prefix in lists.allowed {
+        println!("allow  {prefix}");
+    }
+    for prefix in lists.rejected {
+        println!("reject {prefix}");
     }
     Ok(())
 }

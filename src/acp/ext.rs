@@ -75,11 +75,29 @@ pub struct RevokeParams {
     pub prefix: String,
 }
 
-/// `_dsh/session/grants`'s answer: the session's "always" answers, as command prefixes.
+/// `_dsh/user/revoke` params: the prefix as a command (`git push`).
+#[derive(Debug, Deserialize)]
+pub struct UserRevokeParams {
+    pub prefix: String,
+}
+
+/// `_dsh/session/grants`'s answer: the "always" answers that apply to the session (its
+/// own and the user's), as command prefixes; `_dsh/user/grants`'s: the user's alone.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct GrantsResponse {
     pub allowed: Vec<String>,
     pub rejected: Vec<String>,
+}
+
+impl GrantsResponse {
+    /// The lists as command prefixes.
+    pub fn of(allowed: &[crate::policy::Grant], rejected: &[crate::policy::Grant]) -> Self {
+        let shown = |list: &[crate::policy::Grant]| list.iter().map(|g| g.display()).collect();
+        Self {
+            allowed: shown(allowed),
+            rejected: shown(rejected),
+        }
+    }
 }
 
 /// `_dsh/tasks/list`'s answer: the session's tasks, oldest first.
@@ -157,6 +175,12 @@ pub struct ExplainResponse {
     pub command: String,
     pub mode: &'static str,
     pub judgement: Judgement,
+    /// The session's project file, when one adds rules to its judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<PathBuf>,
+    /// What of that project file was left out, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl AcpService {
@@ -285,10 +309,7 @@ impl AcpService {
         p: SessionParams,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id)?;
-        to_value(GrantsResponse {
-            allowed: session.grants().iter().map(|g| g.display()).collect(),
-            rejected: session.rejections().iter().map(|g| g.display()).collect(),
-        })
+        to_value(GrantsResponse::of(&session.grants(), &session.rejections()))
     }
 
     /// `_dsh/session/revoke`: forgets the session's "always" answer for a prefix (logged,
@@ -299,11 +320,16 @@ impl AcpService {
         p: RevokeParams,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id)?;
-        let prefix =
-            crate::policy::Grant(p.prefix.split_whitespace().map(str::to_string).collect());
+        let prefix = crate::policy::Grant::of(&p.prefix);
         if !session.revoke(&prefix) {
+            let user = session.user_grants();
+            let why = if user.allowed().contains(&prefix) || user.rejected().contains(&prefix) {
+                "it is the user's (`dsh policy grants --revoke`)"
+            } else {
+                "none in this session"
+            };
             return Err(RpcError::not_found(format!(
-                "no grant or rejection of `{}` in this session",
+                "no grant or rejection of `{}` to revoke here: {why}",
                 p.prefix
             )));
         }
@@ -317,6 +343,35 @@ impl AcpService {
             );
         }
         Ok(json!({}))
+    }
+
+    /// `_dsh/user/grants`: the user's own "always" answers (`remember = "user"`), which
+    /// apply to every session.
+    pub(super) async fn user_grants(
+        &self,
+        _ctx: RequestContext,
+        _p: Value,
+    ) -> Result<Value, RpcError> {
+        let user = self.sessions.user_grants();
+        to_value(GrantsResponse::of(&user.allowed(), &user.rejected()))
+    }
+
+    /// `_dsh/user/revoke {prefix}`: forgets one of the user's own "always" answers, for
+    /// every session, in the file too.
+    pub(super) async fn user_revoke(
+        &self,
+        _ctx: RequestContext,
+        p: UserRevokeParams,
+    ) -> Result<Value, RpcError> {
+        let prefix = crate::policy::Grant::of(&p.prefix);
+        match self.sessions.user_grants().revoke(&prefix) {
+            Ok(true) => Ok(json!({})),
+            Ok(false) => Err(RpcError::not_found(format!(
+                "no user grant or rejection of `{}`",
+                p.prefix
+            ))),
+            Err(e) => Err(RpcError::internal(e)),
+        }
     }
 
     pub(super) async fn stop(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
@@ -344,14 +399,21 @@ impl AcpService {
             })?,
         };
         let grants = session.as_ref().map(|s| s.grants()).unwrap_or_default();
-        let judgement =
-            self.tools
-                .policy()
-                .judge("bash", &json!({ "command": p.command }), mode, &grants);
+        let judgement = self.tools.policy_for(session.as_deref()).judge(
+            "bash",
+            &json!({ "command": p.command }),
+            mode,
+            &grants,
+        );
+        let project = session.as_ref().and_then(|s| self.tools.project_of(&s.id));
         to_value(ExplainResponse {
             command: p.command,
             mode: mode.id(),
             judgement,
+            project: project.as_ref().map(|l| l.project.file.clone()),
+            warnings: project
+                .map(|l| l.project.warnings.clone())
+                .unwrap_or_default(),
         })
     }
 }

@@ -15,7 +15,7 @@ mod prompts;
 mod sessions;
 pub mod updates;
 
-pub use ext::{SessionStatus, StatusResponse, TaskSummary};
+pub use ext::{GrantsResponse, SessionStatus, StatusResponse, TaskSummary};
 
 use crate::agent;
 use crate::config::{AgentConfig, Config, ModelConfig};
@@ -222,6 +222,9 @@ impl AcpService {
             close_kills_tasks: new.sessions.close_kills_tasks,
         });
         self.sessions.set_default_mode(new.permissions.default_mode);
+        self.sessions
+            .user_grants()
+            .set_remember(new.permissions.remember == crate::config::Remember::User);
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new;
         Ok(ReloadResponse {
             policy_version,
@@ -357,7 +360,8 @@ impl AcpService {
             json!({"methods": ["_dsh/tools/call", "_dsh/tasks/list", "_dsh/tasks/kill",
                                "_dsh/status", "_dsh/stop", "_dsh/policy/explain",
                                "_dsh/config/reload", "_dsh/session/grants",
-                               "_dsh/session/revoke"],
+                               "_dsh/session/revoke", "_dsh/user/grants",
+                               "_dsh/user/revoke"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -468,6 +472,8 @@ impl Service for AcpService {
         register!(m, "_dsh/config/reload", config_reload);
         register!(m, "_dsh/session/grants", session_grants);
         register!(m, "_dsh/session/revoke", session_revoke);
+        register!(m, "_dsh/user/grants", user_grants);
+        register!(m, "_dsh/user/revoke", user_revoke);
         register!(m, "_dsh/policy/explain", policy_explain);
         m.into()
     }

@@ -112,6 +112,7 @@ impl AcpService {
         Self::check_cwd(&p.cwd)?;
         let session = self.sessions.create(p.cwd.clone());
         session.set_extra_roots(&p.additional_directories);
+        self.open_project(&ctx, &session);
         let header = Header {
             id: session.id.clone(),
             cwd: p.cwd.clone(),
@@ -139,6 +140,24 @@ impl AcpService {
             &settings.model_config.model,
             session,
         )
+    }
+
+    /// Reads the project file of the session's cwd (src/project.rs): the session is judged
+    /// by it from now on, starts in its mode when that applies, and what of it was left
+    /// out is told to the person after the answer, as the session's first agent message.
+    fn open_project(&self, ctx: &RequestContext, session: &Session) {
+        let Some(layer) = self.tools.open_project(session) else {
+            return;
+        };
+        if let Some(mode) = layer.project.default_mode {
+            session.set_mode(mode);
+        }
+        if let Some(text) = crate::project::notice(&layer.project) {
+            ctx.notify_after(
+                "session/update",
+                &updates::notification(&session.id, updates::agent_text(&text)),
+            );
+        }
     }
 
     /// What a client learns right after a session is its: the slash commands.
@@ -218,7 +237,11 @@ impl AcpService {
     /// Asks the `session_start` hooks about `session` and logs the context they add,
     /// where the model will find it.
     async fn session_start_hooks(&self, session: &Arc<Session>, source: &str) {
-        let context = self.tools.hooks().on_session_start(session, source).await;
+        let context = self
+            .tools
+            .hooks_for(session)
+            .on_session_start(session, source)
+            .await;
         if let Some(log) = self.log_of(&session.id) {
             for (source, text) in context {
                 self.append(
@@ -273,6 +296,8 @@ impl AcpService {
         let session = self
             .sessions
             .insert(session_id.to_string(), header.cwd.clone());
+        // Its project's mode first: the modes the log recorded come after it.
+        self.open_project(ctx, &session);
         for e in &events {
             match e {
                 Event::ModeChange { mode_id, .. } => {
@@ -401,6 +426,7 @@ impl AcpService {
                 exec.kill_scope(&id).await;
             }
             self.sessions.close(&id);
+            self.tools.forget_project(&id);
             self.logs.remove(&id);
         } else {
             self.closed.insert(id);
@@ -443,6 +469,7 @@ impl AcpService {
             exec.kill_scope(&id).await;
         }
         self.sessions.close(&id);
+        self.tools.forget_project(&id);
         self.bindings.remove(&id);
         self.closed.remove(&id);
         self.logs.remove(&id);

@@ -106,7 +106,7 @@ pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionContr
         "explain" if arg.is_empty() => "Usage: /explain COMMAND".to_string(),
         "explain" => {
             let mode = ctx.session.mode();
-            let judged = ctx.tools.policy().judge(
+            let judged = ctx.tools.policy_for(Some(ctx.session)).judge(
                 "bash",
                 &json!({ "command": arg }),
                 mode,

@@ -309,7 +309,11 @@ pub async fn run_prompt(
         (ctx.events)(TurnEvent::TitleChanged(&title));
         ctx.session.set_title(Some(title));
     }
-    let said = ctx.tools.hooks().on_prompt(ctx.session, text).await;
+    let said = ctx
+        .tools
+        .hooks_for(ctx.session)
+        .on_prompt(ctx.session, text)
+        .await;
     add_context(ctx, &said.context);
     let outcome = if let Some((hook, reason)) = said.blocked {
         let text = format!("The prompt was blocked by {hook}: {reason}");

@@ -83,6 +83,8 @@ pub struct AuditHook {
     /// The version of the policy every line is judged under (see
     /// `ToolRegistry::policy_version`).
     policy_version: String,
+    /// A session judged with its project's rules names the project file's digest too.
+    projects: Option<std::sync::Arc<super::project::ProjectLayers>>,
 }
 
 impl AuditHook {
@@ -90,7 +92,17 @@ impl AuditHook {
         Self {
             log,
             policy_version,
+            projects: None,
         }
+    }
+
+    /// Names each session's project file (`policyVersion` `USER+PROJECT`, and `project`).
+    pub fn with_projects(
+        mut self,
+        projects: std::sync::Arc<super::project::ProjectLayers>,
+    ) -> Self {
+        self.projects = Some(projects);
+        self
     }
 }
 
@@ -121,6 +133,14 @@ impl Hook for AuditHook {
             .judged()
             .map(|(mode, _)| mode)
             .or_else(|| call.session.as_ref().map(|s| s.mode()));
+        let layer = match (&self.projects, &call.session) {
+            (Some(projects), Some(session)) => projects.get(&session.id),
+            _ => None,
+        };
+        let policy_version = match &layer {
+            Some(l) => format!("{}+{}", self.policy_version, l.version),
+            None => self.policy_version.clone(),
+        };
         let mut line = json!({
             "event": "execution",
             "session": call.session_id(),
@@ -134,10 +154,13 @@ impl Hook for AuditHook {
             "durationMs": started.elapsed().as_millis() as u64,
             "outcome": outcome,
             "mode": mode.map(crate::config::Mode::id),
-            "policyVersion": self.policy_version,
+            "policyVersion": policy_version,
             "trace": call.trace(),
             "grants": call.grants_used(),
         });
+        if let Some(layer) = &layer {
+            line["project"] = layer.project.file.to_string_lossy().into_owned().into();
+        }
         if let Some(original) = &call.original_arguments {
             line["originalArguments"] = original.clone();
         }

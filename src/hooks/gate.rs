@@ -9,6 +9,7 @@
 
 use super::external::HookSet;
 use super::external::protocol::PermissionReply;
+use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::Decision;
 use crate::registry::{PermissionAnswer, PermissionRequest};
@@ -17,12 +18,23 @@ use std::sync::Arc;
 /// Asks the session's user (or a `permission` hook) about calls the hooks marked "ask".
 pub struct PermissionGate {
     hooks: Arc<HookSet>,
+    /// A session's project may add `permission` hooks (a trusted project's).
+    projects: Option<Arc<ProjectLayers>>,
 }
 
 impl PermissionGate {
     /// A gate that puts mode-default asks to the `permission` hooks of `hooks` first.
     pub fn new(hooks: Arc<HookSet>) -> Self {
-        Self { hooks }
+        Self {
+            hooks,
+            projects: None,
+        }
+    }
+
+    /// Puts mode-default asks to a session's project hooks too, after the user's.
+    pub fn with_projects(mut self, projects: Arc<ProjectLayers>) -> Self {
+        self.projects = Some(projects);
+        self
     }
 }
 
@@ -60,8 +72,12 @@ impl Hook for PermissionGate {
                 );
             }
         }
+        let hooks = match &self.projects {
+            Some(projects) => projects.hooks_for(&session.id, &self.hooks),
+            None => self.hooks.clone(),
+        };
         if verdict.ask_from_mode_default
-            && let Some((reply, hook, reason)) = self.hooks.answer_permission(call).await
+            && let Some((reply, hook, reason)) = hooks.answer_permission(call).await
         {
             return match reply {
                 PermissionReply::Reject => call.veto(&hook, &reason),
@@ -102,12 +118,14 @@ impl Hook for PermissionGate {
                 // the whole compound command.
                 session.add_grants(&verdict.grants);
                 prompter.remember(&verdict.grants, true);
+                session.user_grants().remember(&verdict.grants, true);
                 next.run(call).await
             }
             PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
                 prompter.remember(&verdict.grants, false);
+                session.user_grants().remember(&verdict.grants, false);
                 call.veto(self.name(), "the user rejected this call")
             }
             PermissionAnswer::Cancelled => {

@@ -1,6 +1,7 @@
 //! The policy hook: the configured rules and the session's mode, applied to every
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
+use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
 use crate::policy::{Cause, Judgement, Place, Policy};
@@ -19,6 +20,8 @@ pub struct PolicyHook {
     sandbox_writable: Option<Vec<PathBuf>>,
     /// The sessions' own tools (MCP servers'), for what they say of themselves.
     session_tools: Option<Arc<crate::tools::SessionTools>>,
+    /// Sessions whose project file adds rules are judged by their layer's policy.
+    projects: Option<Arc<ProjectLayers>>,
 }
 
 impl PolicyHook {
@@ -29,6 +32,7 @@ impl PolicyHook {
             sessionless_mode: Mode::Ask,
             sandbox_writable: None,
             session_tools: None,
+            projects: None,
         }
     }
 
@@ -36,6 +40,12 @@ impl PolicyHook {
     /// such a tool when a rule does).
     pub fn with_session_tools(mut self, tools: Arc<crate::tools::SessionTools>) -> Self {
         self.session_tools = Some(tools);
+        self
+    }
+
+    /// Judges a session with a project file by its layer's policy (user + project rules).
+    pub fn with_projects(mut self, projects: Arc<ProjectLayers>) -> Self {
+        self.projects = Some(projects);
         self
     }
 
@@ -116,9 +126,12 @@ impl Hook for PolicyHook {
             sandbox_roots: sandbox_roots.as_deref(),
             read_only_tool,
         };
-        let judgement = self
-            .policy
-            .judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
+        let layer = match (&self.projects, &call.session) {
+            (Some(projects), Some(session)) => projects.get(&session.id),
+            _ => None,
+        };
+        let policy = layer.as_ref().map_or(&self.policy, |l| &l.policy);
+        let judgement = policy.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
             event: "pre_tool",

@@ -388,6 +388,34 @@ impl Next<'_> {
             None => self.terminal.execute(call).await,
         }
     }
+
+    /// Runs `hooks` first and then the rest of this chain: links a session adds to the
+    /// shared chain (a trusted project's hooks) without a chain of its own.
+    pub async fn through(self, hooks: &[Arc<dyn Hook>], call: &ToolExecution) -> ToolOutput {
+        let rest = Rest(Mutex::new(Some(self)));
+        Next {
+            hooks,
+            terminal: &rest,
+        }
+        .run(call)
+        .await
+    }
+}
+
+/// The rest of a chain as the terminal of an inner one ([`Next::through`]); it runs once.
+struct Rest<'a>(Mutex<Option<Next<'a>>>);
+
+#[async_trait::async_trait]
+impl Terminal for Rest<'_> {
+    async fn execute(&self, call: &ToolExecution) -> ToolOutput {
+        let next = lock(&self.0).take();
+        match next {
+            Some(next) => next.run(call).await,
+            // An inner hook can only run its `next` once (it is moved), so this is
+            // unreachable; a call that got here anyway must not run.
+            None => call.veto("waterfall", "the rest of the chain already ran"),
+        }
+    }
 }
 
 /// The ordered chain of hooks.
@@ -520,6 +548,46 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), ["a in", "guard in", "a out"]);
         assert_eq!(c.verdict().decision, Decision::Deny);
         assert_eq!(c.verdict().decided_by, "guard");
+    }
+
+    #[tokio::test]
+    async fn through_runs_inner_hooks_then_the_rest_of_the_chain() {
+        struct Inner(Vec<Arc<dyn Hook>>);
+        #[async_trait::async_trait]
+        impl Hook for Inner {
+            fn name(&self) -> &str {
+                "inner"
+            }
+            async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+                next.through(&self.0, call).await
+            }
+        }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = Waterfall::new();
+        w.push(Arc::new(Tag("a", log.clone(), false)));
+        w.push(Arc::new(Inner(vec![
+            Arc::new(Tag("x", log.clone(), false)),
+            Arc::new(Tag("y", log.clone(), false)),
+        ])));
+        w.push(Arc::new(Tag("b", log.clone(), false)));
+        assert_eq!(w.run(&call(), &Echo).await, ToolOutput::ok("ran"));
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "a in", "x in", "y in", "b in", "b out", "y out", "x out", "a out"
+            ]
+        );
+        // An inner veto stops the outer rest too.
+        log.lock().unwrap().clear();
+        let w = Waterfall::new();
+        w.push(Arc::new(Inner(vec![Arc::new(Tag(
+            "no",
+            log.clone(),
+            true,
+        ))])));
+        w.push(Arc::new(Tag("never", log.clone(), false)));
+        assert!(w.run(&call(), &Echo).await.vetoed);
+        assert_eq!(*log.lock().unwrap(), ["no in"]);
     }
 
     #[test]

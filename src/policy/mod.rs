@@ -39,6 +39,11 @@ use word::base_name;
 pub struct Grant(pub Vec<String>);
 
 impl Grant {
+    /// The prefix a command names, word by word (`git push`).
+    pub fn of(command: &str) -> Grant {
+        Grant(command.split_whitespace().map(str::to_owned).collect())
+    }
+
     /// The prefix as a command, for permission prompts and messages.
     pub fn display(&self) -> String {
         self.0.join(" ")

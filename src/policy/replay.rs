@@ -39,6 +39,10 @@ pub struct Report {
     /// How many calls went from one decision to another, unchanged ones included:
     /// `matrix[from][to]`.
     pub matrix: BTreeMap<String, BTreeMap<String, usize>>,
+    /// With `--hooks`: what each of the candidate's pre_tool hooks said, counted:
+    /// `hooks[name][decision]` (a decision, `rewrite`, `context`...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: BTreeMap<String, BTreeMap<String, usize>>,
 }
 
 impl Report {
@@ -56,11 +60,56 @@ pub struct Unreadable {
     pub why: String,
 }
 
-/// Judges every `execution` line of `audit` again with `policy`; other lines (refusals,
-/// anything newer) are skipped. The decision compared is the policy's own: the line's
-/// trace entry named `policy`, else (older lines) its recorded decision.
-pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
-    let mut report = Report::default();
+/// One audited call, as its line keeps it.
+#[derive(Debug, Clone)]
+pub struct AuditedCall {
+    /// Its line in the audit log (1-based).
+    pub line: usize,
+    pub session: Option<String>,
+    pub tool: String,
+    pub arguments: Value,
+    /// The mode and grants it was judged with (`None`: a line from before they were kept).
+    pub mode: Option<Mode>,
+    pub grants: Option<Vec<Grant>>,
+    /// What the policy decided then, and why.
+    pub by_policy: (Decision, String),
+    /// What each enforced pre_tool hook decided then, after the policy's last word.
+    pub by_hooks: Vec<(String, Decision, String)>,
+    /// The project file whose rules the session was judged with too, if any: a replay
+    /// judges the call with that project's rules on top of the candidate's.
+    pub project: Option<std::path::PathBuf>,
+}
+
+impl AuditedCall {
+    /// What was decided before the person was asked: the policy's word, or with
+    /// `hooks` the strongest of it and the hooks'.
+    fn before(&self, hooks: bool) -> (Decision, String) {
+        let mut before = self.by_policy.clone();
+        if hooks {
+            for (name, said, reason) in &self.by_hooks {
+                if *said > before.0 {
+                    before = (*said, format!("{name}: {reason}"));
+                }
+            }
+        }
+        before
+    }
+}
+
+/// The calls of an audit log that can be judged again.
+#[derive(Debug, Clone, Default)]
+pub struct Audited {
+    pub calls: Vec<AuditedCall>,
+    /// File-tool calls, left out (see [`Report::skipped`]).
+    pub skipped: usize,
+}
+
+/// Reads every `execution` line of `audit`; other lines (refusals, anything newer) are
+/// skipped. The policy's decision is the line's trace entry named `policy` (the last: a
+/// rewritten call's trace holds the first pass's too, and the line's arguments are the
+/// rewrite's), else (older lines) its recorded decision.
+pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
+    let mut audited = Audited::default();
     for (i, text) in audit.lines().enumerate() {
         let line = i + 1;
         if text.trim().is_empty() {
@@ -81,12 +130,9 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
             .as_str()
             .ok_or_else(|| unreadable("no `tool`"))?;
         let arguments = &record["arguments"];
-        // The last: a rewritten call's trace holds the first pass's too, and the line's
-        // arguments are the rewrite's.
-        let by_policy = record["trace"]
-            .as_array()
-            .and_then(|t| t.iter().rfind(|e| e["name"] == "policy"));
-        let (from, before) = match by_policy {
+        let trace = record["trace"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let last_policy = trace.iter().rposition(|e| e["name"] == "policy");
+        let by_policy = match last_policy.map(|i| &trace[i]) {
             Some(entry) => (
                 decision(&entry["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
                 entry["reason"].as_str().unwrap_or_default().to_string(),
@@ -103,10 +149,21 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
         if arguments.get("path").is_some() {
             // A file tool is judged against the session's directories, which the line
             // does not keep: it cannot be judged again as it was.
-            report.skipped += 1;
+            audited.skipped += 1;
             continue;
         }
-        let mode = record["mode"].as_str().and_then(Mode::from_id);
+        let by_hooks = trace
+            .iter()
+            .skip(last_policy.map_or(0, |i| i + 1))
+            .filter(|e| e["event"] == "pre_tool" && e["enforced"] != false)
+            .filter_map(|e| {
+                Some((
+                    e["name"].as_str()?.to_string(),
+                    decision(&e["decision"])?,
+                    e["reason"].as_str().unwrap_or_default().to_string(),
+                ))
+            })
+            .collect();
         let grants: Option<Vec<Grant>> = record.get("grants").map(|g| {
             g.as_array()
                 .into_iter()
@@ -121,38 +178,87 @@ pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report
                 })
                 .collect()
         });
-        if mode.is_none() || grants.is_none() {
-            report.partial += 1;
+        audited.calls.push(AuditedCall {
+            line,
+            session: record["session"].as_str().map(str::to_string),
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+            mode: record["mode"].as_str().and_then(Mode::from_id),
+            grants,
+            by_policy,
+            by_hooks,
+            project: record["project"].as_str().map(std::path::PathBuf::from),
+        });
+    }
+    Ok(audited)
+}
+
+impl Report {
+    /// An empty report of `audited`'s calls (its skipped ones counted).
+    pub fn of(audited: &Audited) -> Self {
+        Report {
+            skipped: audited.skipped,
+            ..Report::default()
         }
-        let judged = policy.judge(
-            tool,
-            arguments,
-            mode.unwrap_or(default_mode),
-            &grants.unwrap_or_default(),
-        );
-        report.replayed += 1;
-        *report
+    }
+
+    /// Counts `call` judged again as `to` (because of `now`). With `hooks`, the
+    /// decision it is compared with is the policy's and its hooks' together.
+    pub fn record(&mut self, call: &AuditedCall, hooks: bool, to: Decision, now: String) {
+        let (from, before) = call.before(hooks);
+        if call.mode.is_none() || call.grants.is_none() {
+            self.partial += 1;
+        }
+        self.replayed += 1;
+        *self
             .matrix
             .entry(action(from).to_string())
             .or_default()
-            .entry(action(judged.decision).to_string())
+            .entry(action(to).to_string())
             .or_default() += 1;
-        if judged.decision != from {
-            report.changes.push(Change {
-                line,
-                tool: tool.to_string(),
-                call: arguments["command"]
+        if to != from {
+            self.changes.push(Change {
+                line: call.line,
+                tool: call.tool.clone(),
+                call: call.arguments["command"]
                     .as_str()
                     .map(str::to_string)
-                    .unwrap_or_else(|| arguments.to_string()),
+                    .unwrap_or_else(|| call.arguments.to_string()),
                 from,
-                to: judged.decision,
+                to,
                 before,
-                now: judged.reason,
+                now,
             });
         }
     }
-    Ok(report)
+}
+
+/// Judges every call of `audit` again with `policy`, with the mode and grants it had
+/// (lines without them: `default_mode` and none).
+pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
+    Ok(replay_calls(&audited_calls(audit)?, default_mode, |_| {
+        policy
+    }))
+}
+
+/// Judges every call of `audited` again with the policy `policy_of` gives it (the
+/// candidate's, or its project's on top of it), with the mode and grants it had.
+pub fn replay_calls<'p>(
+    audited: &Audited,
+    default_mode: Mode,
+    policy_of: impl Fn(&AuditedCall) -> &'p Policy,
+) -> Report {
+    let mut report = Report::of(audited);
+    for call in &audited.calls {
+        let judged = policy_of(call).judge(
+            &call.tool,
+            &call.arguments,
+            call.mode.unwrap_or(default_mode),
+            call.grants.as_deref().unwrap_or_default(),
+        );
+        report.record(call, false, judged.decision, judged.reason);
+    }
+    report
 }
 
 fn decision(v: &Value) -> Option<Decision> {
@@ -203,6 +309,10 @@ pub fn render(report: &Report) -> String {
             n("ask"),
             n("deny")
         ));
+    }
+    for (hook, said) in &report.hooks {
+        let counts: Vec<String> = said.iter().map(|(d, n)| format!("{d} {n}")).collect();
+        out.push_str(&format!("{hook}: {}\n", counts.join(", ")));
     }
     out
 }

@@ -6,6 +6,8 @@
 //! the fence between sessions (T12, T13). It is shared state, not a coordinator:
 //! it starts nothing and formats nothing for the model.
 
+pub mod user_grants;
+
 use crate::config::Mode;
 use crate::policy::Grant;
 use dashmap::DashMap;
@@ -13,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+pub use user_grants::UserGrants;
 
 /// A session id (ACP `sessionId`): a random UUID for sessions created by dsh.
 pub type SessionId = String;
@@ -104,6 +107,8 @@ pub struct Session {
     title: Mutex<Option<String>>,
     /// The model its requests name, when the person picked one (`None`: the config's).
     model: Mutex<Option<String>>,
+    /// The user's own "always" answers, which apply to every session.
+    user: Arc<UserGrants>,
 }
 
 fn add_unique(all: &mut Vec<Grant>, new: &[Grant]) {
@@ -162,9 +167,17 @@ impl Session {
         *lock(&self.mode) = mode;
     }
 
-    /// Command prefixes the user allowed always in this session.
+    /// Command prefixes allowed always in this session: its own grants, then the
+    /// user's (`remember = "user"`).
     pub fn grants(&self) -> Vec<Grant> {
-        lock(&self.grants).clone()
+        let mut all = lock(&self.grants).clone();
+        add_unique(&mut all, &self.user.allowed());
+        all
+    }
+
+    /// The user's grants and rejections, shared by every session.
+    pub fn user_grants(&self) -> &Arc<UserGrants> {
+        &self.user
     }
 
     /// Adds allow-always grants (duplicates are ignored).
@@ -172,9 +185,11 @@ impl Session {
         add_unique(&mut lock(&self.grants), grants);
     }
 
-    /// Command prefixes the user rejected always in this session.
+    /// Command prefixes rejected always in this session: its own, then the user's.
     pub fn rejections(&self) -> Vec<Grant> {
-        lock(&self.rejections).clone()
+        let mut all = lock(&self.rejections).clone();
+        add_unique(&mut all, &self.user.rejected());
+        all
     }
 
     /// Adds reject-always prefixes (duplicates are ignored).
@@ -182,7 +197,8 @@ impl Session {
         add_unique(&mut lock(&self.rejections), prefixes);
     }
 
-    /// Forgets a grant or a rejection of `prefix`; whether there was one.
+    /// Forgets a grant or a rejection of `prefix` of this session (not the user's);
+    /// whether there was one.
     pub fn revoke(&self, prefix: &Grant) -> bool {
         let mut found = false;
         for list in [&self.grants, &self.rejections] {
@@ -250,6 +266,8 @@ pub struct SessionRegistry {
     listeners: Mutex<Vec<Arc<dyn NoticeListener>>>,
     /// Changed by a config reload; sessions already made keep theirs.
     default_mode: Mutex<Mode>,
+    /// The user's own "always" answers, given to every session.
+    user_grants: Arc<UserGrants>,
 }
 
 impl SessionRegistry {
@@ -261,7 +279,20 @@ impl SessionRegistry {
             early: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
             default_mode: Mutex::new(default_mode),
+            user_grants: Arc::new(UserGrants::default()),
         }
+    }
+
+    /// The same registry with the user's grants (from the state directory) in every
+    /// session it makes.
+    pub fn with_user_grants(mut self, grants: Arc<UserGrants>) -> Self {
+        self.user_grants = grants;
+        self
+    }
+
+    /// The user's grants every session applies.
+    pub fn user_grants(&self) -> &Arc<UserGrants> {
+        &self.user_grants
     }
 
     /// The mode a new session starts in (and a sessionless question is judged in).
@@ -298,6 +329,7 @@ impl SessionRegistry {
                     closed: AtomicBool::new(false),
                     title: Mutex::new(None),
                     model: Mutex::new(None),
+                    user: self.user_grants.clone(),
                 })
             })
             .clone()

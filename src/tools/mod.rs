@@ -16,14 +16,15 @@ use crate::exec::BashExecutor;
 use crate::hooks::audit::{AuditHook, AuditLog};
 use crate::hooks::external::HookSet;
 use crate::hooks::gate::PermissionGate;
+use crate::hooks::project::{ProjectHooks, ProjectLayers, SessionLayer};
 use crate::hooks::rules::PolicyHook;
 use crate::hooks::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::policy::Policy;
-use crate::registry::SessionRegistry;
+use crate::registry::{Session, SessionRegistry};
 use schema::{SchemaHook, ToolSchema};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// What a tool does, as editors show it (ACP `ToolKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +128,11 @@ pub struct ToolRegistry {
     judges: RwLock<Arc<Judges>>,
     /// Where `standard()`'s audit hook writes, kept for the chain a reload builds.
     audit: Option<Arc<AuditLog>>,
+    /// The live sessions, whose project files a reload reads again.
+    sessions: Option<Arc<SessionRegistry>>,
+    /// Held while a session's project layer is opened and while judges are installed,
+    /// so a session opened during a reload is in the layers that end up in force.
+    projects_lock: Mutex<()>,
 }
 
 /// The parts of the waterfall a config decides.
@@ -138,6 +144,9 @@ pub struct Judges {
     /// A hash of the effective config and every hook program's bytes: each audit line
     /// names it, so a changed rule or script shows.
     pub version: String,
+    /// The sessions whose project file adds rules (and, trusted, hooks), read under
+    /// this config.
+    pub projects: Arc<ProjectLayers>,
 }
 
 impl ToolRegistry {
@@ -151,8 +160,11 @@ impl ToolRegistry {
                 policy: Arc::new(Policy::new(&Default::default())),
                 hooks: Arc::new(HookSet::default()),
                 version: String::new(),
+                projects: Arc::new(ProjectLayers::new(&Config::default())),
             })),
             audit: None,
+            sessions: None,
+            projects_lock: Mutex::new(()),
         }
     }
 
@@ -167,7 +179,7 @@ impl ToolRegistry {
     ) -> Self {
         let mut registry = Self::new();
         if let Some(exec) = executor {
-            for tool in bash::tools(exec, sessions, audit.clone()) {
+            for tool in bash::tools(exec, sessions.clone(), audit.clone()) {
                 registry.register(tool);
             }
         }
@@ -175,6 +187,7 @@ impl ToolRegistry {
             registry.register(tool);
         }
         registry.audit = Some(audit);
+        registry.sessions = Some(sessions);
         registry.install(config, &HookSet::default());
         registry
     }
@@ -184,6 +197,12 @@ impl ToolRegistry {
     /// the others' servers are stopped by the caller with [`HookSet::stop_servers`] on
     /// what this returns.
     fn install(&self, config: &Config, old: &HookSet) -> Arc<Judges> {
+        let _opening = self.projects_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Every live session's project file is read again under the new config.
+        let projects = Arc::new(ProjectLayers::new(config));
+        for session in self.sessions.iter().flat_map(|s| s.sessions()) {
+            projects.open(&session.id, &session.cwd);
+        }
         let hooks = Arc::new(HookSet::reusing(
             &config.hooks.command,
             Some(config.exec.state_dir()),
@@ -193,13 +212,14 @@ impl ToolRegistry {
             version: policy_version(config, &hooks),
             policy: Arc::new(Policy::new(&config.permissions)),
             hooks,
+            projects,
         });
         let mut chain: Vec<Arc<dyn Hook>> = Vec::new();
         if let Some(audit) = &self.audit {
-            chain.push(Arc::new(AuditHook::new(
-                audit.clone(),
-                judges.version.clone(),
-            )));
+            chain.push(Arc::new(
+                AuditHook::new(audit.clone(), judges.version.clone())
+                    .with_projects(judges.projects.clone()),
+            ));
         }
         chain.push(Arc::new(SchemaHook::new(
             self.schemas(),
@@ -207,7 +227,8 @@ impl ToolRegistry {
         )));
         let mut policy_hook = PolicyHook::new(judges.policy.clone())
             .with_shadow(shadow_policy(config))
-            .with_session_tools(self.session_tools.clone());
+            .with_session_tools(self.session_tools.clone())
+            .with_projects(judges.projects.clone());
         if config.exec.kind == crate::config::ExecutorKind::Sandbox {
             policy_hook = policy_hook.sandboxed(config.exec.sandbox.writable.clone());
         }
@@ -215,7 +236,10 @@ impl ToolRegistry {
         for hook in judges.hooks.waterfall_hooks() {
             chain.push(hook);
         }
-        chain.push(Arc::new(PermissionGate::new(judges.hooks.clone())));
+        chain.push(Arc::new(ProjectHooks(judges.projects.clone())));
+        chain.push(Arc::new(
+            PermissionGate::new(judges.hooks.clone()).with_projects(judges.projects.clone()),
+        ));
         self.waterfall.replace(chain);
         std::mem::replace(
             &mut *self.judges.write().unwrap_or_else(|p| p.into_inner()),
@@ -245,6 +269,38 @@ impl ToolRegistry {
     /// The configured hook programs (prompt and session_start events, hook servers).
     pub fn hooks(&self) -> Arc<HookSet> {
         self.judges().hooks.clone()
+    }
+
+    /// The hooks that apply to `session`: the user's, then its trusted project's.
+    pub fn hooks_for(&self, session: &Session) -> Arc<HookSet> {
+        let judges = self.judges();
+        judges.projects.hooks_for(&session.id, &judges.hooks)
+    }
+
+    /// Reads the project file of `session`'s cwd, if any, and judges the session by it
+    /// from now on; the layer, for its warnings and mode. A reload reads it again.
+    pub fn open_project(&self, session: &Session) -> Option<Arc<SessionLayer>> {
+        let _opening = self.projects_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.judges().projects.open(&session.id, &session.cwd)
+    }
+
+    /// The session's project layer in force, if its project has a file.
+    pub fn project_of(&self, session_id: &str) -> Option<Arc<SessionLayer>> {
+        self.judges().projects.get(session_id)
+    }
+
+    /// Forgets a session's project layer (the session is gone).
+    pub fn forget_project(&self, session_id: &str) {
+        self.judges().projects.forget(session_id);
+    }
+
+    /// The policy `session`'s calls are judged by: its project's layer, else the user's.
+    pub fn policy_for(&self, session: Option<&Session>) -> Arc<Policy> {
+        let judges = self.judges();
+        session
+            .and_then(|s| judges.projects.get(&s.id))
+            .map(|l| l.policy.clone())
+            .unwrap_or_else(|| judges.policy.clone())
     }
 
     /// What each audit line names as `policyVersion`.
@@ -367,13 +423,7 @@ fn policy_version(config: &Config, hooks: &HookSet) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     hash.update(config.to_toml().unwrap_or_default());
-    for path in hooks.program_paths() {
-        hash.update(path.to_string_lossy().as_bytes());
-        // An unreadable program hashes as its name: it will fail (and deny) anyway.
-        if let Ok(bytes) = std::fs::read(&path) {
-            hash.update(&bytes);
-        }
-    }
+    hooks.hash_programs(&mut hash);
     hash.finalize()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -496,9 +496,16 @@ async fn e3_everything_dies_on_shutdown(rig: Rig) {
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
+    let outlives = usize::from(rig.kind.detached_outlive_their_command());
+    // The detached bash marks itself started before it execs its sleep, which is what
+    // with_token finds: on a busy machine the run can end in between. Wait, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while with_token(&detached).len() < outlives && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(
         with_token(&detached).len(),
-        usize::from(rig.kind.detached_outlive_their_command()),
+        outlives,
         "a setsid child outlives a normal exit, except in the sandbox"
     );
     exec.shutdown().await;

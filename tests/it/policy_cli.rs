@@ -257,3 +257,133 @@ async fn replay_judges_the_audit_again_under_a_candidate() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("audit.jsonl:2"));
 }
+
+/// A pre_tool hook program for the replay test: denies what contains `word` (a bash
+/// command), allows the rest, and appends each command it judged to `log`.
+fn word_hook(dir: &Path, name: &str, word: &str, log: &Path) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/usr/bin/env python3
+import json, sys
+call = json.load(sys.stdin)
+command = call["arguments"].get("command", "")
+with open("{log}", "a") as f:
+    f.write(command + "\n")
+if "{word}" in command:
+    print(json.dumps({{"decision": "deny", "reason": "no {word}"}}))
+else:
+    print(json.dumps({{"decision": "allow"}}))
+"#,
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// `dsh policy replay --hooks` (issue 14): the candidate's pre_tool hooks run for real on
+/// every audited call and count into the report; the config that produced the log
+/// changes nothing with them, a candidate hook that denies something else changes
+/// exactly those calls, and without `--hooks` the policy alone is compared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_with_hooks_runs_the_candidates_hook_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let live_log = dir.path().join("live.log");
+    let guard = word_hook(dir.path(), "guard.py", "push", &live_log);
+    let produced = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n[[hooks.command]]\nname = \"guard\"\nargv = [\"{}\"]\n",
+        guard.display()
+    );
+    let (_d, mut c) = common::daemon::stdio_daemon(dir.path(), &produced, &[]).await;
+    let s = c
+        .new_session(&common::daemon::workspace(dir.path(), "ws"))
+        .await;
+    assert_eq!(c.bash(&s, "echo one").await, ("one\n".into(), false));
+    let (text, is_error) = c.bash(&s, "git push origin main").await;
+    assert!(is_error && text.contains("no push"), "{text}");
+    assert_eq!(c.bash(&s, "echo two").await, ("two\n".into(), false));
+    drop(c);
+    assert_eq!(
+        std::fs::read_to_string(&live_log).unwrap().lines().count(),
+        3
+    );
+    let audit = dir.path().join("state/audit.jsonl");
+    let replay = |config: &str, extra: &[&str]| {
+        let path = dir.path().join("candidate.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new(common::daemon::BIN)
+            .args(["policy", "replay", "--json", "--audit"])
+            .arg(&audit)
+            .arg("--config")
+            .arg(&path)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+
+    // The same config, hooks included: nothing changes, and the hook ran on each call.
+    let report = replay(&produced, &["--hooks"]);
+    assert_eq!(report["changes"], serde_json::json!([]), "{report}");
+    assert_eq!(report["hooks"]["hook guard"]["allow"], 2, "{report}");
+    assert_eq!(report["hooks"]["hook guard"]["deny"], 1, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(&live_log).unwrap().lines().count(),
+        6
+    );
+
+    // A candidate whose hook denies `echo` instead: exactly those calls change, both ways.
+    let candidate_log = dir.path().join("candidate.log");
+    let echo_guard = word_hook(dir.path(), "echo_guard.py", "echo", &candidate_log);
+    let candidate = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n[[hooks.command]]\nname = \"echo-guard\"\nargv = [\"{}\"]\n",
+        echo_guard.display()
+    );
+    let report = replay(&candidate, &["--hooks"]);
+    let changes: Vec<(String, String, String)> = report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["call"].as_str().unwrap().into(),
+                c["from"].as_str().unwrap().into(),
+                c["to"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("echo one".into(), "allow".into(), "deny".into()),
+            ("git push origin main".into(), "deny".into(), "allow".into()),
+            ("echo two".into(), "allow".into(), "deny".into()),
+        ]
+    );
+    assert_eq!(report["hooks"]["hook echo-guard"]["deny"], 2, "{report}");
+    assert_eq!(
+        std::fs::read_to_string(&candidate_log).unwrap(),
+        "echo one\ngit push origin main\necho two\n"
+    );
+    // Without --hooks, only the policies are compared (both allow everything here), and
+    // no hook runs.
+    let report = replay(&candidate, &[]);
+    assert_eq!(report["changes"], serde_json::json!([]), "{report}");
+    assert!(report.get("hooks").is_none(), "{report}");
+    assert_eq!(
+        std::fs::read_to_string(&candidate_log)
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}

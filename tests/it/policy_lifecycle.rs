@@ -22,7 +22,8 @@ fn rewrite(config: &Path, extra: &str) {
     .unwrap();
 }
 
-fn reload(daemon: &SocketDaemon) -> std::process::Output {
+/// `dsh reload` against `daemon`'s socket.
+pub(crate) fn reload(daemon: &SocketDaemon) -> std::process::Output {
     std::process::Command::new(BIN)
         .args(["reload", "--socket"])
         .arg(&daemon.socket)

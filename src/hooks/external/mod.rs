@@ -421,6 +421,18 @@ impl HookSet {
         }
     }
 
+    /// `first`'s hooks, then `then`'s: a session's set when its project adds hooks.
+    pub fn joined(first: &HookSet, then: &HookSet) -> Self {
+        Self {
+            hooks: first.hooks.iter().chain(&then.hooks).cloned().collect(),
+        }
+    }
+
+    /// Whether it holds no hook at all.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
     /// Stops the servers of the hooks `now` does not keep (after a reload).
     pub async fn stop_servers_not_in(&self, now: &HookSet) {
         for hook in &self.hooks {
@@ -558,6 +570,19 @@ impl HookSet {
             .filter_map(|h| h.config.argv.first())
             .map(|p| resolve_program(p))
             .collect()
+    }
+
+    /// Feeds every program's path and bytes to `hash`: a policy version that names these
+    /// hooks changes when a script does.
+    pub fn hash_programs(&self, hash: &mut sha2::Sha256) {
+        use sha2::Digest;
+        for path in self.program_paths() {
+            hash.update(path.to_string_lossy().as_bytes());
+            // An unreadable program hashes as its name: it will fail (and deny) anyway.
+            if let Ok(bytes) = std::fs::read(&path) {
+                hash.update(&bytes);
+            }
+        }
     }
 }
 

@@ -1,0 +1,144 @@
+//! Per-session judges from project files (`src/project.rs`): a session whose cwd is in a
+//! project with a `.dsh/config.toml` is judged by the user's rules plus the project's
+//! (what of them applies), and a trusted project's hooks run for its calls only.
+//!
+//! One [`ProjectLayers`] belongs to each set of judges the registry installs, so a reload
+//! builds new layers (the project files read again) beside the new policy, and a call
+//! judged by one chain sees the layers of that same chain. Sessions without a project file
+//! have no layer: the policy hook and the link below then cost one atomic load.
+
+use super::external::HookSet;
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use crate::config::{Config, Mode};
+use crate::policy::Policy;
+use crate::project::Project;
+use dashmap::DashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What one session's project adds.
+pub struct SessionLayer {
+    /// The project file as it applies (its warnings, its mode, its digest).
+    pub project: Project,
+    /// The user's rules and the project's, as one judge.
+    pub policy: Arc<Policy>,
+    /// The project's own hooks (a trusted project's; empty otherwise).
+    pub hooks: Arc<HookSet>,
+    /// Its pre_tool and post_tool hooks, as waterfall links.
+    links: Vec<Arc<dyn Hook>>,
+    /// A hash of the project file, whether it is trusted and its hook programs' bytes: the
+    /// second half of the policy version its session's audit lines name.
+    pub version: String,
+}
+
+impl SessionLayer {
+    /// Builds the layer of `project` (read against the user's `config`); session logs
+    /// are under `state_dir`, for the hooks.
+    fn new(project: Project, state_dir: &Path) -> Self {
+        let hooks = Arc::new(HookSet::new(&project.hooks, Some(state_dir.to_path_buf())));
+        let links = hooks
+            .waterfall_hooks()
+            .map(|h| h as Arc<dyn Hook>)
+            .collect();
+        let version = {
+            use sha2::{Digest, Sha256};
+            let mut hash = Sha256::new();
+            hash.update(project.digest.as_bytes());
+            hash.update([u8::from(project.trusted)]);
+            hooks.hash_programs(&mut hash);
+            hash.finalize()[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        Self {
+            policy: Arc::new(Policy::new(&project.permissions)),
+            hooks,
+            links,
+            version,
+            project,
+        }
+    }
+}
+
+/// The layers of the live sessions that have a project file, under one user config.
+pub struct ProjectLayers {
+    user: Config,
+    sessions: DashMap<String, Arc<SessionLayer>>,
+    /// Whether any session has a layer: the fast path skips the map when none has.
+    any: AtomicBool,
+}
+
+impl ProjectLayers {
+    /// No layers yet, for sessions judged under `user` (the user's own config).
+    pub fn new(user: &Config) -> Self {
+        Self {
+            user: user.clone(),
+            sessions: DashMap::new(),
+            any: AtomicBool::new(false),
+        }
+    }
+
+    /// Reads the project file of a session working in `cwd`, if there is one, and keeps
+    /// its layer for the session (replacing any it had). `None`: no project file.
+    pub fn open(&self, session_id: &str, cwd: &Path) -> Option<Arc<SessionLayer>> {
+        let Some(file) = crate::project::find_for(cwd) else {
+            self.forget(session_id);
+            return None;
+        };
+        let project = crate::project::load(&file, &self.user);
+        for warning in &project.warnings {
+            tracing::warn!(session = session_id, "{warning}");
+        }
+        let layer = Arc::new(SessionLayer::new(project, &self.user.exec.state_dir()));
+        self.sessions.insert(session_id.to_string(), layer.clone());
+        self.any.store(true, Ordering::Release);
+        Some(layer)
+    }
+
+    /// The session's layer, if its project has a file.
+    pub fn get(&self, session_id: &str) -> Option<Arc<SessionLayer>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.sessions.get(session_id).map(|l| l.clone())
+    }
+
+    /// Drops a session's layer (the session is gone).
+    pub fn forget(&self, session_id: &str) {
+        self.sessions.remove(session_id);
+    }
+
+    /// The session's hooks: the user's, then its project's.
+    pub fn hooks_for(&self, session_id: &str, user: &Arc<HookSet>) -> Arc<HookSet> {
+        match self.get(session_id) {
+            Some(layer) if !layer.hooks.is_empty() => Arc::new(HookSet::joined(user, &layer.hooks)),
+            _ => user.clone(),
+        }
+    }
+
+    /// The mode a new session there starts in, when its project sets one that applies.
+    pub fn default_mode(&self, session_id: &str) -> Option<Mode> {
+        self.get(session_id)?.project.default_mode
+    }
+}
+
+/// The waterfall link that runs a session's project hooks, after the user's hooks and
+/// before the permission gate (so a project hook's ask is put to the person like any).
+pub struct ProjectHooks(pub Arc<ProjectLayers>);
+
+#[async_trait::async_trait]
+impl Hook for ProjectHooks {
+    fn name(&self) -> &str {
+        "project hooks"
+    }
+
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        let layer = call.session.as_ref().and_then(|s| self.0.get(&s.id));
+        match layer {
+            Some(layer) if !layer.links.is_empty() => next.through(&layer.links, call).await,
+            _ => next.run(call).await,
+        }
+    }
+}

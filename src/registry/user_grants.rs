@@ -1,0 +1,201 @@
+//! "Always" answers kept for the user, not one session (`[permissions] remember =
+//! "user"`): `grants.json` in the state directory, applied to every session of this user
+//! and read again when the daemon starts.
+//!
+//! The file is written whole on each change (a temporary file in the same directory,
+//! 0600, then renamed over the old one), so a crash leaves the old list or the new one,
+//! never half of either. The daemon is its one writer while it runs; `dsh policy grants
+//! --revoke` goes through the daemon when one answers and writes the file itself only
+//! when none does.
+
+use crate::policy::Grant;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The file's name in the state directory.
+pub const FILE: &str = "grants.json";
+
+/// What the file holds: command prefixes, word by word.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Lists {
+    allowed: Vec<Vec<String>>,
+    rejected: Vec<Vec<String>>,
+}
+
+/// The user's grants and rejections, shared by every session.
+pub struct UserGrants {
+    /// `None`: kept in memory only (a registry without a state directory).
+    path: Option<PathBuf>,
+    /// `remember = "user"`: new "always" answers are added here too.
+    remember: AtomicBool,
+    lists: Mutex<Lists>,
+}
+
+impl Default for UserGrants {
+    fn default() -> Self {
+        Self {
+            path: None,
+            remember: AtomicBool::new(false),
+            lists: Mutex::new(Lists::default()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl UserGrants {
+    /// The grants kept in `state_dir`'s file (none yet when it does not exist). A file
+    /// that cannot be read is an error: silently dropping the user's rejections would
+    /// let through what they refused.
+    pub fn open(state_dir: &Path) -> Result<Self, String> {
+        let path = state_dir.join(FILE);
+        let lists = match crate::fsutil::open_regular(&path, false) {
+            Ok(file) => serde_json::from_reader(std::io::BufReader::new(file))
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lists::default(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        Ok(Self {
+            path: Some(path),
+            remember: AtomicBool::new(false),
+            lists: Mutex::new(lists),
+        })
+    }
+
+    /// Sets whether new "always" answers are kept for the user (`remember = "user"`).
+    pub fn set_remember(&self, user: bool) {
+        self.remember.store(user, Ordering::SeqCst);
+    }
+
+    /// The prefixes allowed for every session.
+    pub fn allowed(&self) -> Vec<Grant> {
+        lock(&self.lists)
+            .allowed
+            .iter()
+            .cloned()
+            .map(Grant)
+            .collect()
+    }
+
+    /// The prefixes rejected for every session.
+    pub fn rejected(&self) -> Vec<Grant> {
+        lock(&self.lists)
+            .rejected
+            .iter()
+            .cloned()
+            .map(Grant)
+            .collect()
+    }
+
+    /// Keeps an "always" answer for the user, when `remember = "user"` (else nothing).
+    /// A failed write is logged: the session still holds the answer.
+    pub fn remember(&self, prefixes: &[Grant], allow: bool) {
+        if !self.remember.load(Ordering::SeqCst) || prefixes.is_empty() {
+            return;
+        }
+        let mut lists = lock(&self.lists);
+        let list = if allow {
+            &mut lists.allowed
+        } else {
+            &mut lists.rejected
+        };
+        for p in prefixes {
+            if !list.contains(&p.0) {
+                list.push(p.0.clone());
+            }
+        }
+        if let Err(e) = self.save(&lists) {
+            tracing::error!("cannot write the user's grants: {e}");
+        }
+    }
+
+    /// Forgets the grant or rejection of `prefix`; whether there was one.
+    pub fn revoke(&self, prefix: &Grant) -> Result<bool, String> {
+        let mut lists = lock(&self.lists);
+        let before = lists.allowed.len() + lists.rejected.len();
+        lists.allowed.retain(|g| *g != prefix.0);
+        lists.rejected.retain(|g| *g != prefix.0);
+        if lists.allowed.len() + lists.rejected.len() == before {
+            return Ok(false);
+        }
+        self.save(&lists)
+            .map_err(|e| format!("cannot write the user's grants: {e}"))?;
+        Ok(true)
+    }
+
+    /// Writes `lists` over the file at once: a temporary file (0600) renamed over it.
+    fn save(&self, lists: &Lists) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = crate::fsutil::private_file()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let written = serde_json::to_vec_pretty(lists)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| file.write_all(&bytes))
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn grant(words: &str) -> Grant {
+        Grant(words.split_whitespace().map(str::to_string).collect())
+    }
+
+    #[test]
+    fn kept_only_when_remembering_for_the_user_and_read_back_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let grants = UserGrants::open(dir.path()).unwrap();
+        grants.remember(&[grant("git push")], true);
+        assert!(
+            grants.allowed().is_empty(),
+            "remember = session keeps nothing"
+        );
+        assert!(!dir.path().join(FILE).exists());
+        grants.set_remember(true);
+        grants.remember(&[grant("git push"), grant("make")], true);
+        grants.remember(&[grant("git push")], true);
+        grants.remember(&[grant("rm")], false);
+        let mode = std::fs::metadata(dir.path().join(FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = UserGrants::open(dir.path()).unwrap();
+        assert_eq!(again.allowed(), [grant("git push"), grant("make")]);
+        assert_eq!(again.rejected(), [grant("rm")]);
+        assert_eq!(again.revoke(&grant("git push")), Ok(true));
+        assert_eq!(again.revoke(&grant("git push")), Ok(false));
+        let third = UserGrants::open(dir.path()).unwrap();
+        assert_eq!(third.allowed(), [grant("make")]);
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(FILE), "{not json").unwrap();
+        let err = UserGrants::open(dir.path()).err().unwrap();
+        assert!(err.contains("grants.json"), "{err}");
+    }
+}
