@@ -99,14 +99,10 @@ impl SessionServers {
                 ));
                 continue;
             }
-            starts.push(start_server(exec, spec, place));
+            starts.push(async move { (spec, start_server(exec, spec, place).await) });
         }
         let mut servers = SessionServers::default();
-        for (result, spec) in futures::future::join_all(starts)
-            .await
-            .into_iter()
-            .zip(specs)
-        {
+        for (spec, result) in futures::future::join_all(starts).await {
             match result {
                 Ok((server, tools)) => {
                     watch_for_death(&server, report.clone());
@@ -125,11 +121,6 @@ impl SessionServers {
     /// The tools of every server that is running (a dead server's are withdrawn).
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         self.tools.clone()
-    }
-
-    /// The names of the servers that started.
-    pub fn names(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.name.clone()).collect()
     }
 
     /// Ends every server and whatever it started; returns once they are gone.

@@ -225,8 +225,18 @@ async fn a_server_that_fails_or_dies_is_reported_and_its_tools_withdrawn() {
     let s = new_session_with(
         &mut c,
         &ws,
-        json!([fixture("fx", &[]), fixture("broken", &["--fail"])]),
+        json!([
+            fixture("fx", &[]),
+            fixture("fx", &[]),
+            fixture("broken", &["--fail"])
+        ]),
     )
+    .await;
+    c.wait_update(|u| {
+        u["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("another server of this session has the same name"))
+    })
     .await;
     let failed = c
         .wait_update(|u| {
