@@ -73,7 +73,11 @@ pub(crate) async fn m1(env: &Env) -> Res<Outcome> {
         call_direct().await?;
     }
     let (mut via, mut base) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    // A call that runs nothing (B1's), to split what dsh adds into protocol + waterfall
+    // and the leg to the server.
+    let mut floor = Vec::with_capacity(n);
     for i in 0..n {
+        floor.push(timed(client.no_process_call(&session)).await?.0);
         if i % 2 == 0 {
             via.push(timed(through_dsh(&mut client, &session, &args)).await?.0);
             base.push(timed(call_direct()).await?.0);
@@ -85,7 +89,7 @@ pub(crate) async fn m1(env: &Env) -> Res<Outcome> {
     drop(client);
     daemon.stop().await?;
     let _ = direct.cancel().await;
-    let (d, b) = (Stats::of(&via), Stats::of(&base));
+    let (d, b, f) = (Stats::of(&via), Stats::of(&base), Stats::of(&floor));
     Ok(Outcome {
         rows: vec![Row {
             id: "M1",
@@ -100,8 +104,14 @@ pub(crate) async fn m1(env: &Env) -> Res<Outcome> {
         notes: vec![
             d.line("M1 through dsh (session, waterfall)"),
             b.line("M1 direct (rmcp client, same server)"),
+            f.line("M1 no-process call (protocol + waterfall)"),
+            format!(
+                "M1 dsh adds {:.3} ms a call; a call that reaches no server costs {:.3} ms",
+                d.p50 - b.p50,
+                f.p50
+            ),
         ],
-        details: json!({"dsh": d.json(), "direct": b.json()}),
+        details: json!({"dsh": d.json(), "direct": b.json(), "no_process_call": f.json()}),
     })
 }
 

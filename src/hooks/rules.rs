@@ -8,6 +8,13 @@ use crate::policy::{Cause, Judgement, Place, Policy};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// What a session's own tools (its MCP servers') say of themselves; the registry's
+/// `SessionTools` answers. A trait so the hooks need not know the tools.
+pub trait ToolHints: Send + Sync {
+    /// `session`'s tool `tool` says it only reads (an MCP tool's `readOnlyHint`).
+    fn read_only_hint(&self, session: &str, tool: &str) -> bool;
+}
+
 /// Vetoes what the policy denies and marks what it wants asked.
 pub struct PolicyHook {
     policy: Arc<Policy>,
@@ -19,7 +26,7 @@ pub struct PolicyHook {
     /// writable`): with a session's own roots, where file tools may write at all.
     sandbox_writable: Option<Vec<PathBuf>>,
     /// The sessions' own tools (MCP servers'), for what they say of themselves.
-    session_tools: Option<Arc<crate::tools::SessionTools>>,
+    session_tools: Option<Arc<dyn ToolHints>>,
     /// Sessions whose project file adds rules are judged by their layer's policy.
     projects: Option<Arc<ProjectLayers>>,
 }
@@ -38,7 +45,7 @@ impl PolicyHook {
 
     /// Looks up a session's own tools for their `readOnlyHint` (read-only mode may allow
     /// such a tool when a rule does).
-    pub fn with_session_tools(mut self, tools: Arc<crate::tools::SessionTools>) -> Self {
+    pub fn with_session_tools(mut self, tools: Arc<dyn ToolHints>) -> Self {
         self.session_tools = Some(tools);
         self
     }
@@ -99,7 +106,7 @@ impl Hook for PolicyHook {
         // roots as they really are: a link in the cwd pointing out is judged out.
         let (arguments, cwd, roots, sandbox_roots) = match file_path {
             Some(raw) => {
-                let real = |p: &std::path::Path| crate::tools::files::real_path(p);
+                let real = |p: &std::path::Path| crate::policy::real_path(p);
                 let cwd = real(&cwd);
                 let path = real(&crate::policy::resolve_path(&cwd, raw));
                 let roots: Vec<PathBuf> = roots.iter().map(|r| real(r)).collect();
@@ -115,9 +122,7 @@ impl Hook for PolicyHook {
             None => (call.arguments.clone(), cwd, roots, sandbox_roots),
         };
         let read_only_tool = match (&self.session_tools, &call.session) {
-            (Some(tools), Some(session)) => tools
-                .get(&session.id, &call.tool)
-                .is_some_and(|t| t.read_only_hint()),
+            (Some(tools), Some(session)) => tools.read_only_hint(&session.id, &call.tool),
             _ => false,
         };
         let place = Place {

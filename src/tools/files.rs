@@ -71,28 +71,6 @@ pub fn resolve(cwd: &Path, path: &str) -> PathBuf {
     crate::policy::resolve_path(cwd, path)
 }
 
-/// Where `path` (absolute, cleaned) really is: its deepest existing ancestor with every
-/// symbolic link followed, and the rest as written. The policy judges this, so a link
-/// inside the cwd that points elsewhere is judged by where it points (F1).
-pub fn real_path(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut base = path.to_path_buf();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&base) {
-            let mut out = real;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                base = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
 /// The call's `path` argument, resolved against its session's cwd (absolute paths only
 /// without a session).
 fn call_path(call: &ToolExecution) -> Result<PathBuf, String> {
@@ -655,9 +633,15 @@ mod tests {
         let real = dir.path().canonicalize().unwrap();
         std::fs::create_dir(real.join("out")).unwrap();
         std::os::unix::fs::symlink(real.join("out"), real.join("in")).unwrap();
-        assert_eq!(real_path(&real.join("in/new/f")), real.join("out/new/f"));
-        assert_eq!(real_path(&real.join("plain")), real.join("plain"));
-        assert_eq!(real_path(Path::new("/")), PathBuf::from("/"));
+        assert_eq!(
+            crate::policy::real_path(&real.join("in/new/f")),
+            real.join("out/new/f")
+        );
+        assert_eq!(
+            crate::policy::real_path(&real.join("plain")),
+            real.join("plain")
+        );
+        assert_eq!(crate::policy::real_path(Path::new("/")), PathBuf::from("/"));
     }
 
     #[tokio::test]

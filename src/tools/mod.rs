@@ -116,6 +116,12 @@ impl SessionTools {
     }
 }
 
+impl crate::hooks::rules::ToolHints for SessionTools {
+    fn read_only_hint(&self, session: &str, tool: &str) -> bool {
+        self.get(session, tool).is_some_and(|t| t.read_only_hint())
+    }
+}
+
 /// The tools in registration order, and the waterfall every call goes through.
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
