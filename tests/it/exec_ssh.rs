@@ -531,3 +531,109 @@ async fn a_watched_run_shows_its_output_on_both_paths() {
         exec.shutdown().await;
     }
 }
+
+/// A server (`start_service`) on either path runs remotely over a channel of the
+/// master connection: in the mapped workdir, with the E4 filter applied there, spoken
+/// to over its stdin and stdout; it and everything it started (every escape pattern)
+/// end when its handle stops or is dropped, on `kill_scope` of its scope and on
+/// shutdown (the "remote" is this machine: the process table shows it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_runs_remotely_over_the_channel_and_ends_with_everything_it_started() {
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        server_runs_remotely(helper).await;
+    }
+}
+
+/// Waits (bounded, so a server nothing ends fails the test instead of hanging it)
+/// until a server has ended.
+async fn ended_within(ended: &CancellationToken, end: &str) {
+    let limit = std::time::Duration::from_secs(30);
+    if tokio::time::timeout(limit, ended.cancelled())
+        .await
+        .is_err()
+    {
+        panic!("{end}: the server did not end");
+    }
+}
+
+async fn server_runs_remotely(helper: HelperMode) {
+    use dsh::exec::ServiceProcess;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let state = tempfile::tempdir().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let mut cfg = config(state.path(), &sshd);
+    cfg.ssh.path_map = vec![PathMapping {
+        local: "/home/someone/project".into(),
+        remote: remote.path().to_path_buf(),
+    }];
+    cfg.ssh.helper = helper;
+    let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
+    if helper == HelperMode::Required {
+        // Commands take the helper: the server must run beside it.
+        let out = exec
+            .run(
+                exec.resolve(req("true", Path::new("/home/someone/project"))),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(exec.kind(), "ssh+helper");
+    }
+    for end in ["stop", "drop", "kill_scope", "shutdown"] {
+        let token = token();
+        let pidfile = state.path().join(format!("pids-{end}"));
+        let ready = Fifo::new(state.path(), &format!("ready-{end}"));
+        let server = escape_script(
+            &pidfile,
+            &ready,
+            &token,
+            r#"echo "server $$"; while read -r l; do echo "got $l in $PWD [$GH_TOKEN$MY_API_KEY] $KEEP_ME"; done"#,
+        );
+        let scope = format!("session-{end}");
+        let spec = exec.resolve(ExecRequest {
+            command: server,
+            workdir: Some("/home/someone/project".into()),
+            scope: Some(scope.clone()),
+            ..ExecRequest::default()
+        });
+        let ServiceProcess {
+            mut stdin,
+            stdout,
+            stderr,
+            handle,
+        } = exec.start_service(spec).await.unwrap();
+        ready.wait().await;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = lines.next_line().await.unwrap().unwrap();
+        let pid: i32 = first.strip_prefix("server ").unwrap().parse().unwrap();
+        stdin.write_all(b"hi\n").await.unwrap();
+        assert_eq!(
+            lines.next_line().await.unwrap().unwrap(),
+            format!("got hi in {} [] yes", remote.path().display()),
+            "the mapped workdir, E4 on the far side (the server's own session variables)"
+        );
+        let ended = handle.ended().clone();
+        match end {
+            "stop" => handle.stop().await,
+            "drop" => {
+                drop((stdin, lines, stderr, handle));
+                ended_within(&ended, end).await;
+            }
+            "kill_scope" => {
+                exec.kill_scope(&scope).await;
+                ended_within(&ended, end).await;
+            }
+            _ => {
+                exec.shutdown().await;
+                assert!(
+                    ended.is_cancelled(),
+                    "shutdown returned before the server ended"
+                );
+            }
+        }
+        assert!(!alive(pid), "{end}: the server survived");
+        assert_all_dead(&pidfile, &token, end);
+    }
+}
