@@ -637,3 +637,45 @@ async fn server_runs_remotely(helper: HelperMode) {
         assert_all_dead(&pidfile, &token, end);
     }
 }
+
+/// A server whose connection drops ends here at once (its pipes close); what it
+/// started over there is ended once the next call has reconnected, as a lost
+/// command's is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_lost_with_its_connection_is_ended_remotely_on_reconnect() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let exec = SshExecutor::new(&config(state.path(), &sshd)).unwrap();
+    let token = token();
+    let pidfile = state.path().join("pids");
+    let ready = Fifo::new(state.path(), "ready");
+    // It ignores the end of its stdin, as a wedged server would.
+    let server = escape_script(&pidfile, &ready, &token, "exec sleep 1000.$RANDOM");
+    let service = exec
+        .start_service(exec.resolve(ExecRequest {
+            command: server,
+            workdir: Some(state.path().to_path_buf()),
+            scope: Some("s".into()),
+            ..ExecRequest::default()
+        }))
+        .await
+        .unwrap();
+    ready.wait().await;
+    let master = master_pid(state.path()).expect("the master connection");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    ended_within(service.handle.ended(), "the lost connection").await;
+    let out = exec
+        .run(
+            exec.resolve(req("echo back", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "back\n");
+    assert_all_dead(&pidfile, &token, "after the reconnect");
+    exec.shutdown().await;
+}
