@@ -828,7 +828,13 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             async move {
                 let sid = child.id();
                 tokio::select! {
-                    _ = child.wait() => inner.launcher.after_exit(&mark, sid, inner.grace).await,
+                    status = child.wait() => {
+                        // A server lost with its connection (ssh) is gone from here but
+                        // maybe not over there: the launcher ends it once it can.
+                        let code = status.ok().and_then(|s| s.code());
+                        let _ = inner.launcher.lost(code, &mark).await;
+                        inner.launcher.after_exit(&mark, sid, inner.grace).await;
+                    }
                     () = stop.cancelled() => {
                         inner.launcher.stop(&mark, Some(sid), inner.grace).await;
                         let _ = child.wait().await;

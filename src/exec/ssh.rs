@@ -5,8 +5,9 @@
 //! process: its stdout and stderr are the command's, collected here with the same
 //! bounds and spill files) running a small bash wrapper on the remote side
 //! ([`RUN_SCRIPT`]) that applies the local rules there: the workdir, the E4
-//! environment filter, the marker, its own session, stdin from /dev/null, and the
-//! end of what is left in its session after it exits. Stopping a command runs
+//! environment filter, the marker, its own session, stdin from /dev/null (or, for a
+//! server spoken to over stdio, the channel's), and the end of what is left in its
+//! session after it exits. Stopping a command runs
 //! [`KILL_SCRIPT`] remotely (SIGTERM, grace, SIGKILL by marker and session), then
 //! ends the local `ssh` process.
 //!
@@ -35,16 +36,23 @@ use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 /// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
-/// in milliseconds, `$5` the command. Exits with the command's status (128+n for a
-/// signal death, as bash reports it).
+/// in milliseconds, `$5` the command, `$6` its stdin: `null`, or `pipe` for a server
+/// spoken to over the ssh channel ([`Launcher::service_command`]). Exits with the
+/// command's status (128+n for a signal death, as bash reports it).
 const RUN_SCRIPT: &str = r#"
-dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5
+dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5 stdin=$6
 cd -- "$dir" || exit 1
 for v in $(compgen -e); do
   case "${v^^}" in *KEY*|*SECRET*|*TOKEN*|DSH_*MARK) unset "$v" 2>/dev/null ;; esac
 done
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0 DSH_REMOTE_MARK="$mark"
-setsid bash -c "$cmd" </dev/null &
+# A job started with & reads /dev/null unless its stdin is redirected: a server's
+# is the channel's own (0<&0).
+if [ "$stdin" = pipe ]; then
+  setsid bash -c "$cmd" 0<&0 &
+else
+  setsid bash -c "$cmd" </dev/null &
+fi
 sid=$!
 wait "$sid"
 status=$?
@@ -307,6 +315,25 @@ impl SshLauncher {
         cmd
     }
 
+    /// The ssh command running `spec` through [`RUN_SCRIPT`]; with `stdin`, the
+    /// local stdin reaches the command (a server), else it reads /dev/null.
+    fn run_wrapper(&self, spec: &ExecSpec, mark: &str, stdin: bool) -> Command {
+        let workdir = self.remote_path(&spec.workdir);
+        let (drain, grace) = (
+            self.drain_ms.to_string(),
+            self.grace.as_millis().to_string(),
+        );
+        let args = [
+            &*workdir.to_string_lossy(),
+            mark,
+            &drain,
+            &grace,
+            &spec.command,
+            if stdin { "pipe" } else { "null" },
+        ];
+        self.remote_command(RUN_SCRIPT, &args, stdin)
+    }
+
     /// Makes sure the master connection is up, (re)connecting if it is not, then
     /// ends what a dropped connection left running.
     pub(crate) async fn ensure_master(&self) -> Result<(), ExecError> {
@@ -504,30 +531,14 @@ impl Launcher for SshLauncher {
     }
 
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
-        let workdir = self.remote_path(&spec.workdir);
-        let (drain, grace) = (
-            self.drain_ms.to_string(),
-            self.grace.as_millis().to_string(),
-        );
-        let cmd = self.remote_bash(
-            RUN_SCRIPT,
-            &[
-                &workdir.to_string_lossy(),
-                mark,
-                &drain,
-                &grace,
-                &spec.command,
-            ],
-        );
-        Ok(cmd)
+        Ok(self.run_wrapper(spec, mark, false))
     }
 
-    /// The wrapper runs the command with stdin from /dev/null (and detaches it to
-    /// supervise it), so a server could not be spoken to through it.
-    fn service_command(&self, _spec: &ExecSpec, _mark: &str) -> Result<Command, ExecError> {
-        Err(ExecError::Remote(
-            "MCP servers cannot run through the ssh executor yet".into(),
-        ))
+    /// The same wrapper, with the local stdin passed through the channel to the
+    /// server: it runs where a command would (the mapped workdir, E4, the marker,
+    /// its own session) and is ended the same ways.
+    fn service_command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
+        Ok(self.run_wrapper(spec, mark, true))
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {

@@ -7,8 +7,8 @@ use super::process::Launcher;
 use super::remote::{ConnectError, HelperClient, InstallReport};
 use super::ssh::{SshLauncher, WrapperExecutor, wrapper};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome, TaskInfo,
-    TaskRead,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome,
+    ServiceProcess, TaskInfo, TaskRead,
 };
 use crate::config::{ExecConfig, HelperMode};
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ pub struct SshExecutor {
     helper: HelperClient,
     choice: tokio::sync::OnceCell<Backend>,
     shutting_down: AtomicBool,
+    /// Whether a server was ever started. Servers run on the wrapper path whichever
+    /// path commands take (they need only the master connection), so then
+    /// `kill_scope` and `shutdown` must reach the wrapper executor too.
+    services: AtomicBool,
     completions_tx: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
     completions_rx: Mutex<Option<mpsc::UnboundedReceiver<TaskInfo>>>,
     /// Forwards the wrapper's completions into ours once the wrapper is chosen.
@@ -63,6 +67,7 @@ impl SshExecutor {
             helper,
             choice: tokio::sync::OnceCell::new(),
             shutting_down: AtomicBool::new(false),
+            services: AtomicBool::new(false),
             completions_tx: Mutex::new(Some(tx)),
             completions_rx: Mutex::new(Some(rx)),
             forwarder: Mutex::new(None),
@@ -207,10 +212,12 @@ impl BashExecutor for SshExecutor {
     }
 
     async fn kill_scope(&self, scope: &str) {
-        match self.choice.get() {
-            Some(Backend::Helper) => self.helper.kill_scope(scope).await,
-            Some(Backend::Wrapper) => self.wrapper.kill_scope(scope).await,
-            None => {}
+        let choice = self.choice.get().copied();
+        if choice == Some(Backend::Helper) {
+            self.helper.kill_scope(scope).await;
+        }
+        if choice == Some(Backend::Wrapper) || self.services.load(Ordering::SeqCst) {
+            self.wrapper.kill_scope(scope).await;
         }
     }
 
@@ -221,13 +228,27 @@ impl BashExecutor for SshExecutor {
             .take()
     }
 
+    /// A server runs through the wrapper path's launcher on either path: the helper
+    /// speaks JSON-RPC on its own stdin, and a server needs a channel of its own,
+    /// which the master connection gives it (RUN_SCRIPT with stdin passed through).
+    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
+        // Booked before the check, as shutdown sets its flag before it reads this
+        // one: a server either is refused or is ended by shutdown.
+        self.services.store(true, Ordering::SeqCst);
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown);
+        }
+        self.wrapper.start_service(spec).await
+    }
+
     async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
-        if self.choice.get() == Some(&Backend::Wrapper) {
+        // Ends the helper when there is one, and its share of the stream; first,
+        // because the wrapper's shutdown closes the master connection it rides.
+        self.helper.shutdown().await;
+        if self.choice.get() == Some(&Backend::Wrapper) || self.services.load(Ordering::SeqCst) {
             self.wrapper.shutdown().await;
         }
-        // Ends the helper when there is one, and its share of the stream.
-        self.helper.shutdown().await;
         Launcher::close(&self.ssh).await;
         let forwarder = self
             .forwarder

@@ -192,6 +192,28 @@ impl Sshd {
     }
 }
 
+impl Sshd {
+    /// The `[exec.ssh]` table of a daemon's config file reaching this server (after
+    /// `[exec] kind = "ssh"`): the wrapper path with `HelperMode::Off`, else the
+    /// helper cached in `shared_helper_dir()`.
+    pub fn config_toml(&self, helper: HelperMode) -> String {
+        let c = self.config();
+        format!(
+            "[exec.ssh]\nhost = \"127.0.0.1\"\nport = {}\nidentity_file = \"{}\"\n\
+             known_hosts_file = \"{}\"\nhelper = \"{}\"\nhelper_dir = \"{}\"\n",
+            c.port,
+            self.dir().join("client_key").display(),
+            self.dir().join("known_hosts").display(),
+            match helper {
+                HelperMode::Off => "off",
+                HelperMode::Auto => "auto",
+                HelperMode::Required => "required",
+            },
+            shared_helper_dir(),
+        )
+    }
+}
+
 impl Drop for Sshd {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -11,6 +11,7 @@ use crate::common;
 use common::client::Client;
 use common::daemon::SocketDaemon;
 use common::sshd::Sshd;
+use dsh::config::HelperMode;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -24,20 +25,11 @@ fn exec_section(kind: &str, sshd: Option<&Sshd>) -> String {
          [permissions]\ndefault_mode = \"auto\"\n"
     );
     if let Some(sshd) = sshd {
-        let c = sshd.config();
-        text.push_str(&format!(
-            "[exec.ssh]\nhost = \"127.0.0.1\"\nport = {}\nidentity_file = \"{}\"\n\
-             known_hosts_file = \"{}\"\nhelper = \"{}\"\nhelper_dir = \"{}\"\n",
-            c.port,
-            c.identity_file.unwrap().display(),
-            c.known_hosts_file.unwrap().display(),
-            if kind == "ssh-helper" {
-                "required"
-            } else {
-                "off"
-            },
-            common::sshd::shared_helper_dir(),
-        ));
+        text.push_str(&sshd.config_toml(if kind == "ssh-helper" {
+            HelperMode::Required
+        } else {
+            HelperMode::Off
+        }));
     }
     text
 }

@@ -531,3 +531,151 @@ async fn a_watched_run_shows_its_output_on_both_paths() {
         exec.shutdown().await;
     }
 }
+
+/// A server (`start_service`) on either path runs remotely over a channel of the
+/// master connection: in the mapped workdir, with the E4 filter applied there, spoken
+/// to over its stdin and stdout; it and everything it started (every escape pattern)
+/// end when its handle stops or is dropped, on `kill_scope` of its scope and on
+/// shutdown (the "remote" is this machine: the process table shows it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_runs_remotely_over_the_channel_and_ends_with_everything_it_started() {
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        server_runs_remotely(helper).await;
+    }
+}
+
+/// Waits (bounded, so a server nothing ends fails the test instead of hanging it)
+/// until a server has ended.
+async fn ended_within(ended: &CancellationToken, end: &str) {
+    let limit = std::time::Duration::from_secs(30);
+    if tokio::time::timeout(limit, ended.cancelled())
+        .await
+        .is_err()
+    {
+        panic!("{end}: the server did not end");
+    }
+}
+
+async fn server_runs_remotely(helper: HelperMode) {
+    use dsh::exec::ServiceProcess;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let state = tempfile::tempdir().unwrap();
+    let remote = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let mut cfg = config(state.path(), &sshd);
+    cfg.ssh.path_map = vec![PathMapping {
+        local: "/home/someone/project".into(),
+        remote: remote.path().to_path_buf(),
+    }];
+    cfg.ssh.helper = helper;
+    let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
+    if helper == HelperMode::Required {
+        // Commands take the helper: the server must run beside it.
+        let out = exec
+            .run(
+                exec.resolve(req("true", Path::new("/home/someone/project"))),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.exit_code, Some(0));
+        assert_eq!(exec.kind(), "ssh+helper");
+    }
+    for end in ["stop", "drop", "kill_scope", "shutdown"] {
+        let token = token();
+        let pidfile = state.path().join(format!("pids-{end}"));
+        let ready = Fifo::new(state.path(), &format!("ready-{end}"));
+        let server = escape_script(
+            &pidfile,
+            &ready,
+            &token,
+            r#"echo "server $$"; while read -r l; do echo "got $l in $PWD [$GH_TOKEN$MY_API_KEY] $KEEP_ME"; done"#,
+        );
+        let scope = format!("session-{end}");
+        let spec = exec.resolve(ExecRequest {
+            command: server,
+            workdir: Some("/home/someone/project".into()),
+            scope: Some(scope.clone()),
+            ..ExecRequest::default()
+        });
+        let ServiceProcess {
+            mut stdin,
+            stdout,
+            stderr,
+            handle,
+        } = exec.start_service(spec).await.unwrap();
+        ready.wait().await;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = lines.next_line().await.unwrap().unwrap();
+        let pid: i32 = first.strip_prefix("server ").unwrap().parse().unwrap();
+        stdin.write_all(b"hi\n").await.unwrap();
+        assert_eq!(
+            lines.next_line().await.unwrap().unwrap(),
+            format!("got hi in {} [] yes", remote.path().display()),
+            "the mapped workdir, E4 on the far side (the server's own session variables)"
+        );
+        let ended = handle.ended().clone();
+        match end {
+            "stop" => handle.stop().await,
+            "drop" => {
+                drop((stdin, lines, stderr, handle));
+                ended_within(&ended, end).await;
+            }
+            "kill_scope" => {
+                exec.kill_scope(&scope).await;
+                ended_within(&ended, end).await;
+            }
+            _ => {
+                exec.shutdown().await;
+                assert!(
+                    ended.is_cancelled(),
+                    "shutdown returned before the server ended"
+                );
+            }
+        }
+        assert!(!alive(pid), "{end}: the server survived");
+        assert_all_dead(&pidfile, &token, end);
+    }
+}
+
+/// A server whose connection drops ends here at once (its pipes close); what it
+/// started over there is ended once the next call has reconnected, as a lost
+/// command's is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_lost_with_its_connection_is_ended_remotely_on_reconnect() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let exec = SshExecutor::new(&config(state.path(), &sshd)).unwrap();
+    let token = token();
+    let pidfile = state.path().join("pids");
+    let ready = Fifo::new(state.path(), "ready");
+    // It ignores the end of its stdin, as a wedged server would.
+    let server = escape_script(&pidfile, &ready, &token, "exec sleep 1000.$RANDOM");
+    let service = exec
+        .start_service(exec.resolve(ExecRequest {
+            command: server,
+            workdir: Some(state.path().to_path_buf()),
+            scope: Some("s".into()),
+            ..ExecRequest::default()
+        }))
+        .await
+        .unwrap();
+    ready.wait().await;
+    let master = master_pid(state.path()).expect("the master connection");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(master),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    ended_within(service.handle.ended(), "the lost connection").await;
+    let out = exec
+        .run(
+            exec.resolve(req("echo back", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout.text, "back\n");
+    assert_all_dead(&pidfile, &token, "after the reconnect");
+    exec.shutdown().await;
+}

@@ -4,12 +4,15 @@
 //! rules by tool glob, modes, readOnlyHint), results are bounded like command output,
 //! a server that fails or dies is reported and its tools withdrawn, and the servers and
 //! everything they started end with the session's close, delete and the daemon's
-//! shutdown (seen in the process table).
+//! shutdown (seen in the process table). Under `[exec] kind = "ssh"` they run on the
+//! remote host (the loopback sshd), over the executor's connection.
 
 use crate::common;
 use common::client::Client;
 use common::daemon::{SocketDaemon, workspace};
 use common::fake_model::{FakeModel, messages, text, tool_call};
+use common::sshd::Sshd;
+use dsh::config::HelperMode;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -317,4 +320,74 @@ async fn servers_and_what_they_started_end_with_close_delete_and_shutdown() {
     daemon.stop().await;
     gone(server, "the server after shutdown").await;
     gone(child, "the server's child after shutdown").await;
+}
+
+/// Under `[exec] kind = "ssh"` (commands through the helper) a server runs on the remote
+/// host: in the session's cwd as `path_map` puts it there, with its own env and the E4
+/// filter applied over there, spoken to over the master connection; it and the child
+/// it spawns end with session/close and the daemon's shutdown. The remote host is this
+/// machine (a loopback sshd), so its process table is ours to read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let ws = workspace(dir.path(), "ws");
+    let remote = workspace(dir.path(), "remote-ws");
+    let config = format!(
+        "kind = \"ssh\"\n[permissions]\ndefault_mode = \"auto\"\n{}\
+         [[exec.ssh.path_map]]\nlocal = \"{}\"\nremote = \"{}\"\n",
+        sshd.config_toml(HelperMode::Required),
+        ws.display(),
+        remote.display()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let mut c = daemon.connect().await;
+
+    // close
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    // Commands take the helper; the server runs beside it, in the same remote cwd.
+    let (out, _) = c.bash(&s, "pwd").await;
+    assert!(out.starts_with(&format!("{}\n", remote.display())), "{out}");
+    let (who, is_error) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
+    assert!(!is_error, "{who}");
+    assert!(
+        who.starts_with(&format!("{} tok-123 ", remote.display())),
+        "{who}"
+    );
+    let server: i32 = who.rsplit(' ').next().unwrap().parse().unwrap();
+    let environ = std::fs::read(format!("/proc/{server}/environ")).unwrap();
+    let environ: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    // KEEP_ME comes from the sshd's sessions only: the server is remote. Their
+    // credentials are filtered there, and its own variable is kept.
+    for wanted in ["KEEP_ME=yes", "TERM=dumb", "FIXTURE_TOKEN=tok-123"] {
+        assert!(environ.iter().any(|v| v == wanted), "{wanted}: {environ:?}");
+    }
+    assert!(environ.iter().any(|v| v.starts_with("DSH_REMOTE_MARK=")));
+    assert!(
+        !environ
+            .iter()
+            .any(|v| v.starts_with("GH_TOKEN=") || v.starts_with("MY_API_KEY=")),
+        "{environ:?}"
+    );
+    let (child, _) = c.tool(Some(&s), "mcp__fx__spawn", json!({})).await;
+    let child: i32 = child.parse().unwrap();
+    assert!(common::alive(child));
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(server, "the remote server after session/close").await;
+    gone(child, "the remote server's child after session/close").await;
+
+    // shutdown
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let server = server_pid(&mut c, &s, "fx").await;
+    let (child, _) = c.tool(Some(&s), "mcp__fx__spawn", json!({})).await;
+    let child: i32 = child.parse().unwrap();
+    assert!(common::alive(child));
+    daemon.stop().await;
+    gone(server, "the remote server after shutdown").await;
+    gone(child, "the remote server's child after shutdown").await;
 }
