@@ -1,7 +1,8 @@
 //! A stdio MCP server for dsh's tests and benchmark, built on rmcp's server side.
 //!
 //! Tools: `echo` (annotated read-only), `add`, `slow` (sleeps), `crash` (the process
-//! exits mid-call), `spawn` (starts a long `sleep` child and answers its pid), `big`
+//! exits mid-call), `spawn` (starts a long `sleep` child and answers its pid), `detach` (the
+//! same in a session of its own, as a daemon would), `big`
 //! (a long result), `whoami` (its cwd, `FIXTURE_TOKEN` and pid) and `touch` (creates a file,
 //! so a test can prove a denied call never ran).
 //!
@@ -52,6 +53,11 @@ fn tools() -> Vec<Tool> {
         tool(
             "spawn",
             "Starts a long sleep and answers its pid",
+            object(json!({}), &[]),
+        ),
+        tool(
+            "detach",
+            "Starts a long sleep in a session of its own and answers its pid",
             object(json!({}), &[]),
         ),
         tool(
@@ -115,6 +121,14 @@ impl ServerHandler for Fixture {
             }
             "spawn" => match std::process::Command::new("sleep").arg("300").spawn() {
                 Ok(child) => text(child.id().to_string()),
+                Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into()),
+            },
+            "detach" => match std::process::Command::new("setsid")
+                .args(["-f", "sh", "-c", "echo $$; exec sleep 300 >/dev/null 2>&1"])
+                .stdout(std::process::Stdio::piped())
+                .output()
+            {
+                Ok(out) => text(String::from_utf8_lossy(&out.stdout).trim().to_string()),
                 Err(e) => Ok(CallToolResult::error(vec![ContentBlock::text(e.to_string())]).into()),
             },
             "big" => text(format!("{}END", "x".repeat(int("bytes") as usize))),

@@ -117,6 +117,11 @@ impl AcpService {
         self.tools.session_tools().remove(session_id);
         if let Some((_, servers)) = self.mcp.remove(session_id) {
             servers.stop().await;
+            // What a server detached (its own session, still marked) outlives the stop
+            // of the server, even more so a server that had exited: the scope finds it.
+            if let Some(exec) = &self.executor {
+                exec.kill_scope(&scope_of(session_id)).await;
+            }
         }
     }
 

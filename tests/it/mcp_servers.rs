@@ -312,6 +312,26 @@ async fn servers_and_what_they_started_end_with_close_delete_and_shutdown() {
         .unwrap();
     gone(server, "the server after session/delete").await;
 
+    // A child the server detached (a session of its own) ends with the session's
+    // servers too, even when the server itself had already exited.
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let (detached, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let detached: i32 = detached.parse().unwrap();
+    let (escaped, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let escaped: i32 = escaped.parse().unwrap();
+    let (out, _) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
+    assert!(out.contains("`fx`"), "{out}");
+    assert!(common::alive(detached) && common::alive(escaped));
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(detached, "a detached child after session/close").await;
+    gone(
+        escaped,
+        "a detached child of a crashed server after session/close",
+    )
+    .await;
+
     // shutdown
     let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
     let server = server_pid(&mut c, &s, "fx").await;
@@ -380,6 +400,26 @@ async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shut
         .unwrap();
     gone(server, "the remote server after session/close").await;
     gone(child, "the remote server's child after session/close").await;
+
+    // A child the server detached (a session of its own) ends with the session's
+    // servers too, even when the server itself had already exited.
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let (detached, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let detached: i32 = detached.parse().unwrap();
+    let (escaped, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let escaped: i32 = escaped.parse().unwrap();
+    let (out, _) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
+    assert!(out.contains("`fx`"), "{out}");
+    assert!(common::alive(detached) && common::alive(escaped));
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(detached, "a detached child after session/close").await;
+    gone(
+        escaped,
+        "a detached child of a crashed server after session/close",
+    )
+    .await;
 
     // shutdown
     let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
