@@ -2,7 +2,7 @@
 //! session's cwd or a parent up to the repository root adds rules for that session.
 //!
 //! A cloned repository is untrusted input, so its file can only tighten what the user's
-//! own config allows: its `deny` and `ask` rules and a stricter `default_mode` apply;
+//! own config allows: its `deny` and `ask` rules and a stricter `default_mode` (over `auto` only) apply;
 //! allow rules, a looser mode, `read_only_commands` (it would widen read-only mode) and
 //! hooks of any kind (a hook is a program: running one would run the repository's code)
 //! are left out, each with a warning the person sees. A project the user's own file lists
@@ -71,13 +71,13 @@ pub fn find_for(cwd: &Path) -> Option<PathBuf> {
     find(cwd, home.as_deref())
 }
 
-/// How strict a mode is: read-only > ask > auto.
-fn strictness(mode: Mode) -> u8 {
-    match mode {
-        Mode::Auto => 0,
-        Mode::Ask => 1,
-        Mode::ReadOnly => 2,
-    }
+/// Whether `project` is at least as strict as `user`, so an untrusted file may set it.
+/// Ask and auto are ordered (ask asks what auto runs), and read-only is stricter than
+/// auto, but read-only and ask are not ordered: read-only runs the read-only commands
+/// and reads outside the roots that ask would ask about. So only the user's own mode,
+/// or anything over auto, may come from an untrusted project.
+fn at_least_as_strict(project: Mode, user: Mode) -> bool {
+    project == user || user == Mode::Auto
 }
 
 /// Reads the project file `file` and works out what of it applies on top of `user` (the
@@ -177,11 +177,11 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
     let p = config.permissions;
     if set("default_mode") {
         let user_mode = user.permissions.default_mode;
-        if trusted || strictness(p.default_mode) >= strictness(user_mode) {
+        if trusted || at_least_as_strict(p.default_mode, user_mode) {
             project.default_mode = Some(p.default_mode);
         } else {
             project.warnings.push(format!(
-                "{shown}: default_mode \"{}\" is ignored: it is looser than yours (\"{}\") and {untrusted}",
+                "{shown}: default_mode \"{}\" is ignored: it is not stricter than yours (\"{}\") and {untrusted}",
                 p.default_mode.id(),
                 user_mode.id()
             ));
@@ -389,10 +389,21 @@ argv = ["./hook.sh"]
             assert!(all.contains(said), "{said} not in\n{all}");
         }
         assert_eq!(p.warnings.len(), 6, "{all}");
-        // A stricter mode applies.
+        // Read-only over the user's ask is not stricter (it runs read-only commands and
+        // reads outside the roots without asking): ignored. Over auto it applies.
         let strict = PROJECT.replace("\"auto\"", "\"read-only\"");
         std::fs::write(root.join(PROJECT_FILE), strict).unwrap();
-        let p = load(&root.join(PROJECT_FILE), &Config::default());
+        let mut user = Config::default();
+        user.permissions.default_mode = Mode::Ask;
+        let p = load(&root.join(PROJECT_FILE), &user);
+        assert_eq!(p.default_mode, None);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("not stricter")),
+            "{:?}",
+            p.warnings
+        );
+        user.permissions.default_mode = Mode::Auto;
+        let p = load(&root.join(PROJECT_FILE), &user);
         assert_eq!(p.default_mode, Some(Mode::ReadOnly));
     }
 

@@ -98,8 +98,23 @@ impl AcpService {
             }
         };
         if let Some(servers) = started {
+            // The start took time: a close, delete or disconnect meanwhile found nothing to
+            // stop, so these would run on for nobody.
+            let still_bound = self
+                .bindings
+                .get(&session.id)
+                .is_some_and(|peer| *peer == ctx.peer.id())
+                && !ctx.peer.is_closed()
+                && !self.closed.contains(&session.id);
+            if !still_bound {
+                servers.stop().await;
+                return;
+            }
             self.tools.session_tools().set(&session.id, servers.tools());
-            self.mcp.insert(session.id.clone(), Arc::new(servers));
+            // A second start for the session (two loads at once) replaces the first's.
+            if let Some(replaced) = self.mcp.insert(session.id.clone(), Arc::new(servers)) {
+                replaced.stop().await;
+            }
         }
         let failures = std::mem::take(&mut *failures.lock().unwrap_or_else(|p| p.into_inner()));
         for text in failures {

@@ -464,13 +464,14 @@ impl AcpService {
         if let Some(prompt) = self.prompts.get(&id) {
             prompt.cancel();
         }
+        // Unbound first: a start of its servers still in flight then stops what it started.
+        self.bindings.remove(&id);
         self.stop_mcp(&id).await;
         if let Some(exec) = &self.executor {
             exec.kill_scope(&id).await;
         }
         self.sessions.close(&id);
         self.tools.forget_project(&id);
-        self.bindings.remove(&id);
         self.closed.remove(&id);
         self.logs.remove(&id);
         match std::fs::remove_file(&path) {

@@ -291,8 +291,15 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// Starts `spec.command` as a [`ServiceProcess`]: no timeout, stdin a pipe, ended
     /// by [`ServiceProcess::stop`], by dropping it, by `kill_scope` of its scope or by
     /// shutdown. Executors that cannot pass stdin through keep this refusal.
-    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
-        let _ = spec;
+    /// `env` is the program's own environment on top of the filtered one (an MCP
+    /// server's `env`, often a token): passed in the process environment, never on a
+    /// command line where `ps` would show it (over ssh it must travel on one: see there).
+    async fn start_service(
+        &self,
+        spec: ExecSpec,
+        env: Vec<(String, String)>,
+    ) -> Result<ServiceProcess, ExecError> {
+        let _ = (spec, env);
         Err(ExecError::Spawn(format!(
             "the {} executor cannot start servers",
             self.kind()

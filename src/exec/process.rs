@@ -70,8 +70,19 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// The host program that runs `spec` as a server spoken to over stdin and stdout
     /// ([`BashExecutor::start_service`]); a launcher whose command closes stdin refuses.
-    fn service_command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
-        self.command(spec, mark)
+    /// `env` is the server's own environment: returned to be set on the host process
+    /// (the default), or put into the command by a launcher that cannot pass it on.
+    fn service_command(
+        &self,
+        spec: &ExecSpec,
+        mark: &str,
+        env: &[(String, String)],
+    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
+        let env = env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        Ok((self.command(spec, mark)?, env))
     }
 
     /// Ends one command: everything marked `mark` or in session `sid` (the host
@@ -369,7 +380,7 @@ impl<L: Launcher> Inner<L> {
 
     fn spawn(&self, spec: &ExecSpec, mark: &str) -> Result<HostProcess, ExecError> {
         let cmd = self.launcher.command(spec, mark)?;
-        self.spawn_command(cmd, mark, false)
+        self.spawn_command(cmd, mark, false, Vec::new())
     }
 
     fn spawn_command(
@@ -377,9 +388,12 @@ impl<L: Launcher> Inner<L> {
         cmd: Command,
         mark: &str,
         stdin_pipe: bool,
+        extra_env: Vec<(OsString, OsString)>,
     ) -> Result<HostProcess, ExecError> {
         let cmd = cmd.as_std();
         let mut env = self.env.clone();
+        env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
+        env.extend(extra_env);
         env.push((MARK_VAR.into(), mark.into()));
         spawn::spawn(&SpawnSpec {
             program: cmd.get_program().to_os_string(),
@@ -807,15 +821,19 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.completions_rx).take()
     }
 
-    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
+    async fn start_service(
+        &self,
+        spec: ExecSpec,
+        env: Vec<(String, String)>,
+    ) -> Result<ServiceProcess, ExecError> {
         let inner = self.inner.clone();
         if inner.shutting_down.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
         inner.launcher.check_workdir(&spec.workdir).await?;
         let mark = inner.next_mark(spec.scope.as_ref());
-        let cmd = inner.launcher.service_command(&spec, &mark)?;
-        let mut child = inner.spawn_command(cmd, &mark, true)?;
+        let (cmd, env) = inner.launcher.service_command(&spec, &mark, &env)?;
+        let mut child = inner.spawn_command(cmd, &mark, true, env)?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

@@ -537,8 +537,23 @@ impl Launcher for SshLauncher {
     /// The same wrapper, with the local stdin passed through the channel to the
     /// server: it runs where a command would (the mapped workdir, E4, the marker,
     /// its own session) and is ended the same ways.
-    fn service_command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
-        Ok(self.run_wrapper(spec, mark, true))
+    ///
+    /// The server's own `env` cannot ride the ssh process's environment (sshd drops it),
+    /// so it is exported at the head of the command: unlike locally, its values are on
+    /// the ssh client's and the remote wrapper's command lines while the server runs.
+    fn service_command(
+        &self,
+        spec: &ExecSpec,
+        mark: &str,
+        env: &[(String, String)],
+    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
+        let mut spec = spec.clone();
+        let exports: String = env
+            .iter()
+            .map(|(k, v)| format!("export {k}='{}'; ", v.replace('\'', r"'\''")))
+            .collect();
+        spec.command = format!("{exports}{}", spec.command);
+        Ok((self.run_wrapper(&spec, mark, true), Vec::new()))
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {

@@ -231,14 +231,18 @@ impl BashExecutor for SshExecutor {
     /// A server runs through the wrapper path's launcher on either path: the helper
     /// speaks JSON-RPC on its own stdin, and a server needs a channel of its own,
     /// which the master connection gives it (RUN_SCRIPT with stdin passed through).
-    async fn start_service(&self, spec: ExecSpec) -> Result<ServiceProcess, ExecError> {
+    async fn start_service(
+        &self,
+        spec: ExecSpec,
+        env: Vec<(String, String)>,
+    ) -> Result<ServiceProcess, ExecError> {
         // Booked before the check, as shutdown sets its flag before it reads this
         // one: a server either is refused or is ended by shutdown.
         self.services.store(true, Ordering::SeqCst);
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
         }
-        self.wrapper.start_service(spec).await
+        self.wrapper.start_service(spec, env).await
     }
 
     async fn shutdown(&self) {

@@ -106,7 +106,19 @@ impl SessionServers {
             match result {
                 Ok((server, tools)) => {
                     watch_for_death(&server, report.clone());
-                    servers.tools.extend(tools);
+                    for tool in tools {
+                        let name = &tool.schema().name;
+                        // Two names that read the same after sanitizing or cutting would
+                        // make one call run the other's tool: the later one is left out.
+                        if servers.tools.iter().any(|t| &t.schema().name == name) {
+                            report(format!(
+                                "MCP tool `{name}` of server `{}` was left out: another tool of this session has the same name",
+                                spec.name
+                            ));
+                            continue;
+                        }
+                        servers.tools.push(tool);
+                    }
                     servers.servers.push(server);
                 }
                 Err(why) => report(format!(
@@ -156,7 +168,7 @@ async fn start_server(
         mut stderr,
         handle,
     } = exec
-        .start_service(exec_spec)
+        .start_service(exec_spec, spec.env.clone())
         .await
         .map_err(|e| e.to_string())?;
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
@@ -282,20 +294,19 @@ fn watch_for_death(server: &Arc<Server>, report: ServerReport) {
     });
 }
 
-/// The bash line that starts `spec`: its environment exported, then the program
-/// exec'd with its arguments, every word quoted.
+/// The bash line that starts `spec`: the program exec'd with its arguments, every word
+/// quoted. Its environment goes beside it ([`BashExecutor::start_service`]), not in it:
+/// a command line is readable by every local user. The names are checked here.
 fn server_command(spec: &ServerSpec) -> Result<String, String> {
-    let mut line = String::new();
-    for (name, value) in &spec.env {
+    for (name, _) in &spec.env {
         let valid = !name.is_empty()
             && !name.starts_with(|c: char| c.is_ascii_digit())
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
             return Err(format!("`{name}` is not a valid environment variable name"));
         }
-        line.push_str(&format!("export {name}={}; ", quote(value)));
     }
-    line.push_str("exec ");
+    let mut line = String::from("exec ");
     line.push_str(&quote(&spec.command.to_string_lossy()));
     for arg in &spec.args {
         line.push(' ');
@@ -527,7 +538,7 @@ mod tests {
         };
         assert_eq!(
             server_command(&spec).unwrap(),
-            r"export TOKEN='a b'\''c'; exec '/usr/bin/my server' 'it'\''s' '$HOME'"
+            r"exec '/usr/bin/my server' 'it'\''s' '$HOME'"
         );
         let bad = ServerSpec {
             env: vec![("A=B".into(), "x".into())],

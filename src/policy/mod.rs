@@ -367,22 +367,35 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
 /// A path against a glob: `*` any run within one component, `**` any run across them
 /// (`**/` also none), `?` one character other than `/`.
 pub fn path_glob(p: &[u8], s: &[u8]) -> bool {
-    match p {
-        [] => s.is_empty(),
-        [b'*', b'*', rest @ ..] => {
-            if let [b'/', after @ ..] = rest
-                && path_glob(after, s)
-            {
-                return true;
-            }
-            (0..=s.len()).any(|i| path_glob(rest, &s[i..]))
-        }
-        [b'*', rest @ ..] => (0..=s.len())
-            .take_while(|&i| i == 0 || s[i - 1] != b'/')
-            .any(|i| path_glob(rest, &s[i..])),
-        [b'?', rest @ ..] => matches!(s, [c, ..] if *c != b'/') && path_glob(rest, &s[1..]),
-        [c, rest @ ..] => matches!(s, [d, ..] if d == c) && path_glob(rest, &s[1..]),
+    // Each (pattern position, text position) is decided once: a pattern full of `**`
+    // (a project file is untrusted input) costs at most patterns x text^2 steps, not an
+    // exponential search.
+    let mut memo = vec![None; (p.len() + 1) * (s.len() + 1)];
+    path_glob_at(p, s, 0, 0, &mut memo)
+}
+
+fn path_glob_at(p: &[u8], s: &[u8], pi: usize, si: usize, memo: &mut [Option<bool>]) -> bool {
+    let key = pi * (s.len() + 1) + si;
+    if let Some(known) = memo[key] {
+        return known;
     }
+    let text = &s[si..];
+    let matched = match &p[pi..] {
+        [] => text.is_empty(),
+        [b'*', b'*', rest @ ..] => {
+            (matches!(rest, [b'/', ..]) && path_glob_at(p, s, pi + 3, si, memo))
+                || (si..=s.len()).any(|j| path_glob_at(p, s, pi + 2, j, memo))
+        }
+        [b'*', ..] => (si..=s.len())
+            .take_while(|&j| j == si || s[j - 1] != b'/')
+            .any(|j| path_glob_at(p, s, pi + 1, j, memo)),
+        [b'?', ..] => {
+            matches!(text, [c, ..] if *c != b'/') && path_glob_at(p, s, pi + 1, si + 1, memo)
+        }
+        [c, ..] => matches!(text, [d, ..] if d == c) && path_glob_at(p, s, pi + 1, si + 1, memo),
+    };
+    memo[key] = Some(matched);
+    matched
 }
 
 /// Command prefixes matched the way a deny rule matches them (a path spelling of the
@@ -1953,6 +1966,10 @@ mod tests {
         assert!(path_glob(b"src/**/*.rs", b"src/x/y/a.rs"));
         assert!(path_glob(b"a?c", b"abc"));
         assert!(!path_glob(b"a?c", b"a/c"));
+        // A pattern from an untrusted project file cannot make matching exponential: this
+        // one took minutes with plain backtracking.
+        let hostile = "**a".repeat(12) + "**b";
+        assert!(!path_glob(hostile.as_bytes(), "a".repeat(60).as_bytes()));
     }
 
     #[test]

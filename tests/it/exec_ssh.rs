@@ -603,7 +603,7 @@ async fn server_runs_remotely(helper: HelperMode) {
             stdout,
             stderr,
             handle,
-        } = exec.start_service(spec).await.unwrap();
+        } = exec.start_service(spec, Vec::new()).await.unwrap();
         ready.wait().await;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let first = lines.next_line().await.unwrap().unwrap();
@@ -652,12 +652,15 @@ async fn a_server_lost_with_its_connection_is_ended_remotely_on_reconnect() {
     // It ignores the end of its stdin, as a wedged server would.
     let server = escape_script(&pidfile, &ready, &token, "exec sleep 1000.$RANDOM");
     let service = exec
-        .start_service(exec.resolve(ExecRequest {
-            command: server,
-            workdir: Some(state.path().to_path_buf()),
-            scope: Some("s".into()),
-            ..ExecRequest::default()
-        }))
+        .start_service(
+            exec.resolve(ExecRequest {
+                command: server,
+                workdir: Some(state.path().to_path_buf()),
+                scope: Some("s".into()),
+                ..ExecRequest::default()
+            }),
+            Vec::new(),
+        )
         .await
         .unwrap();
     ready.wait().await;

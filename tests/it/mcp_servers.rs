@@ -128,6 +128,16 @@ async fn mcp_tools_are_offered_to_the_model_and_judged_by_the_waterfall() {
         who.starts_with(&format!("{} tok-123 ", ws.display())),
         "{who}"
     );
+    // The server's env reached it beside its command line, never on one (`ps` shows
+    // every process's command line to every local user).
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("tok-123"),
+            "the server's token is on a command line: {:?}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
     // The schema hook checks the server's input schema.
     let (out, is_error) = c
         .tool(Some(&s), "mcp__fx__add", json!({"a": "two", "b": 1}))
@@ -430,4 +440,50 @@ async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shut
     daemon.stop().await;
     gone(server, "the remote server after shutdown").await;
     gone(child, "the remote server's child after shutdown").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_sandbox_a_server_runs_confined_and_its_env_is_on_no_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // write_config's [exec] table comes first: its keys lead.
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let (who, is_error) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
+    assert!(!is_error, "{who}");
+    assert!(
+        who.starts_with(&format!("{} tok-123 ", ws.display())),
+        "{who}"
+    );
+    // bwrap stays the server's parent for its whole life: the token must not be in its
+    // command line (or any other).
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("tok-123"),
+            "the server's token is on a command line: {:?}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
+    // Confined: only the session's cwd is written on the host; beside it is the
+    // sandbox's private /tmp (the write lands there, or fails).
+    let outside = dir.path().join("outside");
+    let (out, _) = c
+        .tool(Some(&s), "mcp__fx__touch", json!({"path": outside}))
+        .await;
+    assert!(!outside.exists(), "{out}");
+    let (out, is_error) = c
+        .tool(
+            Some(&s),
+            "mcp__fx__touch",
+            json!({"path": ws.join("inside")}),
+        )
+        .await;
+    assert!(!is_error && ws.join("inside").exists(), "{out}");
+    daemon.stop().await;
 }
