@@ -201,8 +201,10 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
         if let Some(glob) = rule.path.as_mut()
             && !glob.starts_with('/')
         {
-            let anchor =
-                |p: &str| format!("{}/{}", project.dir.display(), p.trim_start_matches("./"));
+            // At the directory's real path: the policy judges a file tool's path with
+            // every link followed, so a cwd reached through a link must not dodge it.
+            let base = crate::policy::real_path(&project.dir);
+            let anchor = |p: &str| format!("{}/{}", base.display(), p.trim_start_matches("./"));
             *glob = anchor(glob);
             for example in rule.examples.iter_mut().chain(rule.not_examples.iter_mut()) {
                 if !example.starts_with('/') {
@@ -441,6 +443,33 @@ argv = ["./hook.sh"]
         let judged = policy.judge_in(
             "read_file",
             &serde_json::json!({"path": "../secrets/key"}),
+            Mode::Auto,
+            &[],
+            Some(&place),
+        );
+        assert_eq!(judged.decision, Decision::Deny, "{}", judged.reason);
+    }
+
+    #[test]
+    fn a_project_reached_through_a_link_still_denies_its_real_paths() {
+        let (dir, root) = project_dir(
+            "[[permissions.rules]]\ntool = \"*_file\"\npath = \"secrets/**\"\naction = \"deny\"\n",
+        );
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        // The editor opened the link; the policy hook judges real paths.
+        let p = load(&link.join(PROJECT_FILE), &Config::default());
+        let policy = crate::policy::Policy::new(&p.permissions);
+        let real = crate::policy::real_path(&root);
+        let place = crate::policy::Place {
+            cwd: &real,
+            roots: std::slice::from_ref(&real),
+            sandbox_roots: None,
+            read_only_tool: false,
+        };
+        let judged = policy.judge_in(
+            "read_file",
+            &serde_json::json!({"path": real.join("secrets/key")}),
             Mode::Auto,
             &[],
             Some(&place),

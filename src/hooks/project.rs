@@ -68,6 +68,9 @@ pub struct ProjectLayers {
     sessions: DashMap<String, Arc<SessionLayer>>,
     /// Whether any session has a layer: the fast path skips the map when none has.
     any: AtomicBool,
+    /// Keep only enforced pre_tool hooks (a replay: nothing runs after a call that is
+    /// not made, and a shadow decides nothing).
+    pre_tool_only: bool,
 }
 
 impl ProjectLayers {
@@ -77,6 +80,16 @@ impl ProjectLayers {
             user: user.clone(),
             sessions: DashMap::new(),
             any: AtomicBool::new(false),
+            pre_tool_only: false,
+        }
+    }
+
+    /// [`ProjectLayers::new`] for `dsh policy replay --hooks`: a trusted project's hooks
+    /// are its enforced pre_tool ones only, as the user's are there.
+    pub fn for_replay(user: &Config) -> Self {
+        Self {
+            pre_tool_only: true,
+            ..Self::new(user)
         }
     }
 
@@ -87,7 +100,12 @@ impl ProjectLayers {
             self.forget(session_id);
             return None;
         };
-        let project = crate::project::load(&file, &self.user);
+        let mut project = crate::project::load(&file, &self.user);
+        if self.pre_tool_only {
+            project
+                .hooks
+                .retain(|h| h.event == crate::config::HookEvent::PreTool && h.enforce);
+        }
         for warning in &project.warnings {
             tracing::warn!(session = session_id, "{warning}");
         }

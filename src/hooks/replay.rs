@@ -46,7 +46,7 @@ pub async fn replay_with_hooks(
     let hooks = HookSet::new(&pre_tool, Some(config.exec.state_dir()));
     // A call judged with a project's rules gets them again (the file as it is now, under
     // the candidate's trusted_projects), and a trusted project's hooks, as live.
-    let projects = Arc::new(ProjectLayers::new(config));
+    let projects = Arc::new(ProjectLayers::for_replay(config));
     let waterfall = Waterfall::new();
     waterfall.push(Arc::new(
         PolicyHook::new(Arc::new(Policy::new(&config.permissions))).with_projects(projects.clone()),
