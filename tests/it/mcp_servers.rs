@@ -452,10 +452,16 @@ async fn under_the_sandbox_a_server_runs_confined_and_its_env_is_on_no_command_l
     )
     .await;
     let ws = workspace(dir.path(), "ws");
+    // The sandbox has a private /tmp: a checkout under /tmp (a CI clone) is not visible
+    // in it, so the server is run from the session's cwd, which it binds.
+    let mut server = fixture("fx", &[]);
+    let inside = ws.join("mcp_fixture");
+    std::fs::copy(common::mcp_fixture(), &inside).unwrap();
+    server["command"] = json!(inside);
     let mut c = daemon.connect().await;
-    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let s = new_session_with(&mut c, &ws, json!([server])).await;
     let (who, is_error) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
-    assert!(!is_error, "{who}");
+    assert!(!is_error, "{who}: {}", agent_text(&c, &s));
     assert!(
         who.starts_with(&format!("{} tok-123 ", ws.display())),
         "{who}"
