@@ -104,24 +104,34 @@ pub struct Audited {
     pub skipped: usize,
 }
 
+/// The `execution` lines of an audit log with their line numbers, parsed; blank lines and
+/// other events (refusals, anything newer) are skipped, a line that is not JSON is an error.
+fn execution_lines(audit: &str) -> impl Iterator<Item = Result<(usize, Value), Unreadable>> + '_ {
+    audit
+        .lines()
+        .enumerate()
+        .filter(|(_, text)| !text.trim().is_empty())
+        .filter_map(|(i, text)| {
+            let line = i + 1;
+            match serde_json::from_str::<Value>(text) {
+                Err(e) => Some(Err(Unreadable {
+                    line,
+                    why: format!("not JSON: {e}"),
+                })),
+                Ok(record) if record["event"] == "execution" => Some(Ok((line, record))),
+                Ok(_) => None,
+            }
+        })
+}
+
 /// Reads every `execution` line of `audit`; other lines (refusals, anything newer) are
 /// skipped. The policy's decision is the line's trace entry named `policy` (the last: a
 /// rewritten call's trace holds the first pass's too, and the line's arguments are the
 /// rewrite's), else (older lines) its recorded decision.
 pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
     let mut audited = Audited::default();
-    for (i, text) in audit.lines().enumerate() {
-        let line = i + 1;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let record: Value = serde_json::from_str(text).map_err(|e| Unreadable {
-            line,
-            why: format!("not JSON: {e}"),
-        })?;
-        if record["event"] != "execution" {
-            continue;
-        }
+    for item in execution_lines(audit) {
+        let (line, record) = item?;
         let unreadable = |why: &str| Unreadable {
             line,
             why: why.to_string(),
@@ -353,18 +363,8 @@ pub struct ShadowCount {
 /// that answered nothing, a rewrite) agrees.
 pub fn shadow_report(audit: &str) -> Result<ShadowReport, Unreadable> {
     let mut report = ShadowReport::default();
-    for (i, text) in audit.lines().enumerate() {
-        let line = i + 1;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let record: Value = serde_json::from_str(text).map_err(|e| Unreadable {
-            line,
-            why: format!("not JSON: {e}"),
-        })?;
-        if record["event"] != "execution" {
-            continue;
-        }
+    for item in execution_lines(audit) {
+        let (line, record) = item?;
         let Some(enforced) = decision(&record["decision"]) else {
             continue;
         };

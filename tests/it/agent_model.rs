@@ -375,12 +375,7 @@ async fn after_a_restart_a_loaded_session_prompts_with_its_earlier_history() {
     };
     model.requests.recv().await.unwrap();
     let (_d, mut c) = daemon(dir.path(), &model, "").await;
-    c.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": w, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    c.load_session(&s, &w).await;
     c.prompt(&s, "what was it?").await.unwrap();
     let m = messages(&model.requests.recv().await.unwrap());
     let roles: Vec<(&str, &str)> = m[1..]

@@ -366,12 +366,7 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
     drop(a);
     // A new connection loads the session: history replayed before the answer.
     let mut b = daemon.connect().await;
-    b.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    b.load_session(&s, &ws).await;
     let replayed_user: Vec<String> = b
         .updates_of(&s, "user_message_chunk")
         .iter()
@@ -399,12 +394,7 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
     // After a restart the session loads again, with the task's notice in its history.
     let daemon = SocketDaemon::start(dir.path(), extra).await;
     let mut c = daemon.connect().await;
-    c.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    c.load_session(&s, &ws).await;
     let notices: Vec<String> = c
         .updates_of(&s, "user_message_chunk")
         .iter()

@@ -63,6 +63,28 @@ async fn server_pid(c: &mut Client, session: &str, server: &str) -> i32 {
     out.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// A child the server detached (a session of its own) ends with the session's servers
+/// too, even when the server itself had already exited.
+async fn detached_children_end_with_close(c: &mut Client, ws: &Path) {
+    let s = new_session_with(c, ws, json!([fixture("fx", &[])])).await;
+    let (detached, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let detached: i32 = detached.parse().unwrap();
+    let (escaped, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
+    let escaped: i32 = escaped.parse().unwrap();
+    let (out, _) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
+    assert!(out.contains("`fx`"), "{out}");
+    assert!(common::alive(detached) && common::alive(escaped));
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    gone(detached, "a detached child after session/close").await;
+    gone(
+        escaped,
+        "a detached child of a crashed server after session/close",
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_tools_are_offered_to_the_model_and_judged_by_the_waterfall() {
     let dir = tempfile::tempdir().unwrap();
@@ -322,25 +344,7 @@ async fn servers_and_what_they_started_end_with_close_delete_and_shutdown() {
         .unwrap();
     gone(server, "the server after session/delete").await;
 
-    // A child the server detached (a session of its own) ends with the session's
-    // servers too, even when the server itself had already exited.
-    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
-    let (detached, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
-    let detached: i32 = detached.parse().unwrap();
-    let (escaped, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
-    let escaped: i32 = escaped.parse().unwrap();
-    let (out, _) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
-    assert!(out.contains("`fx`"), "{out}");
-    assert!(common::alive(detached) && common::alive(escaped));
-    c.request("session/close", json!({"sessionId": s}))
-        .await
-        .unwrap();
-    gone(detached, "a detached child after session/close").await;
-    gone(
-        escaped,
-        "a detached child of a crashed server after session/close",
-    )
-    .await;
+    detached_children_end_with_close(&mut c, &ws).await;
 
     // shutdown
     let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
@@ -411,25 +415,7 @@ async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shut
     gone(server, "the remote server after session/close").await;
     gone(child, "the remote server's child after session/close").await;
 
-    // A child the server detached (a session of its own) ends with the session's
-    // servers too, even when the server itself had already exited.
-    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
-    let (detached, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
-    let detached: i32 = detached.parse().unwrap();
-    let (escaped, _) = c.tool(Some(&s), "mcp__fx__detach", json!({})).await;
-    let escaped: i32 = escaped.parse().unwrap();
-    let (out, _) = c.tool(Some(&s), "mcp__fx__crash", json!({})).await;
-    assert!(out.contains("`fx`"), "{out}");
-    assert!(common::alive(detached) && common::alive(escaped));
-    c.request("session/close", json!({"sessionId": s}))
-        .await
-        .unwrap();
-    gone(detached, "a detached child after session/close").await;
-    gone(
-        escaped,
-        "a detached child of a crashed server after session/close",
-    )
-    .await;
+    detached_children_end_with_close(&mut c, &ws).await;
 
     // shutdown
     let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;

@@ -186,12 +186,7 @@ async fn always_answers_survive_a_restart_and_can_be_revoked() {
 
     let daemon = SocketDaemon::start(dir.path(), "").await;
     let mut c = daemon.connect().await;
-    c.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    c.load_session(&s, &ws).await;
     let grants = c
         .request("_dsh/session/grants", json!({"sessionId": s}))
         .await
@@ -230,12 +225,7 @@ async fn always_answers_survive_a_restart_and_can_be_revoked() {
     drop(c);
     // The revoke holds across a load.
     let mut c = daemon.connect().await;
-    c.request(
-        "session/load",
-        json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
-    )
-    .await
-    .unwrap();
+    c.load_session(&s, &ws).await;
     let grants = c
         .request("_dsh/session/grants", json!({"sessionId": s}))
         .await
