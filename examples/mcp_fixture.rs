@@ -6,7 +6,7 @@
 //! (a long result), `whoami` (its cwd, `FIXTURE_TOKEN` and pid) and `touch` (creates a file,
 //! so a test can prove a denied call never ran).
 //!
-//! `mcp_fixture --fail` writes a line to stderr and exits at once (a server that cannot
+//! `mcp_fixture --hang` never answers. `mcp_fixture --fail` writes a line to stderr and exits at once (a server that cannot
 //! start).
 
 use rmcp::model::{
@@ -149,6 +149,10 @@ impl ServerHandler for Fixture {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if std::env::args().any(|a| a == "--hang") {
+        // Never answers `initialize`: a server that does not start.
+        std::future::pending::<()>().await;
+    }
     if std::env::args().any(|a| a == "--fail") {
         eprintln!("fixture: refusing to start");
         std::process::exit(2);

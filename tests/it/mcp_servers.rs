@@ -479,3 +479,34 @@ async fn under_the_sandbox_a_server_runs_confined_and_its_env_is_on_no_command_l
     assert!(!is_error && ws.join("inside").exists(), "{out}");
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_answer_in_start_timeout_ms_is_reported_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        "[permissions]\ndefault_mode = \"auto\"\n[mcp]\nstart_timeout_ms = 300\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = new_session_with(&mut c, &ws, json!([fixture("slow", &["--hang"])])).await;
+    c.wait_update(|u| {
+        u["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("`slow` could not be started") && t.contains("300 ms"))
+    })
+    .await;
+    let (out, is_error) = c
+        .tool(Some(&s), "mcp__slow__echo", json!({"text": "x"}))
+        .await;
+    assert!(is_error && out.contains("unknown tool"), "{out}");
+    // Stopped: no fixture is left running under this test's workspace.
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let hung = String::from_utf8_lossy(&cmdline).contains("--hang");
+        assert!(!(hung && cwd == ws), "the hung server still runs");
+    }
+    daemon.stop().await;
+}
