@@ -524,6 +524,9 @@ async fn serve(at: Where, stdio: bool) -> Result<(), String> {
     let config = at.config()?;
     check_rules(&config)?;
     init_logging(&config.exec.state_dir());
+    // What a command leaves behind becomes the daemon's child: found without a
+    // scan of /proc after every command (dsh::exec::children).
+    dsh::exec::children::adopt_orphans();
     let source: dsh::acp::ConfigSource = {
         let at = at.clone();
         std::sync::Arc::new(move || at.config())

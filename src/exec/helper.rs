@@ -666,6 +666,8 @@ impl Service for HelperService {
 /// end of stdin, SIGTERM or SIGHUP, then ends everything it started (E3) and
 /// returns.
 pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
+    // As the daemon does: leftovers are found among its own children.
+    super::children::adopt_orphans();
     let helper = Arc::new(Helper {
         state_dir,
         exec: OnceLock::new(),

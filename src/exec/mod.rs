@@ -6,6 +6,7 @@
 //! [`Scope`] (dsh uses the session id) so that everything started under it can be
 //! ended at once, but the executor never interprets it.
 
+pub mod children;
 mod collector;
 pub mod helper;
 mod ids;

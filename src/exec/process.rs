@@ -101,6 +101,11 @@ pub trait Launcher: Send + Sync + 'static {
     /// After the host process exited by itself: ends what is left in its session,
     /// leaving processes that detached on purpose. `mark` is the command's marker.
     async fn after_exit(&self, _mark: &str, sid: i32, grace: Duration) {
+        // The common case, nothing left anywhere, is told by the daemon's own
+        // children instead of a pass over /proc (`children`).
+        if !super::children::leftovers_possible() {
+            return;
+        }
         procs::terminate(Selector::Session(sid), grace).await;
     }
 

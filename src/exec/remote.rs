@@ -23,6 +23,7 @@
 //! (the helper, whose stdin ended, ends their processes on the host); the next
 //! call starts a fresh helper.
 
+use super::children::{self, Child};
 use super::collector::Collector;
 use super::helper::{
     self, DoneParams, Hello, KeyParams, OutputParams, RunAnswer, RunParams, ScopeParams,
@@ -47,7 +48,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::AsyncReadExt;
-use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -578,6 +578,7 @@ impl HelperClient {
             .await
             .map_err(ConnectError::Unusable)?;
         let name = me.file_name();
+        let _start = children::starting();
         let out = self
             .ssh
             .remote_bash(PROBE_SCRIPT, &[&self.helper_dir, &name])
@@ -670,8 +671,7 @@ impl HelperClient {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
+        let mut child = children::spawn(&mut cmd)
             .map_err(|e| StartFailure::Unreachable(ExecError::Remote(e.to_string())))?;
         let (Some(stdin), Some(stdout), Some(mut stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -799,6 +799,7 @@ impl HelperClient {
                 .kill_on_drop(true);
             let limit =
                 Duration::from_millis(self.ssh.connect_timeout_ms()) + Duration::from_secs(5);
+            let _start = children::starting();
             let _ = tokio::time::timeout(limit, cmd.status()).await;
         }
         conn.peer.close();
@@ -1195,6 +1196,8 @@ fn upload_blocking(mut cmd: std::process::Command, path: &Path) -> Result<u64, S
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // Started and reaped here: no orphan is reaped meanwhile (`children`).
+    let _start = children::starting();
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     let stdin = child
         .stdin

@@ -100,11 +100,13 @@ impl SandboxLauncher {
     /// Runs `true` in a sandbox like every command's; the error says what is
     /// missing and how to fix it.
     fn probe(&self) -> Result<(), String> {
+        let start = super::children::starting();
         let output = std::process::Command::new(&self.bwrap)
             .args(self.arguments(Path::new("/"), &[]))
             .arg("true")
             .stdin(std::process::Stdio::null())
             .output();
+        drop(start);
         let bwrap = self.bwrap.display();
         match output {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(

@@ -18,6 +18,7 @@
 //! The parent learns of the end through a pidfd (readable once the child exited)
 //! and reaps it with `waitpid`.
 
+use super::children;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -53,6 +54,8 @@ pub struct HostProcess {
     pub stderr: Option<pipe::Receiver>,
     pidfd: AsyncFd<OwnedFd>,
     status: Option<ExitStatus>,
+    /// Booked until reaped, so the daemon's orphan reaper leaves it to `wait`.
+    owned: Option<children::Owned>,
 }
 
 impl HostProcess {
@@ -74,6 +77,7 @@ impl HostProcess {
             if reaped == self.pid {
                 let status = ExitStatus::from_raw(raw);
                 self.status = Some(status);
+                self.owned = None;
                 return Ok(status);
             }
             if reaped < 0 {
@@ -272,6 +276,9 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
     // SAFETY: the stack grows down on every Linux architecture dsh runs on; the top
     // is aligned to 16 bytes.
     let stack_top = unsafe { stack.as_mut_ptr().add(stack.len()) } as usize & !15;
+    // From before the child exists until it is booked, no orphan is reaped: the
+    // child could be taken for one.
+    let start = children::starting();
     let pid = {
         // SAFETY: blocking and restoring this thread's signal mask.
         let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -321,6 +328,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
     }
     // SAFETY: the syscall returned a new fd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let owned = Some(start.owned(pid));
     Ok(HostProcess {
         pid,
         stdin: stdin_ours.map(pipe::Sender::from_owned_fd).transpose()?,
@@ -329,6 +337,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
         // SAFETY: an OwnedFd stays open for as long as the AsyncFd owns it.
         pidfd: unsafe { AsyncFd::register(pidfd) }.map_err(io::Error::from)?,
         status: None,
+        owned,
     })
 }
 

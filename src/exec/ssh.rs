@@ -22,6 +22,7 @@
 //! The remote side needs Linux (`/proc`), bash and `setsid`, and a POSIX login
 //! shell (OpenSSH runs every command through it).
 
+use super::children::{self, Child};
 use super::process::{Launcher, ProcessExecutor, child_env};
 use super::procs::{self, MARK_VAR, Selector};
 use super::{ExecError, ExecSpec};
@@ -33,7 +34,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 /// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
 /// in milliseconds, `$5` the command, `$6` its stdin: `null`, or `pipe` for a server
@@ -380,7 +381,7 @@ impl SshLauncher {
             .stdout(Stdio::piped())
             .stderr(log);
         detach_until_parent_dies(&mut cmd);
-        let mut child = cmd.spawn().map_err(|e| {
+        let mut child = children::spawn(&mut cmd).map_err(|e| {
             ExecError::Remote(format!(
                 "cannot run the ssh client `{}`: {e}",
                 self.config.ssh.display()
@@ -447,6 +448,7 @@ impl SshLauncher {
         let limit = self.grace
             + Duration::from_millis(self.config.connect_timeout_ms)
             + Duration::from_secs(5);
+        let _start = children::starting();
         match tokio::time::timeout(limit, cmd.output()).await {
             Err(_) => Err("the remote kill did not finish in time".into()),
             Ok(Err(e)) => Err(e.to_string()),
@@ -512,6 +514,7 @@ impl Launcher for SshLauncher {
         let script = r#"if [ -d "$1" ]; then echo dir; elif [ -e "$1" ]; then echo file; else echo missing; fi"#;
         let mut cmd = self.remote_bash(script, &[&remote_str]);
         cmd.stdin(Stdio::null()).kill_on_drop(true);
+        let _start = children::starting();
         let out = cmd
             .output()
             .await

@@ -23,6 +23,7 @@ mod hooks_v2;
 mod layered_config;
 mod live_output;
 mod mcp_servers;
+mod orphans;
 mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;

@@ -6,6 +6,7 @@
 
 use super::protocol::Reply;
 use crate::config::HookEvent;
+use crate::exec::children::{self, Child};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
 use tokio::sync::oneshot;
 
 /// How much of a spawned hook's stdout/stderr is read; an answer is a short JSON object.
@@ -97,7 +98,7 @@ pub async fn spawn_once(
     if let Some(id) = session_id {
         cmd.env("DSH_SESSION_ID", id);
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
+    let mut child = children::spawn(&mut cmd).map_err(|e| format!("cannot start: {e}"))?;
     // Whatever happens below (an answer, a timeout, the call being dropped), the group
     // goes: a hook must not leave anything running.
     let _group = Group(child.id().map(|id| id as i32));
@@ -228,10 +229,7 @@ impl Server {
     }
 
     fn launch(&self) -> Result<Conn, String> {
-        let mut child = self
-            .program
-            .command(&self.cwd)?
-            .spawn()
+        let mut child = children::spawn(&mut self.program.command(&self.cwd)?)
             .map_err(|e| format!("cannot start: {e}"))?;
         let group = Group(child.id().map(|id| id as i32));
         let stdin = child.stdin.take().ok_or("no stdin")?;

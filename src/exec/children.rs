@@ -1,0 +1,315 @@
+//! The daemon as the subreaper of everything its commands start, and the book of
+//! which of its children are waited for by someone.
+//!
+//! After every command exits, what it left in its session must die with it (E3).
+//! Finding that out used to take a pass over all of `/proc` (a `getsid` per process
+//! of every user), the largest single cost of a `bash` call after the spawn itself
+//! (BENCHMARKS.md). As a child subreaper (`PR_SET_CHILD_SUBREAPER`), the daemon
+//! becomes the parent of every process whose own parent dies below it: when a
+//! command's leader has exited, anything of its session still alive is, or descends
+//! from, a child of the daemon that nobody started on purpose. So when every child
+//! the daemon has is one it started and waits for, nothing of any command is left,
+//! and the pass over `/proc` is skipped. Reading the daemon's children costs a few
+//! microseconds whatever else runs on the machine.
+//!
+//! The price: the daemon must reap those adopted orphans, or their zombies would
+//! pile up under it. It may reap only children no one else waits for (reaping
+//! someone's child makes their `wait` fail), so every child the daemon starts is
+//! booked here from before it exists until its owner has reaped it:
+//! * [`starting`] is held around each start (and around code that starts and waits
+//!   in one call, such as `Command::output`, whose pid we never learn): no orphan is
+//!   reaped while one is held;
+//! * [`Starting::owned`] books the new child's pid until the owner reaped it;
+//! * [`spawn`] does both for a `tokio::process` child.
+//!
+//! Every child a daemon process starts goes through this module (ARCHITECTURE.md's
+//! invariants); one that did not could be reaped under its owner. Adopting is
+//! opt-in ([`adopt_orphans`], called by `dsh serve` and `dsh exec-helper`): in any
+//! other process (the test binaries, which start children of their own) nothing
+//! here reaps, and every exit is followed by the full scan as before.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// How long the reaper waits after a `SIGCHLD` before sweeping, so that one sweep
+/// answers every child that ended meanwhile. An adopted orphan's zombie lasts at
+/// most about this long.
+const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Set once this process is a subreaper with the reaper running.
+static ADOPTING: AtomicBool = AtomicBool::new(false);
+
+static BOOK: Mutex<Book> = Mutex::new(Book {
+    starting: 0,
+    owned: BTreeSet::new(),
+});
+
+/// Which children are someone's.
+struct Book {
+    /// Starts (or start-and-wait calls) in progress: while any is, an unbooked
+    /// child may be one of them, so nothing is reaped.
+    starting: usize,
+    /// Children whose owner will reap them.
+    owned: BTreeSet<i32>,
+}
+
+fn book() -> MutexGuard<'static, Book> {
+    BOOK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes this process the subreaper of what it starts and keeps its adopted
+/// orphans reaped (on every `SIGCHLD`). Call once, inside the runtime, before the
+/// first command. False (and nothing changes) if the kernel refuses.
+pub fn adopt_orphans() -> bool {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "cannot become a child subreaper: every command's exit is followed by a scan of /proc"
+        );
+        return false;
+    }
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut exits = match signal(SignalKind::child()) {
+        Ok(exits) => exits,
+        Err(e) => {
+            // Orphans would still be reaped after each command's exit, but one that
+            // ends later would stay a zombie: better not to adopt at all.
+            tracing::warn!(error = %e, "cannot watch SIGCHLD; not adopting orphans");
+            // SAFETY: as above.
+            unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) };
+            return false;
+        }
+    };
+    ADOPTING.store(true, Ordering::SeqCst);
+    tokio::spawn(async move {
+        while exits.recv().await.is_some() {
+            // Each command's exit already sweeps (`leftovers_possible`); this is for
+            // orphans that end on their own, and coalescing the signals of a busy
+            // moment keeps it off the path of every call (a sweep per SIGCHLD
+            // cost B1 about 0.05 ms a call, contending with the exit's own sweep).
+            tokio::time::sleep(SWEEP_PAUSE).await;
+            let _ = sweep();
+        }
+    });
+    true
+}
+
+/// Whether something a command started may still be alive after its leader exited:
+/// always true unless this process adopts orphans; otherwise true only when the
+/// process has a live child that is not booked. Reaps the zombies of adopted
+/// orphans on the way.
+pub fn leftovers_possible() -> bool {
+    !ADOPTING.load(Ordering::SeqCst) || sweep().unwrap_or(true)
+}
+
+/// Reaps the zombies among the unbooked children (unless a start is in progress)
+/// and says whether a live unbooked child remains. None if the children could not
+/// be listed.
+fn sweep() -> Option<bool> {
+    // Held throughout: no start begins while unbooked children are judged.
+    let book = book();
+    Some(sweep_among(&book, own_children()?))
+}
+
+/// `sweep` over the children `pids`.
+fn sweep_among(book: &Book, pids: impl IntoIterator<Item = i32>) -> bool {
+    let mut live_unbooked = false;
+    for pid in pids {
+        if book.owned.contains(&pid) {
+            continue;
+        }
+        match is_zombie(pid) {
+            Some(true) if book.starting == 0 => {
+                // SAFETY: waitpid on one child of ours that nobody else waits for.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            }
+            // A zombie has no descendants left: it cannot hide a leftover.
+            Some(true) => {}
+            Some(false) => live_unbooked = true,
+            // Gone between the listing and now.
+            None => {}
+        }
+    }
+    live_unbooked
+}
+
+/// Every child of this process, from each thread's `children` file (a child is
+/// listed under the thread that started it; an adopted orphan under the first live
+/// thread).
+fn own_children() -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    let mut text = String::new();
+    for thread in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        use std::io::Read;
+        text.clear();
+        let Ok(mut file) = std::fs::File::open(thread.path().join("children")) else {
+            // A thread that ended meanwhile has no children to list.
+            continue;
+        };
+        file.read_to_string(&mut text).ok()?;
+        pids.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    Some(pids)
+}
+
+/// Whether `pid` is a zombie; None if it is gone.
+fn is_zombie(pid: i32) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may hold ")".
+    let state = text.get(text.rfind(')')? + 2..)?.chars().next()?;
+    Some(state == 'Z' || state == 'X')
+}
+
+/// Held around starting a child until it is booked ([`Starting::owned`]), or
+/// around a call that starts and reaps a child itself (`Command::output`): no
+/// orphan is reaped meanwhile.
+#[must_use = "a start must hold it until the child is booked"]
+pub struct Starting(());
+
+/// Begins a start; see [`Starting`].
+pub fn starting() -> Starting {
+    book().starting += 1;
+    Starting(())
+}
+
+impl Starting {
+    /// Books `pid` as a child its owner will reap, until the returned guard drops.
+    pub fn owned(self, pid: i32) -> Owned {
+        book().owned.insert(pid);
+        Owned(pid)
+        // `self` drops here, after the booking: no gap in which the child is
+        // neither starting nor owned.
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        book().starting -= 1;
+    }
+}
+
+/// A booked child: the reaper leaves it to its owner while this lives. Drop it once
+/// the child is reaped (or given up on: then an exit is reaped here).
+#[derive(Debug)]
+pub struct Owned(i32);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        book().owned.remove(&self.0);
+    }
+}
+
+/// A `tokio::process` child, booked for as long as it is held.
+#[derive(Debug)]
+pub struct Child {
+    // Dropped first: `kill_on_drop` signals a pid that is still booked, so not one the
+    // reaper may have reaped and the system reused.
+    inner: tokio::process::Child,
+    _owned: Option<Owned>,
+}
+
+/// `cmd.spawn()`, booked (see the module docs).
+pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Child> {
+    let start = starting();
+    let inner = cmd.spawn()?;
+    let owned = inner.id().map(|pid| start.owned(pid as i32));
+    Ok(Child {
+        inner,
+        _owned: owned,
+    })
+}
+
+impl std::ops::Deref for Child {
+    type Target = tokio::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Child {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zombie child of this test, reaped by nobody yet.
+    fn zombie() -> std::process::Child {
+        let child = std::process::Command::new("true").spawn().unwrap();
+        while is_zombie(child.id() as i32) != Some(true) {
+            std::thread::yield_now();
+        }
+        child
+    }
+
+    // `sweep_among` is given only this test's children: the other tests of this
+    // binary have children of their own that a real sweep would take.
+    #[test]
+    fn only_unbooked_zombies_are_reaped_and_never_during_a_start() {
+        let mut booked = zombie();
+        let owned = starting().owned(booked.id() as i32);
+        let mut live = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pids = [booked.id() as i32, live.id() as i32];
+        assert!(
+            sweep_among(&book(), pids),
+            "a live unbooked child is reported"
+        );
+        assert!(
+            booked.try_wait().unwrap().is_some(),
+            "the owner still reaps it"
+        );
+        drop(owned);
+        live.kill().unwrap();
+        live.wait().unwrap();
+
+        let mut unbooked = zombie();
+        let start = starting();
+        assert!(!sweep_among(&book(), [unbooked.id() as i32]));
+        drop(start);
+        assert!(
+            unbooked.try_wait().unwrap().is_some(),
+            "not reaped during a start"
+        );
+
+        let mut orphan_like = zombie();
+        let pid = orphan_like.id() as i32;
+        // Other tests may be starting children right now; wait for a quiet moment.
+        loop {
+            let book = book();
+            if book.starting == 0 {
+                assert!(!sweep_among(&book, [pid]));
+                break;
+            }
+            drop(book);
+            std::thread::yield_now();
+        }
+        assert_ne!(is_zombie(pid), Some(true), "an unbooked zombie is reaped");
+        // Not waited for again: the pid may already be another test's child.
+        drop(orphan_like);
+    }
+
+    #[test]
+    fn own_children_lists_a_child() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(own_children().unwrap().contains(&pid));
+        assert_eq!(is_zombie(pid), Some(false));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(is_zombie(pid), None);
+    }
+}
