@@ -379,7 +379,13 @@ async fn e3_escaped_processes_die_on_timeout(rig: Rig) {
         token,
         mut spec,
     } = Escapes::new(&rig, "sleep 1000");
-    spec.timeout_ms = 3000;
+    // Long enough for every escape pattern to start first, or the test checks
+    // nothing: over the wrapper path each starts through a remote login shell, and
+    // on a loaded machine six of them once took more than 3 s.
+    spec.timeout_ms = match rig.kind {
+        Kind::Ssh => 10_000,
+        _ => 3000,
+    };
     let out = exec.run(spec, CancellationToken::new()).await.unwrap();
     assert!(out.timed_out);
     assert_all_dead(&pidfile, &token, "after timeout");
