@@ -282,7 +282,7 @@ mod tests {
             "not reaped during a start"
         );
 
-        let mut orphan_like = zombie();
+        let orphan_like = zombie();
         let pid = orphan_like.id() as i32;
         // Other tests may be starting children right now; wait for a quiet moment.
         loop {
