@@ -10,7 +10,8 @@ mod http;
 pub mod openai;
 mod sse;
 
-use serde_json::Value;
+use serde_json::value::RawValue;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -58,8 +59,8 @@ pub struct ToolCallRequest {
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
     pub messages: Vec<Message>,
-    /// OpenAI-style function definitions.
-    pub tools: Vec<Value>,
+    /// OpenAI-style function definitions, as JSON text made once per tool.
+    pub tools: Vec<Arc<RawValue>>,
     /// The model to name instead of the configured one (the person's pick for the
     /// session).
     pub model: Option<String>,

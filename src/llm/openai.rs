@@ -108,21 +108,28 @@ impl OpenAiModel {
         }))
     }
 
-    fn body(&self, request: &ModelRequest) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
-        let mut body = json!({
-            "model": request.model.as_deref().unwrap_or(&self.model),
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if !request.tools.is_empty() {
-            body["tools"] = Value::Array(request.tools.clone());
+    /// The request's JSON. The tool definitions go in as the text they were made as
+    /// (see [`ModelRequest::tools`]).
+    fn body(&self, request: &ModelRequest) -> serde_json::Result<Vec<u8>> {
+        #[derive(serde::Serialize)]
+        struct Body<'a> {
+            model: &'a str,
+            messages: Vec<WireMessage<'a>>,
+            stream: bool,
+            stream_options: Value,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            tools: Vec<&'a serde_json::value::RawValue>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            max_tokens: Option<u32>,
         }
-        if let Some(max_tokens) = request.max_tokens {
-            body["max_tokens"] = max_tokens.into();
-        }
-        body
+        serde_json::to_vec(&Body {
+            model: request.model.as_deref().unwrap_or(&self.model),
+            messages: request.messages.iter().map(WireMessage::from).collect(),
+            stream: true,
+            stream_options: json!({"include_usage": true}),
+            tools: request.tools.iter().map(|t| &**t).collect(),
+            max_tokens: request.max_tokens,
+        })
     }
 
     fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
@@ -213,41 +220,108 @@ async fn error_body(
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn message_json(m: &Message) -> Value {
-    match m {
-        Message::System(text) => json!({"role": "system", "content": text}),
-        Message::User(text) => json!({"role": "user", "content": text}),
-        // OpenAI's content array; an image goes as a data URL (servers that read images
-        // take this form, and no file has to be hosted anywhere).
-        Message::UserParts(parts) => {
-            let content: Vec<Value> = parts
-                .iter()
-                .map(|p| match p {
-                    UserPart::Text(text) => json!({"type": "text", "text": text}),
-                    UserPart::Image { mime_type, data } => json!({"type": "image_url",
-                        "image_url": {"url": format!("data:{mime_type};base64,{data}")}}),
-                })
-                .collect();
-            json!({"role": "user", "content": content})
-        }
-        Message::Assistant {
-            content,
-            tool_calls,
-        } => {
-            let mut v = json!({"role": "assistant", "content": content});
-            if !tool_calls.is_empty() {
-                v["tool_calls"] = tool_calls
+/// A message as the chat completions API takes it, serialized straight from the
+/// conversation: building a `Value` first copied every message (the system prompt
+/// and every tool result) at each request of a turn.
+#[derive(serde::Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: WireContent<'a>,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+/// A user message's content: text, or OpenAI's content array.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum WireContent<'a> {
+    Text(&'a str),
+    Parts(Vec<WirePart<'a>>),
+}
+
+/// One part of a content array; an image goes as a data URL (servers that read
+/// images take this form, and no file has to be hosted anywhere).
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WirePart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: WireUrl },
+}
+
+#[derive(serde::Serialize)]
+struct WireUrl {
+    url: String,
+}
+
+#[derive(serde::Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+impl<'a> From<&'a Message> for WireMessage<'a> {
+    fn from(m: &'a Message) -> Self {
+        match m {
+            Message::System(text) => WireMessage::System { content: text },
+            Message::User(text) => WireMessage::User {
+                content: WireContent::Text(text),
+            },
+            Message::UserParts(parts) => WireMessage::User {
+                content: WireContent::Parts(
+                    parts
+                        .iter()
+                        .map(|p| match p {
+                            UserPart::Text(text) => WirePart::Text { text },
+                            UserPart::Image { mime_type, data } => WirePart::ImageUrl {
+                                image_url: WireUrl {
+                                    url: format!("data:{mime_type};base64,{data}"),
+                                },
+                            },
+                        })
+                        .collect(),
+                ),
+            },
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => WireMessage::Assistant {
+                content: content.as_deref(),
+                tool_calls: tool_calls
                     .iter()
-                    .map(|c| {
-                        json!({"id": c.id, "type": "function",
-                               "function": {"name": c.name, "arguments": c.arguments}})
+                    .map(|c| WireCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireFunction {
+                            name: &c.name,
+                            arguments: &c.arguments,
+                        },
                     })
-                    .collect();
-            }
-            v
-        }
-        Message::Tool { call_id, content } => {
-            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+                    .collect(),
+            },
+            Message::Tool { call_id, content } => WireMessage::Tool {
+                tool_call_id: call_id,
+                content,
+            },
         }
     }
 }
@@ -352,7 +426,7 @@ impl Model for OpenAiModel {
         cancel: &CancellationToken,
     ) -> Result<(), ModelError> {
         let body = Bytes::from(
-            serde_json::to_vec(&self.body(request))
+            self.body(request)
                 .map_err(|e| ModelError::Stream(format!("cannot encode the request: {e}")))?,
         );
         let mut attempt = 0;
@@ -513,7 +587,7 @@ mod tests {
             model: None,
             max_tokens: Some(24),
         };
-        let body = m.body(&request);
+        let body: Value = serde_json::from_slice(&m.body(&request).unwrap()).unwrap();
         assert_eq!(body["max_tokens"], 24);
         assert_eq!(
             body["messages"][0],
@@ -525,7 +599,70 @@ mod tests {
             max_tokens: None,
             ..request
         };
-        assert!(m.body(&plain).get("max_tokens").is_none());
+        let body: Value = serde_json::from_slice(&m.body(&plain).unwrap()).unwrap();
+        assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn messages_and_tools_go_out_in_the_chat_completions_shape() {
+        let config = ModelConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            ..ModelConfig::default()
+        };
+        let m = OpenAiModel::from_config(&config, |_| None)
+            .unwrap()
+            .unwrap();
+        let call = crate::llm::ToolCallRequest {
+            id: "c1".into(),
+            name: "bash".into(),
+            arguments: "{\"command\":\"true\"}".into(),
+        };
+        let tool =
+            crate::tools::schema::ToolSchema::new("t", "d", json!({"type": "object"})).unwrap();
+        let request = ModelRequest {
+            messages: vec![
+                Message::System("be brief".into()),
+                Message::User("hi".into()),
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![call],
+                },
+                Message::Tool {
+                    call_id: "c1".into(),
+                    content: "ok".into(),
+                },
+                Message::Assistant {
+                    content: Some("done".into()),
+                    tool_calls: Vec::new(),
+                },
+            ],
+            tools: vec![tool.model_definition().clone()],
+            model: Some("m".into()),
+            max_tokens: None,
+        };
+        let text = String::from_utf8(m.body(&request).unwrap()).unwrap();
+        // Key order as well as content: what a server sees, byte for byte.
+        assert_eq!(
+            text,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function",
+                         "function": {"name": "bash", "arguments": "{\"command\":\"true\"}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                    {"role": "assistant", "content": "done"},
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "tools": [{"type": "function",
+                           "function": {"name": "t", "description": "d",
+                                        "parameters": {"type": "object"}}}],
+            })
+            .to_string()
+        );
     }
 
     #[tokio::test]

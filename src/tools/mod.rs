@@ -22,6 +22,7 @@ use crate::hooks::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfa
 use crate::policy::Policy;
 use crate::registry::{Session, SessionRegistry};
 use schema::{SchemaHook, ToolSchema};
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -101,15 +102,15 @@ impl SessionTools {
             .cloned()
     }
 
-    /// The definitions of `session`'s available tools.
-    fn definitions(&self, session: &str) -> Vec<serde_json::Value> {
+    /// The definitions of `session`'s available tools, as model requests carry them.
+    fn definitions(&self, session: &str) -> Vec<Arc<RawValue>> {
         self.by_session
             .get(session)
             .map(|tools| {
                 tools
                     .iter()
                     .filter(|t| t.available())
-                    .map(|t| t.schema().for_model())
+                    .map(|t| t.schema().model_definition().clone())
                     .collect()
             })
             .unwrap_or_default()
@@ -342,8 +343,12 @@ impl ToolRegistry {
 
     /// The definitions a session's model is given: the registered tools, then the
     /// session's own (its MCP servers' that are still running).
-    pub fn definitions_for(&self, session: &str) -> Vec<serde_json::Value> {
-        let mut all = self.definitions();
+    pub fn definitions_for(&self, session: &str) -> Vec<Arc<RawValue>> {
+        let mut all: Vec<Arc<RawValue>> = self
+            .tools
+            .iter()
+            .map(|t| t.schema().model_definition().clone())
+            .collect();
         all.extend(self.session_tools.definitions(session));
         all
     }

@@ -4,6 +4,7 @@
 use crate::hooks::waterfall::{Hook, Next, ToolExecution, ToolOutput};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -13,6 +14,10 @@ pub struct ToolSchema {
     pub description: String,
     pub parameters: Value,
     validator: jsonschema::Validator,
+    /// [`ToolSchema::for_model`] as JSON text, made once: every model request carries
+    /// every definition, and building and serializing them anew each time was a
+    /// measurable part of a turn (BENCHMARKS.md).
+    definition: Arc<RawValue>,
 }
 
 impl ToolSchema {
@@ -37,11 +42,16 @@ impl ToolSchema {
     /// the server (so it may fail to compile, and the tool is then left out).
     pub fn new(name: &str, description: &str, parameters: Value) -> Result<Self, String> {
         let validator = jsonschema::validator_for(&parameters).map_err(|e| e.to_string())?;
+        let definition =
+            serde_json::value::to_raw_value(&definition(name, description, &parameters))
+                .map_err(|e| e.to_string())?
+                .into();
         Ok(Self {
             name: name.to_string(),
             description: description.to_string(),
             parameters,
             validator,
+            definition,
         })
     }
 
@@ -76,15 +86,25 @@ impl ToolSchema {
 
     /// The OpenAI-style function description the model receives.
     pub fn for_model(&self) -> Value {
-        serde_json::json!({
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            }
-        })
+        definition(&self.name, &self.description, &self.parameters)
     }
+
+    /// [`ToolSchema::for_model`], serialized once, as model requests carry it.
+    pub fn model_definition(&self) -> &Arc<RawValue> {
+        &self.definition
+    }
+}
+
+/// The OpenAI-style function description of a tool.
+fn definition(name: &str, description: &str, parameters: &Value) -> Value {
+    serde_json::json!({
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+        }
+    })
 }
 
 /// The embedded schema documents, by tool name.
