@@ -448,14 +448,16 @@ pub async fn run_model_turn(
 ) -> Result<StopReason, ModelError> {
     let system = system_prompt(ctx.session, config);
     let mut told_shortened = false;
+    // The history as the log has it: read whole once, then only what each step added.
+    let (mut events, mut read_to) = (Vec::new(), 0);
     for _ in 0..config.max_steps {
-        let events = match &ctx.log {
-            Some(log) => log
-                .replay()
-                .map(|(_, e)| e)
-                .map_err(|e| ModelError::Stream(format!("cannot read the session log: {e}")))?,
-            None => Vec::new(),
-        };
+        if let Some(log) = &ctx.log {
+            let (added, to) = log
+                .replay_from(read_to)
+                .map_err(|e| ModelError::Stream(format!("cannot read the session log: {e}")))?;
+            events.extend(added);
+            read_to = to;
+        }
         // The notices are in the log at their place; the inbox only mirrors them.
         ctx.session.take_notices();
         let (messages, shortened) = history::build_counted(

@@ -180,6 +180,31 @@ impl SessionLog {
         Ok((parsed.header, parsed.events))
     }
 
+    /// The events appended after byte `from` of the log, and where the last complete
+    /// line ends (the `from` of the next call). `from` is 0 (the whole log: its header
+    /// is checked as by [`SessionLog::replay`]) or what an earlier call returned. A
+    /// turn reads its history once and then, at each model step, only what was added
+    /// since (its own events, notices, titles): reading the whole log at every step
+    /// made a long session's steps cost in proportion to everything it ever said.
+    pub fn replay_from(&self, from: u64) -> io::Result<(Vec<Event>, u64)> {
+        let _appends = self.lock_appends();
+        let len = self.file.metadata()?.len();
+        let read = usize::try_from(len.saturating_sub(from)).map_err(io::Error::other)?;
+        let mut bytes = vec![0; read];
+        self.file.read_exact_at(&mut bytes, from)?;
+        let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let events = if from == 0 {
+            parse(&bytes, &self.id, &self.path)?.events
+        } else {
+            let mut events = Vec::new();
+            for line in bytes[..complete].split(|&b| b == b'\n') {
+                push_event(&mut events, line, &self.path);
+            }
+            events
+        };
+        Ok((events, from + complete as u64))
+    }
+
     /// The session id.
     pub fn id(&self) -> &str {
         &self.id
@@ -277,25 +302,30 @@ fn parse(bytes: &[u8], id: &str, path: &Path) -> io::Result<Parsed> {
     }
 
     let mut events = Vec::with_capacity(lines.len().saturating_sub(1));
-    for (n, &(_, line)) in lines.iter().enumerate().skip(1) {
-        if is_blank(line) {
-            continue;
-        }
-        match serde_json::from_slice::<Event>(line) {
-            Ok(event) => events.push(event),
-            Err(e) => tracing::warn!(
-                path = %path.display(),
-                line = n + 1,
-                error = %e,
-                "skipping unreadable session log line"
-            ),
-        }
+    for &(_, line) in lines.iter().skip(1) {
+        push_event(&mut events, line, path);
     }
     Ok(Parsed {
         header,
         events,
         good_len: good_len as u64,
     })
+}
+
+/// Adds the event on `line` to `events`; a blank line is nothing, and one that does
+/// not read is skipped with a warning (as a torn line that later appends ended).
+fn push_event(events: &mut Vec<Event>, line: &[u8], path: &Path) {
+    if is_blank(line) {
+        return;
+    }
+    match serde_json::from_slice::<Event>(line) {
+        Ok(event) => events.push(event),
+        Err(e) => tracing::warn!(
+            path = %path.display(),
+            error = %e,
+            "skipping unreadable session log line"
+        ),
+    }
 }
 
 fn is_blank(line: &[u8]) -> bool {

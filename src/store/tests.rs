@@ -291,6 +291,36 @@ fn failed_write_does_not_corrupt_the_next_line() {
 }
 
 #[test]
+fn replay_from_reads_what_was_added_since_and_ends_on_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = SessionLog::create(dir.path(), &header("s1", "/w")).unwrap();
+    for event in every_event() {
+        log.append(&event).unwrap();
+    }
+    let (first, to) = log.replay_from(0).unwrap();
+    assert_eq!(first, every_event());
+    assert_eq!(to, std::fs::metadata(log.path()).unwrap().len());
+    let (none, same) = log.replay_from(to).unwrap();
+    assert!(none.is_empty());
+    assert_eq!(same, to);
+
+    log.append(&msg("one")).unwrap();
+    // A write that failed part-way: not read until a later append ends its line,
+    // and then skipped, as a whole replay skips it.
+    append_raw(log.path(), b"{\"type\":\"user_mes");
+    log.mark_torn();
+    let (added, to) = log.replay_from(to).unwrap();
+    assert_eq!(added, vec![msg("one")]);
+    log.append(&msg("two")).unwrap();
+    let (added, _) = log.replay_from(to).unwrap();
+    assert_eq!(added, vec![msg("two")]);
+
+    let mut whole = every_event();
+    whole.extend([msg("one"), msg("two")]);
+    assert_eq!(log.replay().unwrap().1, whole);
+}
+
+#[test]
 fn bad_header_is_refused_and_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(sessions_dir(dir.path())).unwrap();
