@@ -566,15 +566,20 @@ mod tests {
         assert!(m.api_key.is_none());
     }
 
-    #[test]
-    fn images_go_as_data_url_parts_and_a_token_cap_as_max_tokens() {
+    /// A model on a local address nothing listens on: for tests of request bodies.
+    fn local_model() -> OpenAiModel {
         let config = ModelConfig {
             base_url: "http://127.0.0.1:9/v1".into(),
             ..ModelConfig::default()
         };
-        let m = OpenAiModel::from_config(&config, |_| None)
+        OpenAiModel::from_config(&config, |_| None)
             .unwrap()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn images_go_as_data_url_parts_and_a_token_cap_as_max_tokens() {
+        let m = local_model();
         let request = ModelRequest {
             messages: vec![Message::UserParts(vec![
                 UserPart::Text("what is this?".into()),
@@ -605,13 +610,7 @@ mod tests {
 
     #[test]
     fn messages_and_tools_go_out_in_the_chat_completions_shape() {
-        let config = ModelConfig {
-            base_url: "http://127.0.0.1:9/v1".into(),
-            ..ModelConfig::default()
-        };
-        let m = OpenAiModel::from_config(&config, |_| None)
-            .unwrap()
-            .unwrap();
+        let m = local_model();
         let call = crate::llm::ToolCallRequest {
             id: "c1".into(),
             name: "bash".into(),
