@@ -299,6 +299,66 @@ mod tests {
         drop(orphan_like);
     }
 
+    /// A tripwire for the invariant in the module docs: every file outside tests that
+    /// can start a process is listed here, after its starts were checked to be booked.
+    /// A new one fails this test until it is checked too (and added).
+    #[test]
+    fn every_file_that_starts_processes_was_checked_for_booking() {
+        const CHECKED: &[&str] = &[
+            "src/exec/children.rs",         // children::spawn
+            "src/exec/local.rs",            // a Command that spawn.rs starts
+            "src/exec/process.rs",          // Commands that spawn.rs starts
+            "src/exec/remote.rs", // children::spawn, starting() around output/status/upload
+            "src/exec/sandbox.rs", // starting() around the probe; the rest through spawn.rs
+            "src/exec/spawn.rs",  // books every HostProcess
+            "src/exec/ssh.rs",    // children::spawn, starting() around output
+            "src/hooks/external/runner.rs", // children::spawn
+            "src/main.rs",        // the CLI's own `dsh start`, not a daemon process
+        ];
+        fn starts_processes(code: &str) -> bool {
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+            let bare_command_new = code.match_indices("Command::new(").any(|(i, _)| {
+                !code[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            });
+            bare_command_new
+                || [
+                    "process::Command",
+                    "libc::clone",
+                    "libc::fork",
+                    "posix_spawn",
+                ]
+                .iter()
+                .any(|needle| code.contains(needle))
+        }
+        fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && path.file_name().is_none_or(|n| n != "tests.rs")
+                    && starts_processes(&std::fs::read_to_string(&path).unwrap())
+                {
+                    let root = env!("CARGO_MANIFEST_DIR");
+                    found.push(path.strip_prefix(root).unwrap().display().to_string());
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        found.sort();
+        assert_eq!(
+            found, CHECKED,
+            "a file that starts processes: book its children"
+        );
+    }
+
     #[test]
     fn the_main_threads_children_are_listed() {
         let mut child = std::process::Command::new("sleep")
