@@ -22,19 +22,30 @@
 //! * [`Starting::owned`] books the new child's pid until the owner reaped it;
 //! * [`spawn`] does both for a `tokio::process` child.
 //!
+//! Where the shortcut is blind (both deliberate moves, and both still found by the
+//! marker when the task or its scope is killed and at shutdown, like any process
+//! that detached on purpose): a process the leader starts with `clone(CLONE_PARENT)`
+//! becomes a sibling under the thread that started the leader, not an orphan; and a
+//! process that enters another PID namespace (`setns`) leaves its orphans to that
+//! namespace's init. The scan caught both after a normal exit; this does not.
+//!
+//! A side effect: what detaches on purpose (`setsid cmd &`) is now the daemon's child,
+//! not init's (its `getppid()` is the daemon), and while one runs, every exit takes
+//! the scan again.
+//!
 //! Every child a daemon process starts goes through this module (ARCHITECTURE.md's
 //! invariants); one that did not could be reaped under its owner. Adopting is
 //! opt-in ([`adopt_orphans`], called by `dsh serve` and `dsh exec-helper`): in any
 //! other process (the test binaries, which start children of their own) nothing
 //! here reaps, and every exit is followed by the full scan as before.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// How long the reaper waits after a `SIGCHLD` before sweeping, so that one sweep
-/// answers every child that ended meanwhile. An adopted orphan's zombie lasts at
-/// most about this long.
+/// answers every child that ended meanwhile. An adopted orphan's zombie lasts about
+/// this long (longer only while starts keep the reaper off, see [`Starting`]).
 const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Set once this process is a subreaper with the reaper running.
@@ -42,7 +53,7 @@ static ADOPTING: AtomicBool = AtomicBool::new(false);
 
 static BOOK: Mutex<Book> = Mutex::new(Book {
     starting: 0,
-    owned: BTreeSet::new(),
+    owned: BTreeMap::new(),
 });
 
 /// Which children are someone's.
@@ -50,8 +61,10 @@ struct Book {
     /// Starts (or start-and-wait calls) in progress: while any is, an unbooked
     /// child may be one of them, so nothing is reaped.
     starting: usize,
-    /// Children whose owner will reap them.
-    owned: BTreeSet<i32>,
+    /// Children whose owner will reap them, each with how many bookings name it (a
+    /// booking kept a moment past its child's reaping must not drop the booking of a
+    /// new child that got the same pid).
+    owned: BTreeMap<i32, u32>,
 }
 
 fn book() -> MutexGuard<'static, Book> {
@@ -62,6 +75,14 @@ fn book() -> MutexGuard<'static, Book> {
 /// orphans reaped (on every `SIGCHLD`). Call once, inside the runtime, before the
 /// first command. False (and nothing changes) if the kernel refuses.
 pub fn adopt_orphans() -> bool {
+    // Without the `children` files (a kernel built without CONFIG_PROC_CHILDREN)
+    // adopted orphans could never be found, so never reaped: do not adopt.
+    if adopted_children().is_none() {
+        tracing::warn!(
+            "no /proc/<pid>/task/<tid>/children on this kernel: every command's exit is followed by a scan of /proc"
+        );
+        return false;
+    }
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         tracing::warn!(
@@ -87,10 +108,14 @@ pub fn adopt_orphans() -> bool {
         while exits.recv().await.is_some() {
             // Each command's exit already sweeps (`leftovers_possible`); this is for
             // orphans that end on their own, and coalescing the signals of a busy
-            // moment keeps it off the path of every call (a sweep per SIGCHLD
-            // cost B1 about 0.05 ms a call, contending with the exit's own sweep).
-            tokio::time::sleep(SWEEP_PAUSE).await;
-            let _ = sweep();
+            // moment keeps it off the path of every call. A zombie left because a
+            // start was in progress is tried again after another pause.
+            loop {
+                tokio::time::sleep(SWEEP_PAUSE).await;
+                if !sweep().is_some_and(|s| s.zombies_left) {
+                    break;
+                }
+            }
         }
     });
     true
@@ -101,60 +126,128 @@ pub fn adopt_orphans() -> bool {
 /// process has a live child that is not booked. Reaps the zombies of adopted
 /// orphans on the way.
 pub fn leftovers_possible() -> bool {
-    !ADOPTING.load(Ordering::SeqCst) || sweep().unwrap_or(true)
+    !ADOPTING.load(Ordering::SeqCst) || sweep().is_none_or(|s| s.live_unbooked)
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Swept {
+    /// A live child nobody booked: an adopted orphan (or a start's child), which may
+    /// be, or hide, a leftover of any command.
+    live_unbooked: bool,
+    /// Zombies of unbooked children that could not be reaped (a start was in
+    /// progress).
+    zombies_left: bool,
 }
 
 /// Reaps the zombies among the unbooked children (unless a start is in progress)
-/// and says whether a live unbooked child remains. None if the children could not
-/// be listed.
-fn sweep() -> Option<bool> {
-    let children = adopted_children()?;
-    // Taken after the listing, and held while judging it: no start begins while an
-    // unbooked child is judged (it could be that start's).
-    let book = book();
-    Some(sweep_among(&book, children))
+/// and says what is left. None if the children could not be listed.
+///
+/// An orphan's own children are handed to the daemon before it turns into a zombie,
+/// so after a pass that saw a zombie the list is read again: its children, listed
+/// only now, may be leftovers. A list is trusted only when two reads agree (the
+/// kernel's listing can skip an entry when another child is reaped meanwhile).
+fn sweep() -> Option<Swept> {
+    const PASSES: usize = 8;
+    for _ in 0..PASSES {
+        let children = stable_children()?;
+        // Read outside the lock: a state may be stale by the time it is used, but only
+        // toward "alive" (a live child may die; a zombie stays one until reaped, and
+        // only the lock holder reaps an unbooked child).
+        let states: Vec<(i32, Option<bool>)> = children
+            .into_iter()
+            .map(|pid| (pid, is_zombie(pid)))
+            .collect();
+        // Taken after the reads, and held while judging and reaping: no start
+        // begins meanwhile, so an unbooked child cannot be a start's.
+        let book = book();
+        let (swept, saw_zombie) = sweep_among(&book, states);
+        if swept.live_unbooked || !saw_zombie || swept.zombies_left {
+            return Some(swept);
+        }
+    }
+    // Orphans kept turning into zombies: judge conservatively.
+    Some(Swept {
+        live_unbooked: true,
+        zombies_left: false,
+    })
 }
 
-/// `sweep` over the children `pids`.
-fn sweep_among(book: &Book, pids: impl IntoIterator<Item = i32>) -> bool {
-    let mut live_unbooked = false;
-    for pid in pids {
-        if book.owned.contains(&pid) {
+/// `sweep`'s judgement of `children` (pid and whether it is a zombie, None: gone),
+/// and whether any unbooked zombie was seen.
+fn sweep_among(book: &Book, children: Vec<(i32, Option<bool>)>) -> (Swept, bool) {
+    let mut swept = Swept::default();
+    let mut saw_zombie = false;
+    for (pid, zombie) in children {
+        if book.owned.contains_key(&pid) {
             continue;
         }
-        match is_zombie(pid) {
-            Some(true) if book.starting == 0 => {
-                // SAFETY: waitpid on one child of ours that nobody else waits for.
-                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        match zombie {
+            Some(true) => {
+                saw_zombie = true;
+                if book.starting == 0 {
+                    // SAFETY: waitpid on one child of ours that nobody else waits for.
+                    unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+                } else {
+                    swept.zombies_left = true;
+                }
             }
-            // A zombie has no descendants left: it cannot hide a leftover.
-            Some(true) => {}
-            Some(false) => live_unbooked = true,
+            Some(false) => swept.live_unbooked = true,
             // Gone between the listing and now.
             None => {}
         }
     }
-    live_unbooked
+    (swept, saw_zombie)
+}
+
+/// The main thread's children, read until two reads agree (at most a few times;
+/// None if they never do, or the file cannot be read).
+fn stable_children() -> Option<Vec<i32>> {
+    let mut last = adopted_children()?;
+    for _ in 0..4 {
+        let now = adopted_children()?;
+        if now == last {
+            return Some(now);
+        }
+        last = now;
+    }
+    None
 }
 
 /// The children of this process's main thread, where the kernel puts every orphan
 /// it hands to a subreaper: the first live thread of the process, which is the main
 /// thread while the process runs (`find_new_reaper` and `find_alive_thread` in
 /// kernel/exit.c). The children other threads started are booked, so reading only
-/// this one file (about 3 us) misses nothing the callers look for;
-/// `tests/it/orphans.rs` fails if an adopted orphan were missed.
+/// this one file (about 3 us) misses no orphan (but see the module docs for
+/// `CLONE_PARENT`); `tests/it/orphans.rs` fails if an adopted orphan were missed.
 fn adopted_children() -> Option<Vec<i32>> {
+    use std::io::Read;
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let path = PATH.get_or_init(|| {
         let pid = std::process::id();
         format!("/proc/{pid}/task/{pid}/children")
     });
-    let text = std::fs::read_to_string(path).ok()?;
-    Some(
-        text.split_ascii_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-            .collect(),
-    )
+    // One read() of a buffer that holds the whole list (8000 children): the kernel
+    // builds it in one go then, where reads of a few bytes each restart it by
+    // position. The buffer is kept per thread, so it is not zeroed at every exit.
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 * 1024]);
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    BUF.with_borrow_mut(|buf| {
+        let n = file.read(buf).ok()?;
+        if n == buf.len() {
+            // Perhaps more than fits: not known, so not trusted.
+            return None;
+        }
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let mut pids: Vec<i32> = text
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        Some(pids)
+    })
 }
 
 /// Whether `pid` is a zombie; None if it is gone.
@@ -180,7 +273,7 @@ pub fn starting() -> Starting {
 impl Starting {
     /// Books `pid` as a child its owner will reap, until the returned guard drops.
     pub fn owned(self, pid: i32) -> Owned {
-        book().owned.insert(pid);
+        *book().owned.entry(pid).or_default() += 1;
         Owned(pid)
         // `self` drops here, after the booking: no gap in which the child is
         // neither starting nor owned.
@@ -200,17 +293,25 @@ pub struct Owned(i32);
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        book().owned.remove(&self.0);
+        let mut book = book();
+        if let Some(count) = book.owned.get_mut(&self.0) {
+            *count -= 1;
+            if *count == 0 {
+                book.owned.remove(&self.0);
+            }
+        }
     }
 }
 
-/// A `tokio::process` child, booked for as long as it is held.
+/// A `tokio::process` child, booked until its `wait` or `try_wait` returned its
+/// status. Dropped before that, it is killed and reaped by a task that keeps it
+/// booked meanwhile (tokio would reap it later, unbooked: the reaper could take it
+/// first, and tokio's late `waitpid` then land on a reused pid).
 #[derive(Debug)]
 pub struct Child {
-    // Dropped first: `kill_on_drop` signals a pid that is still booked, so not one the
-    // reaper may have reaped and the system reused.
-    inner: tokio::process::Child,
-    _owned: Option<Owned>,
+    /// Some until dropped.
+    inner: Option<tokio::process::Child>,
+    owned: Option<Owned>,
 }
 
 /// `cmd.spawn()`, booked (see the module docs).
@@ -219,21 +320,65 @@ pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Child> {
     let inner = cmd.spawn()?;
     let owned = inner.id().map(|pid| start.owned(pid as i32));
     Ok(Child {
-        inner,
-        _owned: owned,
+        inner: Some(inner),
+        owned,
     })
+}
+
+impl Child {
+    /// tokio's `wait`, releasing the booking once the child is reaped.
+    pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let status = self.inner_mut().wait().await;
+        if status.is_ok() {
+            self.owned = None;
+        }
+        status
+    }
+
+    /// tokio's `try_wait`, releasing the booking once the child is reaped.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let status = self.inner_mut().try_wait();
+        if matches!(status, Ok(Some(_))) {
+            self.owned = None;
+        }
+        status
+    }
+
+    fn inner_mut(&mut self) -> &mut tokio::process::Child {
+        // Taken only by `drop`.
+        self.inner.as_mut().expect("a child is held until dropped")
+    }
 }
 
 impl std::ops::Deref for Child {
     type Target = tokio::process::Child;
     fn deref(&self) -> &Self::Target {
-        &self.inner
+        self.inner.as_ref().expect("a child is held until dropped")
     }
 }
 
 impl std::ops::DerefMut for Child {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.inner
+        self.inner_mut()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let (Some(mut inner), Some(owned)) = (self.inner.take(), self.owned.take()) else {
+            return;
+        };
+        let _ = inner.start_kill();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = inner.wait().await;
+                    drop(owned);
+                });
+            }
+            // No runtime (the process is ending): tokio's own drop queues it.
+            Err(_) => drop((inner, owned)),
+        }
     }
 }
 
@@ -250,32 +395,39 @@ mod tests {
         child
     }
 
+    /// `pids` with their states, as `sweep` reads them.
+    fn states(pids: &[i32]) -> Vec<(i32, Option<bool>)> {
+        pids.iter().map(|&pid| (pid, is_zombie(pid))).collect()
+    }
+
     // `sweep_among` is given only this test's children: the other tests of this
     // binary have children of their own that a real sweep would take.
     #[test]
     fn only_unbooked_zombies_are_reaped_and_never_during_a_start() {
         let mut booked = zombie();
         let owned = starting().owned(booked.id() as i32);
+        // A second booking of the same pid (a new child that got it before the old
+        // booking was dropped) survives the first one's drop.
+        let again = starting().owned(booked.id() as i32);
+        drop(owned);
         let mut live = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
             .unwrap();
-        let pids = [booked.id() as i32, live.id() as i32];
-        assert!(
-            sweep_among(&book(), pids),
-            "a live unbooked child is reported"
-        );
+        let (swept, _) = sweep_among(&book(), states(&[booked.id() as i32, live.id() as i32]));
+        assert!(swept.live_unbooked, "a live unbooked child is reported");
         assert!(
             booked.try_wait().unwrap().is_some(),
             "the owner still reaps it"
         );
-        drop(owned);
+        drop(again);
         live.kill().unwrap();
         live.wait().unwrap();
 
         let mut unbooked = zombie();
         let start = starting();
-        assert!(!sweep_among(&book(), [unbooked.id() as i32]));
+        let (swept, saw_zombie) = sweep_among(&book(), states(&[unbooked.id() as i32]));
+        assert!(saw_zombie && swept.zombies_left && !swept.live_unbooked);
         drop(start);
         assert!(
             unbooked.try_wait().unwrap().is_some(),
@@ -288,7 +440,8 @@ mod tests {
         loop {
             let book = book();
             if book.starting == 0 {
-                assert!(!sweep_among(&book, [pid]));
+                let (swept, saw_zombie) = sweep_among(&book, states(&[pid]));
+                assert_eq!((swept, saw_zombie), (Swept::default(), true));
                 break;
             }
             drop(book);

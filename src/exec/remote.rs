@@ -578,7 +578,7 @@ impl HelperClient {
             .await
             .map_err(ConnectError::Unusable)?;
         let name = me.file_name();
-        let _start = children::starting();
+        let start = children::starting();
         let out = self
             .ssh
             .remote_bash(PROBE_SCRIPT, &[&self.helper_dir, &name])
@@ -586,7 +586,9 @@ impl HelperClient {
             .kill_on_drop(true)
             .output()
             .await
-            .map_err(|e| ConnectError::Unreachable(ExecError::Remote(e.to_string())))?;
+            .map_err(|e| ConnectError::Unreachable(ExecError::Remote(e.to_string())));
+        drop(start);
+        let out = out?;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let mut lines = text.lines();
         let (uname, present, tools) = (lines.next(), lines.next(), lines.next());

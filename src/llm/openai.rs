@@ -641,27 +641,18 @@ mod tests {
         };
         let text = String::from_utf8(m.body(&request).unwrap()).unwrap();
         // Key order as well as content: what a server sees, byte for byte.
-        assert_eq!(
-            text,
-            json!({
-                "model": "m",
-                "messages": [
-                    {"role": "system", "content": "be brief"},
-                    {"role": "user", "content": "hi"},
-                    {"role": "assistant", "content": null, "tool_calls": [
-                        {"id": "c1", "type": "function",
-                         "function": {"name": "bash", "arguments": "{\"command\":\"true\"}"}}]},
-                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
-                    {"role": "assistant", "content": "done"},
-                ],
-                "stream": true,
-                "stream_options": {"include_usage": true},
-                "tools": [{"type": "function",
-                           "function": {"name": "t", "description": "d",
-                                        "parameters": {"type": "object"}}}],
-            })
-            .to_string()
+        let expected = concat!(
+            r#"{"model":"m","messages":["#,
+            r#"{"role":"system","content":"be brief"},"#,
+            r#"{"role":"user","content":"hi"},"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","#,
+            r#""function":{"name":"bash","arguments":"{\"command\":\"true\"}"}}]},"#,
+            r#"{"role":"tool","tool_call_id":"c1","content":"ok"},"#,
+            r#"{"role":"assistant","content":"done"}],"#,
+            r#""stream":true,"stream_options":{"include_usage":true},"#,
+            r#""tools":[{"type":"function","function":{"name":"t","description":"d","parameters":{"type":"object"}}}]}"#,
         );
+        assert_eq!(text, expected);
     }
 
     #[tokio::test]

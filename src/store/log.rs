@@ -189,7 +189,13 @@ impl SessionLog {
     pub fn replay_from(&self, from: u64) -> io::Result<(Vec<Event>, u64)> {
         let _appends = self.lock_appends();
         let len = self.file.metadata()?.len();
-        let read = usize::try_from(len.saturating_sub(from)).map_err(io::Error::other)?;
+        if from > len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is {len} bytes, read from {from}", self.path.display()),
+            ));
+        }
+        let read = usize::try_from(len - from).map_err(io::Error::other)?;
         let mut bytes = vec![0; read];
         self.file.read_exact_at(&mut bytes, from)?;
         let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);

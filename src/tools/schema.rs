@@ -86,7 +86,8 @@ impl ToolSchema {
 
     /// The OpenAI-style function description the model receives.
     pub fn for_model(&self) -> Value {
-        definition(&self.name, &self.description, &self.parameters)
+        serde_json::to_value(definition(&self.name, &self.description, &self.parameters))
+            .unwrap_or_default()
     }
 
     /// [`ToolSchema::for_model`], serialized once, as model requests carry it.
@@ -95,16 +96,31 @@ impl ToolSchema {
     }
 }
 
-/// The OpenAI-style function description of a tool.
-fn definition(name: &str, description: &str, parameters: &Value) -> Value {
-    serde_json::json!({
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": parameters,
-        }
-    })
+/// The OpenAI-style function description of a tool, its keys in the order the API
+/// documents them (serialized from these types, whatever a JSON map orders keys by).
+#[derive(serde::Serialize)]
+struct Definition<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+fn definition<'a>(name: &'a str, description: &'a str, parameters: &'a Value) -> Definition<'a> {
+    Definition {
+        kind: "function",
+        function: Function {
+            name,
+            description,
+            parameters,
+        },
+    }
 }
 
 /// The embedded schema documents, by tool name.

@@ -83,8 +83,19 @@ echo done"#,
     // Shutdown ends it (it carries the command's marker).
     drop(client);
     let mut daemon = daemon;
-    daemon.child.start_kill().unwrap();
-    let _ = daemon.child.wait().await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    tokio::time::timeout(PATIENCE, daemon.child.wait())
+        .await
+        .expect("the daemon stops")
+        .unwrap();
+    assert!(
+        with_token(&detached).is_empty(),
+        "the detached process outlived the daemon's shutdown"
+    );
 }
 
 /// What the daemon adopts, it reaps: a process that detached on purpose and ends
