@@ -139,6 +139,9 @@ pub struct StatusResponse {
     pub connections: usize,
     pub sessions: Vec<SessionStatus>,
     pub running_tasks: Vec<TaskSummary>,
+    /// How the check after each local command's exit went (`exec::children`).
+    #[serde(default)]
+    pub exit_checks: crate::exec::children::ExitChecks,
 }
 
 /// One session in [`StatusResponse`].
@@ -284,6 +287,7 @@ impl AcpService {
             connections: self.connections.len(),
             sessions,
             running_tasks,
+            exit_checks: crate::exec::children::exit_checks(),
         })
     }
 

@@ -40,7 +40,7 @@
 //! here reaps, and every exit is followed by the full scan as before.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// How long the reaper waits after a `SIGCHLD` before sweeping, so that one sweep
@@ -50,6 +50,34 @@ const SWEEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Set once this process is a subreaper with the reaper running.
 static ADOPTING: AtomicBool = AtomicBool::new(false);
+
+/// Exits after which the scan was skipped, and after which it ran, while adopting.
+static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static SCANNED: AtomicU64 = AtomicU64::new(0);
+
+/// How the check after each command's exit went, for `_dsh/status`: a daemon that
+/// adopts but never skips has a child it does not account for, and pays the scan at
+/// every exit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExitChecks {
+    /// This process is a subreaper (else every exit is followed by the scan).
+    pub adopting: bool,
+    /// Exits after which nothing could be left, so the scan was skipped.
+    pub skipped: u64,
+    /// Exits after which the scan ran (an unbooked live child, such as a process
+    /// that detached on purpose, was there).
+    pub scanned: u64,
+}
+
+/// The counts so far.
+pub fn exit_checks() -> ExitChecks {
+    ExitChecks {
+        adopting: ADOPTING.load(Ordering::SeqCst),
+        skipped: SKIPPED.load(Ordering::Relaxed),
+        scanned: SCANNED.load(Ordering::Relaxed),
+    }
+}
 
 static BOOK: Mutex<Book> = Mutex::new(Book {
     starting: 0,
@@ -126,7 +154,12 @@ pub fn adopt_orphans() -> bool {
 /// process has a live child that is not booked. Reaps the zombies of adopted
 /// orphans on the way.
 pub fn leftovers_possible() -> bool {
-    !ADOPTING.load(Ordering::SeqCst) || sweep().is_none_or(|s| s.live_unbooked)
+    if !ADOPTING.load(Ordering::SeqCst) {
+        return true;
+    }
+    let possible = sweep().is_none_or(|s| s.live_unbooked);
+    if possible { &SCANNED } else { &SKIPPED }.fetch_add(1, Ordering::Relaxed);
+    possible
 }
 
 /// What a sweep found.

@@ -168,3 +168,62 @@ async fn an_adopted_process_that_ends_later_is_reaped_and_owned_children_are_lef
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// The shortcut is taken: with nothing of any command left, each exit skips the scan
+/// (`_dsh/status` counts them); while a process detached on purpose runs (the
+/// daemon's unbooked child), exits take the scan, as documented.
+#[tokio::test]
+async fn exits_skip_the_scan_unless_an_unbooked_child_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), AUTO).await;
+    let mut client = daemon.connect().await;
+    let ws = workspace(dir.path(), "ws");
+    let session = client.new_session(&ws).await;
+    let checks = |status: serde_json::Value| {
+        let c = &status["exitChecks"];
+        (
+            c["adopting"].as_bool().unwrap(),
+            c["skipped"].as_u64().unwrap(),
+            c["scanned"].as_u64().unwrap(),
+        )
+    };
+    for _ in 0..3 {
+        let (text, is_error) = client.bash(&session, "true").await;
+        assert!(!is_error, "{text}");
+    }
+    let status = client
+        .request("_dsh/status", serde_json::json!({}))
+        .await
+        .unwrap();
+    assert_eq!(checks(status), (true, 3, 0));
+
+    let token = token();
+    let started = ws.join("started");
+    let detach = format!(
+        "setsid bash -c 'touch {s}; exec sleep 1000.{token}' >/dev/null 2>&1 &
+         while [ ! -e {s} ]; do sleep 0.01; done",
+        s = started.display()
+    );
+    let (text, is_error) = client.bash(&session, &detach).await;
+    assert!(!is_error, "{text}");
+    let (text, is_error) = client.bash(&session, "true").await;
+    assert!(!is_error, "{text}");
+    let status = client
+        .request("_dsh/status", serde_json::json!({}))
+        .await
+        .unwrap();
+    assert_eq!(checks(status), (true, 3, 2));
+    assert_eq!(
+        with_token(&token).len(),
+        1,
+        "what detached on purpose runs on"
+    );
+    client
+        .request("session/delete", serde_json::json!({"sessionId": session}))
+        .await
+        .unwrap();
+    assert!(
+        with_token(&token).is_empty(),
+        "deleting the session ends it"
+    );
+}
