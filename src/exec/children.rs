@@ -39,6 +39,7 @@
 //! other process (the test binaries, which start children of their own) nothing
 //! here reaps, and every exit is followed by the full scan as before.
 
+use super::procs::is_zombie;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -183,10 +184,16 @@ struct Swept {
 fn sweep() -> Option<Swept> {
     const PASSES: usize = 8;
     for _ in 0..PASSES {
-        let children = stable_children()?;
+        let mut children = stable_children()?;
+        // Only unbooked children matter: a booked one's state is not read at all.
+        {
+            let book = book();
+            children.retain(|pid| !book.owned.contains_key(pid));
+        }
         // Read outside the lock: a state may be stale by the time it is used, but only
         // toward "alive" (a live child may die; a zombie stays one until reaped, and
-        // only the lock holder reaps an unbooked child).
+        // only the lock holder reaps an unbooked child). A child booked meanwhile is
+        // skipped again below.
         let states: Vec<(i32, Option<bool>)> = children
             .into_iter()
             .map(|pid| (pid, is_zombie(pid)))
@@ -283,14 +290,6 @@ fn adopted_children() -> Option<Vec<i32>> {
     })
 }
 
-/// Whether `pid` is a zombie; None if it is gone.
-fn is_zombie(pid: i32) -> Option<bool> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The state follows the command name, which is in parentheses and may hold ")".
-    let state = text.get(text.rfind(')')? + 2..)?.chars().next()?;
-    Some(state == 'Z' || state == 'X')
-}
-
 /// Held around starting a child until it is booked ([`Starting::owned`]), or
 /// around a call that starts and reaps a child itself (`Command::output`): no
 /// orphan is reaped meanwhile.
@@ -337,9 +336,10 @@ impl Drop for Owned {
 }
 
 /// A `tokio::process` child, booked until its `wait` or `try_wait` returned its
-/// status. Dropped before that, it is killed and reaped by a task that keeps it
-/// booked meanwhile (tokio would reap it later, unbooked: the reaper could take it
-/// first, and tokio's late `waitpid` then land on a reused pid).
+/// status, or until it is dropped (then tokio's own `kill_on_drop` and late reaping
+/// apply; the reaper may take its zombie first, which tokio tolerates). Killing it
+/// on drop was tried: it ended ssh masters mid-command and left remote shells'
+/// locks behind (pyenv's rehash lock on the test host).
 #[derive(Debug)]
 pub struct Child {
     /// Some until dropped.
@@ -393,25 +393,6 @@ impl std::ops::Deref for Child {
 impl std::ops::DerefMut for Child {
     fn deref_mut(&mut self) -> &mut Self::Target {
         self.inner_mut()
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let (Some(mut inner), Some(owned)) = (self.inner.take(), self.owned.take()) else {
-            return;
-        };
-        let _ = inner.start_kill();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let _ = inner.wait().await;
-                    drop(owned);
-                });
-            }
-            // No runtime (the process is ending): tokio's own drop queues it.
-            Err(_) => drop((inner, owned)),
-        }
     }
 }
 

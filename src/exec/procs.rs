@@ -179,6 +179,13 @@ fn owner_alive(owner: &str) -> bool {
     start_time(pid).is_some_and(|t| t.to_string() == start)
 }
 
+/// Whether `pid` is a zombie (or being reaped); None if it is gone.
+pub(super) fn is_zombie(pid: i32) -> Option<bool> {
+    ProcFiles::default()
+        .stat(pid)
+        .map(|s| s.state == 'Z' || s.state == 'X')
+}
+
 /// Start time (clock ticks since boot) from `/proc/<pid>/stat`, field 22.
 fn start_time(pid: i32) -> Option<u64> {
     ProcFiles::default().stat(pid).map(|s| s.start)

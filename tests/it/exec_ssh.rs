@@ -96,12 +96,7 @@ async fn directories_are_mapped(helper: HelperMode) {
     let state = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
     let sshd = Sshd::start();
-    let mut cfg = config(state.path(), &sshd);
-    cfg.ssh.path_map = vec![PathMapping {
-        local: "/home/someone/project".into(),
-        remote: remote.path().to_path_buf(),
-    }];
-    cfg.ssh.helper = helper;
+    let cfg = mapped_config(state.path(), &sshd, remote.path(), helper);
     std::fs::create_dir(remote.path().join("sub")).unwrap();
     let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
     let out = exec
@@ -562,12 +557,7 @@ async fn server_runs_remotely(helper: HelperMode) {
     let state = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
     let sshd = Sshd::start();
-    let mut cfg = config(state.path(), &sshd);
-    cfg.ssh.path_map = vec![PathMapping {
-        local: "/home/someone/project".into(),
-        remote: remote.path().to_path_buf(),
-    }];
-    cfg.ssh.helper = helper;
+    let cfg = mapped_config(state.path(), &sshd, remote.path(), helper);
     let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
     if helper == HelperMode::Required {
         // Commands take the helper: the server must run beside it.
@@ -681,4 +671,15 @@ async fn a_server_lost_with_its_connection_is_ended_remotely_on_reconnect() {
     assert_eq!(out.stdout.text, "back\n");
     assert_all_dead(&pidfile, &token, "after the reconnect");
     exec.shutdown().await;
+}
+
+/// `config` with `/home/someone/project` mapped to `remote` and the helper mode set.
+fn mapped_config(state: &Path, sshd: &Sshd, remote: &Path, helper: HelperMode) -> ExecConfig {
+    let mut cfg = config(state, sshd);
+    cfg.ssh.path_map = vec![PathMapping {
+        local: "/home/someone/project".into(),
+        remote: remote.to_path_buf(),
+    }];
+    cfg.ssh.helper = helper;
+    cfg
 }

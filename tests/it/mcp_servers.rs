@@ -152,14 +152,7 @@ async fn mcp_tools_are_offered_to_the_model_and_judged_by_the_waterfall() {
     );
     // The server's env reached it beside its command line, never on one (`ps` shows
     // every process's command line to every local user).
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains("tok-123"),
-            "the server's token is on a command line: {:?}",
-            String::from_utf8_lossy(&cmdline)
-        );
-    }
+    assert_on_no_command_line("tok-123");
     // The schema hook checks the server's input schema.
     let (out, is_error) = c
         .tool(Some(&s), "mcp__fx__add", json!({"a": "two", "b": 1}))
@@ -454,14 +447,7 @@ async fn under_the_sandbox_a_server_runs_confined_and_its_env_is_on_no_command_l
     );
     // bwrap stays the server's parent for its whole life: the token must not be in its
     // command line (or any other).
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains("tok-123"),
-            "the server's token is on a command line: {:?}",
-            String::from_utf8_lossy(&cmdline)
-        );
-    }
+    assert_on_no_command_line("tok-123");
     // Confined: only the session's cwd is written on the host; beside it is the
     // sandbox's private /tmp (the write lands there, or fails).
     let outside = dir.path().join("outside");
@@ -509,4 +495,17 @@ async fn a_server_that_does_not_answer_in_start_timeout_ms_is_reported_and_stopp
         assert!(!(hung && cwd == ws), "the hung server still runs");
     }
     daemon.stop().await;
+}
+
+/// No process's command line holds `secret` (`ps` shows every process's command line
+/// to every local user).
+fn assert_on_no_command_line(secret: &str) {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains(secret),
+            "the server's token is on a command line: {:?}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
 }

@@ -179,23 +179,11 @@ async fn exits_skip_the_scan_unless_an_unbooked_child_runs() {
     let mut client = daemon.connect().await;
     let ws = workspace(dir.path(), "ws");
     let session = client.new_session(&ws).await;
-    let checks = |status: serde_json::Value| {
-        let c = &status["exitChecks"];
-        (
-            c["adopting"].as_bool().unwrap(),
-            c["skipped"].as_u64().unwrap(),
-            c["scanned"].as_u64().unwrap(),
-        )
-    };
     for _ in 0..3 {
         let (text, is_error) = client.bash(&session, "true").await;
         assert!(!is_error, "{text}");
     }
-    let status = client
-        .request("_dsh/status", serde_json::json!({}))
-        .await
-        .unwrap();
-    assert_eq!(checks(status), (true, 3, 0));
+    assert_eq!(exit_checks(&mut client).await, (true, 3, 0));
 
     let token = token();
     let started = ws.join("started");
@@ -208,11 +196,7 @@ async fn exits_skip_the_scan_unless_an_unbooked_child_runs() {
     assert!(!is_error, "{text}");
     let (text, is_error) = client.bash(&session, "true").await;
     assert!(!is_error, "{text}");
-    let status = client
-        .request("_dsh/status", serde_json::json!({}))
-        .await
-        .unwrap();
-    assert_eq!(checks(status), (true, 3, 2));
+    assert_eq!(exit_checks(&mut client).await, (true, 3, 2));
     assert_eq!(
         with_token(&token).len(),
         1,
@@ -226,4 +210,18 @@ async fn exits_skip_the_scan_unless_an_unbooked_child_runs() {
         with_token(&token).is_empty(),
         "deleting the session ends it"
     );
+}
+
+/// `_dsh/status`'s `exitChecks`: (adopting, skipped, scanned).
+async fn exit_checks(client: &mut common::client::Client) -> (bool, u64, u64) {
+    let status = client
+        .request("_dsh/status", serde_json::json!({}))
+        .await
+        .unwrap();
+    let c = &status["exitChecks"];
+    (
+        c["adopting"].as_bool().unwrap(),
+        c["skipped"].as_u64().unwrap(),
+        c["scanned"].as_u64().unwrap(),
+    )
 }
