@@ -13,6 +13,16 @@ use std::process::{Child, Command, Stdio};
 pub const SERVER_ENV: &str =
     "MY_API_KEY=k GH_TOKEN=t db_secret=s Monkey=m KEEP_ME=yes TERM=xterm-256color PAGER=less";
 
+/// Also put into every session's environment, apart from [`SERVER_ENV`] because
+/// it is not there to be filtered: with `SHLVL` set, the login shell that sshd
+/// runs a command through is not top-level, and Debian's bash then skips
+/// `~/.bashrc` for it. The test host is this machine, whose `~/.bashrc` runs
+/// `pyenv init`: 0.3 s a wrapper-path command, and a login shell killed by a
+/// test mid-`pyenv rehash` leaves pyenv's lock file behind, which made every
+/// later wrapper-path command wait 60 s for it. A real host's rc files are its
+/// owner's business; these tests are about dsh.
+const QUIET_LOGIN_SHELL: &str = "SHLVL=1";
+
 /// A running sshd; killed on drop.
 pub struct Sshd {
     child: Child,
@@ -75,7 +85,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nUsePAM no\n\
                  StrictModes no\nPermitRootLogin prohibit-password\nPidFile none\n\
-                 MaxSessions 1000\nMaxStartups 100\nSetEnv {SERVER_ENV} {extra}\n",
+                 MaxSessions 1000\nMaxStartups 100\nSetEnv {SERVER_ENV} {QUIET_LOGIN_SHELL} {extra}\n",
                 d = dir.display()
             );
             let config_path = dir.join("sshd_config");
