@@ -27,6 +27,7 @@
 //! Results: the table on stdout, and `target/bench-daemon.json`
 //! (`bench-daemon-quick.json` in quick mode). BENCHMARKS.md records a full run.
 
+mod answerer;
 mod client;
 mod daemon;
 mod hooks;
@@ -38,6 +39,7 @@ mod scenarios;
 mod ssh;
 mod turn;
 
+pub(crate) use answerer::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use hooks::{h1, l1};
@@ -216,6 +218,10 @@ pub(crate) async fn run(quick: bool, only: &[String]) -> Res<bool> {
 }
 
 pub(crate) fn main() -> ExitCode {
+    // Started by the bench itself as the floor under B1's no-process call.
+    if let Ok(spec) = std::env::var(ANSWERER_ENV) {
+        return answerer::serve(&spec);
+    }
     // `cargo bench` passes `--bench`; other flags are ignored the same way.
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");

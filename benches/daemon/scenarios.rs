@@ -33,9 +33,11 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
         client.bash_true(&session).await?;
         direct("true").await?;
     }
+    let reply = client.record_no_process_reply(&session).await?;
+    let mut answerer = Answerer::start(&env.root.join("b1"), &reply).await?;
     let before = daemon.memory()?;
     let (mut dsh, mut base) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut floor = Vec::with_capacity(n);
+    let (mut floor, mut answered) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         // Alternate which goes first, so neither always follows the other.
         if i % 2 == 0 {
@@ -48,11 +50,14 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
         // Not judged: splits dsh's overhead into protocol + waterfall (this)
         // and executor (the rest).
         floor.push(timed(client.no_process_call(&session)).await?.0);
+        // The floor under that: the same reply from a process that only answers.
+        answered.push(timed(answerer.client.no_process_call(&session)).await?.0);
     }
     let after = daemon.memory()?;
     let updates = client.updates;
     daemon.stop().await?;
     let (d, b, f) = (Stats::of(&dsh), Stats::of(&base), Stats::of(&floor));
+    let a = Stats::of(&answered);
     let row = Row {
         id: "B1",
         scenario: format!("{n} sequential `bash true` calls, one session"),
@@ -69,10 +74,13 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
             d.line("B1 dsh call     "),
             b.line("B1 direct spawn "),
             f.line("B1 no-process call (protocol + waterfall, not judged)"),
+            a.line("B1 the same reply from a bare answerer (the round trip's floor)"),
             format!(
-                "B1 dsh adds {:.3} ms per call at the median; a call that runs no process costs {:.3} ms",
+                "B1 dsh adds {:.3} ms per call at the median; a call that runs no process costs {:.3} ms, \
+                 of which the round trip itself (bare answerer) {:.3} ms",
                 d.p50 - b.p50,
-                f.p50
+                f.p50,
+                a.p50
             ),
             format!(
                 "B1 daemon RSS {} -> {} KiB over the calls; {updates} session/update read",
@@ -80,6 +88,7 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
             ),
         ],
         details: json!({"dsh": d.json(), "baseline": b.json(), "no_process_call": f.json(),
+                        "bare_answerer": a.json(),
                         "rss_kib_before": before.rss, "rss_kib_after": after.rss,
                         "session_updates": updates}),
     })
