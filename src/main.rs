@@ -723,6 +723,16 @@ async fn status(at: Where) -> Result<(), String> {
             task.command,
         );
     }
+    let checks = s.exit_checks;
+    if checks.adopting {
+        println!(
+            "after command exits: {} cleanup scan(s) skipped, {} run (scans run while a \
+             process that left its session is alive)",
+            checks.skipped, checks.scanned
+        );
+    } else {
+        println!("after command exits: the session scan runs every time (not a subreaper)");
+    }
     Ok(())
 }
 

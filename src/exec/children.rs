@@ -342,8 +342,8 @@ impl Drop for Owned {
 /// locks behind (pyenv's rehash lock on the test host).
 #[derive(Debug)]
 pub struct Child {
-    /// Some until dropped.
-    inner: Option<tokio::process::Child>,
+    inner: tokio::process::Child,
+    /// Dropped after `inner` (field order), so the booking outlives tokio's drop.
     owned: Option<Owned>,
 }
 
@@ -352,16 +352,13 @@ pub fn spawn(cmd: &mut tokio::process::Command) -> std::io::Result<Child> {
     let start = starting();
     let inner = cmd.spawn()?;
     let owned = inner.id().map(|pid| start.owned(pid as i32));
-    Ok(Child {
-        inner: Some(inner),
-        owned,
-    })
+    Ok(Child { inner, owned })
 }
 
 impl Child {
     /// tokio's `wait`, releasing the booking once the child is reaped.
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let status = self.inner_mut().wait().await;
+        let status = self.inner.wait().await;
         if status.is_ok() {
             self.owned = None;
         }
@@ -370,29 +367,24 @@ impl Child {
 
     /// tokio's `try_wait`, releasing the booking once the child is reaped.
     pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
-        let status = self.inner_mut().try_wait();
+        let status = self.inner.try_wait();
         if matches!(status, Ok(Some(_))) {
             self.owned = None;
         }
         status
-    }
-
-    fn inner_mut(&mut self) -> &mut tokio::process::Child {
-        // Taken only by `drop`.
-        self.inner.as_mut().expect("a child is held until dropped")
     }
 }
 
 impl std::ops::Deref for Child {
     type Target = tokio::process::Child;
     fn deref(&self) -> &Self::Target {
-        self.inner.as_ref().expect("a child is held until dropped")
+        &self.inner
     }
 }
 
 impl std::ops::DerefMut for Child {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        self.inner_mut()
+        &mut self.inner
     }
 }
 

@@ -107,10 +107,10 @@ impl SessionServers {
                 Ok((server, tools)) => {
                     watch_for_death(&server, report.clone());
                     for tool in tools {
-                        let name = &tool.schema().name;
+                        let name = tool.schema().name();
                         // Two names that read the same after sanitizing or cutting would
                         // make one call run the other's tool: the later one is left out.
-                        if servers.tools.iter().any(|t| &t.schema().name == name) {
+                        if servers.tools.iter().any(|t| t.schema().name() == name) {
                             report(format!(
                                 "MCP tool `{name}` of server `{}` was left out: another tool of this session has the same name",
                                 spec.name

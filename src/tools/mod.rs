@@ -98,7 +98,7 @@ impl SessionTools {
         self.by_session
             .get(session)?
             .iter()
-            .find(|t| t.schema().name == name)
+            .find(|t| t.schema().name() == name)
             .cloned()
     }
 
@@ -333,7 +333,10 @@ impl ToolRegistry {
 
     /// Tool names in registration order.
     pub fn names(&self) -> Vec<String> {
-        self.tools.iter().map(|t| t.schema().name.clone()).collect()
+        self.tools
+            .iter()
+            .map(|t| t.schema().name().to_string())
+            .collect()
     }
 
     /// The tool definitions the model is given, in registration order.
@@ -355,7 +358,7 @@ impl ToolRegistry {
 
     /// A registered tool.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.schema().name == name)
+        self.tools.iter().find(|t| t.schema().name() == name)
     }
 
     /// The tool `name` as `session` has it: a registered one or one of its own.
@@ -373,7 +376,7 @@ impl ToolRegistry {
     fn schemas(&self) -> HashMap<String, Arc<ToolSchema>> {
         self.tools
             .iter()
-            .map(|t| (t.schema().name.clone(), t.schema().clone()))
+            .map(|t| (t.schema().name().to_string(), t.schema().clone()))
             .collect()
     }
 

@@ -9,10 +9,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A tool's contract: name, description and the JSON Schema of its arguments.
+/// Read-only once made (accessors, no public fields): the validator and the
+/// model's definition are built from the parts, and must not go stale.
 pub struct ToolSchema {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
+    name: String,
+    description: String,
+    parameters: Value,
     validator: jsonschema::Validator,
     /// [`ToolSchema::for_model`] as JSON text, made once: every model request carries
     /// every definition, and building and serializing them anew each time was a
@@ -53,6 +55,21 @@ impl ToolSchema {
             validator,
             definition,
         })
+    }
+
+    /// The name the model calls the tool by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the model is told the tool does.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema of the tool's arguments.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
     }
 
     /// Checks arguments against the schema; the error names the property (T1).
