@@ -83,6 +83,10 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
                 a.p50
             ),
             format!(
+                "B1 a daemon whose call cost the spawn plus the bare answerer's round trip would be at ratio {:.3}",
+                (b.p50 + a.p50) / b.p50
+            ),
+            format!(
                 "B1 daemon RSS {} -> {} KiB over the calls; {updates} session/update read",
                 before.rss, after.rss
             ),

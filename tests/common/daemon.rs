@@ -41,6 +41,16 @@ pub struct SocketDaemon {
 }
 
 impl SocketDaemon {
+    /// What `dsh status` prints about this daemon (the CLI, as a person runs it).
+    pub fn cli_status(&self) -> String {
+        let out = std::process::Command::new(BIN)
+            .args(["status", "--socket"])
+            .arg(&self.socket)
+            .output()
+            .expect("run dsh status");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Starts the daemon with `dir/dsh.toml` (see [`write_config`]) and waits
     /// for its "listening" line.
     pub async fn start(dir: &Path, extra_config: &str) -> Self {

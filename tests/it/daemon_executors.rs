@@ -244,13 +244,7 @@ async fn a_sandbox_that_cannot_be_built_stops_the_daemon_before_it_listens() {
 async fn dsh_status_names_the_executor_that_runs() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = SocketDaemon::start(dir.path(), "kind = \"sandbox\"\n").await;
-    let out = common::dsh()
-        .args(["status", "--socket"])
-        .arg(&daemon.socket)
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = daemon.cli_status();
     assert!(text.contains("executor sandbox"), "{text}");
     daemon.stop().await;
 }

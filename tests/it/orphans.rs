@@ -197,12 +197,7 @@ async fn exits_skip_the_scan_unless_an_unbooked_child_runs() {
     let (text, is_error) = client.bash(&session, "true").await;
     assert!(!is_error, "{text}");
     assert_eq!(exit_checks(&mut client).await, (true, 3, 2));
-    let out = std::process::Command::new(common::daemon::BIN)
-        .args(["status", "--socket"])
-        .arg(&daemon.socket)
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed = daemon.cli_status();
     assert!(
         printed.contains("3 cleanup scan(s) skipped, 2 run"),
         "`dsh status` shows the counts: {printed}"

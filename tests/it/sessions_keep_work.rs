@@ -72,12 +72,7 @@ async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
         .cloned()
         .unwrap();
     assert_eq!(listed["closed"], true);
-    let out = std::process::Command::new(BIN)
-        .args(["status", "--socket"])
-        .arg(&daemon.socket)
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed = daemon.cli_status();
     assert!(
         printed.contains("(closed)") && printed.contains(&task),
         "{printed}"
