@@ -81,6 +81,31 @@ fn cpu_ticks(pid: u32) -> Res<u64> {
     Ok(field(11).unwrap_or(0) + field(12).unwrap_or(0))
 }
 
+/// Context switches of all of a process's threads so far (voluntary: it waited;
+/// involuntary: it was preempted), from /proc/<pid>/task/*/status. Threads that
+/// ended are not counted, which is fine across a loop that starts none.
+fn context_switches(pid: u32) -> Res<(u64, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
+    let (mut voluntary, mut involuntary) = (0, 0);
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            let count = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = count("voluntary_ctxt_switches:") {
+                voluntary += n;
+            } else if let Some(n) = count("nonvoluntary_ctxt_switches:") {
+                involuntary += n;
+            }
+        }
+    }
+    Ok((voluntary, involuntary))
+}
+
 /// P1: the no-process call's time, stretch by stretch.
 pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
     let n = env.counts.b1_calls * 5;
@@ -111,6 +136,7 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
         None
     };
     let ticks_before = cpu_ticks(daemon.pid)?;
+    let switches_before = context_switches(daemon.pid)?;
     let started = Instant::now();
     let mut stretches: [Vec<Duration>; 5] = Default::default();
     let mut answered = Vec::with_capacity(n);
@@ -126,6 +152,10 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
     }
     let wall = started.elapsed();
     let ticks = cpu_ticks(daemon.pid)? - ticks_before;
+    let switches_after = context_switches(daemon.pid)?;
+    let per_call = |after: u64, before: u64| after.saturating_sub(before) as f64 / n as f64;
+    let voluntary = per_call(switches_after.0, switches_before.0);
+    let involuntary = per_call(switches_after.1, switches_before.1);
     let mut notes = Vec::new();
     if let Some((mut child, out)) = perf {
         if let Some(pid) = child.id() {
@@ -158,13 +188,16 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
         ),
     );
     notes.push(format!(
-        "P1 {n} calls in {:.2} s (the answerer's among them): daemon CPU {cpu_us:.1} us a call (utime + stime)",
+        "P1 {n} calls in {:.2} s (the answerer's among them): daemon CPU {cpu_us:.1} us a call (utime + stime), \
+         {voluntary:.2} voluntary and {involuntary:.2} involuntary context switches a call (all threads)",
         wall.as_secs_f64(),
     ));
     Ok(Outcome {
         rows: Vec::new(),
         notes,
         details: json!({"calls": n, "cpu_us_per_call": cpu_us,
+                        "voluntary_switches_per_call": voluntary,
+                        "involuntary_switches_per_call": involuntary,
                         "to_tool_call": stats[0].json(), "to_in_progress": stats[1].json(),
                         "waterfall": stats[2].json(), "to_answer": stats[3].json(),
                         "whole": stats[4].json(), "bare_answerer": floor.json()}),

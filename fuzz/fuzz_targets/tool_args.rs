@@ -48,12 +48,12 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
             assert!(
                 checked.is_err(),
                 "{} accepted a non-object: {args}",
-                schema.name
+                schema.name()
             );
         }
         match checked {
             Err(e) => assert!(e.starts_with("invalid arguments: "), "{e}"),
-            Ok(()) if schema.name == "bash" => {
+            Ok(()) if schema.name() == "bash" => {
                 assert!(args["command"].is_string(), "{args}");
                 assert!(args["description"].is_string(), "{args}");
                 assert!(optional_is(&args, "timeoutMs", Value::is_number), "{args}");
