@@ -173,7 +173,14 @@ impl Daemon {
                             continue;
                         }
                     }
-                    let (reader, writer) = stream.into_split();
+                    // Registered for reads only (see `rpc::socket`).
+                    let (reader, writer) = match rpc::socket::split(stream) {
+                        Ok(halves) => halves,
+                        Err(e) => {
+                            tracing::warn!("cannot set up a connection: {e}");
+                            continue;
+                        }
+                    };
                     let service: Arc<dyn Service> = self.service.clone();
                     connections.spawn(rpc::serve_connection(reader, writer, service, Options::default()));
                 }

@@ -29,6 +29,7 @@ mod connection;
 mod error;
 mod message;
 mod peer;
+pub mod socket;
 
 #[cfg(test)]
 mod tests;
