@@ -5,9 +5,8 @@ use crate::*;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 // ---------------------------------------------------------------------------
 // The ACP client
@@ -17,8 +16,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 /// `allow_once` at once. Sequential is all the scenarios need: concurrency
 /// comes from several clients.
 pub(crate) struct Client {
-    pub(crate) reader: BufReader<OwnedReadHalf>,
-    pub(crate) writer: OwnedWriteHalf,
+    pub(crate) reader: BufReader<Box<dyn AsyncRead + Unpin + Send>>,
+    pub(crate) writer: Box<dyn AsyncWrite + Unpin + Send>,
     pub(crate) next_id: u64,
     pub(crate) line: String,
     /// `session/update` notifications read.
@@ -33,6 +32,15 @@ impl Client {
             .await
             .map_err(|e| format!("connect {}: {e}", socket.display()))?;
         let (reader, writer) = stream.into_split();
+        Client::over(Box::new(reader), Box::new(writer)).await
+    }
+
+    /// A client over any byte stream (a socket, or the stdio of `dsh acp` as an
+    /// editor starts it), initialized.
+    pub(crate) async fn over(
+        reader: Box<dyn AsyncRead + Unpin + Send>,
+        writer: Box<dyn AsyncWrite + Unpin + Send>,
+    ) -> Res<Client> {
         let mut client = Client {
             reader: BufReader::with_capacity(64 * 1024, reader),
             writer,

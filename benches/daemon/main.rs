@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `J1`, `S1`, `H1`, `L1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `H1`, `L1` run only those scenarios (for profiling one);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
@@ -30,6 +30,7 @@
 mod answerer;
 mod client;
 mod daemon;
+mod editor_path;
 mod hooks;
 mod mcp;
 mod model;
@@ -42,6 +43,7 @@ mod turn;
 pub(crate) use answerer::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
+pub(crate) use editor_path::a1;
 pub(crate) use hooks::{h1, l1};
 pub(crate) use mcp::m1;
 pub(crate) use model::*;
@@ -135,8 +137,9 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 14] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 15] = [
     ("B1", |e| Box::pin(b1(e))),
+    ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
     ("B3", |e| Box::pin(b3(e))),
     ("B4", |e| Box::pin(b4(e))),

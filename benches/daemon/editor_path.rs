@@ -1,0 +1,89 @@
+//! A1: the path an editor's messages really take. An editor does not connect to
+//! the daemon's socket: it starts `dsh acp` (the command in its agent settings)
+//! and speaks ACP on that process's stdin and stdout, which `dsh acp` copies to
+//! and from the socket. Every other scenario talks to the socket directly, so this
+//! one measures what the launcher adds: the same calls through `dsh acp` and
+//! directly, interleaved, on one daemon. It reports; it judges nothing (no issue
+//! sets a target for it).
+
+use crate::*;
+use serde_json::json;
+use std::process::Stdio;
+
+/// A1: no-process calls and `bash true` calls through `dsh acp` against the same
+/// calls on the socket.
+pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
+    let n = env.counts.b1_calls;
+    let daemon = Daemon::start(&env.root, "a1").await?;
+    let mut direct = daemon.client().await?;
+    let direct_session = direct.new_session(&env.work).await?;
+    direct.set_mode(&direct_session, "auto").await?;
+    let stderr = std::fs::File::create(env.root.join("a1/launcher.stderr"))
+        .map_err(|e| format!("launcher stderr: {e}"))?;
+    let mut launcher = tokio::process::Command::new(dsh_bin())
+        .arg("acp")
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("start dsh acp: {e}"))?;
+    let to_launcher = launcher.stdin.take().ok_or("dsh acp's stdin")?;
+    let from_launcher = launcher.stdout.take().ok_or("dsh acp's stdout")?;
+    let mut editor = Client::over(Box::new(from_launcher), Box::new(to_launcher)).await?;
+    let session = editor.new_session(&env.work).await?;
+    editor.set_mode(&session, "auto").await?;
+    for _ in 0..env.counts.warmup {
+        editor.no_process_call(&session).await?;
+        direct.no_process_call(&direct_session).await?;
+        editor.bash_true(&session).await?;
+        direct.bash_true(&direct_session).await?;
+    }
+    let [
+        mut via_empty,
+        mut direct_empty,
+        mut via_bash,
+        mut direct_bash,
+    ]: [Vec<_>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for i in 0..n {
+        // Alternate which goes first, so neither always follows the other.
+        if i % 2 == 0 {
+            via_empty.push(timed(editor.no_process_call(&session)).await?.0);
+            direct_empty.push(timed(direct.no_process_call(&direct_session)).await?.0);
+            via_bash.push(timed(editor.bash_true(&session)).await?.0);
+            direct_bash.push(timed(direct.bash_true(&direct_session)).await?.0);
+        } else {
+            direct_empty.push(timed(direct.no_process_call(&direct_session)).await?.0);
+            via_empty.push(timed(editor.no_process_call(&session)).await?.0);
+            direct_bash.push(timed(direct.bash_true(&direct_session)).await?.0);
+            via_bash.push(timed(editor.bash_true(&session)).await?.0);
+        }
+    }
+    // The editor closing its pipe ends `dsh acp`.
+    drop(editor);
+    let _ = tokio::time::timeout(REQUEST_LIMIT, launcher.wait()).await;
+    daemon.stop().await?;
+    let [ve, de, vb, db] =
+        [&via_empty, &direct_empty, &via_bash, &direct_bash].map(|v| Stats::of(v));
+    Ok(Outcome {
+        rows: Vec::new(),
+        notes: vec![
+            ve.line("A1 no-process call through dsh acp"),
+            de.line("A1 no-process call on the socket  "),
+            vb.line("A1 `bash true` through dsh acp    "),
+            db.line("A1 `bash true` on the socket      "),
+            format!(
+                "A1 dsh acp adds {:.3} ms to a no-process call and {:.3} ms to a `bash true` call at the median \
+                 (ratios {:.3} and {:.3})",
+                ve.p50 - de.p50,
+                vb.p50 - db.p50,
+                ve.p50 / de.p50,
+                vb.p50 / db.p50
+            ),
+        ],
+        details: json!({"via_launcher_no_process": ve.json(), "direct_no_process": de.json(),
+                        "via_launcher_bash": vb.json(), "direct_bash": db.json()}),
+    })
+}
