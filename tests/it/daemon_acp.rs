@@ -701,3 +701,43 @@ async fn a_second_daemon_on_the_same_state_leaves_the_first_ones_tasks_alone() {
     drop(c);
     first.stop().await;
 }
+
+/// `dsh acp` on stdio that is not a pipe (here a socket, as some launchers give;
+/// a terminal or a file is the same case): it falls back to plain stdio and still
+/// carries the conversation both ways. Pipes, the usual case, are what every other
+/// `dsh acp` test uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_acp_on_stdio_that_is_not_a_pipe_still_carries_the_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let output = theirs.try_clone().unwrap();
+    let mut launcher = Command::new(common::daemon::BIN)
+        .args(["acp", "--socket"])
+        .arg(&daemon.socket)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(output)))
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    ours.set_nonblocking(true).unwrap();
+    let (reader, writer) = UnixStream::from_std(ours).unwrap().into_split();
+    let mut client = Client::new(reader, writer);
+    client.initialize().await;
+    let ws = workspace(dir.path(), "ws");
+    let session = client.new_session(&ws).await;
+    // The default mode asks: the question crosses too, and its answer back.
+    client.permission_answers.push_back("allow_once");
+    assert_eq!(
+        client.bash(&session, "echo carried").await,
+        ("carried\n".to_string(), false)
+    );
+    drop(client);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), launcher.wait())
+        .await
+        .expect("dsh acp ends when its input ends")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    daemon.stop().await;
+}
