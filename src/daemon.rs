@@ -173,16 +173,8 @@ impl Daemon {
                             continue;
                         }
                     }
-                    // Registered for reads only (see `rpc::socket`).
-                    let (reader, writer) = match rpc::socket::split(stream) {
-                        Ok(halves) => halves,
-                        Err(e) => {
-                            tracing::warn!("cannot set up a connection: {e}");
-                            continue;
-                        }
-                    };
                     let service: Arc<dyn Service> = self.service.clone();
-                    connections.spawn(rpc::serve_connection(reader, writer, service, Options::default()));
+                    connections.spawn(serve_accepted(stream, service));
                 }
                 () = self.triggered() => break,
             }
@@ -262,4 +254,52 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
     Ok(listener)
+}
+
+/// One accepted connection, from its first byte to its end: ACP on the socket, or,
+/// when a launcher hands over the editor's pipes (`rpc::handover`), ACP on those
+/// with the socket kept as the launcher's lifeline.
+async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service>) {
+    use rpc::handover::{self, Arrival};
+    use tokio::io::AsyncWriteExt;
+    // Registered for reads only (see `rpc::socket`).
+    let (reader, mut writer) = match rpc::socket::split(stream) {
+        Ok(halves) => halves,
+        Err(e) => {
+            tracing::warn!("cannot set up a connection: {e}");
+            return;
+        }
+    };
+    let arrival = match handover::arrival(&reader).await {
+        Ok(arrival) => arrival,
+        Err(e) => {
+            tracing::warn!("a connection ended before it began: {e}");
+            return;
+        }
+    };
+    match arrival {
+        Arrival::Socket => {
+            rpc::serve_connection(reader, writer, service, Options::default()).await;
+        }
+        Arrival::Refused => {
+            tracing::warn!("a hand-over without two pipes; serving the socket instead");
+            if writer.write_all(handover::REFUSED.as_bytes()).await.is_ok() {
+                rpc::serve_connection(reader, writer, service, Options::default()).await;
+            }
+        }
+        Arrival::Pipes { input, output } => {
+            if writer
+                .write_all(handover::ACCEPTED.as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let input = handover::Lifelined::new(input, reader);
+            rpc::serve_connection(input, output, service, Options::default()).await;
+            // Dropping `writer` (and the reader inside `input`, gone with the
+            // connection) closes the socket: the launcher sees it and exits.
+            drop(writer);
+        }
+    }
 }

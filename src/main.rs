@@ -649,6 +649,16 @@ fn editor_stdio() -> (
 
 async fn acp(at: Where) -> Result<(), String> {
     let stream = connect_or_start(&at).await?;
+    // Editors start agents on pipes: hand them to the daemon and step out of the
+    // path (`rpc::handover`); copy only when that cannot be done.
+    match dsh::rpc::handover::offer(&stream).await {
+        Ok(true) => {
+            dsh::rpc::handover::wait_for_end(stream).await;
+            return Ok(());
+        }
+        Ok(false) => {}
+        Err(e) => return Err(format!("cannot hand the connection to the daemon: {e}")),
+    }
     // Registered for reads only, as the daemon's side is (`rpc::socket`).
     let (mut from_daemon, mut to_daemon) = dsh::rpc::socket::split(stream)
         .map_err(|e| format!("cannot use the daemon's socket: {e}"))?;

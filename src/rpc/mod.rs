@@ -27,6 +27,7 @@
 mod codec;
 mod connection;
 mod error;
+pub mod handover;
 mod message;
 mod peer;
 pub mod socket;

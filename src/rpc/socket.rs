@@ -46,6 +46,76 @@ pub struct SocketReader {
     socket: AsyncFd<Arc<UnixStream>>,
 }
 
+/// The most descriptors one message may carry to [`SocketReader::recv_with_fds`]:
+/// more than the hand-over sends (two), so a sender's extra ones arrive and are
+/// closed here instead of being cut off by the kernel.
+const MAX_FDS: usize = 8;
+
+impl SocketReader {
+    /// Waits until more than `seen` bytes are waiting (or the peer has closed, or
+    /// `buf` is full), then copies what is waiting into `buf` without taking it.
+    /// For a look at a connection's first bytes (`handover`).
+    pub async fn peek(&self, buf: &mut [u8], seen: usize) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        loop {
+            let mut ready = self.socket.readable().await?;
+            let peeked = ready.try_io(|socket| {
+                nix::sys::socket::recv(
+                    socket.get_ref().as_raw_fd(),
+                    buf,
+                    nix::sys::socket::MsgFlags::MSG_PEEK,
+                )
+                .map_err(io::Error::from)
+            });
+            let n = match peeked {
+                Ok(result) => result?,
+                // Not readable after all: readiness was cleared, wait again.
+                Err(_would_block) => continue,
+            };
+            if n == 0 || n > seen || n == buf.len() {
+                return Ok(n);
+            }
+            // Nothing new yet. Clearing keeps any arrival since `readable()`
+            // (tokio compares the readiness tick), so none is missed.
+            ready.clear_ready();
+        }
+    }
+
+    /// Takes `buf.len()` bytes, and the descriptors sent along with them
+    /// (`SCM_RIGHTS`), owned from here on. Call when [`SocketReader::peek`] has
+    /// seen the bytes waiting.
+    pub async fn recv_with_fds(&self, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+        use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+        use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+        self.socket
+            .async_io(Interest::READABLE, |socket| {
+                let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+                let mut iov = [io::IoSliceMut::new(&mut *buf)];
+                let message = recvmsg::<()>(
+                    socket.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    MsgFlags::MSG_CMSG_CLOEXEC,
+                )
+                .map_err(io::Error::from)?;
+                let mut fds = Vec::new();
+                for control in message.cmsgs().map_err(io::Error::from)? {
+                    if let ControlMessageOwned::ScmRights(received) = control {
+                        // SAFETY: the kernel just installed these descriptors in
+                        // this process for us; nothing else owns them.
+                        fds.extend(
+                            received
+                                .into_iter()
+                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                        );
+                    }
+                }
+                Ok((message.bytes, fds))
+            })
+            .await
+    }
+}
+
 impl AsyncRead for SocketReader {
     fn poll_read(
         self: Pin<&mut Self>,

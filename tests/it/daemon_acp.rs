@@ -741,3 +741,125 @@ async fn dsh_acp_on_stdio_that_is_not_a_pipe_still_carries_the_conversation() {
     assert!(status.success(), "{status}");
     daemon.stop().await;
 }
+
+/// `dsh acp` on pipes, as an editor starts it, hands the pipes to the daemon and
+/// steps out of the path: a call goes through while the launcher is stopped
+/// (SIGSTOP). Its end still ends the connection, as when it carried the bytes:
+/// after SIGKILL the session is no longer bound, and the editor's output ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_acp_hands_its_pipes_to_the_daemon_and_its_end_ends_the_connection() {
+    use nix::sys::signal::{Signal, kill};
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let (mut launcher, mut editor) = daemon.connect_acp().await;
+    let ws = workspace(dir.path(), "ws");
+    let session = editor.new_session(&ws).await;
+    let pid = nix::unistd::Pid::from_raw(launcher.id().unwrap() as i32);
+    // The daemon holds the editor's pipes, and keeps them from its commands.
+    let link = |path: String| std::fs::read_link(path).unwrap().display().to_string();
+    let pipes = [0, 1].map(|fd| link(format!("/proc/{pid}/fd/{fd}")));
+    let daemon_fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", daemon.pid))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|l| l.display().to_string())
+        .collect();
+    for pipe in &pipes {
+        assert!(pipe.starts_with("pipe:"), "{pipe}");
+        assert!(daemon_fds.contains(pipe), "the daemon does not hold {pipe}");
+    }
+    editor.permission_answers.push_back("allow_once");
+    let (seen, is_error) = editor
+        .bash(&session, "for f in /proc/$$/fd/*; do readlink $f; done")
+        .await;
+    assert!(!is_error, "{seen}");
+    for pipe in &pipes {
+        assert!(
+            !seen.contains(pipe.as_str()),
+            "a command inherited {pipe}: {seen}"
+        );
+    }
+    kill(pid, Signal::SIGSTOP).unwrap();
+    editor.permission_answers.push_back("allow_once");
+    let call = editor.bash(&session, "echo around");
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(30), call)
+        .await
+        .expect("a call waited for the stopped launcher: it is still in the path");
+    assert_eq!(answer, ("around\n".to_string(), false));
+    kill(pid, Signal::SIGCONT).unwrap();
+
+    let mut observer = daemon.connect().await;
+    let bound = |status: &Value| {
+        status["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["sessionId"] == json!(session) && s["connected"] == json!(true))
+    };
+    let status = observer.request("_dsh/status", json!({})).await.unwrap();
+    assert!(bound(&status), "{status}");
+    launcher.kill().await.unwrap();
+    launcher.wait().await.unwrap();
+    let mut ended = false;
+    for _ in 0..3000 {
+        let status = observer.request("_dsh/status", json!({})).await.unwrap();
+        if !bound(&status) {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(ended, "the connection outlived its launcher");
+    assert!(
+        editor.next_message().await.is_none(),
+        "the editor's output ends with the connection"
+    );
+    daemon.stop().await;
+}
+
+/// A daemon from before the hand-over (still running after an upgrade) answers
+/// the hand-over request with an error; `dsh acp` then carries the bytes itself,
+/// both ways, on the same connection. The "old daemon" here is a bare socket that
+/// answers as one would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_acp_copies_when_the_daemon_declines_the_hand_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("old.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let mut launcher = Command::new(common::daemon::BIN)
+        .args(["acp", "--socket"])
+        .arg(&socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (old_daemon, _) = listener.accept().await.unwrap();
+    let (from_launcher, mut to_launcher) = old_daemon.into_split();
+    let mut from_launcher = tokio::io::BufReader::new(from_launcher).lines();
+    let request = from_launcher.next_line().await.unwrap().unwrap();
+    assert_eq!(format!("{request}\n"), dsh::rpc::handover::REQUEST);
+    to_launcher
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"dsh-handover\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\n",
+        )
+        .await
+        .unwrap();
+    let mut editor_in = launcher.stdin.take().unwrap();
+    let mut editor_out = tokio::io::BufReader::new(launcher.stdout.take().unwrap()).lines();
+    editor_in.write_all(b"ping\n").await.unwrap();
+    assert_eq!(from_launcher.next_line().await.unwrap().unwrap(), "ping");
+    to_launcher.write_all(b"pong\n").await.unwrap();
+    assert_eq!(
+        editor_out.next_line().await.unwrap().unwrap(),
+        "pong",
+        "the refusal itself is not passed on to the editor"
+    );
+    drop(editor_in);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), launcher.wait())
+        .await
+        .expect("dsh acp ends when its input ends")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
