@@ -174,7 +174,7 @@ impl Daemon {
                         }
                     }
                     let service: Arc<dyn Service> = self.service.clone();
-                    connections.spawn(serve_accepted(stream, service));
+                    connections.spawn(serve_accepted(stream, service, self.shutdown.clone()));
                 }
                 () = self.triggered() => break,
             }
@@ -259,7 +259,11 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
 /// One accepted connection, from its first byte to its end: ACP on the socket, or,
 /// when a launcher hands over the editor's pipes (`rpc::handover`), ACP on those
 /// with the socket kept as the launcher's lifeline.
-async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service>) {
+async fn serve_accepted(
+    stream: tokio::net::UnixStream,
+    service: Arc<dyn Service>,
+    shutdown: CancellationToken,
+) {
     use rpc::handover::{self, Arrival};
     use tokio::io::AsyncWriteExt;
     // Registered for reads only (see `rpc::socket`).
@@ -270,7 +274,14 @@ async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service
             return;
         }
     };
-    let arrival = match handover::arrival(&reader).await {
+    // Until its first bytes arrive a connection is no peer of the service's, so
+    // the shutdown's closing of connections cannot reach it: it watches itself.
+    let arrival = tokio::select! {
+        arrival = handover::arrival(&reader) => arrival,
+        () = shutdown.cancelled() => return,
+    };
+    let arrival = match arrival {
+        Ok(_) if shutdown.is_cancelled() => return,
         Ok(arrival) => arrival,
         Err(e) => {
             tracing::warn!("a connection ended before it began: {e}");

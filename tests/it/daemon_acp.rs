@@ -863,3 +863,16 @@ async fn dsh_acp_copies_when_the_daemon_declines_the_hand_over() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// A client that connects and says nothing does not hold up `dsh stop` (the
+/// daemon waits for a connection's first bytes before it knows what it is).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_does_not_hold_up_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let silent = UnixStream::connect(&daemon.socket).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(30), daemon.stop())
+        .await
+        .expect("dsh stop waited for a connection that never spoke");
+    drop(silent);
+}
