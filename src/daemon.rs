@@ -127,13 +127,8 @@ impl Daemon {
         let service: Arc<dyn Service> = self.service.clone();
         let end = self.shutdown.clone();
         connections.spawn(async move {
-            rpc::serve_connection(
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                service,
-                Options::default(),
-            )
-            .await;
+            let (input, output) = rpc::stdio::stdio();
+            rpc::serve_connection(input, output, service, Options::default()).await;
             end.cancel();
         });
         self.triggered().await;

@@ -615,38 +615,6 @@ async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
     ))
 }
 
-/// The editor's ends of `dsh acp`: stdin and stdout as non-blocking pipes on the
-/// runtime's event loop when they are pipes (as an editor starts an agent), else
-/// tokio's stdio (a terminal, a file), which reads and writes on blocking threads:
-/// a hand-over to another thread and back for every message (BENCHMARKS.md, A1).
-fn editor_stdio() -> (
-    Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-    Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-) {
-    use std::os::fd::AsFd;
-    use tokio::net::unix::pipe;
-    // Duplicates: the pipe types own what they are given. Making them
-    // non-blocking changes only these pipe ends, which nothing else here reads
-    // or writes.
-    let input = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Receiver::from_owned_fd);
-    let output = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Sender::from_owned_fd);
-    let input: Box<dyn tokio::io::AsyncRead + Unpin + Send> = match input {
-        Ok(pipe) => Box::new(pipe),
-        Err(_) => Box::new(tokio::io::stdin()),
-    };
-    let output: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match output {
-        Ok(pipe) => Box::new(pipe),
-        Err(_) => Box::new(tokio::io::stdout()),
-    };
-    (input, output)
-}
-
 async fn acp(at: Where) -> Result<(), String> {
     let stream = connect_or_start(&at).await?;
     // Editors start agents on pipes: hand them to the daemon and step out of the
@@ -662,7 +630,7 @@ async fn acp(at: Where) -> Result<(), String> {
     // Registered for reads only, as the daemon's side is (`rpc::socket`).
     let (mut from_daemon, mut to_daemon) = dsh::rpc::socket::split(stream)
         .map_err(|e| format!("cannot use the daemon's socket: {e}"))?;
-    let (mut stdin, mut stdout) = editor_stdio();
+    let (mut stdin, mut stdout) = dsh::rpc::stdio::stdio();
     let up = async {
         let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
         let _ = to_daemon.shutdown().await;

@@ -3,8 +3,9 @@
 //! and speaks ACP on that process's stdin and stdout, which `dsh acp` copies to
 //! and from the socket. Every other scenario talks to the socket directly, so this
 //! one measures what the launcher adds: the same calls through `dsh acp` and
-//! directly, interleaved, on one daemon. It reports; it judges nothing (no issue
-//! sets a target for it).
+//! directly, interleaved, on one daemon; and, beside them, through a daemon an
+//! editor starts on its own stdio (`dsh serve --stdio`). It reports; it judges
+//! nothing (no issue sets a target for it).
 
 use crate::*;
 use serde_json::json;
@@ -35,38 +36,69 @@ pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
     let mut editor = Client::over(Box::new(from_launcher), Box::new(to_launcher)).await?;
     let session = editor.new_session(&env.work).await?;
     editor.set_mode(&session, "auto").await?;
+    // The other way an editor can start dsh: a daemon of its own on its stdio.
+    let own = env.root.join("a1-stdio");
+    std::fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
+    std::fs::write(own.join("dsh.toml"), "[exec]\nkind = \"local\"\n")
+        .map_err(|e| e.to_string())?;
+    let mut stdio_daemon = tokio::process::Command::new(dsh_bin())
+        .args(["serve", "--stdio", "--state-dir"])
+        .arg(own.join("state"))
+        .arg("--config")
+        .arg(own.join("dsh.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("start dsh serve --stdio: {e}"))?;
+    let to_stdio = stdio_daemon.stdin.take().ok_or("dsh serve's stdin")?;
+    let from_stdio = stdio_daemon.stdout.take().ok_or("dsh serve's stdout")?;
+    let mut on_stdio = Client::over(Box::new(from_stdio), Box::new(to_stdio)).await?;
+    let stdio_session = on_stdio.new_session(&env.work).await?;
+    on_stdio.set_mode(&stdio_session, "auto").await?;
     for _ in 0..env.counts.warmup {
         editor.no_process_call(&session).await?;
         direct.no_process_call(&direct_session).await?;
+        on_stdio.no_process_call(&stdio_session).await?;
         editor.bash_true(&session).await?;
         direct.bash_true(&direct_session).await?;
+        on_stdio.bash_true(&stdio_session).await?;
     }
+    let mut times: [Vec<std::time::Duration>; 6] = std::array::from_fn(|_| Vec::with_capacity(n));
     let [
-        mut via_empty,
-        mut direct_empty,
-        mut via_bash,
-        mut direct_bash,
-    ]: [Vec<_>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+        via_empty,
+        direct_empty,
+        stdio_empty,
+        via_bash,
+        direct_bash,
+        stdio_bash,
+    ] = &mut times;
     for i in 0..n {
-        // Alternate which goes first, so neither always follows the other.
-        if i % 2 == 0 {
-            via_empty.push(timed(editor.no_process_call(&session)).await?.0);
-            direct_empty.push(timed(direct.no_process_call(&direct_session)).await?.0);
-            via_bash.push(timed(editor.bash_true(&session)).await?.0);
-            direct_bash.push(timed(direct.bash_true(&direct_session)).await?.0);
-        } else {
-            direct_empty.push(timed(direct.no_process_call(&direct_session)).await?.0);
-            via_empty.push(timed(editor.no_process_call(&session)).await?.0);
-            direct_bash.push(timed(direct.bash_true(&direct_session)).await?.0);
-            via_bash.push(timed(editor.bash_true(&session)).await?.0);
+        // Rotate which goes first, so none always follows another.
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => {
+                    via_empty.push(timed(editor.no_process_call(&session)).await?.0);
+                    via_bash.push(timed(editor.bash_true(&session)).await?.0);
+                }
+                1 => {
+                    direct_empty.push(timed(direct.no_process_call(&direct_session)).await?.0);
+                    direct_bash.push(timed(direct.bash_true(&direct_session)).await?.0);
+                }
+                _ => {
+                    stdio_empty.push(timed(on_stdio.no_process_call(&stdio_session)).await?.0);
+                    stdio_bash.push(timed(on_stdio.bash_true(&stdio_session)).await?.0);
+                }
+            }
         }
     }
-    // The editor closing its pipe ends `dsh acp`.
-    drop(editor);
+    // The editor closing its pipes ends `dsh acp`, and the stdio daemon.
+    drop((editor, on_stdio));
     let _ = tokio::time::timeout(REQUEST_LIMIT, launcher.wait()).await;
+    let _ = tokio::time::timeout(REQUEST_LIMIT, stdio_daemon.wait()).await;
     daemon.stop().await?;
-    let [ve, de, vb, db] =
-        [&via_empty, &direct_empty, &via_bash, &direct_bash].map(|v| Stats::of(v));
+    let [ve, de, se, vb, db, sb] = times.each_ref().map(|v| Stats::of(v));
     Ok(Outcome {
         rows: Vec::new(),
         notes: vec![
@@ -74,6 +106,8 @@ pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
             de.line("A1 no-process call on the socket  "),
             vb.line("A1 `bash true` through dsh acp    "),
             db.line("A1 `bash true` on the socket      "),
+            se.line("A1 no-process call, dsh serve --stdio"),
+            sb.line("A1 `bash true`, dsh serve --stdio    "),
             format!(
                 "A1 dsh acp adds {:.3} ms to a no-process call and {:.3} ms to a `bash true` call at the median \
                  (ratios {:.3} and {:.3})",
@@ -84,6 +118,7 @@ pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
             ),
         ],
         details: json!({"via_launcher_no_process": ve.json(), "direct_no_process": de.json(),
-                        "via_launcher_bash": vb.json(), "direct_bash": db.json()}),
+                        "via_launcher_bash": vb.json(), "direct_bash": db.json(),
+                        "serve_stdio_no_process": se.json(), "serve_stdio_bash": sb.json()}),
     })
 }

@@ -31,6 +31,7 @@ pub mod handover;
 mod message;
 mod peer;
 pub mod socket;
+pub mod stdio;
 
 #[cfg(test)]
 mod tests;

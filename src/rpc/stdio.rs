@@ -1,0 +1,40 @@
+//! This process's stdin and stdout as one connection's two ends, for the
+//! connections an editor makes by starting a process (`dsh serve --stdio`, and
+//! `dsh acp` when it carries the bytes itself).
+//!
+//! tokio's own `stdin()`/`stdout()` do every read and write on a blocking thread
+//! (a terminal or a file cannot be polled), which hands each message to another
+//! thread and back (BENCHMARKS.md, A1). Editors start agents on pipes, and a pipe
+//! can be polled: then both ends are non-blocking pipes on the event loop.
+
+use std::os::fd::AsFd;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::unix::pipe;
+
+/// The reading end of this process's stdin.
+pub type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// The writing end of this process's stdout.
+pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Stdin and stdout: each a non-blocking pipe when it is a pipe, else tokio's
+/// stdio (a terminal, a file, a socket). Making a pipe non-blocking changes only
+/// this process's end of it; the other end is the editor's own.
+pub fn stdio() -> (Input, Output) {
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd);
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd);
+    let input: Input = match input {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let output: Output = match output {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
