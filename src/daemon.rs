@@ -47,6 +47,9 @@ pub struct Daemon {
     /// holds a clone), or the end of the stdio connection. Both serve paths wait on it,
     /// then run the same ordered [`Daemon::stop`].
     shutdown: CancellationToken,
+    /// Cancelled by [`Daemon::stop`] right after it closed the service's connections:
+    /// ends those the service does not know yet (no request made), at the same point.
+    closing: CancellationToken,
 }
 
 impl Daemon {
@@ -89,6 +92,7 @@ impl Daemon {
             router,
             tools,
             shutdown,
+            closing: CancellationToken::new(),
         })
     }
 
@@ -126,9 +130,14 @@ impl Daemon {
         let connections = TaskTracker::new();
         let service: Arc<dyn Service> = self.service.clone();
         let end = self.shutdown.clone();
+        let closing = self.closing.clone();
         connections.spawn(async move {
             let (input, output) = rpc::stdio::stdio();
-            rpc::serve_connection(input, output, service, Options::default()).await;
+            let options = Options {
+                stop: closing,
+                ..Options::default()
+            };
+            rpc::serve_connection(input, output, service, options).await;
             end.cancel();
         });
         self.triggered().await;
@@ -169,7 +178,8 @@ impl Daemon {
                         }
                     }
                     let service: Arc<dyn Service> = self.service.clone();
-                    connections.spawn(serve_accepted(stream, service, self.shutdown.clone()));
+                    let ends = (self.shutdown.clone(), self.closing.clone());
+                    connections.spawn(serve_accepted(stream, service, ends));
                 }
                 () = self.triggered() => break,
             }
@@ -199,6 +209,7 @@ impl Daemon {
         self.shutdown.cancel();
         self.service.cancel_all_prompts();
         self.service.close_all_connections();
+        self.closing.cancel();
         connections.close();
         connections.wait().await;
         self.service.stop_all_mcp().await;
@@ -257,7 +268,7 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
 async fn serve_accepted(
     stream: tokio::net::UnixStream,
     service: Arc<dyn Service>,
-    shutdown: CancellationToken,
+    (shutdown, closing): (CancellationToken, CancellationToken),
 ) {
     use rpc::handover::{self, Arrival};
     use tokio::io::AsyncWriteExt;
@@ -269,8 +280,13 @@ async fn serve_accepted(
             return;
         }
     };
-    // Until its first bytes arrive a connection is no peer of the service's, so
-    // the shutdown's closing of connections cannot reach it: it watches itself.
+    // The service can close a connection only once it made a request; the
+    // shutdown reaches every one: before its first bytes arrive (here) and after
+    // (`closing`, cancelled when the service closes its own).
+    let options = Options {
+        stop: closing,
+        ..Options::default()
+    };
     let arrival = tokio::select! {
         arrival = handover::arrival(&reader) => arrival,
         () = shutdown.cancelled() => return,
@@ -285,12 +301,12 @@ async fn serve_accepted(
     };
     match arrival {
         Arrival::Socket => {
-            rpc::serve_connection(reader, writer, service, Options::default()).await;
+            rpc::serve_connection(reader, writer, service, options).await;
         }
         Arrival::Refused => {
             tracing::warn!("a hand-over without two pipes; serving the socket instead");
             if writer.write_all(handover::REFUSED.as_bytes()).await.is_ok() {
-                rpc::serve_connection(reader, writer, service, Options::default()).await;
+                rpc::serve_connection(reader, writer, service, options).await;
             }
         }
         Arrival::Pipes { input, output } => {
@@ -302,7 +318,7 @@ async fn serve_accepted(
                 return;
             }
             let input = handover::Lifelined::new(input, reader);
-            rpc::serve_connection(input, output, service, Options::default()).await;
+            rpc::serve_connection(input, output, service, options).await;
             // Dropping `writer` (and the reader inside `input`, gone with the
             // connection) closes the socket: the launcher sees it and exits.
             drop(writer);

@@ -9,8 +9,10 @@
 //! part from dsh's, the bench runs this answerer as a second process (the bench
 //! binary itself, started with [`ANSWERER_ENV`]): one thread, blocking reads and
 //! writes, no runtime, and for each request line only what any JSON-RPC server
-//! must do (parse it, put its id on the answer, one write of the four lines).
-//! B1 and P1 time it interleaved with dsh, on the same client code.
+//! must do (parse it, put its id on the answer, one write of the four lines: the
+//! three updates byte for byte as dsh wrote them, the answer serialized again with
+//! the request's id). B1 and P1 time it interleaved with dsh, on the same client
+//! code, so the client's own costs are in both.
 
 use crate::*;
 use serde_json::Value;

@@ -1,8 +1,8 @@
 //! A1: the path an editor's messages really take. An editor does not connect to
 //! the daemon's socket: it starts `dsh acp` (the command in its agent settings)
-//! and speaks ACP on that process's stdin and stdout, which `dsh acp` copies to
-//! and from the socket. Every other scenario talks to the socket directly, so this
-//! one measures what the launcher adds: the same calls through `dsh acp` and
+//! and speaks ACP on that process's stdin and stdout, which `dsh acp` hands to the
+//! daemon (or, where it cannot, copies to and from the socket). Every other
+//! scenario talks to the socket directly, so this one measures what that path adds: the same calls through `dsh acp` and
 //! directly, interleaved, on one daemon; and, beside them, through a daemon an
 //! editor starts on its own stdio (`dsh serve --stdio`). It reports; it judges
 //! nothing (no issue sets a target for it).

@@ -81,29 +81,43 @@ fn cpu_ticks(pid: u32) -> Res<u64> {
     Ok(field(11).unwrap_or(0) + field(12).unwrap_or(0))
 }
 
-/// Context switches of all of a process's threads so far (voluntary: it waited;
-/// involuntary: it was preempted), from /proc/<pid>/task/*/status. Threads that
-/// ended are not counted, which is fine across a loop that starts none.
-fn context_switches(pid: u32) -> Res<(u64, u64)> {
+/// Context switches of each of a process's threads so far, by thread id:
+/// (voluntary: it waited, involuntary: it was preempted), from
+/// /proc/<pid>/task/*/status.
+fn context_switches(pid: u32) -> Res<std::collections::HashMap<String, (u64, u64)>> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| e.to_string())?;
-    let (mut voluntary, mut involuntary) = (0, 0);
+    let mut threads = std::collections::HashMap::new();
     for task in tasks.flatten() {
         let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
             continue;
         };
-        for line in status.lines() {
-            let count = |prefix: &str| {
-                line.strip_prefix(prefix)
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-            };
-            if let Some(n) = count("voluntary_ctxt_switches:") {
-                voluntary += n;
-            } else if let Some(n) = count("nonvoluntary_ctxt_switches:") {
-                involuntary += n;
-            }
-        }
+        let count = |prefix: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let switches = (
+            count("voluntary_ctxt_switches:"),
+            count("nonvoluntary_ctxt_switches:"),
+        );
+        threads.insert(task.file_name().to_string_lossy().into_owned(), switches);
     }
-    Ok((voluntary, involuntary))
+    Ok(threads)
+}
+
+/// The switches made between two readings: each thread's growth (a thread that
+/// started in between counts whole; one that ended in between is not seen, which
+/// undercounts only what it did before it ended).
+fn switches_between(
+    before: &std::collections::HashMap<String, (u64, u64)>,
+    after: &std::collections::HashMap<String, (u64, u64)>,
+) -> (u64, u64) {
+    after.iter().fold((0, 0), |(v, i), (tid, &(av, ai))| {
+        let (bv, bi) = before.get(tid).copied().unwrap_or((0, 0));
+        (v + av.saturating_sub(bv), i + ai.saturating_sub(bi))
+    })
 }
 
 /// P1: the no-process call's time, stretch by stretch.
@@ -152,10 +166,9 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
     }
     let wall = started.elapsed();
     let ticks = cpu_ticks(daemon.pid)? - ticks_before;
-    let switches_after = context_switches(daemon.pid)?;
-    let per_call = |after: u64, before: u64| after.saturating_sub(before) as f64 / n as f64;
-    let voluntary = per_call(switches_after.0, switches_before.0);
-    let involuntary = per_call(switches_after.1, switches_before.1);
+    let (voluntary, involuntary) =
+        switches_between(&switches_before, &context_switches(daemon.pid)?);
+    let (voluntary, involuntary) = (voluntary as f64 / n as f64, involuntary as f64 / n as f64);
     let mut notes = Vec::new();
     if let Some((mut child, out)) = perf {
         if let Some(pid) = child.id() {

@@ -690,6 +690,7 @@ pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
         max_line_bytes: max_line_bytes(0),
         outgoing_queue: 65_536,
         request_timeout: None,
+        ..Default::default()
     };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;

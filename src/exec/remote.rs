@@ -709,6 +709,7 @@ impl HelperClient {
             max_line_bytes: helper::max_line_bytes(self.hello.max_output_bytes),
             outgoing_queue: 65_536,
             request_timeout: None,
+            ..Default::default()
         };
         let serve = tokio::spawn(rpc::serve_connection(stdout, stdin, service, options));
         let peer = peer_rx

@@ -2,7 +2,8 @@
 //! way it all ends.
 //!
 //! Ordering at the end is the point of this file. Whatever ends the connection
-//! (EOF, a read or write error, [`Peer::close`], a full outgoing queue), the
+//! (EOF, a read or write error, [`Peer::close`], a full outgoing queue, the
+//! server's [`Options::stop`](super::Options)), the
 //! teardown is the same and runs once: the closed token is cancelled (which
 //! also cancels every request context, as they are its children, and stops the
 //! writer), outgoing requests still pending fail, then we wait for every request
@@ -75,7 +76,10 @@ pub async fn serve_connection<R, W>(
         next_seq: AtomicU64::new(0),
         tasks: TaskTracker::new(),
     };
-    conn.read_loop(&mut reader, options.max_line_bytes).await;
+    tokio::select! {
+        () = conn.read_loop(&mut reader, options.max_line_bytes) => {}
+        () = options.stop.cancelled() => {}
+    }
 
     // Teardown; see the module docs.
     peer.close();

@@ -61,7 +61,9 @@ pub async fn arrival(reader: &SocketReader) -> io::Result<Arrival> {
     let mut seen = 0;
     loop {
         let n = reader.peek(&mut first, seen).await?;
-        if n == 0 || !REQUEST.as_bytes().starts_with(&first[..n]) {
+        // Not the request, or the start of it and then nothing more (the peer
+        // closed): either way the ordinary path reads and answers it.
+        if n <= seen || !REQUEST.as_bytes().starts_with(&first[..n]) {
             return Ok(Arrival::Socket);
         }
         if n == REQUEST.len() {
@@ -79,8 +81,9 @@ pub async fn arrival(reader: &SocketReader) -> io::Result<Arrival> {
         return Ok(Arrival::Refused);
     };
     // Each checks that it is a pipe open for its direction, and makes it
-    // non-blocking (only the editor's end of its pipe shares that state with
-    // no one else: the editor holds the other end).
+    // non-blocking. That flag belongs to the open pipe end, which the launcher
+    // shares (its stdin and stdout, idle from now on; it made sure stderr is not
+    // among them); the editor's ends of the pipes are separate and untouched.
     match (
         pipe::Receiver::from_owned_fd(input),
         pipe::Sender::from_owned_fd(output),
@@ -125,45 +128,64 @@ impl AsyncRead for Lifelined {
     }
 }
 
-/// The launcher's side: when its stdin and stdout are both pipes, sends them to
-/// the daemon on `stream` and reads the answer. `Ok(true)`: the daemon took them,
-/// and the launcher's part is to wait for `stream` to close ([`wait_for_end`]).
-/// `Ok(false)`: they were not pipes, or the daemon declined (one from before the
-/// hand-over); the launcher carries the bytes itself, on the same connection.
+/// How long the launcher waits for the daemon's answer to the hand-over before it
+/// gives up (a daemon that stalls this long would leave the editor with no answer
+/// to anything).
+const ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The launcher's side: when its stdin and stdout are both pipes of its own (see
+/// [`own_pipes`]), sends them to the daemon on `stream` and reads the answer.
+/// `Ok(true)`: the daemon took them, and the launcher's part is to wait for
+/// `stream` to close ([`wait_for_end`]). `Ok(false)`: they were not pipes, or the
+/// daemon declined (one from before the hand-over); the launcher carries the
+/// bytes itself, on the same connection.
 pub async fn offer(stream: &tokio::net::UnixStream) -> io::Result<bool> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    if !(is_pipe(std::io::stdin())? && is_pipe(std::io::stdout())?) {
+    if !own_pipes() {
         return Ok(false);
     }
     let fds = [std::io::stdin().as_raw_fd(), std::io::stdout().as_raw_fd()];
-    let mut sent = 0;
-    while sent < REQUEST.len() {
-        let rest = &REQUEST.as_bytes()[sent..];
-        // The descriptors go with the first byte only.
-        let rights = [ControlMessage::ScmRights(&fds)];
-        let controls: &[ControlMessage] = if sent == 0 { &rights } else { &[] };
-        sent += stream
-            .async_io(tokio::io::Interest::WRITABLE, || {
-                sendmsg::<()>(
-                    stream.as_raw_fd(),
-                    &[io::IoSlice::new(rest)],
-                    controls,
-                    MsgFlags::MSG_NOSIGNAL,
-                    None,
-                )
-                .map_err(io::Error::from)
-            })
-            .await?;
+    // One send: the daemon reads the line and its descriptors as one message (a
+    // line split across sends would stop its look at the first part). A few dozen
+    // bytes on a fresh connection always go whole.
+    let sent = stream
+        .async_io(tokio::io::Interest::WRITABLE, || {
+            sendmsg::<()>(
+                stream.as_raw_fd(),
+                &[io::IoSlice::new(REQUEST.as_bytes())],
+                &[ControlMessage::ScmRights(&fds)],
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            )
+            .map_err(io::Error::from)
+        })
+        .await?;
+    if sent != REQUEST.len() {
+        return Err(io::Error::other("the hand-over request went out cut short"));
     }
-    // The answer is one line; read byte by byte so nothing after it is taken
-    // from what the copy path (on a refusal) must pass on.
+    let answer = tokio::time::timeout(ANSWER_LIMIT, answer_line(stream))
+        .await
+        .map_err(|_| io::Error::other("the daemon did not answer the hand-over"))??;
+    let answer: serde_json::Value = serde_json::from_slice(&answer)
+        .map_err(|e| io::Error::other(format!("the daemon's answer is not JSON: {e}")))?;
+    if answer.get("id").and_then(serde_json::Value::as_str) != Some("dsh-handover") {
+        return Err(io::Error::other(format!(
+            "the daemon answered something else than the hand-over: {answer}"
+        )));
+    }
+    Ok(answer.get("result").is_some())
+}
+
+/// The daemon's first line, read byte by byte so that nothing after it is taken
+/// from what the copy path (after a refusal) must pass on to the editor.
+async fn answer_line(stream: &tokio::net::UnixStream) -> io::Result<Vec<u8>> {
     let mut answer = Vec::new();
     let mut byte = [0u8; 1];
     loop {
         stream.readable().await?;
         match stream.try_read(&mut byte) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) if byte[0] == b'\n' => return Ok(answer),
             Ok(_) if answer.len() > 64 * 1024 => {
                 return Err(io::Error::other(
                     "the daemon's answer to the hand-over is too long",
@@ -174,9 +196,6 @@ pub async fn offer(stream: &tokio::net::UnixStream) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
-    let answer: serde_json::Value = serde_json::from_slice(&answer)
-        .map_err(|e| io::Error::other(format!("the daemon's answer is not JSON: {e}")))?;
-    Ok(answer.get("result").is_some())
 }
 
 /// The launcher after a hand-over: waits for the daemon to close the socket (the
@@ -187,7 +206,15 @@ pub async fn wait_for_end(stream: tokio::net::UnixStream) {
     while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
 }
 
-fn is_pipe(fd: impl AsFd) -> io::Result<bool> {
-    let stat = nix::sys::stat::fstat(fd).map_err(io::Error::from)?;
-    Ok(stat.st_mode & libc::S_IFMT == libc::S_IFIFO)
+/// Whether this process's stdin and stdout are pipes that can be handed over: both
+/// pipes, and stdout not also stderr (the daemon makes them non-blocking, which
+/// would reach a merged stderr: see `stdio::stdio`). Any doubt (a closed
+/// descriptor) says no.
+pub fn own_pipes() -> bool {
+    let is_pipe = |fd: std::os::fd::BorrowedFd<'_>| {
+        nix::sys::stat::fstat(fd).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFIFO)
+    };
+    is_pipe(std::io::stdin().as_fd())
+        && is_pipe(std::io::stdout().as_fd())
+        && !super::stdio::stdout_is_stderr()
 }

@@ -126,17 +126,22 @@ pub struct Options {
     /// How long an outgoing request ([`Peer::request`]) waits for its answer;
     /// `None` waits until cancelled or the connection ends.
     pub request_timeout: Option<Duration>,
+    /// Ends the connection when cancelled, as if the peer had closed (the server
+    /// shutting down). The service's own list of connections reaches a peer only
+    /// once it has made a request; this reaches every connection.
+    pub stop: CancellationToken,
 }
 
 impl Default for Options {
     /// 16 MiB lines (prompts with embedded context can be large), 4096 queued
     /// messages (a burst of streamed updates fits easily), no timeout (a
-    /// permission request legitimately waits for a human).
+    /// permission request legitimately waits for a human), no stop but the peer's.
     fn default() -> Self {
         Self {
             max_line_bytes: 16 * 1024 * 1024,
             outgoing_queue: 4096,
             request_timeout: None,
+            stop: CancellationToken::new(),
         }
     }
 }

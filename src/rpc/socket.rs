@@ -46,18 +46,23 @@ pub struct SocketReader {
     socket: AsyncFd<Arc<UnixStream>>,
 }
 
-/// The most descriptors one message may carry to [`SocketReader::recv_with_fds`]:
-/// more than the hand-over sends (two), so a sender's extra ones arrive and are
-/// closed here instead of being cut off by the kernel.
-const MAX_FDS: usize = 8;
+/// Room for as many descriptors as one message can carry (the kernel's
+/// `SCM_MAX_FD`): a sender's extra ones then arrive whole and are closed here.
+/// With less room the kernel would install what fits and flag the rest cut off,
+/// and nix refuses to list a cut-off message, so those would leak.
+const MAX_FDS: usize = 253;
 
 impl SocketReader {
-    /// Waits until more than `seen` bytes are waiting (or the peer has closed, or
-    /// `buf` is full), then copies what is waiting into `buf` without taking it.
-    /// For a look at a connection's first bytes (`handover`).
+    /// Waits until more than `seen` bytes are waiting, or `buf` is full, or the
+    /// peer will send no more, then copies what is waiting into `buf` without
+    /// taking it. So a result of `seen` or less means nothing more is coming. For
+    /// a look at a connection's first bytes (`handover`).
     pub async fn peek(&self, buf: &mut [u8], seen: usize) -> io::Result<usize> {
         use std::os::fd::AsRawFd;
         loop {
+            // `readable()` takes no part in tokio's cooperative budget: this loop
+            // must always end or wait, never spin (a closed peer, below).
+            tokio::task::consume_budget().await;
             let mut ready = self.socket.readable().await?;
             let peeked = ready.try_io(|socket| {
                 nix::sys::socket::recv(
@@ -72,7 +77,9 @@ impl SocketReader {
                 // Not readable after all: readiness was cleared, wait again.
                 Err(_would_block) => continue,
             };
-            if n == 0 || n > seen || n == buf.len() {
+            // A peer that closed its side stays readable for good (clearing
+            // does not clear that), so "nothing new" must end here.
+            if n == 0 || n > seen || n == buf.len() || ready.ready().is_read_closed() {
                 return Ok(n);
             }
             // Nothing new yet. Clearing keeps any arrival since `readable()`

@@ -18,16 +18,23 @@ pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// Stdin and stdout: each a non-blocking pipe when it is a pipe, else tokio's
 /// stdio (a terminal, a file, a socket). Making a pipe non-blocking changes only
-/// this process's end of it; the other end is the editor's own.
+/// this process's end of it, the other end being the editor's own; except when
+/// stderr is the same pipe as stdout (an editor that merged them): stderr would
+/// turn non-blocking with it and a message on it could fail, so stdout then stays
+/// tokio's.
 pub fn stdio() -> (Input, Output) {
     let input = std::io::stdin()
         .as_fd()
         .try_clone_to_owned()
         .and_then(pipe::Receiver::from_owned_fd);
-    let output = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Sender::from_owned_fd);
+    let output = if stdout_is_stderr() {
+        Err(std::io::ErrorKind::Unsupported.into())
+    } else {
+        std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Sender::from_owned_fd)
+    };
     let input: Input = match input {
         Ok(pipe) => Box::new(pipe),
         Err(_) => Box::new(tokio::io::stdin()),
@@ -37,4 +44,12 @@ pub fn stdio() -> (Input, Output) {
         Err(_) => Box::new(tokio::io::stdout()),
     };
     (input, output)
+}
+
+/// Whether stdout and stderr are the same file (the same pipe, when an editor
+/// merged them), so that a change to one's open file is the other's too.
+pub fn stdout_is_stderr() -> bool {
+    let out = nix::sys::stat::fstat(std::io::stdout().as_fd());
+    let err = nix::sys::stat::fstat(std::io::stderr().as_fd());
+    matches!((out, err), (Ok(o), Ok(e)) if o.st_dev == e.st_dev && o.st_ino == e.st_ino)
 }

@@ -14,6 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
+/// Bounds a wait that should end at once, so a failure fails instead of hanging.
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 const BIN: &str = env!("CARGO_BIN_EXE_dsh");
 
 async fn stdio_daemon(dir: &Path) -> (Child, Client) {
@@ -810,8 +813,11 @@ async fn dsh_acp_hands_its_pipes_to_the_daemon_and_its_end_ends_the_connection()
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert!(ended, "the connection outlived its launcher");
+    let last = tokio::time::timeout(LIMIT, editor.next_message())
+        .await
+        .expect("the editor's output stayed open");
     assert!(
-        editor.next_message().await.is_none(),
+        last.is_none(),
         "the editor's output ends with the connection"
     );
     daemon.stop().await;
@@ -835,19 +841,25 @@ async fn dsh_acp_copies_when_the_daemon_declines_the_hand_over() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let (old_daemon, _) = listener.accept().await.unwrap();
+    let (old_daemon, _) = tokio::time::timeout(LIMIT, listener.accept())
+        .await
+        .expect("dsh acp never connected")
+        .unwrap();
     let (from_launcher, mut to_launcher) = old_daemon.into_split();
     let mut from_launcher = tokio::io::BufReader::new(from_launcher).lines();
     let request = from_launcher.next_line().await.unwrap().unwrap();
     assert_eq!(format!("{request}\n"), dsh::rpc::handover::REQUEST);
+    // The refusal and what follows it in one write: the launcher must take the
+    // refusal alone and pass the rest on.
     to_launcher
         .write_all(
-            b"{\"jsonrpc\":\"2.0\",\"id\":\"dsh-handover\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\n",
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"dsh-handover\",\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}\nextra\n",
         )
         .await
         .unwrap();
     let mut editor_in = launcher.stdin.take().unwrap();
     let mut editor_out = tokio::io::BufReader::new(launcher.stdout.take().unwrap()).lines();
+    assert_eq!(editor_out.next_line().await.unwrap().unwrap(), "extra");
     editor_in.write_all(b"ping\n").await.unwrap();
     assert_eq!(from_launcher.next_line().await.unwrap().unwrap(), "ping");
     to_launcher.write_all(b"pong\n").await.unwrap();
@@ -864,15 +876,80 @@ async fn dsh_acp_copies_when_the_daemon_declines_the_hand_over() {
     assert!(status.success(), "{status}");
 }
 
-/// A client that connects and says nothing does not hold up `dsh stop` (the
-/// daemon waits for a connection's first bytes before it knows what it is).
+/// Clients that never make a request do not hold up the daemon or `dsh stop`:
+/// one that says nothing, one that sends half a line and waits, one that sends
+/// the start of the hand-over line and closes its side (the daemon looks at a
+/// connection's first bytes before it knows what it is; the service knows a
+/// connection only from its first request).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_connection_does_not_hold_up_stop() {
+async fn connections_without_a_request_hold_up_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = SocketDaemon::start(dir.path(), "").await;
     let silent = UnixStream::connect(&daemon.socket).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(30), daemon.stop())
+    let mut half = UnixStream::connect(&daemon.socket).await.unwrap();
+    half.write_all(b"x").await.unwrap();
+    let mut prefix = UnixStream::connect(&daemon.socket).await.unwrap();
+    prefix.write_all(b"{\"jsonrpc\":\"2.0\",").await.unwrap();
+    prefix.shutdown().await.unwrap();
+    let mut observer = daemon.connect().await;
+    let status = tokio::time::timeout(LIMIT, observer.request("_dsh/status", json!({})))
         .await
-        .expect("dsh stop waited for a connection that never spoke");
-    drop(silent);
+        .expect("the daemon stopped answering");
+    assert!(status.is_ok(), "{status:?}");
+    drop(observer);
+    tokio::time::timeout(LIMIT, daemon.stop())
+        .await
+        .expect("dsh stop waited for a connection that made no request");
+    drop((silent, half, prefix));
+}
+
+/// A hand-over with more descriptors than two is refused, and every descriptor it
+/// carried is closed: the daemon's open files do not grow over a few of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_with_extra_descriptors_is_refused_and_leaks_none() {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::io::{BufRead, BufReader};
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let open_files = || {
+        std::fs::read_dir(format!("/proc/{}/fd", daemon.pid))
+            .unwrap()
+            .count()
+    };
+    let before = open_files();
+    let nulls: Vec<std::fs::File> = (0..20)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect();
+    let fds: Vec<i32> = nulls.iter().map(|f| f.as_raw_fd()).collect();
+    for _ in 0..5 {
+        let socket = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+        let request = dsh::rpc::handover::REQUEST.as_bytes();
+        let sent = sendmsg::<()>(
+            socket.as_raw_fd(),
+            &[std::io::IoSlice::new(request)],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(sent, request.len());
+        let mut answer = String::new();
+        BufReader::new(&socket).read_line(&mut answer).unwrap();
+        assert!(answer.contains("\"error\""), "{answer}");
+    }
+    // Each connection ends with its socket; then the count is back.
+    let mut now = open_files();
+    for _ in 0..1000 {
+        if now <= before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        now = open_files();
+    }
+    assert!(
+        now <= before,
+        "the daemon holds {now} files, {before} before"
+    );
+    daemon.stop().await;
 }
