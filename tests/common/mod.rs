@@ -164,6 +164,20 @@ pub fn dsh() -> tokio::process::Command {
     cmd
 }
 
+/// `dsh acp --socket <socket>` as an editor starts it: stdin and stdout piped,
+/// stderr dropped, killed when dropped. Add arguments, then spawn.
+pub fn launcher(socket: &std::path::Path) -> tokio::process::Command {
+    use std::process::Stdio;
+    let mut cmd = dsh();
+    cmd.args(["acp", "--socket"])
+        .arg(socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
 /// Starts `cmd` with its stdin/stdout as an ACP connection (stderr discarded).
 pub fn spawn_client(cmd: &mut tokio::process::Command) -> (tokio::process::Child, client::Client) {
     use std::process::Stdio;

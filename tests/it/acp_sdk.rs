@@ -2,6 +2,7 @@
 //! dsh through `dsh acp` (which starts the daemon on a private socket): the
 //! protocol as a real client library speaks it, string request ids included.
 
+use crate::common;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
@@ -10,7 +11,6 @@ use agent_client_protocol::v1::schema::{
     SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, ToolCallStatus,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
-use std::process::Stdio;
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -28,15 +28,9 @@ pub(crate) fn sdk_acp(
         tokio_util::compat::Compat<tokio::process::ChildStdout>,
     >,
 ) {
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["acp", "--socket"])
-        .arg(dir.join("run/dsh.sock"))
+    let mut child = common::launcher(&dir.join("run/dsh.sock"))
         .arg("--state-dir")
         .arg(dir.join("state"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let transport = ByteStreams::new(

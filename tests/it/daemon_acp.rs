@@ -832,15 +832,7 @@ async fn dsh_acp_copies_when_the_daemon_declines_the_hand_over() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("old.sock");
     let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-    let mut launcher = Command::new(common::daemon::BIN)
-        .args(["acp", "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut launcher = common::launcher(&socket).spawn().unwrap();
     let (old_daemon, _) = tokio::time::timeout(LIMIT, listener.accept())
         .await
         .expect("dsh acp never connected")
