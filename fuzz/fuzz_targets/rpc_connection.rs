@@ -83,6 +83,7 @@ fuzz_target!(|data: &[u8]| {
             max_line_bytes: 1024,
             outgoing_queue: 64,
             request_timeout: None,
+            ..Options::default()
         };
         let conn = tokio::spawn(serve_connection(
             server_read,
