@@ -696,12 +696,9 @@ pub async fn serve_stdio(state_dir: PathBuf) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|e| e.to_string())?;
-    let serve = rpc::serve_connection(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        service.clone(),
-        options,
-    );
+    // Non-blocking pipes on the event loop when sshd gave pipes (`rpc::stdio`).
+    let (input, output) = rpc::stdio::stdio();
+    let serve = rpc::serve_connection(input, output, service.clone(), options);
     let end = helper.end.clone();
     tokio::select! {
         () = serve => {}
