@@ -178,8 +178,7 @@ impl Daemon {
                         }
                     }
                     let service: Arc<dyn Service> = self.service.clone();
-                    let ends = (self.shutdown.clone(), self.closing.clone());
-                    connections.spawn(serve_accepted(stream, service, ends));
+                    connections.spawn(serve_accepted(stream, service, self.closing.clone()));
                 }
                 () = self.triggered() => break,
             }
@@ -268,7 +267,7 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
 async fn serve_accepted(
     stream: tokio::net::UnixStream,
     service: Arc<dyn Service>,
-    (shutdown, closing): (CancellationToken, CancellationToken),
+    closing: CancellationToken,
 ) {
     use rpc::handover::{self, Arrival};
     use tokio::io::AsyncWriteExt;
@@ -280,19 +279,18 @@ async fn serve_accepted(
             return;
         }
     };
-    // The service can close a connection only once it made a request; the
-    // shutdown reaches every one: before its first bytes arrive (here) and after
-    // (`closing`, cancelled when the service closes its own).
+    // The service can close a connection only once it made a request; `closing`
+    // (cancelled when the service closes its own) reaches every one, before its
+    // first bytes arrive (here) and after (`Options::stop`).
+    let arrival = tokio::select! {
+        arrival = handover::arrival(&reader) => arrival,
+        () = closing.cancelled() => return,
+    };
     let options = Options {
         stop: closing,
         ..Options::default()
     };
-    let arrival = tokio::select! {
-        arrival = handover::arrival(&reader) => arrival,
-        () = shutdown.cancelled() => return,
-    };
     let arrival = match arrival {
-        Ok(_) if shutdown.is_cancelled() => return,
         Ok(arrival) => arrival,
         Err(e) => {
             tracing::warn!("a connection ended before it began: {e}");

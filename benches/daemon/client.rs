@@ -151,6 +151,14 @@ impl Client {
         .map(drop)
     }
 
+    /// A new session in `cwd` whose calls run without asking (mode `auto`), as
+    /// most scenarios need.
+    pub(crate) async fn auto_session(&mut self, cwd: &Path) -> Res<String> {
+        let session = self.new_session(cwd).await?;
+        self.set_mode(&session, "auto").await?;
+        Ok(session)
+    }
+
     /// `_dsh/tools/call` as `session`: (text, isError).
     pub(crate) async fn tool(
         &mut self,

@@ -17,46 +17,30 @@ pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
     let n = env.counts.b1_calls;
     let daemon = Daemon::start(&env.root, "a1").await?;
     let mut direct = daemon.client().await?;
-    let direct_session = direct.new_session(&env.work).await?;
-    direct.set_mode(&direct_session, "auto").await?;
+    let direct_session = direct.auto_session(&env.work).await?;
     let stderr = std::fs::File::create(env.root.join("a1/launcher.stderr"))
         .map_err(|e| format!("launcher stderr: {e}"))?;
-    let mut launcher = tokio::process::Command::new(dsh_bin())
-        .arg("acp")
+    let mut acp = tokio::process::Command::new(dsh_bin());
+    acp.arg("acp")
         .arg("--socket")
         .arg(&daemon.socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("start dsh acp: {e}"))?;
-    let to_launcher = launcher.stdin.take().ok_or("dsh acp's stdin")?;
-    let from_launcher = launcher.stdout.take().ok_or("dsh acp's stdout")?;
-    let mut editor = Client::over(Box::new(from_launcher), Box::new(to_launcher)).await?;
-    let session = editor.new_session(&env.work).await?;
-    editor.set_mode(&session, "auto").await?;
+        .stderr(stderr);
+    let (mut launcher, mut editor) = started_as_an_editor_does(acp).await?;
+    let session = editor.auto_session(&env.work).await?;
     // The other way an editor can start dsh: a daemon of its own on its stdio.
     let own = env.root.join("a1-stdio");
     std::fs::create_dir_all(&own).map_err(|e| format!("{}: {e}", own.display()))?;
     std::fs::write(own.join("dsh.toml"), "[exec]\nkind = \"local\"\n")
         .map_err(|e| e.to_string())?;
-    let mut stdio_daemon = tokio::process::Command::new(dsh_bin())
+    let mut serve = tokio::process::Command::new(dsh_bin());
+    serve
         .args(["serve", "--stdio", "--state-dir"])
         .arg(own.join("state"))
         .arg("--config")
         .arg(own.join("dsh.toml"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("start dsh serve --stdio: {e}"))?;
-    let to_stdio = stdio_daemon.stdin.take().ok_or("dsh serve's stdin")?;
-    let from_stdio = stdio_daemon.stdout.take().ok_or("dsh serve's stdout")?;
-    let mut on_stdio = Client::over(Box::new(from_stdio), Box::new(to_stdio)).await?;
-    let stdio_session = on_stdio.new_session(&env.work).await?;
-    on_stdio.set_mode(&stdio_session, "auto").await?;
+        .stderr(Stdio::null());
+    let (mut stdio_daemon, mut on_stdio) = started_as_an_editor_does(serve).await?;
+    let stdio_session = on_stdio.auto_session(&env.work).await?;
     for _ in 0..env.counts.warmup {
         editor.no_process_call(&session).await?;
         direct.no_process_call(&direct_session).await?;
@@ -121,4 +105,21 @@ pub(crate) async fn a1(env: &Env) -> Res<Outcome> {
                         "via_launcher_bash": vb.json(), "direct_bash": db.json(),
                         "serve_stdio_no_process": se.json(), "serve_stdio_bash": sb.json()}),
     })
+}
+
+/// Starts `cmd` as an editor starts an agent (stdin and stdout pipes, killed when
+/// dropped) and speaks ACP on its stdio.
+async fn started_as_an_editor_does(
+    mut cmd: tokio::process::Command,
+) -> Res<(tokio::process::Child, Client)> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("start {cmd:?}: {e}"))?;
+    let input = child.stdin.take().ok_or("the child's stdin")?;
+    let output = child.stdout.take().ok_or("the child's stdout")?;
+    let client = Client::over(Box::new(output), Box::new(input)).await?;
+    Ok((child, client))
 }

@@ -125,8 +125,7 @@ pub(crate) async fn p1(env: &Env) -> Res<Outcome> {
     let n = env.counts.b1_calls * 5;
     let daemon = Daemon::start(&env.root, "p1").await?;
     let mut client = daemon.client().await?;
-    let session = client.new_session(&env.work).await?;
-    client.set_mode(&session, "auto").await?;
+    let session = client.auto_session(&env.work).await?;
     for _ in 0..env.counts.warmup * 10 {
         traced_call(&mut client, &session).await?;
     }

@@ -27,8 +27,7 @@ pub(crate) async fn b1(env: &Env) -> Res<Outcome> {
     let n = env.counts.b1_calls;
     let daemon = Daemon::start(&env.root, "b1").await?;
     let mut client = daemon.client().await?;
-    let session = client.new_session(&env.work).await?;
-    client.set_mode(&session, "auto").await?;
+    let session = client.auto_session(&env.work).await?;
     for _ in 0..env.counts.warmup {
         client.bash_true(&session).await?;
         direct("true").await?;
@@ -107,8 +106,7 @@ pub(crate) async fn b2(env: &Env) -> Res<Outcome> {
     let mut clients = Vec::with_capacity(c.b2_connections);
     for _ in 0..c.b2_connections {
         let mut client = daemon.client().await?;
-        let session = client.new_session(&env.work).await?;
-        client.set_mode(&session, "auto").await?;
+        let session = client.auto_session(&env.work).await?;
         client.bash_true(&session).await?; // warm-up, one per connection
         clients.push((client, session));
     }
@@ -208,8 +206,7 @@ pub(crate) async fn b3(env: &Env) -> Res<Outcome> {
     let bytes = c.b3_bytes;
     let daemon = Daemon::start(&env.root, "b3").await?;
     let mut client = daemon.client().await?;
-    let session = client.new_session(&env.work).await?;
-    client.set_mode(&session, "auto").await?;
+    let session = client.auto_session(&env.work).await?;
     client.bash_true(&session).await?;
     let command = format!("head -c {bytes} /dev/zero");
     let direct_file = env.root.join("b3-direct.out");
@@ -298,8 +295,7 @@ pub(crate) async fn b4(env: &Env) -> Res<Outcome> {
     let mut client = daemon.client().await?;
     let mut sessions = Vec::with_capacity(c.b4_sessions);
     for _ in 0..c.b4_sessions {
-        let session = client.new_session(&env.work).await?;
-        client.set_mode(&session, "auto").await?;
+        let session = client.auto_session(&env.work).await?;
         sessions.push(session);
     }
     let before = daemon.memory()?;
@@ -448,8 +444,7 @@ pub(crate) async fn b6(env: &Env) -> Res<Outcome> {
     let mut client = daemon.client().await?;
     // Mode `ask` is the default: no rule matches `true`, so every call is asked.
     let asking = client.new_session(&env.work).await?;
-    let allowed = client.new_session(&env.work).await?;
-    client.set_mode(&allowed, "auto").await?;
+    let allowed = client.auto_session(&env.work).await?;
     for _ in 0..env.counts.warmup {
         client.bash_true(&asking).await?;
         client.bash_true(&allowed).await?;

@@ -200,8 +200,7 @@ async fn answer_line(stream: &tokio::net::UnixStream) -> io::Result<Vec<u8>> {
 
 /// The launcher after a hand-over: waits for the daemon to close the socket (the
 /// connection is over), reading and dropping anything else.
-pub async fn wait_for_end(stream: tokio::net::UnixStream) {
-    let mut stream = stream;
+pub async fn wait_for_end(mut stream: tokio::net::UnixStream) {
     let mut sink = [0u8; 256];
     while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
 }

@@ -27,21 +27,19 @@ pub fn stdio() -> (Input, Output) {
         .as_fd()
         .try_clone_to_owned()
         .and_then(pipe::Receiver::from_owned_fd);
-    let output = if stdout_is_stderr() {
-        Err(std::io::ErrorKind::Unsupported.into())
-    } else {
+    let output = (!stdout_is_stderr()).then(|| {
         std::io::stdout()
             .as_fd()
             .try_clone_to_owned()
             .and_then(pipe::Sender::from_owned_fd)
-    };
+    });
     let input: Input = match input {
         Ok(pipe) => Box::new(pipe),
         Err(_) => Box::new(tokio::io::stdin()),
     };
     let output: Output = match output {
-        Ok(pipe) => Box::new(pipe),
-        Err(_) => Box::new(tokio::io::stdout()),
+        Some(Ok(pipe)) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdout()),
     };
     (input, output)
 }

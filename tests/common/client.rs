@@ -68,6 +68,19 @@ impl Client {
     }
 
     /// Sends a request and waits for its response: Ok(result) or Err(error object).
+    /// Asks `_dsh/status` until `pred` holds of it (for 30 s at most); returns that
+    /// status, or fails with `what`.
+    pub async fn status_until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..3000 {
+            let status = self.request("_dsh/status", json!({})).await.unwrap();
+            if pred(&status) {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{what}");
+    }
+
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.start(method, params).await;
         self.wait_for(json!(id)).await

@@ -803,16 +803,9 @@ async fn dsh_acp_hands_its_pipes_to_the_daemon_and_its_end_ends_the_connection()
     assert!(bound(&status), "{status}");
     launcher.kill().await.unwrap();
     launcher.wait().await.unwrap();
-    let mut ended = false;
-    for _ in 0..3000 {
-        let status = observer.request("_dsh/status", json!({})).await.unwrap();
-        if !bound(&status) {
-            ended = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(ended, "the connection outlived its launcher");
+    observer
+        .status_until("the connection outlived its launcher", |s| !bound(s))
+        .await;
     let last = tokio::time::timeout(LIMIT, editor.next_message())
         .await
         .expect("the editor's output stayed open");

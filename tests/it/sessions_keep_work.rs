@@ -7,21 +7,9 @@
 use crate::common;
 use common::Fifo;
 use common::daemon::{BIN, SocketDaemon, workspace};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-
-/// Waits (bounded) until `pred` holds for the daemon's status.
-async fn status_until(c: &mut common::client::Client, pred: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..500 {
-        let status = c.request("_dsh/status", json!({})).await.unwrap();
-        if pred(&status) {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the status never got there");
-}
 
 fn log_has_notice(state: &Path, session: &str, task: &str) -> bool {
     std::fs::read_to_string(state.join(format!("sessions/{session}.jsonl")))
@@ -79,7 +67,10 @@ async fn close_keeps_background_tasks_and_load_finds_them_and_their_notice() {
     );
     // It ends while the session is closed: its notice still reaches the session's log.
     go.release().await;
-    status_until(&mut a, |s| s["runningTasks"].as_array().unwrap().is_empty()).await;
+    a.status_until("the status never got there", |s| {
+        s["runningTasks"].as_array().unwrap().is_empty()
+    })
+    .await;
     for _ in 0..500 {
         if log_has_notice(&daemon.state, &s, &task) {
             break;
