@@ -576,7 +576,38 @@ pub struct SandboxConfig {
     /// Directories every command may write to, besides the calling session's cwd
     /// and the directories the session was granted.
     pub writable: Vec<PathBuf>,
+    /// Paths a command cannot read (E9): a directory shows as empty, a file as
+    /// empty. Absolute, or `~/...` for the daemon's home. The list replaces the
+    /// defaults (secrets of common tools), so a user narrows it by leaving one out;
+    /// dsh's own state and config directories are masked whatever it says.
+    pub deny_read: Vec<PathBuf>,
+    /// Whether commands may create Unix sockets (E8 blocks them by default: a local
+    /// socket is how a command reaches a host service the sandbox cannot see).
+    pub allow_unix_sockets: bool,
+    /// Whether commands may write `.git/config` in a writable root (its hooks stay
+    /// read-only either way).
+    pub allow_git_config: bool,
+    /// The dsh program that runs inside each sandbox as its init (it applies the
+    /// seccomp floor, then runs the command). Default: the daemon's own executable.
+    pub init: Option<PathBuf>,
 }
+
+/// The secrets a sandboxed command cannot read unless `[exec.sandbox] deny_read`
+/// says otherwise: the credentials of the tools a developer's home usually holds.
+pub const DEFAULT_DENY_READ: &[&str] = &[
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.npmrc",
+    "~/.pypirc",
+];
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -584,8 +615,77 @@ impl Default for SandboxConfig {
             bwrap: PathBuf::from("bwrap"),
             network: false,
             writable: Vec::new(),
+            deny_read: DEFAULT_DENY_READ.iter().map(PathBuf::from).collect(),
+            allow_unix_sockets: false,
+            allow_git_config: false,
+            init: None,
         }
     }
+}
+
+impl SandboxConfig {
+    /// Why a `deny_read` entry or a `writable` root cannot be enforced, if one
+    /// cannot: every entry must be absolute (or `~/...`) without `..`, and no
+    /// masked path may contain a configured writable root (the mask would hide it).
+    pub fn check(&self) -> Result<(), String> {
+        for path in &self.deny_read {
+            check_sandbox_path("exec.sandbox.deny_read", path, true)?;
+        }
+        for path in &self.writable {
+            check_sandbox_path("exec.sandbox.writable", path, false)?;
+        }
+        if let Some(init) = &self.init {
+            check_sandbox_path("exec.sandbox.init", init, false)?;
+        }
+        for denied in &self.deny_read {
+            for root in &self.writable {
+                if !denied.starts_with("~") && root.starts_with(denied) {
+                    return Err(format!(
+                        "exec.sandbox.deny_read entry {} contains the writable root {}: the \
+                         mask would hide the root, so neither could hold",
+                        denied.display(),
+                        root.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An absolute path (or, where `home_ok`, one under `~/`) with no `.` or `..`.
+fn check_sandbox_path(key: &str, path: &Path, home_ok: bool) -> Result<(), String> {
+    use std::path::Component;
+    let mut components = path.components();
+    let rooted = match components.next() {
+        Some(Component::RootDir) => true,
+        Some(Component::Normal(first)) => home_ok && first == "~",
+        _ => false,
+    };
+    if !rooted {
+        let form = if home_ok {
+            "absolute or ~/..."
+        } else {
+            "absolute"
+        };
+        return Err(format!(
+            "{key} entry {} must be {form}: a relative path depends on where dsh runs",
+            path.display()
+        ));
+    }
+    // `components()` drops a `.` in the middle, so the raw parts are read.
+    if path
+        .as_os_str()
+        .as_encoded_bytes()
+        .split(|b| *b == b'/')
+        .any(|part| part == b"." || part == b"..")
+    {
+        return Err(format!(
+            "{key} entry {} has `.` or `..`: write the path it means",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// How the ssh executor treats the remote host's key.
@@ -831,6 +931,7 @@ impl Config {
                 )));
             }
         }
+        e.sandbox.check().map_err(ConfigError::Invalid)?;
         if let Some(cwd) = &e.cwd
             && !cwd.is_absolute()
         {

@@ -54,10 +54,12 @@ pub struct Daemon {
 
 impl Daemon {
     /// Builds the daemon from its config; fails with a message fit for a person.
-    pub fn build(config: Config) -> Result<Self, String> {
+    /// `socket` is where the daemon listens (or would): no sandboxed command may
+    /// reach it (E7).
+    pub fn build(config: Config, socket: &Path) -> Result<Self, String> {
         let state_dir = config.exec.state_dir();
         crate::fsutil::ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
-        let executor = crate::exec::from_config(&config.exec)?;
+        let executor = crate::exec::from_config(&config.exec, &[socket.to_path_buf()])?;
         let user_grants = Arc::new(crate::registry::UserGrants::open(&state_dir)?);
         user_grants.set_remember(config.permissions.remember == crate::config::Remember::User);
         let sessions = Arc::new(
@@ -177,6 +179,13 @@ impl Daemon {
                             continue;
                         }
                     }
+                    // E7: nothing the daemon started (a command however detached, a
+                    // hook, an MCP server) may drive it (exec::lineage).
+                    if let Some(origin) = crate::exec::lineage::started_by(&stream, std::process::id()) {
+                        tracing::warn!(%origin, "refused a connection from a process dsh started");
+                        connections.spawn(refuse_started(stream, origin));
+                        continue;
+                    }
                     let service: Arc<dyn Service> = self.service.clone();
                     connections.spawn(serve_accepted(stream, service, self.closing.clone()));
                 }
@@ -259,6 +268,40 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("cannot restrict {}: {e}", path.display()))?;
     Ok(listener)
+}
+
+/// The error code of a refused connection's answer (JSON-RPC's server-error range).
+pub const REFUSED_STARTED_BY_DSH: i32 = -32001;
+
+/// A connection from a process the daemon started (E7): its first request (the
+/// first line, read for at most 10 s and 64 KiB) is answered with an error that
+/// says why, then the connection is closed. Nothing of it reaches the service.
+async fn refuse_started(stream: tokio::net::UnixStream, origin: crate::exec::lineage::Origin) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (reader, mut writer) = stream.into_split();
+    let mut line = Vec::new();
+    let mut reader = BufReader::new(reader.take(64 * 1024));
+    let read = reader.read_until(b'\n', &mut line);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    let id = serde_json::from_slice::<serde_json::Value>(&line)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(serde_json::Value::Null);
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": REFUSED_STARTED_BY_DSH,
+            "message": format!(
+                "dsh refuses connections from processes it started (this is {origin}): a \
+                 command, hook or MCP server cannot drive its own daemon"
+            ),
+        },
+    });
+    let mut bytes = answer.to_string().into_bytes();
+    bytes.push(b'\n');
+    let _ = writer.write_all(&bytes).await;
+    let _ = writer.shutdown().await;
 }
 
 /// One accepted connection, from its first byte to its end: ACP on the socket, or,

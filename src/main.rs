@@ -178,6 +178,12 @@ enum PolicyCommand {
 }
 
 fn main() -> ExitCode {
+    // The sandbox's init runs before anything else starts a thread (its seccomp
+    // filter is installed on the one thread it has; dsh::exec::sandbox::init).
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(dsh::exec::sandbox::init::SUBCOMMAND.as_ref()) {
+        return ExitCode::from(dsh::exec::sandbox::init::run(args) as u8);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
@@ -531,7 +537,7 @@ async fn serve(at: Where, stdio: bool) -> Result<(), String> {
         let at = at.clone();
         std::sync::Arc::new(move || at.config())
     };
-    let daemon = Daemon::build(config)?.reload_from(source);
+    let daemon = Daemon::build(config, &at.socket())?.reload_from(source);
     if stdio {
         daemon.serve_stdio().await;
         Ok(())

@@ -468,7 +468,7 @@ mod tests {
             "src/exec/local.rs",            // a Command that spawn.rs starts
             "src/exec/process.rs",          // Commands that spawn.rs starts
             "src/exec/remote.rs", // children::spawn, starting() around output/status/upload
-            "src/exec/sandbox.rs", // starting() around the probe; the rest through spawn.rs
+            "src/exec/sandbox/mod.rs", // starting() around the probes; the rest through spawn.rs
             "src/exec/spawn.rs",  // books every HostProcess
             "src/exec/ssh.rs",    // children::spawn, starting() around output
             "src/hooks/external/runner.rs", // children::spawn

@@ -10,6 +10,7 @@ pub mod children;
 mod collector;
 pub mod helper;
 mod ids;
+pub mod lineage;
 pub mod local;
 mod pidns;
 pub mod process;
@@ -162,6 +163,10 @@ pub enum ExecError {
     WorkdirUnusable { path: PathBuf, reason: String },
     #[error("spawn failed: {0}")]
     Spawn(String),
+    /// The sandbox cannot hold for this command (a symlinked root, a workdir it
+    /// masks, the daemon's socket in reach): it is refused, never run unsandboxed.
+    #[error("the sandbox refuses to run this command: {0}")]
+    Sandbox(String),
     #[error("executor is shutting down")]
     ShuttingDown,
     /// The remote host could not be reached or refused the command.
@@ -222,14 +227,18 @@ impl Drop for ServiceHandle {
 /// Builds the executor `config` chooses; `None` for kind `none`. Fails closed with a
 /// message fit for a person (what is missing and how to fix it): a sandbox that
 /// cannot be created is never replaced by running unsandboxed.
-pub fn from_config(config: &ExecConfig) -> Result<Option<Arc<dyn BashExecutor>>, String> {
+/// `guarded` are sockets no command may reach (the daemon's own, E7).
+pub fn from_config(
+    config: &ExecConfig,
+    guarded: &[std::path::PathBuf],
+) -> Result<Option<Arc<dyn BashExecutor>>, String> {
     Ok(match config.kind {
         ExecutorKind::Local => {
             Some(Arc::new(LocalExecutor::new(config).map_err(|e| {
                 format!("cannot start the local executor: {e}")
             })?))
         }
-        ExecutorKind::Sandbox => Some(Arc::new(SandboxExecutor::new(config)?)),
+        ExecutorKind::Sandbox => Some(Arc::new(SandboxExecutor::new(config, guarded)?)),
         ExecutorKind::Ssh => Some(Arc::new(SshExecutor::new(config)?)),
         ExecutorKind::None => None,
     })

@@ -90,8 +90,11 @@ impl Rig {
     }
 
     /// Test settings (short grace and drain) for this kind, state in `state`.
-    fn config(&self, state: &Path) -> ExecConfig {
-        let mut cfg = test_config(state);
+    /// The config of an executor whose tests work in `dir`: its state lives in a
+    /// directory of its own there, since the sandbox masks dsh's state (E9) and a
+    /// working directory inside it could not be reached.
+    fn config(&self, dir: &Path) -> ExecConfig {
+        let mut cfg = test_config(&dir.join("dsh-state"));
         cfg.kind = match self.kind {
             Kind::Local => ExecutorKind::Local,
             Kind::Sandbox => ExecutorKind::Sandbox,
@@ -109,7 +112,7 @@ impl Rig {
     fn executor_with(&self, cfg: &ExecConfig) -> Arc<dyn BashExecutor> {
         match self.kind {
             Kind::Local => Arc::new(LocalExecutor::new(cfg).unwrap()),
-            Kind::Sandbox => Arc::new(SandboxExecutor::new(cfg).unwrap()),
+            Kind::Sandbox => Arc::new(SandboxExecutor::new(cfg, &[]).unwrap()),
             Kind::Ssh | Kind::SshHelper => {
                 Arc::new(SshExecutor::with_helper(cfg, PathBuf::from(common::daemon::BIN)).unwrap())
             }
@@ -319,7 +322,7 @@ async fn e4_environment_is_filtered_and_stdin_is_dev_null(rig: Rig) {
     let cfg = rig.config(dir.path());
     let exec: Arc<dyn BashExecutor> = match rig.kind {
         Kind::Local => Arc::new(LocalExecutor::with_env(&cfg, base).unwrap()),
-        Kind::Sandbox => Arc::new(SandboxExecutor::with_env(&cfg, base).unwrap()),
+        Kind::Sandbox => Arc::new(SandboxExecutor::with_env(&cfg, &[], base).unwrap()),
         Kind::Ssh | Kind::SshHelper => rig.executor_with(&cfg),
     };
     let spec = exec.resolve(req("env | sort; readlink /proc/self/fd/0; cat", dir.path()));
@@ -810,7 +813,7 @@ async fn e2_spawn_failure_leaves_a_killed_task_that_says_why(kind: Kind) {
     let cfg = Rig::new(kind).config(dir.path());
     let exec: Arc<dyn BashExecutor> = match kind {
         Kind::Local => Arc::new(LocalExecutor::with_env(&cfg, base).unwrap()),
-        _ => Arc::new(SandboxExecutor::with_env(&cfg, base).unwrap()),
+        _ => Arc::new(SandboxExecutor::with_env(&cfg, &[], base).unwrap()),
     };
     let mut done = exec.take_completions().unwrap();
     let task = exec

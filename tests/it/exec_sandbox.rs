@@ -39,7 +39,7 @@ async fn writes_outside_the_roots_fail_inside_the_command_with_the_shells_own_er
     let state = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
-    let exec = SandboxExecutor::new(&config(state.path())).unwrap();
+    let exec = SandboxExecutor::new(&config(state.path()), &[]).unwrap();
     let (_, err, code) = run(
         &exec,
         &format!("echo x > {}/f", other.path().display()),
@@ -84,14 +84,14 @@ async fn the_network_is_off_unless_config_turns_it_on() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let probe = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    let exec = SandboxExecutor::new(&config(state.path())).unwrap();
+    let exec = SandboxExecutor::new(&config(state.path()), &[]).unwrap();
     let (out, err, code) = run(&exec, &probe, root.path()).await;
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("Connection refused"), "{err}");
     exec.shutdown().await;
     let mut cfg = config(state.path());
     cfg.sandbox.network = true;
-    let exec = SandboxExecutor::new(&cfg).unwrap();
+    let exec = SandboxExecutor::new(&cfg, &[]).unwrap();
     let (out, err, code) = run(&exec, &probe, root.path()).await;
     assert_eq!((code, out.as_str()), (Some(0), "connected\n"), "{err}");
     exec.shutdown().await;
@@ -101,7 +101,7 @@ async fn the_network_is_off_unless_config_turns_it_on() {
 async fn e3_a_process_without_marker_or_session_dies_with_the_namespace() {
     let state = tempfile::tempdir().unwrap();
     let root = tempfile::tempdir().unwrap();
-    let exec = SandboxExecutor::new(&config(state.path())).unwrap();
+    let exec = SandboxExecutor::new(&config(state.path()), &[]).unwrap();
     let token = token();
     let ready = Fifo::new(root.path(), "ready");
     // `env -i` drops the marker and `setsid` leaves the session: nothing but the
@@ -137,7 +137,7 @@ async fn directories_granted_by_config_are_writable_too() {
     let extra = tempfile::tempdir().unwrap();
     let mut cfg = config(state.path());
     cfg.sandbox.writable = vec![extra.path().to_path_buf()];
-    let exec = SandboxExecutor::new(&cfg).unwrap();
+    let exec = SandboxExecutor::new(&cfg, &[]).unwrap();
     let (_, err, code) = run(
         &exec,
         &format!("echo z > {}/granted", extra.path().display()),

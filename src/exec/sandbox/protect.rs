@@ -1,0 +1,332 @@
+//! The paths inside a writable root that a sandboxed command may never write (E9):
+//! what would run code outside the sandbox later, or change how dsh or an editor
+//! treats the project. Git hooks run unsandboxed at the person's next commit; a
+//! repository's config can name programs (`core.fsmonitor`, `core.hooksPath`, a
+//! pager); `.dsh/` is dsh's own project config; shell rc files run at the next
+//! login; editor folders hold tasks that run when the project opens.
+//!
+//! Found afresh for each command (a repository cloned by the last command is
+//! protected in the next), by a bounded walk: the root and three levels below it,
+//! at most [`MAX_DIRS`] directories, skipping folders that only hold dependencies
+//! and build output. A repository's `.git` is itself made a mount point, so it
+//! cannot be renamed away and replaced by one whose hooks the command wrote.
+
+use std::path::{Path, PathBuf};
+
+/// How deep below a root the walk looks for nested repositories and protected names.
+const MAX_DEPTH: usize = 3;
+
+/// How many directories one walk reads at most (a huge tree is cut short, with the
+/// root's own entries always covered).
+pub const MAX_DIRS: usize = 2000;
+
+/// Directories whose contents are dependencies or build output, never walked.
+const SKIPPED: &[&str] = &[
+    "node_modules",
+    "target",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".tox",
+    ".cache",
+    "dist",
+    "build",
+];
+
+/// Names protected wherever the walk finds them: dsh's project config, editor
+/// folders, git's own files outside `.git`, shell startup files.
+const PROTECTED_NAMES: &[&str] = &[
+    ".dsh",
+    ".vscode",
+    ".idea",
+    ".gitmodules",
+    ".gitconfig",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+];
+
+/// What the layout does with one protected path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// An existing file or directory: the host's own, read-only.
+    ReadOnly(PathBuf),
+    /// A repository's `.git` directory: writable (objects, refs, the index), but
+    /// pinned as a mount point so it cannot be renamed or removed.
+    Pinned(PathBuf),
+    /// A hooks directory that does not exist yet: an empty read-only one in its
+    /// place (bwrap leaves the empty directory on the host, as `git init` would).
+    EmptyDir(PathBuf),
+}
+
+/// Everything to guard inside `root` (canonical), in an order the layout can apply
+/// (a `.git` pin before the read-only parts inside it).
+pub fn in_root(root: &Path, allow_git_config: bool, global_hooks: &[PathBuf]) -> Vec<Guard> {
+    let mut walk = Walk {
+        root,
+        allow_git_config,
+        global_hooks,
+        guards: Vec::new(),
+        dirs_read: 0,
+    };
+    walk.dir(root, 0);
+    walk.guards
+}
+
+/// `core.hooksPath` of the user's global git config files, as written (a relative
+/// one is taken from each repository's work tree).
+pub fn global_hooks_paths(home: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(home) = home {
+        files.push(home.join(".gitconfig"));
+    }
+    match std::env::var_os("XDG_CONFIG_HOME") {
+        Some(dir) => files.push(PathBuf::from(dir).join("git/config")),
+        None => files.extend(home.map(|h| h.join(".config/git/config"))),
+    }
+    files.push(PathBuf::from("/etc/gitconfig"));
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|text| hooks_path(&text))
+        .map(|p| expand_home(&p, home))
+        .collect()
+}
+
+struct Walk<'a> {
+    root: &'a Path,
+    allow_git_config: bool,
+    global_hooks: &'a [PathBuf],
+    guards: Vec<Guard>,
+    dirs_read: usize,
+}
+
+impl Walk<'_> {
+    fn dir(&mut self, dir: &Path, depth: usize) {
+        if self.dirs_read >= MAX_DIRS {
+            return;
+        }
+        self.dirs_read += 1;
+        for name in PROTECTED_NAMES {
+            self.existing(&dir.join(name));
+        }
+        let git = dir.join(".git");
+        match std::fs::symlink_metadata(&git) {
+            Ok(meta) if meta.is_dir() => self.repository(dir, &git),
+            Ok(meta) if meta.is_file() => {
+                // A worktree's or submodule's pointer: pinned read-only, so it cannot
+                // be turned to a git directory the command made.
+                self.guards.push(Guard::ReadOnly(git.clone()));
+                if let Some(gitdir) = pointed_gitdir(&git) {
+                    self.gitdir(dir, &gitdir);
+                }
+            }
+            _ => {}
+        }
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name == ".git" || SKIPPED.iter().any(|s| name == *s) {
+                continue;
+            }
+            // Symlinks are not followed: what they lead to is guarded where it is.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                self.dir(&entry.path(), depth + 1);
+            }
+        }
+    }
+
+    /// A protected name that exists, guarded where it really is (inside the root;
+    /// outside, it is read-only anyway).
+    fn existing(&mut self, path: &Path) {
+        if let Ok(real) = path.canonicalize()
+            && real.starts_with(self.root)
+        {
+            self.guards.push(Guard::ReadOnly(real));
+        }
+    }
+
+    fn repository(&mut self, worktree: &Path, git: &Path) {
+        self.guards.push(Guard::Pinned(git.to_path_buf()));
+        self.gitdir(worktree, git);
+    }
+
+    /// The parts of one git directory (and of its submodules' ones) that run code
+    /// or name programs.
+    fn gitdir(&mut self, worktree: &Path, gitdir: &Path) {
+        let Ok(gitdir) = gitdir.canonicalize() else {
+            return;
+        };
+        if !gitdir.starts_with(self.root) {
+            return;
+        }
+        let hooks = gitdir.join("hooks");
+        if hooks.exists() {
+            self.existing(&hooks);
+        } else if !gitdir.join("commondir").exists() {
+            // (A linked worktree's git directory takes its hooks from the common
+            // one, which is guarded where it is.)
+            self.guards.push(Guard::EmptyDir(hooks));
+        }
+        let mut files = vec!["commondir", "config.worktree"];
+        if !self.allow_git_config {
+            files.push("config");
+        }
+        for file in files {
+            self.existing(&gitdir.join(file));
+        }
+        let own = std::fs::read_to_string(gitdir.join("config"))
+            .ok()
+            .and_then(|text| hooks_path(&text));
+        for target in own.iter().chain(self.global_hooks) {
+            let target = worktree.join(target);
+            if target.exists() {
+                self.existing(&target);
+            } else if target.starts_with(self.root)
+                && !target.components().any(|c| c.as_os_str() == "..")
+            {
+                self.guards.push(Guard::EmptyDir(target));
+            }
+        }
+        self.submodules(&gitdir.join("modules"), 0);
+    }
+
+    /// Submodules keep their git directories under the superproject's
+    /// `.git/modules/<path>`, nested as deep as the submodules are.
+    fn submodules(&mut self, dir: &Path, depth: usize) {
+        if depth > 10 || self.dirs_read >= MAX_DIRS {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        self.dirs_read += 1;
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if path.join("HEAD").is_file() {
+                // A submodule's work tree is elsewhere; its hooksPath, if relative,
+                // is taken from the superproject's, which is what is known here.
+                let worktree = dir.to_path_buf();
+                self.gitdir(&worktree, &path);
+            } else {
+                self.submodules(&path, depth + 1);
+            }
+        }
+    }
+}
+
+/// The git directory a `.git` file points to (`gitdir: PATH`, relative to the file's
+/// directory).
+fn pointed_gitdir(file: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    Some(file.parent()?.join(target))
+}
+
+/// `core.hooksPath` in a git config file's text (the last one wins, as in git).
+/// Sections are matched case-insensitively, keys too; quotes are removed.
+pub fn hooks_path(text: &str) -> Option<PathBuf> {
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(section) = line.strip_prefix('[') {
+            let name = section.split([']', ' ', '"']).next().unwrap_or_default();
+            in_core = name.eq_ignore_ascii_case("core");
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if key.trim().eq_ignore_ascii_case("hookspath") {
+            let value = value.split(['#', ';']).next().unwrap_or_default().trim();
+            let value = value.trim_matches('"');
+            if !value.is_empty() {
+                found = Some(PathBuf::from(value));
+            }
+        }
+    }
+    found
+}
+
+fn expand_home(path: &Path, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~"), home) {
+        (Ok(rest), Some(home)) => home.join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_path_is_read_from_the_core_section_only() {
+        let text = "[user]\n\thooksPath = /nope\n[core]\n\tbare = false\n\
+                    \tHooksPath = \".husky\" # comment\n[alias]\n\tx = y\n";
+        assert_eq!(hooks_path(text), Some(PathBuf::from(".husky")));
+        assert_eq!(
+            hooks_path("[Core]\nhookspath=/a\nhookspath = /b\n"),
+            Some(PathBuf::from("/b"))
+        );
+        assert_eq!(hooks_path("[core]\nbare = true\n"), None);
+    }
+
+    #[test]
+    fn a_repository_its_nested_one_and_a_worktree_pointer_are_all_guarded() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(
+            root.join(".git/config"),
+            "[core]\n\thooksPath = .githooks\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("vendor/lib/.git")).unwrap();
+        std::fs::write(root.join("vendor/lib/.git/config"), "").unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::write(root.join("wt/.git"), "gitdir: ../.git/worktrees/wt\n").unwrap();
+        std::fs::create_dir_all(root.join(".git/worktrees/wt")).unwrap();
+        std::fs::write(root.join(".bashrc"), "").unwrap();
+        std::fs::create_dir_all(root.join("node_modules/x/.git")).unwrap();
+        let guards = in_root(&root, false, &[]);
+        let has = |g: Guard| guards.contains(&g);
+        assert!(has(Guard::Pinned(root.join(".git"))), "{guards:?}");
+        assert!(has(Guard::ReadOnly(root.join(".git/hooks"))));
+        assert!(has(Guard::ReadOnly(root.join(".git/config"))));
+        assert!(
+            has(Guard::EmptyDir(root.join(".githooks"))),
+            "hooksPath target"
+        );
+        assert!(has(Guard::Pinned(root.join("vendor/lib/.git"))));
+        assert!(has(Guard::EmptyDir(root.join("vendor/lib/.git/hooks"))));
+        assert!(has(Guard::ReadOnly(root.join("wt/.git"))));
+        assert!(has(Guard::ReadOnly(root.join(".bashrc"))));
+        assert!(
+            !guards
+                .iter()
+                .any(|g| format!("{g:?}").contains("node_modules")),
+            "{guards:?}"
+        );
+        let relaxed = in_root(&root, true, &[]);
+        assert!(!relaxed.contains(&Guard::ReadOnly(root.join(".git/config"))));
+    }
+}

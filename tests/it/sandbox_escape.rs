@@ -1,0 +1,341 @@
+//! The escape suite of issue 27 (E6 no privilege, E8 the seccomp floor, E9 secrets
+//! and protected paths), through a real sandbox executor and real bwrap. Each
+//! attack is first run by the local executor, where it works (the proof that the
+//! test can fail), then in the sandbox, where it must not. Nothing here changes the
+//! machine: the attacks that succeed locally only touch the test's own directories.
+//! E7 (no way back to the daemon) needs a daemon: `sandbox_no_way_back.rs`.
+
+use crate::common;
+
+use common::*;
+use dsh::config::{ExecConfig, ExecutorKind};
+use dsh::exec::{BashExecutor, ExecError, ExecRequest, LocalExecutor, SandboxExecutor};
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// The attacks' interpreter: Debian's, never a version manager's shim (which may
+/// want to write to its own directory).
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// A directory outside /tmp (the sandbox's /tmp is private, which would hide a
+/// test directory there for reasons other than the defence under test).
+pub fn visible_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn config(state: &Path, kind: ExecutorKind) -> ExecConfig {
+    let mut cfg = test_config(state);
+    cfg.kind = kind;
+    cfg
+}
+
+async fn run_in(exec: &dyn BashExecutor, command: &str, root: &Path) -> Result<String, ExecError> {
+    let out = exec
+        .run(
+            exec.resolve(ExecRequest {
+                command: command.to_string(),
+                workdir: Some(root.to_path_buf()),
+                writable_roots: vec![root.to_path_buf()],
+                ..ExecRequest::default()
+            }),
+            CancellationToken::new(),
+        )
+        .await?;
+    Ok(format!("{}{}", out.stdout.text, out.stderr.text))
+}
+
+/// The same command, locally and in the sandbox, each in a fresh copy of the
+/// directory `prepare` makes.
+async fn both(
+    command: &str,
+    tweak: impl Fn(&mut ExecConfig),
+    prepare: impl Fn(&Path),
+) -> (String, String) {
+    let state = tempfile::tempdir().unwrap();
+    let (local_root, sandbox_root) = (visible_dir(), visible_dir());
+    let (local_root, sandbox_root) = (
+        local_root.path().canonicalize().unwrap(),
+        sandbox_root.path().canonicalize().unwrap(),
+    );
+    prepare(&local_root);
+    prepare(&sandbox_root);
+    let mut cfg = config(state.path(), ExecutorKind::Local);
+    tweak(&mut cfg);
+    let local = LocalExecutor::new(&cfg).unwrap();
+    let local_out = run_in(
+        &local,
+        &command.replace("ROOT", &local_root.display().to_string()),
+        &local_root,
+    )
+    .await
+    .unwrap();
+    cfg.kind = ExecutorKind::Sandbox;
+    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+    let sandbox_out = run_in(
+        &sandbox,
+        &command.replace("ROOT", &sandbox_root.display().to_string()),
+        &sandbox_root,
+    )
+    .await
+    .unwrap();
+    local.shutdown().await;
+    sandbox.shutdown().await;
+    (local_out, sandbox_out)
+}
+
+fn am_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_no_capability_and_no_new_privs_inside_as_root_or_not() {
+    let status = "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status";
+    let (local, sandbox) = both(status, |_| {}, |_| {}).await;
+    if am_root() {
+        assert!(
+            !local.contains("CapEff:\t0000000000000000"),
+            "root keeps capabilities locally: {local}"
+        );
+    }
+    assert!(sandbox.contains("CapEff:\t0000000000000000"), "{sandbox}");
+    assert!(sandbox.contains("NoNewPrivs:\t1"), "{sandbox}");
+    assert!(sandbox.contains("Seccomp:\t2"), "{sandbox}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_a_remount_and_a_nested_user_namespace_are_refused() {
+    // Not run locally: a remount that worked would change this machine.
+    let state = tempfile::tempdir().unwrap();
+    let root = visible_dir();
+    let root = root.path().canonicalize().unwrap();
+    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    let out = run_in(
+        &sandbox,
+        "mount -o remount,bind,rw / && echo REMOUNTED; touch /usr/dsh-escape 2>/dev/null && echo WROTE; \
+         unshare -Ur true && echo NESTED; echo done",
+        &root,
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("done\n"), "{out}");
+    assert!(
+        !out.contains("REMOUNTED") && !out.contains("WROTE") && !out.contains("NESTED"),
+        "{out}"
+    );
+    assert!(!Path::new("/usr/dsh-escape").exists());
+    sandbox.shutdown().await;
+}
+
+/// Each probe prints `name=errno` (0: the call worked).
+#[cfg(target_arch = "x86_64")]
+const SYSCALL_PROBES: &str = r#"
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def sc(nr, *args):
+    ctypes.set_errno(0)
+    return 0 if libc.syscall(nr, *args) >= 0 else ctypes.get_errno()
+out = {}
+try:
+    socket.socket(socket.AF_UNIX); out["unix"] = 0
+except OSError as e:
+    out["unix"] = e.errno
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); out["pair_dgram"] = 0
+except OSError as e:
+    out["pair_dgram"] = e.errno
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM); out["pair_stream"] = 0
+except OSError as e:
+    out["pair_stream"] = e.errno
+try:
+    socket.socket(40, socket.SOCK_STREAM); out["vsock"] = 0
+except OSError as e:
+    out["vsock"] = e.errno
+params = ctypes.create_string_buffer(120)
+out["io_uring"] = sc(425, 1, params)
+out["ptrace"] = sc(101, 0, 0, 0, 0)
+out["process_vm_readv"] = sc(310, 1, 0, 0, 0, 0, 0)
+out["keyctl"] = sc(250, 0, -3, 0, 0, 0)
+out["userfaultfd"] = sc(323, 0)
+out["x32_getpid"] = sc(0x40000000 | 39)
+print(" ".join(f"{k}={v}" for k, v in sorted(out.items())))
+"#;
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e8_the_seccomp_floor_refuses_what_reaches_past_the_walls() {
+    let command = format!("{PYTHON} -c '{SYSCALL_PROBES}'");
+    let field = |out: &str, name: &str| -> i32 {
+        out.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (local, sandbox) = both(&command, |_| {}, |_| {}).await;
+    // Locally the sockets and ptrace work: the probes can see a success.
+    for name in ["unix", "pair_dgram", "pair_stream", "ptrace"] {
+        assert_eq!(field(&local, name), 0, "{name} locally: {local}");
+    }
+    for name in [
+        "unix",
+        "pair_dgram",
+        "vsock",
+        "io_uring",
+        "ptrace",
+        "process_vm_readv",
+        "keyctl",
+        "userfaultfd",
+        "x32_getpid",
+    ] {
+        assert_eq!(
+            field(&sandbox, name),
+            libc::EPERM,
+            "{name} in the sandbox: {sandbox}"
+        );
+    }
+    assert_eq!(
+        field(&sandbox, "pair_stream"),
+        0,
+        "a pipe-like pair stays: {sandbox}"
+    );
+    // allow_unix_sockets lifts the Unix part only.
+    let (_, lifted) = both(&command, |c| c.sandbox.allow_unix_sockets = true, |_| {}).await;
+    assert_eq!(field(&lifted, "unix"), 0, "{lifted}");
+    assert_eq!(field(&lifted, "pair_dgram"), 0, "{lifted}");
+    assert_eq!(field(&lifted, "io_uring"), libc::EPERM, "{lifted}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_deny_read_paths_read_as_empty_even_when_they_appear_later() {
+    let home = visible_dir();
+    let home = home.path().canonicalize().unwrap();
+    let secret = |p: &str| home.join(p);
+    std::fs::create_dir_all(secret(".ssh")).unwrap();
+    std::fs::write(secret(".ssh/id_ed25519"), "PRIVATE-KEY\n").unwrap();
+    std::fs::create_dir_all(secret(".aws")).unwrap();
+    std::fs::write(secret(".aws/credentials"), "AWS-SECRET\n").unwrap();
+    std::fs::write(secret(".netrc"), "NETRC-SECRET\n").unwrap();
+    let deny: Vec<PathBuf> = [".ssh", ".aws", ".netrc", ".kube"]
+        .iter()
+        .map(|p| secret(p))
+        .collect();
+    let command = format!(
+        "cat {h}/.ssh/id_ed25519 {h}/.aws/credentials {h}/.netrc {h}/.kube/config 2>&1; ls -A {h}/.ssh; \
+         echo x > {h}/.netrc 2>&1 || echo unwritable",
+        h = home.display()
+    );
+    let tweak = |c: &mut ExecConfig| c.sandbox.deny_read = deny.clone();
+    let (local, sandbox) = both(&command, tweak, |_| {}).await;
+    assert!(
+        local.contains("PRIVATE-KEY") && local.contains("AWS-SECRET"),
+        "{local}"
+    );
+    std::fs::write(secret(".netrc"), "NETRC-SECRET\n").unwrap();
+    for leaked in ["PRIVATE-KEY", "AWS-SECRET", "NETRC-SECRET"] {
+        assert!(!sandbox.contains(leaked), "{leaked}: {sandbox}");
+    }
+    assert!(
+        !sandbox.lines().any(|l| l == "id_ed25519"),
+        "listed: {sandbox}"
+    );
+    // A masked file reads as empty, not as an error.
+    assert!(!sandbox.contains(".netrc: Permission denied"), "{sandbox}");
+    assert!(sandbox.contains("unwritable"), "{sandbox}");
+    // A path that did not exist when the daemon started is masked once it does.
+    std::fs::create_dir_all(secret(".kube")).unwrap();
+    std::fs::write(secret(".kube/config"), "KUBE-SECRET\n").unwrap();
+    let (local, sandbox) = both(&command, tweak, |_| {}).await;
+    assert!(local.contains("KUBE-SECRET"), "{local}");
+    assert!(!sandbox.contains("KUBE-SECRET"), "{sandbox}");
+}
+
+/// A repository with hooks, a nested one, a worktree-style `.git` file's target and
+/// a shell rc file: what a command must not be able to plant code in.
+fn project(root: &Path) {
+    let git = |dir: &Path| {
+        let out = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(root);
+    std::fs::create_dir_all(root.join("vendor/lib")).unwrap();
+    git(&root.join("vendor/lib"));
+    std::fs::write(root.join(".bashrc"), "# rc\n").unwrap();
+    std::fs::create_dir_all(root.join(".vscode")).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_git_hooks_and_config_rc_files_and_editor_folders_stay_read_only() {
+    let attacks = [
+        ("hook", "echo evil > .git/hooks/pre-commit"),
+        ("config", "echo '[core] fsmonitor = evil' >> .git/config"),
+        (
+            "nested-hook",
+            "echo evil > vendor/lib/.git/hooks/pre-commit",
+        ),
+        ("rc", "echo evil >> .bashrc"),
+        ("vscode", "echo '{}' > .vscode/tasks.json"),
+        ("moved-git", "mv .git .git-away"),
+        ("dsh", "mkdir -p .dsh && echo x > .dsh/config.toml"),
+    ];
+    let command = attacks
+        .iter()
+        .map(|(name, attack)| {
+            format!(
+                "if ({attack}) 2>/dev/null; then echo {name}=written; else echo {name}=refused; fi"
+            )
+        })
+        .chain([
+            "mkdir -p .git/objects/zz && echo ok > .git/objects/zz/f && echo objects=written"
+                .to_string(),
+            "echo ok > src.txt && echo source=written".to_string(),
+        ])
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (local, sandbox) = both(&command, |_| {}, project).await;
+    for (name, _) in attacks {
+        assert!(
+            local.contains(&format!("{name}=written")),
+            "{name} locally: {local}"
+        );
+    }
+    for (name, _) in attacks.iter().filter(|(n, _)| *n != "dsh") {
+        assert!(
+            sandbox.contains(&format!("{name}=refused")),
+            "{name} in the sandbox: {sandbox}"
+        );
+    }
+    assert!(
+        sandbox.contains("objects=written") && sandbox.contains("source=written"),
+        "{sandbox}"
+    );
+    // allow_git_config lifts the config part only.
+    let (_, relaxed) = both(&command, |c| c.sandbox.allow_git_config = true, project).await;
+    assert!(
+        relaxed.contains("config=written") && relaxed.contains("hook=refused"),
+        "{relaxed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_writable_root_reached_through_a_symlink_is_refused_not_followed() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = visible_dir();
+    let real = dir.path().canonicalize().unwrap().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = real.with_file_name("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    match run_in(&sandbox, "echo x > f", &link).await {
+        Err(ExecError::Sandbox(why)) => assert!(why.contains("symlink"), "{why}"),
+        other => panic!("a symlinked root ran: {other:?}"),
+    }
+    assert!(!real.join("f").exists());
+    sandbox.shutdown().await;
+}
