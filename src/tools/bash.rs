@@ -4,34 +4,60 @@
 
 use super::schema::{self, ToolSchema};
 use super::{Tool, ToolKind};
+use crate::config::{ExecConfig, ExecutorKind};
 use crate::exec::{
     BashExecutor, CollectedOutput, ExecRequest, KillOutcome, RunOutcome, Spill, StreamRead,
     TaskStatus,
 };
 use crate::hooks::audit::AuditLog;
 use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
+use crate::policy::Escalation;
 use crate::registry::{SessionRegistry, TaskAccess};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// What the bash tools share: the executor, the registry, the audit log.
+/// What the bash tools share: the executor, the registry, the audit log, and the sandbox
+/// when commands run in one.
 struct Shared {
     exec: Arc<dyn BashExecutor>,
     sessions: Arc<SessionRegistry>,
     audit: Arc<AuditLog>,
+    sandbox: Option<SandboxTerms>,
 }
 
-/// The three tools, in their contract order.
+/// The daemon's commands run in the sandbox executor (`[exec] kind = "sandbox"`), on these
+/// terms. It decides that a bash call may ask to leave the sandbox (`sandbox: "off"`,
+/// issue 27). Taken from the config the daemon started with (an `[exec]` change needs a
+/// restart), so the policy hook and the tool agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxTerms {
+    /// `[exec.sandbox] writable`: writable for every command, besides its session's roots.
+    pub writable: Vec<PathBuf>,
+}
+
+impl SandboxTerms {
+    /// The terms of `config`'s executor, when it is the sandbox.
+    pub fn of(config: &ExecConfig) -> Option<Self> {
+        (config.kind == ExecutorKind::Sandbox).then(|| Self {
+            writable: config.sandbox.writable.clone(),
+        })
+    }
+}
+
+/// The three tools, in their contract order. `sandbox`: the terms of the sandbox the
+/// commands run in, when `exec` is the sandbox executor.
 pub fn tools(
     exec: Arc<dyn BashExecutor>,
     sessions: Arc<SessionRegistry>,
     audit: Arc<AuditLog>,
+    sandbox: Option<SandboxTerms>,
 ) -> Vec<Arc<dyn Tool>> {
     let shared = Arc::new(Shared {
         exec,
         sessions,
         audit,
+        sandbox,
     });
     let load = |doc: &str| Arc::new(ToolSchema::parse(doc).expect("embedded tool schema is valid"));
     vec![
@@ -111,23 +137,38 @@ impl Tool for Bash {
             (Some(session), None) => Some(session.cwd.clone()),
             (None, dir) => dir,
         };
+        let escalation = match Escalation::requested(args) {
+            Ok(escalation) => escalation,
+            Err(e) => return ToolOutput::error(e),
+        };
         let background = args
             .get("run_in_background")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let spec = self.shared.exec.resolve(ExecRequest {
+        // Under the sandbox a valid `sandbox: "off"` runs outside it; elsewhere the
+        // argument changes nothing.
+        let outside = match (&escalation, &self.shared.sandbox) {
+            (Some(_), Some(_)) => match self.outside(call) {
+                Ok(exec) => Some(exec),
+                Err(refused) => return *refused,
+            },
+            _ => None,
+        };
+        let exec = outside.as_ref().unwrap_or(&self.shared.exec);
+        let writable_roots = call
+            .session
+            .as_ref()
+            .map(|s| s.writable_roots())
+            .unwrap_or_default();
+        let spec = exec.resolve(ExecRequest {
             command: command.to_string(),
             workdir,
             timeout_ms,
             scope: call.session_id().map(str::to_string),
-            writable_roots: call
-                .session
-                .as_ref()
-                .map(|s| s.writable_roots())
-                .unwrap_or_default(),
+            writable_roots,
         });
         if background {
-            return match self.shared.exec.start(spec).await {
+            return match exec.start(spec).await {
                 Ok(task) => {
                     self.shared
                         .sessions
@@ -139,8 +180,8 @@ impl Tool for Bash {
         }
         let cancel = call.cancel.clone();
         let ran = match call.output_watch() {
-            Some(watch) => self.shared.exec.run_watched(spec, cancel, watch).await,
-            None => self.shared.exec.run(spec, cancel).await,
+            Some(watch) => exec.run_watched(spec, cancel, watch).await,
+            None => exec.run(spec, cancel).await,
         };
         match ran {
             Ok(outcome) if outcome.aborted => ToolOutput::error("command aborted"),
@@ -154,6 +195,27 @@ impl Tool for Bash {
             },
             Err(e) => ToolOutput::error(e),
         }
+    }
+}
+
+impl Bash {
+    /// The executor outside the sandbox, for a call asking to leave it. Only a call the
+    /// policy judged as leaving (the person was asked, or a rule naming its command
+    /// allowed it) gets it: anything else is refused, never run outside unjudged.
+    fn outside(&self, call: &ToolExecution) -> Result<Arc<dyn BashExecutor>, Box<ToolOutput>> {
+        let judged = call
+            .judged()
+            .is_some_and(|(_, judgement)| judgement.escalation.is_some());
+        if !judged {
+            return Err(Box::new(ToolOutput::error(
+                "refused to run outside the sandbox: the call was not judged as leaving it",
+            )));
+        }
+        self.shared.exec.outside().ok_or_else(|| {
+            Box::new(ToolOutput::error(
+                "this daemon has no executor outside its sandbox",
+            ))
+        })
     }
 }
 

@@ -28,6 +28,7 @@ mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;
 mod prompt_replay;
+mod sandbox_escalation;
 mod security;
 mod sessions_keep_work;
 mod shutdown;
