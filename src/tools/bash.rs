@@ -14,11 +14,11 @@ use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
 use crate::policy::Escalation;
 use crate::registry::{SessionRegistry, TaskAccess};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What the bash tools share: the executor, the registry, the audit log, and the sandbox
-/// when commands run in one.
+/// What the bash tools share: the executor, the registry, the audit log, and what the
+/// sandbox denies when commands run in one.
 struct Shared {
     exec: Arc<dyn BashExecutor>,
     sessions: Arc<SessionRegistry>,
@@ -27,13 +27,16 @@ struct Shared {
 }
 
 /// The daemon's commands run in the sandbox executor (`[exec] kind = "sandbox"`), on these
-/// terms. It decides that a bash call may ask to leave the sandbox (`sandbox: "off"`,
-/// issue 27). Taken from the config the daemon started with (an `[exec]` change needs a
+/// terms. It decides two things of the bash tool (issue 27): a call may ask to leave the
+/// sandbox (`sandbox: "off"`), and a command that fails there is told what the sandbox
+/// refuses. Taken from the config the daemon started with (an `[exec]` change needs a
 /// restart), so the policy hook and the tool agree on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxTerms {
     /// `[exec.sandbox] writable`: writable for every command, besides its session's roots.
     pub writable: Vec<PathBuf>,
+    /// `[exec.sandbox] network`: commands may use the network.
+    pub network: bool,
 }
 
 impl SandboxTerms {
@@ -41,7 +44,42 @@ impl SandboxTerms {
     pub fn of(config: &ExecConfig) -> Option<Self> {
         (config.kind == ExecutorKind::Sandbox).then(|| Self {
             writable: config.sandbox.writable.clone(),
+            network: config.sandbox.network,
         })
+    }
+
+    /// The note after a failed sandboxed command's status markers: what the sandbox
+    /// refuses (writes outside `roots` and the configured ones, named), and how to ask
+    /// the person to run it outside. Only roots the sandbox binds (existing absolute
+    /// directories) are named.
+    pub fn failure_note(&self, roots: &[PathBuf]) -> String {
+        let mut named: Vec<&Path> = Vec::new();
+        for root in roots.iter().chain(&self.writable) {
+            if root.is_absolute() && root.is_dir() && !named.contains(&root.as_path()) {
+                named.push(root);
+            }
+        }
+        let named: Vec<String> = named.iter().map(|r| r.display().to_string()).collect();
+        let writes = if named.is_empty() {
+            "it can write nowhere but its private /tmp".to_string()
+        } else {
+            format!(
+                "it can write only in {} (and its private /tmp)",
+                named.join(", ")
+            )
+        };
+        let network = if self.network {
+            ""
+        } else {
+            ", it has no network"
+        };
+        format!(
+            "[this ran in the sandbox: {writes}, secret paths ([exec.sandbox] deny_read) read \
+             as empty{network}, new Unix sockets are refused, and git hooks and config and \
+             editor folders are read-only]\n[if the sandbox is why it failed, call bash \
+             again with sandbox: \"off\" and a justification: the person is asked to run it \
+             outside]"
+        )
     }
 }
 
@@ -154,6 +192,7 @@ impl Tool for Bash {
             },
             _ => None,
         };
+        let contained = self.shared.sandbox.as_ref().filter(|_| outside.is_none());
         let exec = outside.as_ref().unwrap_or(&self.shared.exec);
         let writable_roots = call
             .session
@@ -179,20 +218,29 @@ impl Tool for Bash {
             };
         }
         let cancel = call.cancel.clone();
+        let roots = spec.writable_roots.clone();
         let ran = match call.output_watch() {
             Some(watch) => exec.run_watched(spec, cancel, watch).await,
             None => exec.run(spec, cancel).await,
         };
         match ran {
             Ok(outcome) if outcome.aborted => ToolOutput::error("command aborted"),
-            Ok(outcome) => ToolOutput {
-                exit: Some(CommandExit {
-                    exit_code: outcome.exit_code,
-                    signal: outcome.signal,
-                    timed_out: outcome.timed_out,
-                }),
-                ..ToolOutput::ok(run_result_text(&outcome))
-            },
+            Ok(outcome) => {
+                let mut text = run_result_text(&outcome);
+                let failed = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
+                if let Some(terms) = contained.filter(|_| failed) {
+                    text.push('\n');
+                    text.push_str(&terms.failure_note(&roots));
+                }
+                ToolOutput {
+                    exit: Some(CommandExit {
+                        exit_code: outcome.exit_code,
+                        signal: outcome.signal,
+                        timed_out: outcome.timed_out,
+                    }),
+                    ..ToolOutput::ok(text)
+                }
+            }
             Err(e) => ToolOutput::error(e),
         }
     }
@@ -486,6 +534,45 @@ mod tests {
             run_result_text(&o),
             "tail\n[output truncated; full output: (unavailable)]"
         );
+    }
+
+    /// Issue 27: the note names the roots the sandbox binds, once each, and leaves out
+    /// the network when commands have it.
+    #[test]
+    fn issue_27_the_failure_note_names_the_writable_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let terms = SandboxTerms {
+            writable: vec![b.clone(), "relative".into(), dir.path().join("missing")],
+            network: false,
+        };
+        let note = terms.failure_note(&[a.clone(), a.clone()]);
+        let first = note.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "[this ran in the sandbox: it can write only in {}, {} (and its private /tmp), \
+                 secret paths",
+                a.display(),
+                b.display()
+            )),
+            "{note}"
+        );
+        assert!(first.contains(", it has no network, "), "{note}");
+        assert_eq!(note.lines().count(), 2);
+        let open = SandboxTerms {
+            writable: Vec::new(),
+            network: true,
+        };
+        let note = open.failure_note(&[]);
+        assert!(
+            note.starts_with(
+                "[this ran in the sandbox: it can write nowhere but its private /tmp, secret"
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("network"), "{note}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! out silently: the person is asked (the question shows the justification and offers
 //! no "always"), unless a rule naming its command allows it; deny rules deny. Allowed,
 //! it runs on the local executor with the same ids, ownership, audit line and shutdown.
-//! Under `kind = "local"` the argument changes nothing.
+//! Under `kind = "local"` the argument changes nothing. A command that fails in the
+//! sandbox is told what the sandbox refuses and how to ask to leave it.
 
 use crate::common;
 
@@ -37,6 +38,19 @@ fn places(dir: &Path) -> (PathBuf, PathBuf) {
     let ws = common::daemon::workspace(dir, "ws");
     let out = common::daemon::workspace(dir, "outside");
     (ws, out)
+}
+
+/// The note a failing sandboxed command in a session of `ws` gets (no network), byte
+/// for byte (`daemon_executors` expects it too).
+pub(crate) fn note(ws: &Path) -> String {
+    format!(
+        "[this ran in the sandbox: it can write only in {} (and its private /tmp), secret paths \
+         ([exec.sandbox] deny_read) read as empty, it has no network, new Unix sockets are \
+         refused, and git hooks and config and editor folders are read-only]\n[if the sandbox \
+         is why it failed, call bash again with sandbox: \"off\" and a justification: the \
+         person is asked to run it outside]",
+        ws.display()
+    )
 }
 
 /// The audit lines of executions, oldest first.
@@ -81,11 +95,12 @@ async fn issue_27_escalation_is_asked_in_auto_and_allowed_once_runs_outside_the_
     let target = out.join("report");
     let write = format!("echo x > {}", target.display());
 
-    // In the sandbox the write fails.
+    // In the sandbox the write fails, and the result says why it may have.
     let (text, is_error) = c.bash(&s, &write).await;
     assert!(!is_error, "{text}");
     assert!(!target.exists(), "the sandbox let a write out: {text}");
-    assert!(text.contains("\n[exit code: 1]"), "{text}");
+    let status = text.find("\n[exit code: 1]\n").expect(&text);
+    assert_eq!(&text[status + "\n[exit code: 1]\n".len()..], note(&ws));
     assert!(c.permission_requests.is_empty(), "mode auto asked");
 
     // Asking to leave is put to the person even in auto; allowed once, it runs outside.
@@ -117,7 +132,7 @@ async fn issue_27_escalation_is_asked_in_auto_and_allowed_once_runs_outside_the_
         "{asked}"
     );
 
-    // Outside, a failure reads as any.
+    // Outside, a failure is a failure: no sandbox note.
     c.permission_answers.push_back("allow_once");
     let failed = c.tool(Some(&s), "bash", escalated("exit 3")).await;
     assert_eq!(failed, ("(no output)\n[exit code: 3]".to_string(), false));
@@ -358,7 +373,7 @@ async fn issue_27_escalation_is_ignored_under_the_local_executor() {
     );
     assert!(target.exists());
     assert!(c.permission_requests.is_empty());
-    // A failure reads as any.
+    // A failure carries no sandbox note.
     assert_eq!(
         c.tool(Some(&s), "bash", escalated("echo failing; exit 3"))
             .await,
