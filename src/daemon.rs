@@ -59,7 +59,10 @@ impl Daemon {
     pub fn build(config: Config, socket: &Path) -> Result<Self, String> {
         let state_dir = config.exec.state_dir();
         crate::fsutil::ensure_private_dir(&state_dir).map_err(|e| e.to_string())?;
-        let executor = crate::exec::from_config(&config.exec, &[socket.to_path_buf()])?;
+        let executor = crate::exec::escalation::with_escalation(
+            &config.exec,
+            crate::exec::from_config(&config.exec, &[socket.to_path_buf()])?,
+        )?;
         let user_grants = Arc::new(crate::registry::UserGrants::open(&state_dir)?);
         user_grants.set_remember(config.permissions.remember == crate::config::Remember::User);
         let sessions = Arc::new(

@@ -128,6 +128,13 @@ enum PolicyCommand {
         /// An "allow always" grant of the session, as a command prefix (repeatable).
         #[arg(long = "grant", value_name = "PREFIX")]
         grants: Vec<String>,
+        /// The call's `sandbox` argument: `off` asks to run it outside the sandbox, which
+        /// under `[exec] kind = "sandbox"` only a rule naming the command allows unasked.
+        #[arg(long, value_parser = ["off"], requires = "justification")]
+        sandbox: Option<String>,
+        /// The call's `justification`, with `--sandbox off`.
+        #[arg(long, requires = "sandbox")]
+        justification: Option<String>,
         /// Print the judgement as JSON (the shape is in the README).
         #[arg(long)]
         json: bool,
@@ -210,6 +217,8 @@ fn main() -> ExitCode {
                     cwd,
                     mode,
                     grants,
+                    sandbox,
+                    justification,
                     json,
                     command,
                 },
@@ -218,6 +227,7 @@ fn main() -> ExitCode {
             cwd,
             mode.as_deref(),
             &grants,
+            sandbox.and(justification),
             json,
             &command.join(" "),
         ),
@@ -342,12 +352,15 @@ fn check_rules(config: &Config) -> Result<(), String> {
     ))
 }
 
-/// `dsh policy explain`: the policy's judgement of one bash call, with nothing run.
+/// `dsh policy explain`: the policy's judgement of one bash call, with nothing run,
+/// judged as the policy hook judges it in a session working in `cwd` (with its
+/// `sandbox: "off"` and `justification` when `leave_sandbox` gives one).
 fn explain(
     path: Option<&Path>,
     cwd: Option<PathBuf>,
     mode: Option<&str>,
     grants: &[String],
+    leave_sandbox: Option<String>,
     json: bool,
     command: &str,
 ) -> Result<(), String> {
@@ -371,12 +384,18 @@ fn explain(
     let grants: Vec<dsh::policy::Grant> =
         grants.iter().map(|g| dsh::policy::Grant::of(g)).collect();
     let policy = dsh::policy::Policy::new(&config.permissions);
-    let judged = policy.judge(
-        "bash",
-        &serde_json::json!({ "command": command }),
-        mode,
-        &grants,
+    let mut arguments = serde_json::json!({ "command": command });
+    if let Some(justification) = &leave_sandbox {
+        arguments["sandbox"] = "off".into();
+        arguments["justification"] = justification.as_str().into();
+    }
+    let sandbox = dsh::tools::bash::SandboxTerms::of(&config.exec);
+    let at = dsh::hooks::rules::SessionPlace::new(
+        cwd.clone(),
+        vec![cwd.clone()],
+        sandbox.as_ref().map(|t| t.writable.as_slice()),
     );
+    let judged = policy.judge_in("bash", &arguments, mode, &grants, Some(&at.place(false)));
     let warnings = project
         .as_ref()
         .map(|p| p.warnings.clone())
@@ -399,6 +418,16 @@ fn explain(
             "{}",
             dsh::policy::explain::render(command, mode.id(), &judged)
         );
+        if leave_sandbox.is_some() && judged.escalation.is_none() {
+            println!(
+                "  sandbox \"off\" changes nothing: {}",
+                if sandbox.is_some() {
+                    "the justification is blank"
+                } else {
+                    "commands run in no sandbox ([exec] kind is not \"sandbox\")"
+                }
+            );
+        }
         if let Some(project) = &project {
             println!("project: {}", project.file.display());
         }
@@ -734,9 +763,14 @@ async fn status(at: Where) -> Result<(), String> {
     println!("running tasks: {}", s.running_tasks.len());
     for task in &s.running_tasks {
         println!(
-            "  {}  owner {}  {}",
+            "  {}  owner {}  {}{}",
             task.task_id,
             task.owner.clone().flatten().as_deref().unwrap_or("(none)"),
+            if task.outside_sandbox {
+                "(outside the sandbox)  "
+            } else {
+                ""
+            },
             task.command,
         );
     }

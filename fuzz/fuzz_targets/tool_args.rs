@@ -4,13 +4,17 @@
 //! Checked, besides "no panic": a non-object is always refused; every refusal
 //! says `invalid arguments: ...`; whatever the `bash` schema accepts has the
 //! types the bash tool relies on (string `command` and `description`, number
-//! `timeoutMs`, string `workdir`, boolean `run_in_background`); a `bash` call
-//! the policy cannot read (no string command) is denied, never allowed.
+//! `timeoutMs`, string `workdir`, boolean `run_in_background`, `sandbox` only
+//! `"off"`, string `justification`); a `bash` call the policy cannot read (no
+//! string command) is denied, never allowed; under the sandbox, a call asking to
+//! leave it (issue 27) is judged so exactly when the tool would run it outside, and
+//! with no rules nothing but a command that runs nothing lets it out unasked, and
+//! nothing is offered to "allow always".
 
 #![no_main]
 
 use dsh::config::{Decision, Mode, PermissionsConfig};
-use dsh::policy::Policy;
+use dsh::policy::{Cause, Escalation, Place, Policy};
 use dsh::tools::schema::{BASH, BASH_KILL, BASH_OUTPUT, ToolSchema};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -62,14 +66,39 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
                     optional_is(&args, "run_in_background", Value::is_boolean),
                     "{args}"
                 );
+                assert!(optional_is(&args, "sandbox", |v| v == "off"), "{args}");
+                assert!(
+                    optional_is(&args, "justification", Value::is_string),
+                    "{args}"
+                );
             }
             Ok(()) => assert!(args["task_id"].is_string(), "{args}"),
         }
     }
+    let root = std::path::Path::new("/");
+    let sandboxed = Place {
+        cwd: root,
+        roots: &[],
+        sandbox_roots: Some(&[]),
+        read_only_tool: false,
+    };
+    let leaves = args["command"].is_string() && matches!(Escalation::requested(&args), Ok(Some(_)));
     for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
         let judged = f.policy.judge("bash", &args, mode, &[]);
         if !args["command"].is_string() {
             assert_eq!(judged.decision, Decision::Deny, "{args}");
+        }
+        assert!(judged.escalation.is_none(), "{args}");
+        let judged = f.policy.judge_in("bash", &args, mode, &[], Some(&sandboxed));
+        assert_eq!(judged.escalation.is_some(), leaves, "{args}");
+        if leaves {
+            assert!(judged.grants_on_allow_always.is_empty(), "{args}");
+            for segment in &judged.segments {
+                assert!(
+                    segment.decision != Decision::Allow || segment.cause == Cause::RunsNothing,
+                    "{args}: {segment:?}"
+                );
+            }
         }
     }
 });

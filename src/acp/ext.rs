@@ -125,6 +125,9 @@ pub struct TaskSummary {
     /// null for a task no session owns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Option<String>>,
+    /// It runs (or ran) outside the sandbox: the person let it out (issue 27).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_sandbox: bool,
 }
 
 /// `_dsh/status`'s answer, read by `dsh status`.
@@ -170,6 +173,13 @@ pub struct ExplainParams {
     /// `ask`, `auto` or `read-only`; default: the session's, else the config's.
     #[serde(default)]
     pub mode: Option<String>,
+    /// The call's `sandbox` argument (`"off"`: it asks to run outside the sandbox, which
+    /// under the sandbox executor is judged as such; see issue 27).
+    #[serde(default)]
+    pub sandbox: Option<Value>,
+    /// The call's `justification`, with `sandbox`.
+    #[serde(default)]
+    pub justification: Option<String>,
 }
 
 /// `_dsh/policy/explain`'s answer.
@@ -217,7 +227,7 @@ impl AcpService {
             .tasks_of(&p.session_id)
             .into_iter()
             .filter_map(|t| self.executor.as_ref()?.get(&t))
-            .map(|t| task_summary(&t, None))
+            .map(|t| self.task_summary(&t, None))
             .collect();
         tasks.sort_by_key(|t| t.started_at_ms);
         to_value(TasksResponse { tasks })
@@ -258,7 +268,7 @@ impl AcpService {
             .filter(|t| !t.status.is_finished())
             .map(|t| {
                 let owner = self.sessions.owner(&t.id).flatten();
-                task_summary(&t, Some(owner))
+                self.task_summary(&t, Some(owner))
             })
             .collect();
         let sessions = self
@@ -383,10 +393,10 @@ impl AcpService {
         Ok(json!({}))
     }
 
-    /// `_dsh/policy/explain {sessionId?, command, mode?}`: the judgement a bash call of
-    /// `command` would get now, from the very policy the waterfall's hook uses, with the
-    /// session's mode and grants (or the config's default mode and none), `mode` taking
-    /// precedence. Nothing runs.
+    /// `_dsh/policy/explain {sessionId?, command, mode?, sandbox?, justification?}`: the
+    /// judgement a bash call of `command` would get now, from the very policy the
+    /// waterfall's hook uses, with the session's mode, grants and place (or the config's
+    /// default mode and none), `mode` taking precedence. Nothing runs.
     pub(super) async fn policy_explain(
         &self,
         ctx: RequestContext,
@@ -402,13 +412,12 @@ impl AcpService {
                 RpcError::invalid_params(format!("unknown mode `{id}` (ask, auto, read-only)"))
             })?,
         };
-        let grants = session.as_ref().map(|s| s.grants()).unwrap_or_default();
-        let judgement = self.tools.policy_for(session.as_deref()).judge(
-            "bash",
-            &json!({ "command": p.command }),
-            mode,
-            &grants,
-        );
+        let mut arguments = json!({ "command": p.command });
+        if let Some(sandbox) = &p.sandbox {
+            arguments["sandbox"] = sandbox.clone();
+            arguments["justification"] = p.justification.clone().unwrap_or_default().into();
+        }
+        let judgement = self.tools.explain(session.as_deref(), &arguments, mode);
         let project = session.as_ref().and_then(|s| self.tools.project_of(&s.id));
         to_value(ExplainResponse {
             command: p.command,
@@ -467,6 +476,21 @@ impl crate::agent::commands::SessionControl for AcpService {
     }
 }
 
+impl AcpService {
+    /// A task as `_dsh/*` answers show it, saying whether it runs outside the sandbox.
+    fn task_summary(
+        &self,
+        t: &crate::exec::TaskInfo,
+        owner: Option<Option<String>>,
+    ) -> TaskSummary {
+        let outside = self.executor.as_ref().and_then(|e| e.outside());
+        TaskSummary {
+            outside_sandbox: outside.is_some_and(|o| o.get(&t.id).is_some()),
+            ..task_summary(t, owner)
+        }
+    }
+}
+
 /// A task as the `_dsh/*` answers show it; `owner` only where the answer names owners.
 fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> TaskSummary {
     let started_at_ms = t
@@ -490,5 +514,6 @@ fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> Tas
         exit_code,
         signal,
         owner,
+        outside_sandbox: false,
     }
 }

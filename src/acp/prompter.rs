@@ -78,6 +78,7 @@ impl PermissionPrompter for AcpPrompter {
             kind,
             &request.arguments,
             &request.reason,
+            request.escalation.as_ref(),
             display,
         );
         let kinds = [
@@ -86,9 +87,17 @@ impl PermissionPrompter for AcpPrompter {
             acp::PermissionOptionKind::RejectOnce,
             acp::PermissionOptionKind::RejectAlways,
         ];
+        // A call leaving the sandbox is allowed one call at a time: no "always" is offered.
         let options = OPTIONS
             .iter()
             .zip(kinds)
+            .filter(|((_, _, answer), _)| {
+                request.escalation.is_none()
+                    || matches!(
+                        answer,
+                        PermissionAnswer::AllowOnce | PermissionAnswer::RejectOnce
+                    )
+            })
             .map(|((id, name, _), kind)| acp::PermissionOption::new(id.to_string(), *name, kind))
             .collect();
         let params =

@@ -254,13 +254,17 @@ pub fn permission_tool_call(
     kind: &str,
     raw_input: &Value,
     reason: &str,
+    escalation: Option<&crate::policy::Escalation>,
     display: ClientDisplay,
 ) -> ToolCallUpdate {
     // The question replaces the call's content: the diff stays in it, so the person
     // approves the change they see.
-    let mut content = Vec::with_capacity(4);
+    let mut content = Vec::with_capacity(5);
     if let Some(description) = &view.description {
         content.push(text_content(description.clone()));
+    }
+    if let Some(escalation) = escalation {
+        content.push(text_content(escalation_warning(escalation)));
     }
     if !reason.is_empty() {
         content.push(text_content(format!("Asked because: {reason}")));
@@ -279,6 +283,15 @@ pub fn permission_tool_call(
             .raw_input(raw_input.clone())
             .locations(locations(view))
             .content(content),
+    )
+}
+
+/// What a question about a call asking to leave the sandbox says first (issue 27).
+pub fn escalation_warning(escalation: &crate::policy::Escalation) -> String {
+    format!(
+        "Runs OUTSIDE the sandbox if allowed (once): with your own access to files, \
+         secrets, the network and local services.\nThe model's justification: {}",
+        escalation.justification
     )
 }
 

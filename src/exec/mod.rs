@@ -8,6 +8,7 @@
 
 pub mod children;
 mod collector;
+pub mod escalation;
 pub mod helper;
 mod ids;
 pub mod lineage;
@@ -249,6 +250,15 @@ pub fn from_config(
 pub trait BashExecutor: Send + Sync + 'static {
     /// A short name for status output ("local", "sandbox", "ssh").
     fn kind(&self) -> &'static str;
+
+    /// The executor that runs a command outside this one's containment, for a call the
+    /// person (or a rule naming its command) let out of it (issue 27; see
+    /// [`escalation`]). Only the daemon's sandbox has one; `None` means a request to
+    /// leave changes nothing here. Its tasks are this executor's too: `get`, `read`,
+    /// `kill`, scopes, completions and `shutdown` reach them.
+    fn outside(&self) -> Option<Arc<dyn BashExecutor>> {
+        None
+    }
 
     /// Applies defaults and caps: the returned spec has an explicit workdir and
     /// timeout (T2). Checking that the workdir exists happens when it runs.

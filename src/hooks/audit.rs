@@ -161,6 +161,10 @@ impl Hook for AuditHook {
         if let Some(layer) = &layer {
             line["project"] = layer.project.file.to_string_lossy().into_owned().into();
         }
+        // Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
+        if call.judged().is_some_and(|(_, j)| j.escalation.is_some()) {
+            line["outsideSandbox"] = true.into();
+        }
         if let Some(original) = &call.original_arguments {
             line["originalArguments"] = original.clone();
         }

@@ -2,10 +2,11 @@
 //!
 //! It runs after every judging hook, so it sees their combined decision. An ask that
 //! stands only because of the mode's default is first put to the `permission` hooks,
-//! which may answer it; any other ask (a rule's, a hook's, an opaque command's) always
-//! reaches the person. Only the calling session's own prompter is asked; with no session
-//! or no prompter there is nobody to ask and the call is denied. A cancelled or
-//! unanswerable question is a deny (fail closed).
+//! which may answer it; any other ask (a rule's, a hook's, an opaque command's, and
+//! every call asking to leave the sandbox) always reaches the person. Only the calling
+//! session's own prompter is asked; with no session or no prompter there is nobody to
+//! ask and the call is denied. A cancelled or unanswerable question is a deny (fail
+//! closed).
 
 use super::external::HookSet;
 use super::external::protocol::PermissionReply;
@@ -72,11 +73,14 @@ impl Hook for PermissionGate {
                 );
             }
         }
+        // A call asking to leave the sandbox is put to the person, and only once.
+        let escalation = call.judged().and_then(|(_, j)| j.escalation.clone());
         let hooks = match &self.projects {
             Some(projects) => projects.hooks_for(&session.id, &self.hooks),
             None => self.hooks.clone(),
         };
         if verdict.ask_from_mode_default
+            && escalation.is_none()
             && let Some((reply, hook, reason)) = hooks.answer_permission(call).await
         {
             return match reply {
@@ -96,11 +100,20 @@ impl Hook for PermissionGate {
             tool: call.tool.clone(),
             arguments: call.arguments.clone(),
             reason: verdict.reason.clone(),
+            escalation: escalation.clone(),
             cancel: call.cancel.clone(),
         };
         let answer = tokio::select! {
             answer = prompter.ask(request) => answer,
             () = call.cancel.cancelled() => PermissionAnswer::Cancelled,
+        };
+        // An escalation is allowed or rejected for this call only (the question offers
+        // no "always"): such an answer records nothing, so no later escalation goes
+        // through, or is refused, unasked.
+        let answer = match (answer, &escalation) {
+            (PermissionAnswer::AllowAlways, Some(_)) => PermissionAnswer::AllowOnce,
+            (PermissionAnswer::RejectAlways, Some(_)) => PermissionAnswer::RejectOnce,
+            (answer, _) => answer,
         };
         call.record_answer(answer);
         call.record(TraceEntry {

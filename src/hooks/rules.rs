@@ -5,6 +5,7 @@ use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
 use crate::config::{Decision, Mode};
 use crate::policy::{Cause, Judgement, Place, Policy};
+use crate::registry::Session;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -82,55 +83,30 @@ impl Hook for PolicyHook {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
         };
-        let roots = call
-            .session
-            .as_ref()
-            .map(|s| s.writable_roots())
-            .unwrap_or_default();
-        let sandbox_roots = self.sandbox_writable.as_ref().map(|extra| {
-            let mut all = roots.clone();
-            all.extend(extra.iter().cloned());
-            all
-        });
-        // Without a session there is no cwd and no root: every file write is asked.
-        let cwd = call
-            .session
-            .as_ref()
-            .map(|s| s.cwd.clone())
-            .unwrap_or_else(|| PathBuf::from("/"));
+        let at = SessionPlace::of(call.session.as_deref(), self.sandbox_writable.as_deref());
         let file_path = crate::policy::FILE_TOOLS
             .contains(&call.tool.as_str())
             .then(|| call.arguments.get("path").and_then(|p| p.as_str()))
             .flatten();
         // A file tool is judged by where its path really is (links followed), against the
         // roots as they really are: a link in the cwd pointing out is judged out.
-        let (arguments, cwd, roots, sandbox_roots) = match file_path {
+        let (arguments, at) = match file_path {
             Some(raw) => {
-                let real = |p: &std::path::Path| crate::policy::real_path(p);
-                let cwd = real(&cwd);
-                let path = real(&crate::policy::resolve_path(&cwd, raw));
-                let roots: Vec<PathBuf> = roots.iter().map(|r| real(r)).collect();
-                let sandbox_roots: Option<Vec<PathBuf>> = sandbox_roots
-                    .as_ref()
-                    .map(|all| all.iter().map(|r| real(r)).collect());
+                let at = at.real();
+                let path = crate::policy::real_path(&crate::policy::resolve_path(&at.cwd, raw));
                 let mut arguments = call.arguments.clone();
                 if let Some(args) = arguments.as_object_mut() {
                     args.insert("path".into(), path.to_string_lossy().into_owned().into());
                 }
-                (arguments, cwd, roots, sandbox_roots)
+                (arguments, at)
             }
-            None => (call.arguments.clone(), cwd, roots, sandbox_roots),
+            None => (call.arguments.clone(), at),
         };
         let read_only_tool = match (&self.session_tools, &call.session) {
             (Some(tools), Some(session)) => tools.read_only_hint(&session.id, &call.tool),
             _ => false,
         };
-        let place = Place {
-            cwd: &cwd,
-            roots: &roots,
-            sandbox_roots: sandbox_roots.as_deref(),
-            read_only_tool,
-        };
+        let place = at.place(read_only_tool);
         let layer = match (&self.projects, &call.session) {
             (Some(projects), Some(session)) => projects.get(&session.id),
             _ => None,
@@ -171,6 +147,67 @@ impl Hook for PolicyHook {
             asks_only_by_mode(&judgement),
         );
         next.run(call).await
+    }
+}
+
+/// Where a call's session works, owned (what [`Place`] borrows): its cwd, its roots and,
+/// under the sandbox, the sandbox's writable roots. The policy hook and `explain`
+/// ([`crate::tools::ToolRegistry::explain`]) build it alike, so they judge a call alike.
+pub struct SessionPlace {
+    pub cwd: PathBuf,
+    pub roots: Vec<PathBuf>,
+    /// `Some` under the sandbox executor: the session's roots and `[exec.sandbox]
+    /// writable`.
+    pub sandbox_roots: Option<Vec<PathBuf>>,
+}
+
+impl SessionPlace {
+    /// The place of `session` (none: no cwd and no root, so every file write is asked),
+    /// with `sandbox_writable` when commands run in the sandbox.
+    pub fn of(session: Option<&Session>, sandbox_writable: Option<&[PathBuf]>) -> Self {
+        Self::new(
+            session
+                .map(|s| s.cwd.clone())
+                .unwrap_or_else(|| PathBuf::from("/")),
+            session.map(|s| s.writable_roots()).unwrap_or_default(),
+            sandbox_writable,
+        )
+    }
+
+    /// A session working in `cwd` that may write to `roots`, with `sandbox_writable`
+    /// (`[exec.sandbox] writable`) when commands run in the sandbox.
+    pub fn new(cwd: PathBuf, roots: Vec<PathBuf>, sandbox_writable: Option<&[PathBuf]>) -> Self {
+        let sandbox_roots = sandbox_writable.map(|extra| {
+            let mut all = roots.clone();
+            all.extend(extra.iter().cloned());
+            all
+        });
+        Self {
+            cwd,
+            roots,
+            sandbox_roots,
+        }
+    }
+
+    /// The same place with every symbolic link followed (a file tool is judged by where
+    /// its path really is, against the roots as they really are).
+    fn real(self) -> Self {
+        let real = |p: &PathBuf| crate::policy::real_path(p);
+        Self {
+            cwd: real(&self.cwd),
+            roots: self.roots.iter().map(real).collect(),
+            sandbox_roots: self.sandbox_roots.map(|all| all.iter().map(real).collect()),
+        }
+    }
+
+    /// What the judge reads.
+    pub fn place(&self, read_only_tool: bool) -> Place<'_> {
+        Place {
+            cwd: &self.cwd,
+            roots: &self.roots,
+            sandbox_roots: self.sandbox_roots.as_deref(),
+            read_only_tool,
+        }
     }
 }
 
@@ -271,6 +308,56 @@ mod tests {
                 assert_eq!(out.vetoed, explained.decision == Decision::Deny, "{line:?}");
                 if explained.decision != Decision::Allow {
                     assert_eq!(verdict.reason, explained.reason, "{line:?}");
+                }
+            }
+        }
+    }
+
+    /// Issue 27 escalation: under the sandbox, the hook judges a call asking to leave it
+    /// as `explain` (the same place, through `SessionPlace`) does, in every mode.
+    #[tokio::test]
+    async fn the_sandboxed_hook_and_explain_agree_on_escalations() {
+        let policy = Arc::new(Policy::new(&PermissionsConfig {
+            rules: vec![PermissionRule {
+                tool: "bash".into(),
+                command: Some("git status".into()),
+                action: Decision::Allow,
+                ..PermissionRule::default()
+            }],
+            ..PermissionsConfig::default()
+        }));
+        let waterfall = Waterfall::new();
+        waterfall.push(Arc::new(
+            PolicyHook::new(policy.clone()).sandboxed(Vec::new()),
+        ));
+        let sessions = SessionRegistry::new(Mode::Ask);
+        let session = sessions.create(std::env::temp_dir());
+        let at = SessionPlace::of(Some(&session), Some(&[]));
+        for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
+            session.set_mode(mode);
+            for line in lines() {
+                let arguments = serde_json::json!({ "command": line, "sandbox": "off",
+                    "justification": "why" });
+                let explained =
+                    policy.judge_in("bash", &arguments, mode, &[], Some(&at.place(false)));
+                let call = ToolExecution::new(
+                    "c",
+                    "bash",
+                    arguments,
+                    Some(session.clone()),
+                    CancellationToken::new(),
+                );
+                let out = waterfall.run(&call, &Reached).await;
+                assert_eq!(
+                    call.verdict().decision,
+                    explained.decision,
+                    "{mode:?} {line:?}"
+                );
+                assert_eq!(out.vetoed, explained.decision == Decision::Deny, "{line:?}");
+                let judged = call.judged().map(|(_, j)| j.escalation.is_some());
+                assert_eq!(judged, Some(explained.escalation.is_some()), "{line:?}");
+                if line == "git status" {
+                    assert_eq!(explained.decision, Decision::Allow, "{mode:?}");
                 }
             }
         }

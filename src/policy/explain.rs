@@ -14,6 +14,12 @@ pub fn render(command: &str, mode: &str, judgement: &Judgement) -> String {
         cause(&judgement.cause),
         judgement.reason
     );
+    if let Some(escalation) = &judgement.escalation {
+        out.push_str(&format!(
+            "  outside the sandbox because: {}\n",
+            escalation.justification
+        ));
+    }
     if !judgement.grants_on_allow_always.is_empty() {
         let grants: Vec<String> = judgement
             .grants_on_allow_always
@@ -84,6 +90,7 @@ fn cause(cause: &Cause) -> String {
             at(index, rule, origin)
         ),
         Cause::RunsNothing => "runs nothing".into(),
+        Cause::Escalation => "outside the sandbox, which only a rule naming it allows".into(),
         Cause::Call => "the call as a whole".into(),
     }
 }

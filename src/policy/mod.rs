@@ -18,6 +18,7 @@
 //! it, and "allow always" grants one command prefix, never a whole compound command.
 
 pub mod argv;
+pub mod escalation;
 pub mod explain;
 pub mod read_only;
 pub mod replay;
@@ -26,6 +27,7 @@ pub mod word;
 pub mod wrappers;
 
 use crate::config::{Decision, Mode, PermissionRule, PermissionsConfig};
+pub use escalation::{Escalation, EscalationError};
 use serde::Serialize;
 use shell::Segment;
 use std::path::{Path, PathBuf};
@@ -81,6 +83,9 @@ pub enum Cause {
     },
     /// It runs nothing (only assignments or input redirections).
     RunsNothing,
+    /// The call asks to run outside the sandbox (issue 27), and neither a mode nor a
+    /// grant allows that: only a rule naming the command does.
+    Escalation,
     /// The call as a whole: a tool other than bash, or a bash call without a command.
     Call,
 }
@@ -126,6 +131,11 @@ pub struct Judgement {
     pub grants_on_allow_always: Vec<Grant>,
     /// Every segment of a bash call with its own verdict, in the order found.
     pub segments: Vec<SegmentJudgement>,
+    /// The call asks to run outside the sandbox and was judged so (a bash call with a
+    /// valid `sandbox: "off"` under the sandbox executor): the tool runs it outside only
+    /// then, and the person is asked about it as such.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<Escalation>,
 }
 
 impl Judgement {
@@ -136,6 +146,7 @@ impl Judgement {
             cause: Cause::Call,
             grants_on_allow_always: Vec::new(),
             segments: Vec::new(),
+            escalation: None,
         }
     }
 }
@@ -289,6 +300,8 @@ pub const FILE_TOOLS: [&str; 3] = ["read_file", "edit_file", "write_file"];
 pub struct Place<'a> {
     pub cwd: &'a Path,
     pub roots: &'a [PathBuf],
+    /// `Some` exactly when commands run in the sandbox executor: then a bash call's
+    /// `sandbox: "off"` asks to leave it (see [`Escalation`]).
     pub sandbox_roots: Option<&'a [PathBuf]>,
     /// The tool says it only reads (an MCP tool's `readOnlyHint`): in read-only mode a
     /// rule may then allow it; without the hint read-only mode refuses it whatever the
@@ -504,6 +517,12 @@ impl Policy {
     /// [`Policy::judge`] knowing where the session works: the file tools' paths are
     /// resolved against `place.cwd`, and writes outside its roots are asked (or, under
     /// the sandbox, denied). Without a place, paths are judged as written, against `/`.
+    ///
+    /// Under the sandbox (`place.sandbox_roots`), a bash call with a valid `sandbox:
+    /// "off"` ([`Escalation::requested`]) asks to run outside it (issue 27): a segment
+    /// that only a mode, a grant or a rule naming no command would allow is asked
+    /// instead, deny and ask rules stand, and nothing is offered to "allow always" (an
+    /// escalation is allowed one call at a time). Elsewhere the argument changes nothing.
     pub fn judge_in(
         &self,
         tool: &str,
@@ -522,8 +541,14 @@ impl Policy {
             };
         }
         if tool == "bash" {
+            let escalation = place
+                .filter(|p| p.sandbox_roots.is_some())
+                .and_then(|_| Escalation::requested(arguments).ok().flatten());
             match arguments.get("command").and_then(|c| c.as_str()) {
-                Some(command) => self.judge_bash(command, mode, grants),
+                Some(command) => match escalation {
+                    Some(escalation) => self.judge_escalation(command, mode, grants, escalation),
+                    None => self.judge_bash(command, mode, grants),
+                },
                 None => Judgement::of_call(
                     Decision::Deny,
                     "bash call without a string `command` argument".into(),
@@ -701,6 +726,73 @@ impl Policy {
         }
     }
 
+    /// A bash call that asks to run outside the sandbox: judged as any, then every
+    /// segment allowed by something other than a rule naming its command is asked.
+    fn judge_escalation(
+        &self,
+        command: &str,
+        mode: Mode,
+        grants: &[Grant],
+        escalation: Escalation,
+    ) -> Judgement {
+        let mut judged = self.judge_bash(command, mode, grants);
+        for segment in &mut judged.segments {
+            // A mode's own ask becomes this one too: a `permission` hook may answer
+            // what only the mode asks, and an escalation must reach the person.
+            let raised = match (segment.decision, &segment.cause) {
+                (Decision::Allow, Cause::RunsNothing) => false,
+                (Decision::Allow, _) => !self.named_by_allow_rule(segment),
+                (Decision::Ask, Cause::Mode { .. }) => true,
+                _ => false,
+            };
+            if raised {
+                segment.decision = Decision::Ask;
+                segment.reason = format!(
+                    "no rule naming `{}` allows it outside the sandbox",
+                    shorten(&segment.words.join(" "))
+                );
+                segment.cause = Cause::Escalation;
+            }
+        }
+        if let Some(decision) = judged.segments.iter().map(|s| s.decision).max() {
+            judged.decision = decision;
+            judged.cause = judged
+                .segments
+                .iter()
+                .find(|s| s.decision == decision)
+                .map(|s| s.cause.clone())
+                .unwrap_or(Cause::Call);
+            judged.reason = summarize(&judged.segments, decision);
+        }
+        judged.reason = format!(
+            "{}. Outside the sandbox because: {}",
+            judged.reason, escalation.justification
+        );
+        // Allowed one call at a time: an "always" answer must not let later escalations
+        // through silently, so it grants nothing (see ARCHITECTURE.md).
+        judged.grants_on_allow_always.clear();
+        judged.escalation = Some(escalation);
+        judged
+    }
+
+    /// Whether an allow rule whose prefix names a command (its first word is not `*`)
+    /// matches `segment`: the only thing that may let a segment out of the sandbox
+    /// without asking. (Another allow rule may be the one its cause names: of equal
+    /// rules the judge keeps the last.)
+    fn named_by_allow_rule(&self, segment: &SegmentJudgement) -> bool {
+        segment.opaque.is_none()
+            && self.rules.iter().any(|rule| {
+                rule.action == Decision::Allow
+                    && rule.covers_tool("bash")
+                    && rule
+                        .prefix
+                        .as_ref()
+                        .and_then(|prefix| prefix.first())
+                        .is_some_and(|first| first != "*")
+                    && rule.applies(&segment.words, None)
+            })
+    }
+
     fn judge_bash(&self, command: &str, mode: Mode, grants: &[Grant]) -> Judgement {
         let segments = match shell::segments(command) {
             Ok(segments) => segments,
@@ -768,6 +860,7 @@ impl Policy {
             cause,
             grants_on_allow_always,
             segments: judged,
+            escalation: None,
         }
     }
 
@@ -1975,5 +2068,120 @@ mod tests {
     #[test]
     fn grant_display_joins_its_words() {
         assert_eq!(grant(&["git", "push"]).display(), "git push");
+    }
+
+    /// Issue 27 escalation: judged under the sandbox, or not.
+    fn escalated(
+        p: &Policy,
+        command: &str,
+        mode: Mode,
+        grants: &[Grant],
+        sandboxed: bool,
+    ) -> Judgement {
+        let cwd = Path::new("/w");
+        let roots = [cwd.to_path_buf()];
+        let place = Place {
+            cwd,
+            roots: &roots,
+            sandbox_roots: sandboxed.then_some(&roots[..]),
+            read_only_tool: false,
+        };
+        let args =
+            json!({"command": command, "sandbox": "off", "justification": "needs the network"});
+        p.judge_in("bash", &args, mode, grants, Some(&place))
+    }
+
+    #[test]
+    fn issue_27_escalation_no_mode_or_grant_lets_a_call_out_of_the_sandbox() {
+        let p = policy(&[]);
+        for mode in [Mode::Auto, Mode::Ask, Mode::ReadOnly] {
+            let j = escalated(&p, "ls", mode, &[], true);
+            assert_eq!(j.decision, Ask, "{mode:?}: {}", j.reason);
+            assert_eq!(j.cause, Cause::Escalation);
+            assert!(j.grants_on_allow_always.is_empty(), "{mode:?}");
+            assert_eq!(
+                j.reason,
+                "no rule naming `ls` allows it outside the sandbox. Outside the sandbox \
+                 because: needs the network"
+            );
+            assert_eq!(
+                j.escalation.as_ref().map(|e| e.justification.as_str()),
+                Some("needs the network")
+            );
+        }
+        // A grant ("allow always" of an ordinary call) does not either.
+        let j = escalated(&p, "git push", Mode::Ask, &[grant(&["git", "push"])], true);
+        assert_eq!(j.decision, Ask, "{}", j.reason);
+        // Nor a rule for every call, or one whose command is only `*`.
+        for every in [None, Some("*")] {
+            let j = escalated(&policy(&[(every, Allow)]), "ls", Mode::Auto, &[], true);
+            assert_eq!(j.decision, Ask, "{every:?}: {}", j.reason);
+        }
+        // Read-only mode still denies what it denies.
+        assert_eq!(
+            escalated(&p, "rm x", Mode::ReadOnly, &[], true).decision,
+            Deny
+        );
+    }
+
+    #[test]
+    fn issue_27_escalation_rules_naming_the_command_still_decide() {
+        let p = policy(&[
+            (Some("git push"), Allow),
+            (Some("rm"), Deny),
+            (Some("curl"), Ask),
+        ]);
+        let j = escalated(&p, "git push origin main", Mode::Ask, &[], true);
+        assert_eq!(j.decision, Allow, "{}", j.reason);
+        assert!(j.escalation.is_some());
+        assert!(matches!(j.cause, Cause::Rule { index: 0, .. }));
+        // Every segment must be allowed by such a rule: one that is not is asked.
+        let j = escalated(&p, "git push && ls", Mode::Auto, &[], true);
+        assert_eq!(j.decision, Ask, "{}", j.reason);
+        assert_eq!(j.segments[0].decision, Allow);
+        assert_eq!(j.segments[1].cause, Cause::Escalation);
+        assert_eq!(
+            escalated(&p, "rm -rf x", Mode::Auto, &[], true).decision,
+            Deny
+        );
+        let j = escalated(&p, "curl x", Mode::Auto, &[], true);
+        assert_eq!(j.decision, Ask);
+        assert!(
+            matches!(j.cause, Cause::Rule { index: 2, .. }),
+            "{:?}",
+            j.cause
+        );
+        assert!(j.grants_on_allow_always.is_empty());
+        // Opaque commands are asked as ever.
+        assert_eq!(escalated(&p, "$X", Mode::Auto, &[], true).decision, Ask);
+        // A rule naming the command allows it beside one that names nothing (of equal
+        // rules the judge names the last).
+        let p = policy(&[(Some("touch"), Allow), (Some("*"), Allow)]);
+        assert_eq!(
+            escalated(&p, "touch x", Mode::Ask, &[], true).decision,
+            Allow
+        );
+        assert_eq!(escalated(&p, "cp x y", Mode::Ask, &[], true).decision, Ask);
+    }
+
+    #[test]
+    fn issue_27_escalation_is_ignored_outside_the_sandbox_and_when_invalid() {
+        let p = policy(&[]);
+        let j = escalated(&p, "ls", Mode::Auto, &[], false);
+        assert_eq!(j, bash(&p, "ls", Mode::Auto));
+        assert!(j.escalation.is_none());
+        // Without a justification the tool refuses the call; the judge sees no request.
+        let cwd = Path::new("/w");
+        let roots = [cwd.to_path_buf()];
+        let place = Place {
+            cwd,
+            roots: &roots,
+            sandbox_roots: Some(&roots),
+            read_only_tool: false,
+        };
+        let args = json!({"command": "ls", "sandbox": "off"});
+        let j = p.judge_in("bash", &args, Mode::Auto, &[], Some(&place));
+        assert_eq!(j.decision, Allow);
+        assert!(j.escalation.is_none());
     }
 }

@@ -78,6 +78,9 @@ pub struct AuditedCall {
     /// The project file whose rules the session was judged with too, if any: a replay
     /// judges the call with that project's rules on top of the candidate's.
     pub project: Option<std::path::PathBuf>,
+    /// It was judged as leaving the sandbox (`outsideSandbox`, issue 27): a replay judges
+    /// it so again, else a mode's allow would look like a loosening.
+    pub outside_sandbox: bool,
 }
 
 impl AuditedCall {
@@ -198,6 +201,7 @@ pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
             by_policy,
             by_hooks,
             project: record["project"].as_str().map(std::path::PathBuf::from),
+            outside_sandbox: record["outsideSandbox"] == true,
         });
     }
     Ok(audited)
@@ -259,12 +263,21 @@ pub fn replay_calls<'p>(
     policy_of: impl Fn(&AuditedCall) -> &'p Policy,
 ) -> Report {
     let mut report = Report::of(audited);
+    // A bash call's verdict needs no place but whether it leaves the sandbox.
+    let root = std::path::Path::new("/");
+    let sandbox = super::Place {
+        cwd: root,
+        roots: &[],
+        sandbox_roots: Some(&[]),
+        read_only_tool: false,
+    };
     for call in &audited.calls {
-        let judged = policy_of(call).judge(
+        let judged = policy_of(call).judge_in(
             &call.tool,
             &call.arguments,
             call.mode.unwrap_or(default_mode),
             call.grants.as_deref().unwrap_or_default(),
+            call.outside_sandbox.then_some(&sandbox),
         );
         report.record(call, false, judged.decision, judged.reason);
     }
@@ -478,6 +491,19 @@ mod tests {
             (Decision::Allow, Decision::Deny)
         );
         assert!(!stricter.loosens());
+    }
+
+    #[test]
+    fn issue_27_escalation_a_call_that_left_the_sandbox_is_judged_so_again() {
+        let mut escalated: Value = serde_json::from_str(&line("ls", "auto", "ask")).unwrap();
+        escalated["arguments"]["sandbox"] = "off".into();
+        escalated["arguments"]["justification"] = "why".into();
+        escalated["outsideSandbox"] = true.into();
+        let audit = escalated.to_string();
+        let same = replay(&audit, &policy(&[]), Mode::Ask).unwrap();
+        assert!(same.changes.is_empty(), "{:?}", same.changes);
+        let looser = replay(&audit, &policy(&[("ls", Decision::Allow)]), Mode::Ask).unwrap();
+        assert!(looser.loosens());
     }
 
     #[test]

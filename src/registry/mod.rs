@@ -40,6 +40,9 @@ pub struct PermissionRequest {
     pub arguments: serde_json::Value,
     /// Why the call is asked about (the policy's reason).
     pub reason: String,
+    /// The call asks to run outside the sandbox (issue 27): the question must say so and
+    /// show the justification, and offers no "always" answer.
+    pub escalation: Option<crate::policy::Escalation>,
     /// Cancelled when the call is abandoned; the prompter withdraws the question.
     pub cancel: tokio_util::sync::CancellationToken,
 }

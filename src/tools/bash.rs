@@ -4,34 +4,114 @@
 
 use super::schema::{self, ToolSchema};
 use super::{Tool, ToolKind};
+use crate::config::{ExecConfig, ExecutorKind};
 use crate::exec::{
     BashExecutor, CollectedOutput, ExecRequest, KillOutcome, RunOutcome, Spill, StreamRead,
     TaskStatus,
 };
 use crate::hooks::audit::AuditLog;
 use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
+use crate::policy::Escalation;
 use crate::registry::{SessionRegistry, TaskAccess};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// What the bash tools share: the executor, the registry, the audit log.
+/// What the bash tools share: the executor, the registry, the audit log, and what the
+/// sandbox denies when commands run in one.
 struct Shared {
     exec: Arc<dyn BashExecutor>,
     sessions: Arc<SessionRegistry>,
     audit: Arc<AuditLog>,
+    sandbox: Option<SandboxTerms>,
 }
 
-/// The three tools, in their contract order.
+/// The daemon's commands run in the sandbox executor (`[exec] kind = "sandbox"`), on these
+/// terms. It decides two things of the bash tool (issue 27): a call may ask to leave the
+/// sandbox (`sandbox: "off"`), and a command that fails there is told what the sandbox
+/// refuses. Taken from the config the daemon started with (an `[exec]` change needs a
+/// restart), so the policy hook and the tool agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxTerms {
+    /// `[exec.sandbox] writable`: writable for every command, besides its session's roots.
+    pub writable: Vec<PathBuf>,
+    /// `[exec.sandbox] network`: commands may use the network.
+    pub network: bool,
+    /// `[exec.sandbox] allow_unix_sockets`: new Unix sockets are allowed.
+    pub unix_sockets: bool,
+    /// `[exec.sandbox] allow_git_config`: `.git/config` is writable.
+    pub git_config: bool,
+}
+
+impl SandboxTerms {
+    /// The terms of `config`'s executor, when it is the sandbox.
+    pub fn of(config: &ExecConfig) -> Option<Self> {
+        (config.kind == ExecutorKind::Sandbox).then(|| Self {
+            writable: config.sandbox.writable.clone(),
+            network: config.sandbox.network,
+            unix_sockets: config.sandbox.allow_unix_sockets,
+            git_config: config.sandbox.allow_git_config,
+        })
+    }
+
+    /// The note after a failed sandboxed command's status markers: what the sandbox
+    /// refuses (writes outside `roots` and the configured ones, named), and how to ask
+    /// the person to run it outside. Only roots the sandbox binds (existing absolute
+    /// directories) are named.
+    pub fn failure_note(&self, roots: &[PathBuf]) -> String {
+        let mut named: Vec<&Path> = Vec::new();
+        for root in roots.iter().chain(&self.writable) {
+            if root.is_absolute() && root.is_dir() && !named.contains(&root.as_path()) {
+                named.push(root);
+            }
+        }
+        let named: Vec<String> = named.iter().map(|r| r.display().to_string()).collect();
+        let writes = if named.is_empty() {
+            "it can write nowhere but its private /tmp".to_string()
+        } else {
+            format!(
+                "it can write only in {} (and its private /tmp)",
+                named.join(", ")
+            )
+        };
+        let network = if self.network {
+            ""
+        } else {
+            ", it has no network"
+        };
+        let sockets = if self.unix_sockets {
+            ""
+        } else {
+            ", new Unix sockets are refused"
+        };
+        let git = if self.git_config {
+            "git hooks"
+        } else {
+            "git hooks and config"
+        };
+        format!(
+            "[this ran in the sandbox: {writes}, secret paths ([exec.sandbox] deny_read) read \
+             as empty{network}{sockets}, and {git}, shell rc files and editor folders are \
+             read-only]\n[if the sandbox is why it failed, call bash \
+             again with sandbox: \"off\" and a justification: the person is asked to run it \
+             outside]"
+        )
+    }
+}
+
+/// The three tools, in their contract order. `sandbox`: the terms of the sandbox the
+/// commands run in, when `exec` is the sandbox executor.
 pub fn tools(
     exec: Arc<dyn BashExecutor>,
     sessions: Arc<SessionRegistry>,
     audit: Arc<AuditLog>,
+    sandbox: Option<SandboxTerms>,
 ) -> Vec<Arc<dyn Tool>> {
     let shared = Arc::new(Shared {
         exec,
         sessions,
         audit,
+        sandbox,
     });
     let load = |doc: &str| Arc::new(ToolSchema::parse(doc).expect("embedded tool schema is valid"));
     vec![
@@ -111,23 +191,39 @@ impl Tool for Bash {
             (Some(session), None) => Some(session.cwd.clone()),
             (None, dir) => dir,
         };
+        let escalation = match Escalation::requested(args) {
+            Ok(escalation) => escalation,
+            Err(e) => return ToolOutput::error(e),
+        };
         let background = args
             .get("run_in_background")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let spec = self.shared.exec.resolve(ExecRequest {
+        // Under the sandbox a valid `sandbox: "off"` runs outside it; elsewhere the
+        // argument changes nothing.
+        let outside = match (&escalation, &self.shared.sandbox) {
+            (Some(_), Some(_)) => match self.outside(call) {
+                Ok(exec) => Some(exec),
+                Err(refused) => return *refused,
+            },
+            _ => None,
+        };
+        let contained = self.shared.sandbox.as_ref().filter(|_| outside.is_none());
+        let exec = outside.as_ref().unwrap_or(&self.shared.exec);
+        let writable_roots = call
+            .session
+            .as_ref()
+            .map(|s| s.writable_roots())
+            .unwrap_or_default();
+        let spec = exec.resolve(ExecRequest {
             command: command.to_string(),
             workdir,
             timeout_ms,
             scope: call.session_id().map(str::to_string),
-            writable_roots: call
-                .session
-                .as_ref()
-                .map(|s| s.writable_roots())
-                .unwrap_or_default(),
+            writable_roots,
         });
         if background {
-            return match self.shared.exec.start(spec).await {
+            return match exec.start(spec).await {
                 Ok(task) => {
                     self.shared
                         .sessions
@@ -138,22 +234,52 @@ impl Tool for Bash {
             };
         }
         let cancel = call.cancel.clone();
+        let roots = spec.writable_roots.clone();
         let ran = match call.output_watch() {
-            Some(watch) => self.shared.exec.run_watched(spec, cancel, watch).await,
-            None => self.shared.exec.run(spec, cancel).await,
+            Some(watch) => exec.run_watched(spec, cancel, watch).await,
+            None => exec.run(spec, cancel).await,
         };
         match ran {
             Ok(outcome) if outcome.aborted => ToolOutput::error("command aborted"),
-            Ok(outcome) => ToolOutput {
-                exit: Some(CommandExit {
-                    exit_code: outcome.exit_code,
-                    signal: outcome.signal,
-                    timed_out: outcome.timed_out,
-                }),
-                ..ToolOutput::ok(run_result_text(&outcome))
-            },
+            Ok(outcome) => {
+                let mut text = run_result_text(&outcome);
+                let failed = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
+                if let Some(terms) = contained.filter(|_| failed) {
+                    text.push('\n');
+                    text.push_str(&terms.failure_note(&roots));
+                }
+                ToolOutput {
+                    exit: Some(CommandExit {
+                        exit_code: outcome.exit_code,
+                        signal: outcome.signal,
+                        timed_out: outcome.timed_out,
+                    }),
+                    ..ToolOutput::ok(text)
+                }
+            }
             Err(e) => ToolOutput::error(e),
         }
+    }
+}
+
+impl Bash {
+    /// The executor outside the sandbox, for a call asking to leave it. Only a call the
+    /// policy judged as leaving (the person was asked, or a rule naming its command
+    /// allowed it) gets it: anything else is refused, never run outside unjudged.
+    fn outside(&self, call: &ToolExecution) -> Result<Arc<dyn BashExecutor>, Box<ToolOutput>> {
+        let judged = call
+            .judged()
+            .is_some_and(|(_, judgement)| judgement.escalation.is_some());
+        if !judged {
+            return Err(Box::new(ToolOutput::error(
+                "refused to run outside the sandbox: the call was not judged as leaving it",
+            )));
+        }
+        self.shared.exec.outside().ok_or_else(|| {
+            Box::new(ToolOutput::error(
+                "this daemon has no executor outside its sandbox",
+            ))
+        })
     }
 }
 
@@ -424,6 +550,49 @@ mod tests {
             run_result_text(&o),
             "tail\n[output truncated; full output: (unavailable)]"
         );
+    }
+
+    /// Issue 27: the note names the roots the sandbox binds, once each, and leaves out
+    /// the network when commands have it.
+    #[test]
+    fn issue_27_the_failure_note_names_the_writable_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let terms = SandboxTerms {
+            writable: vec![b.clone(), "relative".into(), dir.path().join("missing")],
+            network: false,
+            unix_sockets: false,
+            git_config: false,
+        };
+        let note = terms.failure_note(&[a.clone(), a.clone()]);
+        let first = note.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "[this ran in the sandbox: it can write only in {}, {} (and its private /tmp), \
+                 secret paths",
+                a.display(),
+                b.display()
+            )),
+            "{note}"
+        );
+        assert!(first.contains(", it has no network, "), "{note}");
+        assert_eq!(note.lines().count(), 2);
+        let open = SandboxTerms {
+            writable: Vec::new(),
+            network: true,
+            unix_sockets: true,
+            git_config: true,
+        };
+        let note = open.failure_note(&[]);
+        assert!(
+            note.starts_with(
+                "[this ran in the sandbox: it can write nowhere but its private /tmp, secret"
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("network"), "{note}");
     }
 
     #[test]

@@ -137,6 +137,10 @@ pub struct ToolRegistry {
     audit: Option<Arc<AuditLog>>,
     /// The live sessions, whose project files a reload reads again.
     sessions: Option<Arc<SessionRegistry>>,
+    /// The sandbox the commands run in, when they do: as the daemon started (an
+    /// `[exec]` change needs a restart), so the policy hook, `explain` and the bash tool
+    /// agree on whether a call can leave it.
+    sandbox: Option<bash::SandboxTerms>,
     /// Held while a session's project layer is opened and while judges are installed,
     /// so a session opened during a reload is in the layers that end up in force.
     projects_lock: Mutex<()>,
@@ -171,6 +175,7 @@ impl ToolRegistry {
             })),
             audit: None,
             sessions: None,
+            sandbox: None,
             projects_lock: Mutex::new(()),
         }
     }
@@ -185,8 +190,10 @@ impl ToolRegistry {
         audit: Arc<AuditLog>,
     ) -> Self {
         let mut registry = Self::new();
+        registry.sandbox = bash::SandboxTerms::of(&config.exec);
         if let Some(exec) = executor {
-            for tool in bash::tools(exec, sessions.clone(), audit.clone()) {
+            let sandbox = registry.sandbox.clone();
+            for tool in bash::tools(exec, sessions.clone(), audit.clone(), sandbox) {
                 registry.register(tool);
             }
         }
@@ -236,8 +243,8 @@ impl ToolRegistry {
             .with_shadow(shadow_policy(config))
             .with_session_tools(self.session_tools.clone())
             .with_projects(judges.projects.clone());
-        if config.exec.kind == crate::config::ExecutorKind::Sandbox {
-            policy_hook = policy_hook.sandboxed(config.exec.sandbox.writable.clone());
+        if let Some(sandbox) = &self.sandbox {
+            policy_hook = policy_hook.sandboxed(sandbox.writable.clone());
         }
         chain.push(Arc::new(policy_hook));
         for hook in judges.hooks.waterfall_hooks() {
@@ -308,6 +315,23 @@ impl ToolRegistry {
             .and_then(|s| judges.projects.get(&s.id))
             .map(|l| l.policy.clone())
             .unwrap_or_else(|| judges.policy.clone())
+    }
+
+    /// The judgement a bash call with `arguments` (its `command`, and a `sandbox: "off"`
+    /// with its `justification` when it asks to leave the sandbox) would get in `session`
+    /// now, in `mode`: the policy, grants and place the policy hook would judge it with.
+    /// `_dsh/policy/explain` and `/explain` answer with it. Nothing runs.
+    pub fn explain(
+        &self,
+        session: Option<&Session>,
+        arguments: &serde_json::Value,
+        mode: crate::config::Mode,
+    ) -> crate::policy::Judgement {
+        let grants = session.map(|s| s.grants()).unwrap_or_default();
+        let sandbox = self.sandbox.as_ref().map(|t| t.writable.as_slice());
+        let at = crate::hooks::rules::SessionPlace::of(session, sandbox);
+        self.policy_for(session)
+            .judge_in("bash", arguments, mode, &grants, Some(&at.place(false)))
     }
 
     /// What each audit line names as `policyVersion`.

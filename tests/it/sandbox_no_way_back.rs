@@ -1,0 +1,184 @@
+//! E7: nothing dsh runs can drive the daemon that started it. Through the real
+//! daemon: a command, a detached grandchild that dropped its marker and left its
+//! session, and a hook each connect to the daemon's socket and are refused, under
+//! the local executor (the daemon knows its own descendants) and under the sandbox
+//! (which also hides the socket). The test's own connection is the control: the
+//! same socket serves an outside client.
+
+use crate::common;
+use crate::sandbox_escape::{PYTHON, visible_dir};
+
+use common::daemon::SocketDaemon;
+use std::path::Path;
+
+/// Connects to the socket in argv[1], sends `initialize`, prints what came back (or
+/// why it could not connect).
+const CONNECT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect-failed", e.errno); sys.exit(0)
+s.sendall(b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1}}\n')
+data = b""
+while not data.endswith(b"\n"):
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print("answer", data.decode().strip())
+"#;
+
+fn script(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("connect.py");
+    std::fs::write(&path, CONNECT).unwrap();
+    path
+}
+
+/// Waits for a FIFO's writer and returns what it wrote (the test waits for the
+/// event, not for time).
+async fn read_fifo(path: std::path::PathBuf) -> String {
+    tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
+        .await
+        .unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_a_command_and_its_detached_grandchild_cannot_drive_the_local_daemon() {
+    let dir = visible_dir();
+    let daemon = SocketDaemon::start(dir.path(), "kind = \"local\"\n").await;
+    let script = script(dir.path());
+    // The control: an outside client (this test) is served.
+    let mut client = daemon.connect().await;
+    let session = client.new_session(dir.path()).await;
+    client.set_mode(&session, "auto").await;
+    let sock = daemon.socket.display().to_string();
+    let (out, _) = client
+        .bash(&session, &format!("{PYTHON} {} {sock}", script.display()))
+        .await;
+    assert!(out.contains("answer") && out.contains("-32001"), "{out}");
+    assert!(
+        out.contains("\"id\":7") && out.contains("refuses connections"),
+        "{out}"
+    );
+    // Detached: its own session, no marker, its parent gone before it connects.
+    let fifo = dir.path().join("grandchild.fifo");
+    mkfifo(&fifo);
+    let reading = tokio::spawn(read_fifo(fifo.clone()));
+    let (out, _) = client
+        .bash(
+            &session,
+            &format!(
+                "(setsid env -u DSH_TASK_MARK sh -c 'sleep 0.2; {PYTHON} {} {sock} > {}' &) ; echo started",
+                script.display(),
+                fifo.display()
+            ),
+        )
+        .await;
+    assert!(out.contains("started"), "{out}");
+    let seen = reading.await.unwrap();
+    assert!(seen.contains("-32001"), "the grandchild was served: {seen}");
+    // The daemon still serves its editor.
+    let (out, _) = client.bash(&session, "echo still-here").await;
+    assert!(out.contains("still-here"), "{out}");
+    drop(client);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_a_hook_cannot_drive_its_daemon() {
+    let dir = visible_dir();
+    let script = script(dir.path());
+    let fifo = dir.path().join("hook.fifo");
+    mkfifo(&fifo);
+    let socket = dir.path().join("run/dsh.sock");
+    let hook = dir.path().join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\n{PYTHON} {} {} > {}\necho '{{\"decision\":\"allow\"}}'\n",
+            script.display(),
+            socket.display(),
+            fifo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = format!(
+        "kind = \"local\"\n[[hooks.command]]\nevent = \"pre_tool\"\nargv = [\"{}\"]\n",
+        hook.display()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let reading = tokio::spawn(read_fifo(fifo.clone()));
+    let mut client = daemon.connect().await;
+    let session = client.new_session(dir.path()).await;
+    client.set_mode(&session, "auto").await;
+    let _ = client.bash(&session, "true").await;
+    let seen = reading.await.unwrap();
+    assert!(seen.contains("-32001"), "the hook was served: {seen}");
+    drop(client);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_under_the_sandbox_the_socket_is_out_of_reach_by_path_runtime_dir_and_proc() {
+    let dir = visible_dir();
+    let script = script(dir.path());
+    // Unix sockets allowed, so what keeps the command out is the mask, not seccomp.
+    let config = "kind = \"sandbox\"\n[exec.sandbox]\nallow_unix_sockets = true\n";
+    let runtime = dir.path().join("run");
+    let daemon = SocketDaemon::start_with(dir.path(), config, |cmd| {
+        cmd.env("XDG_RUNTIME_DIR", &runtime);
+    })
+    .await;
+    // A service of the user's in the runtime directory, reachable locally.
+    let service = runtime.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&service).unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let mut client = daemon.connect().await;
+    let session = client.new_session(&ws).await;
+    client.set_mode(&session, "auto").await;
+    for target in [&daemon.socket, &service] {
+        let (out, _) = client
+            .bash(
+                &session,
+                &format!("{PYTHON} {} {}", script.display(), target.display()),
+            )
+            .await;
+        assert!(
+            out.contains("connect-failed 2"),
+            "{}: {out}",
+            target.display()
+        );
+    }
+    let (out, _) = client
+        .bash(
+            &session,
+            &format!("ls /proc/{}/root/ 2>&1 | head -1", daemon.pid),
+        )
+        .await;
+    assert!(out.contains("No such file"), "{out}");
+    drop(client);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_a_command_is_refused_when_its_root_would_show_the_daemons_socket() {
+    let dir = visible_dir();
+    // The session works in the directory that holds the daemon's socket.
+    let daemon = SocketDaemon::start(dir.path(), "kind = \"sandbox\"\n").await;
+    let run = daemon.socket.parent().unwrap().to_path_buf();
+    let mut client = daemon.connect().await;
+    let session = client.new_session(&run).await;
+    client.set_mode(&session, "auto").await;
+    let (out, is_error) = client.bash(&session, "echo ran").await;
+    assert!(is_error, "{out}");
+    assert!(out.contains("dsh's own socket"), "{out}");
+    drop(client);
+    daemon.stop().await;
+}
