@@ -1015,6 +1015,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sandbox_paths_that_cannot_be_enforced_are_refused_with_their_line() {
+        for (toml, says) in [
+            (
+                "[exec.sandbox]\ndeny_read = [\"relative/x\"]\n",
+                "must be absolute or ~/",
+            ),
+            (
+                "[exec.sandbox]\ndeny_read = [\"~/a/../b\"]\n",
+                "`.` or `..`",
+            ),
+            ("[exec.sandbox]\ndeny_read = [\"/a/./b\"]\n", "`.` or `..`"),
+            ("[exec.sandbox]\nwritable = [\"rel\"]\n", "must be absolute"),
+            (
+                "[exec.sandbox]\nwritable = [\"/srv/p\"]\ndeny_read = [\"/srv\"]\n",
+                "contains the writable root /srv/p",
+            ),
+        ] {
+            let err = Config::from_toml(toml, Path::new("x.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
+        Config::from_toml(
+            "[exec.sandbox]\ndeny_read = [\"~/.ssh\", \"/etc/shadow\"]\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn defaults_without_file() {
         let c = Config::load(None).unwrap();
         assert_eq!(c.exec.default_timeout_ms, 120_000);
@@ -1060,6 +1090,20 @@ mod tests {
         assert_eq!(
             (&cs.bwrap, cs.network, &cs.writable),
             (&ds.bwrap, ds.network, &ds.writable)
+        );
+        assert_eq!(
+            (
+                &cs.deny_read,
+                cs.allow_unix_sockets,
+                cs.allow_git_config,
+                &cs.init
+            ),
+            (
+                &ds.deny_read,
+                ds.allow_unix_sockets,
+                ds.allow_git_config,
+                &ds.init
+            )
         );
         let (cs, ds) = (&c.exec.ssh, &d.exec.ssh);
         assert_eq!((&cs.host, cs.port, &cs.user), (&ds.host, ds.port, &ds.user));

@@ -172,7 +172,7 @@ async fn start_server(
         .await
         .map_err(|e| e.to_string())?;
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-    tokio::spawn({
+    let mut stderr_read = tokio::spawn({
         let tail = stderr_tail.clone();
         async move {
             let mut buf = vec![0u8; 4096];
@@ -210,6 +210,10 @@ async fn start_server(
     let (client, listed) = match started.await {
         Ok(Ok(done)) => done,
         Ok(Err(why)) => {
+            // A server that failed its handshake has usually exited: its stdout closed
+            // first, and what it said on stderr may still be on its way (a race the
+            // test of a refusing server showed about once in three runs).
+            let _ = tokio::time::timeout(Duration::from_secs(1), &mut stderr_read).await;
             handle.stop().await;
             return Err(quoted(why));
         }
