@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `H1`, `L1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1` run only those scenarios (for profiling one);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
@@ -36,6 +36,7 @@ mod mcp;
 mod model;
 mod profile;
 mod report;
+mod sandbox;
 mod scenarios;
 mod ssh;
 mod turn;
@@ -137,7 +138,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 15] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 16] = [
     ("B1", |e| Box::pin(b1(e))),
     ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
@@ -147,6 +148,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 15] = [
     ("B6", |e| Box::pin(b6(e))),
     ("J1", |e| Box::pin(j1(e))),
     ("S1", |e| Box::pin(s1(e))),
+    ("X1", |e| Box::pin(sandbox::x1(e))),
     ("B7", |e| Box::pin(b7(e))),
     ("H1", |e| Box::pin(h1(e))),
     ("L1", |e| Box::pin(l1(e))),

@@ -305,7 +305,7 @@ async fn e9_git_hooks_and_config_rc_files_and_editor_folders_stay_read_only() {
             "{name} locally: {local}"
         );
     }
-    for (name, _) in attacks.iter().filter(|(n, _)| *n != "dsh") {
+    for (name, _) in attacks {
         assert!(
             sandbox.contains(&format!("{name}=refused")),
             "{name} in the sandbox: {sandbox}"
@@ -321,6 +321,33 @@ async fn e9_git_hooks_and_config_rc_files_and_editor_folders_stay_read_only() {
         relaxed.contains("config=written") && relaxed.contains("hook=refused"),
         "{relaxed}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_missing_protected_entries_are_held_while_a_command_runs_and_leave_nothing() {
+    let state = tempfile::tempdir().unwrap();
+    let root = visible_dir();
+    let root = root.path().canonicalize().unwrap();
+    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    let out = run_in(
+        &sandbox,
+        "mkdir -p .dsh 2>/dev/null; echo x > .dsh/config.toml 2>/dev/null || echo dsh=refused; \
+         echo x > .gitmodules 2>/dev/null || echo gitmodules=refused; \
+         mkdir -p .vscode/x 2>/dev/null || echo vscode=refused; echo ok > kept",
+        &root,
+    )
+    .await
+    .unwrap();
+    for name in ["dsh", "gitmodules", "vscode"] {
+        assert!(out.contains(&format!("{name}=refused")), "{name}: {out}");
+    }
+    // The placeholders bwrap made are gone with the sandbox; the command's own file stays.
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["kept"], "{left:?}");
+    sandbox.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,6 +59,8 @@ pub struct SandboxLauncher {
     init: PathBuf,
     /// What a masked file shows ([`empty_file`]).
     empty: PathBuf,
+    /// The placeholders of missing protected entries, by the sandboxes holding them.
+    placeholders: std::sync::Mutex<Placeholders>,
     /// Sockets no command may reach (the daemon's own): a command whose layout
     /// would show one is refused.
     guarded: Vec<PathBuf>,
@@ -272,6 +274,7 @@ impl SandboxLauncher {
             },
             init,
             empty: empty_file(&config.state_dir())?,
+            placeholders: Default::default(),
             guarded: guarded.to_vec(),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
         })
@@ -281,6 +284,18 @@ impl SandboxLauncher {
     /// no sandbox for it can hold (see the module docs for the layers and
     /// ARCHITECTURE.md for the order).
     pub fn layout(&self, workdir: &Path, roots: &[PathBuf]) -> Result<Layout, String> {
+        self.layout_for(workdir, roots, None)
+    }
+
+    /// [`Self::layout`] for the command marked `mark`, which also holds the missing
+    /// protected entries of its roots with placeholders ([`Placeholders`]); `None`
+    /// (a probe, a check) makes none.
+    fn layout_for(
+        &self,
+        workdir: &Path,
+        roots: &[PathBuf],
+        mark: Option<&str>,
+    ) -> Result<Layout, String> {
         let mut layout = Layout::default();
         for mount in [
             Mount::HostReadOnly("/".into()),
@@ -328,6 +343,28 @@ impl SandboxLauncher {
                 });
             }
         }
+        if let Some(mark) = mark {
+            let home = home().and_then(|h| h.canonicalize().ok());
+            let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
+            for root in &writable {
+                let at_home = home.as_deref() == Some(root.as_path());
+                for (name, dir) in protect::held_if_missing(at_home) {
+                    let path = root.join(name);
+                    if path.symlink_metadata().is_ok() && !held.holds(&path) {
+                        continue; // it exists (and was guarded above)
+                    }
+                    held.take(mark, &path);
+                    layout.push(if dir {
+                        Mount::EmptyDir(path)
+                    } else {
+                        Mount::EmptyFile {
+                            path,
+                            empty: self.empty.clone(),
+                        }
+                    });
+                }
+            }
+        }
         for path in &self.deny_read {
             layout.extend(mask(path, &self.empty));
         }
@@ -364,7 +401,16 @@ impl SandboxLauncher {
     /// The `bwrap` arguments up to and including `--` and the init's own, for a
     /// command in `workdir` that may write to `roots`.
     fn arguments(&self, workdir: &Path, roots: &[PathBuf]) -> Result<Vec<OsString>, String> {
-        let mut args = self.layout(workdir, roots)?.args();
+        self.arguments_for(workdir, roots, None)
+    }
+
+    fn arguments_for(
+        &self,
+        workdir: &Path,
+        roots: &[PathBuf],
+        mark: Option<&str>,
+    ) -> Result<Vec<OsString>, String> {
+        let mut args = self.layout_for(workdir, roots, mark)?.args();
         args.extend(
             [
                 "--unshare-user",
@@ -519,9 +565,9 @@ impl Launcher for SandboxLauncher {
         check_local_workdir(dir)
     }
 
-    fn command(&self, spec: &ExecSpec, _mark: &str) -> Result<Command, ExecError> {
+    fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
         let args = self
-            .arguments(&spec.workdir, &spec.writable_roots)
+            .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark))
             .map_err(ExecError::Sandbox)?;
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(args)
@@ -538,10 +584,12 @@ impl Launcher for SandboxLauncher {
             sid,
         };
         pidns::terminate(selector, sid, grace).await;
+        self.release(|m| m == mark);
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
         pidns::terminate(Selector::MarkPrefix(prefix.to_string()), None, grace).await;
+        self.release(|m| m.starts_with(prefix));
     }
 
     /// When the command's namespace init exits, the kernel SIGKILLs what is left in
@@ -554,6 +602,73 @@ impl Launcher for SandboxLauncher {
             sid: Some(sid),
         };
         pidns::terminate(selector, Some(sid), grace).await;
+        self.release(|m| m == mark);
+    }
+}
+
+impl SandboxLauncher {
+    /// The sandboxes of the marks `ended` picks are gone: their placeholders are
+    /// let go, and removed once no sandbox holds them.
+    fn release(&self, ended: impl Fn(&str) -> bool) {
+        let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
+        held.release(ended);
+    }
+}
+
+/// The placeholders bwrap leaves on the host for the protected entries a root
+/// lacks (an empty `.vscode/`, `.gitmodules`, ...): a mount needs a place, and
+/// without one a command could create the entry itself. Each is counted by the
+/// sandboxes that hold it and removed when the last of them is gone and it is still
+/// empty (never something a person put there meanwhile). A path already held is
+/// held again by the next command, even though it now exists: removing it under a
+/// running sandbox would detach that sandbox's mount.
+#[derive(Debug, Default)]
+pub struct Placeholders {
+    users: std::collections::HashMap<PathBuf, usize>,
+    by_mark: std::collections::HashMap<String, Vec<PathBuf>>,
+}
+
+impl Placeholders {
+    fn holds(&self, path: &Path) -> bool {
+        self.users.contains_key(path)
+    }
+
+    fn take(&mut self, mark: &str, path: &Path) {
+        *self.users.entry(path.to_path_buf()).or_default() += 1;
+        self.by_mark
+            .entry(mark.to_string())
+            .or_default()
+            .push(path.to_path_buf());
+    }
+
+    fn release(&mut self, ended: impl Fn(&str) -> bool) {
+        let marks: Vec<String> = self.by_mark.keys().filter(|m| ended(m)).cloned().collect();
+        for mark in marks {
+            for path in self.by_mark.remove(&mark).unwrap_or_default() {
+                let Some(count) = self.users.get_mut(&path) else {
+                    continue;
+                };
+                *count -= 1;
+                if *count == 0 {
+                    self.users.remove(&path);
+                    remove_if_empty(&path);
+                }
+            }
+        }
+    }
+}
+
+/// Removes an empty directory or an empty regular file (a placeholder as bwrap
+/// made it); anything with content stays.
+fn remove_if_empty(path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            let _ = std::fs::remove_dir(path); // fails when not empty
+        }
+        Ok(meta) if meta.is_file() && meta.len() == 0 => {
+            let _ = std::fs::remove_file(path);
+        }
+        _ => {}
     }
 }
 
@@ -685,6 +800,24 @@ mod tests {
         assert_eq!(parse_version("bubblewrap 0.8.0\n"), Some((0, 8, 0)));
         assert_eq!(parse_version("bubblewrap 0.11\n"), Some((0, 11, 0)));
         assert_eq!(parse_version("nonsense"), None);
+    }
+
+    #[test]
+    fn a_placeholder_goes_when_its_last_sandbox_does_and_only_while_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let (held, filled) = (dir.path().join(".vscode"), dir.path().join(".gitmodules"));
+        let mut p = Placeholders::default();
+        p.take("a/1", &held);
+        p.take("a/2", &held);
+        p.take("b/1", &filled);
+        std::fs::create_dir(&held).unwrap();
+        std::fs::write(&filled, "[submodule]\n").unwrap();
+        p.release(|m| m == "a/1");
+        assert!(held.exists() && p.holds(&held), "a/2 still holds it");
+        p.release(|m| m.starts_with("a/"));
+        assert!(!held.exists() && !p.holds(&held));
+        p.release(|m| m == "b/1");
+        assert!(filled.exists(), "a file with content is a person's, not a placeholder");
     }
 
     #[test]

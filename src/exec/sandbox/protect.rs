@@ -53,6 +53,33 @@ const PROTECTED_NAMES: &[&str] = &[
     ".zlogout",
 ];
 
+/// The protected entries a root may lack, each with whether it is a directory:
+/// what a command could create there to be run or read later (dsh's project config,
+/// editor folders, git's submodule list), and in the home directory, when it is a
+/// root, the shell's and git's startup files too.
+pub fn held_if_missing(at_home: bool) -> Vec<(&'static str, bool)> {
+    let mut names = vec![
+        (".dsh", true),
+        (".vscode", true),
+        (".idea", true),
+        (".gitmodules", false),
+    ];
+    if at_home {
+        names.extend(
+            PROTECTED_NAMES
+                .iter()
+                .filter(|n| {
+                    n.starts_with(".bash")
+                        || n.starts_with(".z")
+                        || **n == ".profile"
+                        || **n == ".gitconfig"
+                })
+                .map(|n| (*n, false)),
+        );
+    }
+    names
+}
+
 /// What the layout does with one protected path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Guard {
