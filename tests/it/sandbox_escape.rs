@@ -366,3 +366,59 @@ async fn e9_a_writable_root_reached_through_a_symlink_is_refused_not_followed() 
     assert!(!real.join("f").exists());
     sandbox.shutdown().await;
 }
+
+/// The suite's core as an unprivileged user, when the suite itself runs as root (CI):
+/// a daemon run as `nobody` gets the same sandbox (a user namespace it may create
+/// itself, no capability, the filter). Run as an unprivileged user, the whole suite
+/// above already is this case.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_e8_the_sandbox_holds_for_an_unprivileged_user_too() {
+    if !am_root() {
+        eprintln!("skipped: this suite already runs as an unprivileged user");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    for path in [dir.path(), ws.as_path()] {
+        nix::unistd::chown(path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+    }
+    // Over stdio: the daemon refuses a socket connection from another user (root).
+    let config = common::daemon::write_config(dir.path(), "kind = \"sandbox\"\n");
+    let mut cmd = common::dsh();
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(config)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .env("HOME", dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(dir.path());
+    let (mut daemon, mut client) = common::spawn_client(&mut cmd);
+    client.initialize().await;
+    let session = client.new_session(&ws).await;
+    client.set_mode(&session, "auto").await;
+    let (out, _) = client
+        .bash(
+            &session,
+            &format!(
+                "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; {PYTHON} -c '{SYSCALL_PROBES}'"
+            ),
+        )
+        .await;
+    assert!(out.starts_with("65534\n"), "{out}");
+    assert!(out.contains("CapEff:\t0000000000000000"), "{out}");
+    assert!(
+        out.contains("NoNewPrivs:\t1") && out.contains("Seccomp:\t2"),
+        "{out}"
+    );
+    for probe in ["unix=1 ", "io_uring=1 ", "ptrace=1 ", "x32_getpid=1"] {
+        assert!(out.contains(probe), "{probe}: {out}");
+    }
+    drop(client);
+    let status = daemon.wait().await.unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -817,7 +817,10 @@ mod tests {
         p.release(|m| m.starts_with("a/"));
         assert!(!held.exists() && !p.holds(&held));
         p.release(|m| m == "b/1");
-        assert!(filled.exists(), "a file with content is a person's, not a placeholder");
+        assert!(
+            filled.exists(),
+            "a file with content is a person's, not a placeholder"
+        );
     }
 
     #[test]
