@@ -587,9 +587,6 @@ pub struct SandboxConfig {
     /// Whether commands may write `.git/config` in a writable root (its hooks stay
     /// read-only either way).
     pub allow_git_config: bool,
-    /// The dsh program that runs inside each sandbox as its init (it applies the
-    /// seccomp floor, then runs the command). Default: the daemon's own executable.
-    pub init: Option<PathBuf>,
 }
 
 /// The secrets a sandboxed command cannot read unless `[exec.sandbox] deny_read`
@@ -618,7 +615,6 @@ impl Default for SandboxConfig {
             deny_read: DEFAULT_DENY_READ.iter().map(PathBuf::from).collect(),
             allow_unix_sockets: false,
             allow_git_config: false,
-            init: None,
         }
     }
 }
@@ -633,9 +629,6 @@ impl SandboxConfig {
         }
         for path in &self.writable {
             check_sandbox_path("exec.sandbox.writable", path, false)?;
-        }
-        if let Some(init) = &self.init {
-            check_sandbox_path("exec.sandbox.init", init, false)?;
         }
         for denied in &self.deny_read {
             for root in &self.writable {
@@ -1092,18 +1085,8 @@ mod tests {
             (&ds.bwrap, ds.network, &ds.writable)
         );
         assert_eq!(
-            (
-                &cs.deny_read,
-                cs.allow_unix_sockets,
-                cs.allow_git_config,
-                &cs.init
-            ),
-            (
-                &ds.deny_read,
-                ds.allow_unix_sockets,
-                ds.allow_git_config,
-                &ds.init
-            )
+            (&cs.deny_read, cs.allow_unix_sockets, cs.allow_git_config,),
+            (&ds.deny_read, ds.allow_unix_sockets, ds.allow_git_config,)
         );
         let (cs, ds) = (&c.exec.ssh, &d.exec.ssh);
         assert_eq!((&cs.host, cs.port, &cs.user), (&ds.host, ds.port, &ds.user));

@@ -185,12 +185,6 @@ enum PolicyCommand {
 }
 
 fn main() -> ExitCode {
-    // The sandbox's init runs before anything else starts a thread (its seccomp
-    // filter is installed on the one thread it has; dsh::exec::sandbox::init).
-    let mut args = std::env::args_os();
-    if args.nth(1).as_deref() == Some(dsh::exec::sandbox::init::SUBCOMMAND.as_ref()) {
-        return ExitCode::from(dsh::exec::sandbox::init::run(args) as u8);
-    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),

@@ -31,6 +31,7 @@ use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -121,6 +122,14 @@ pub trait Launcher: Send + Sync + 'static {
     async fn lost(&self, exit_code: Option<i32>, mark: &str) -> Option<String> {
         let _ = (exit_code, mark);
         None
+    }
+
+    /// Descriptors the host process of `mark` must inherit (the sandbox's seccomp
+    /// program, read by bwrap), set aside by [`Launcher::command`] or
+    /// [`Launcher::service_command`]; taken once, closed here once it started.
+    fn inherited(&self, mark: &str) -> Vec<std::os::fd::OwnedFd> {
+        let _ = mark;
+        Vec::new()
     }
 
     /// The last step of shutdown, once every command is gone.
@@ -400,12 +409,14 @@ impl<L: Launcher> Inner<L> {
         env.retain(|(k, _)| !extra_env.iter().any(|(e, _)| e == k));
         env.extend(extra_env);
         env.push((MARK_VAR.into(), mark.into()));
+        let inherited = self.launcher.inherited(mark);
         spawn::spawn(&SpawnSpec {
             program: cmd.get_program().to_os_string(),
             args: cmd.get_args().map(|a| a.to_os_string()).collect(),
             env,
             cwd: cmd.get_current_dir().map(Path::to_path_buf),
             stdin_pipe,
+            inherit: inherited.iter().map(|fd| fd.as_raw_fd()).collect(),
         })
         .map_err(|e| ExecError::Spawn(e.to_string()))
     }

@@ -40,6 +40,9 @@ pub struct SpawnSpec {
     pub env: Vec<(OsString, OsString)>,
     pub cwd: Option<PathBuf>,
     pub stdin_pipe: bool,
+    /// Descriptors the child keeps at their numbers (all others close on exec): the
+    /// caller owns them and keeps them open until `spawn` returns. Never 0-2.
+    pub inherit: Vec<RawFd>,
 }
 
 /// A started process: the leader of a new session, SIGKILLed if the thread that
@@ -162,6 +165,7 @@ struct ChildPlan {
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
+    inherit: Vec<RawFd>,
     /// errno of the step that failed, written by the child before `_exit`.
     error: AtomicI32,
 }
@@ -211,6 +215,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(plan);
             }
         }
+        for &fd in &plan.inherit {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return fail(plan);
+            }
+        }
         if let Some(cwd) = &plan.cwd
             && libc::chdir(cwd.as_ptr()) != 0
         {
@@ -223,6 +232,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Starts `spec` (see the module docs). Must be called inside a tokio runtime.
 pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
+    if spec.inherit.iter().any(|fd| *fd <= 2) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a descriptor to inherit may not be 0, 1 or 2",
+        ));
+    }
     let path = resolve(&spec.program, &spec.env)?;
     let path_c = c_string(path.as_os_str().as_bytes())?;
     let mut arg_strings = vec![c_string(spec.program.as_bytes())?];
@@ -268,6 +283,7 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
         stdin: stdin_child.as_raw_fd(),
         stdout: out_write.as_raw_fd(),
         stderr: err_write.as_raw_fd(),
+        inherit: spec.inherit.clone(),
         error: AtomicI32::new(0),
     };
     // The child's stack: it only makes system calls, but sigaction structures and
@@ -356,6 +372,7 @@ mod tests {
             ],
             cwd: Some("/".into()),
             stdin_pipe: false,
+            inherit: Vec::new(),
         }
     }
 

@@ -14,15 +14,12 @@ use std::path::{Path, PathBuf};
 
 /// Executor settings for tests: short grace and drain so kills and drains are quick.
 pub fn test_config(state: &Path) -> ExecConfig {
-    let mut config = ExecConfig {
+    ExecConfig {
         kill_grace_ms: 300,
         drain_ms: 300,
         state_dir: Some(state.to_path_buf()),
         ..ExecConfig::default()
-    };
-    // In-process sandbox executors: the sandbox's init is dsh's binary, not the test's.
-    config.sandbox.init = Some(PathBuf::from(env!("CARGO_BIN_EXE_dsh")));
-    config
+    }
 }
 
 pub fn local(state: &Path) -> LocalExecutor {

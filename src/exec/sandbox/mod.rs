@@ -13,8 +13,7 @@
 //!   and a command is refused when the layout would still show the daemon's
 //!   socket (`layout`); the daemon also refuses any connection from a process it
 //!   started, whatever the executor (`exec::lineage`);
-//! * a seccomp floor installed by dsh's own init inside the sandbox (`init`,
-//!   `seccomp`);
+//! * a seccomp floor that bwrap installs just before the command (`seccomp`);
 //! * secrets masked (`deny_read`) and the paths that would run code later kept
 //!   read-only inside the writable roots (`protect`).
 //!
@@ -23,7 +22,6 @@
 //! bwrap or a kernel that refuses namespaces stops `dsh serve` with a message, and
 //! nothing ever runs unsandboxed or in a weaker sandbox instead.
 
-pub mod init;
 mod layout;
 mod protect;
 mod seccomp;
@@ -54,9 +52,12 @@ pub struct SandboxLauncher {
     /// `deny_read` with `~` expanded, plus dsh's own state and config directories.
     deny_read: Vec<PathBuf>,
     allow_git_config: bool,
-    floor: Floor,
-    /// The dsh executable that runs as the sandbox's init.
-    init: PathBuf,
+    /// The seccomp floor's program, in a sealed memfd: each command's bwrap reads
+    /// it through a description of its own ([`SandboxLauncher::seccomp_fd`]).
+    seccomp: std::os::fd::OwnedFd,
+    /// Each started command's copy of the program's descriptor, from its command
+    /// line until the engine takes it to hand to bwrap ([`Launcher::inherited`]).
+    pending: std::sync::Mutex<std::collections::HashMap<String, std::os::fd::OwnedFd>>,
     /// What a masked file shows ([`empty_file`]).
     empty: PathBuf,
     /// The placeholders of missing protected entries, by the sandboxes holding them.
@@ -153,6 +154,39 @@ fn mask(path: &Path, empty: &Path) -> Option<Mount> {
             empty: empty.to_path_buf(),
         }
     })
+}
+
+/// The floor's program in a memfd sealed against any change, made once.
+fn sealed_program(bytes: &[u8]) -> Result<std::os::fd::OwnedFd, String> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let fail = |what: &str| {
+        format!(
+            "cannot hold the seccomp floor ({what}): {}",
+            std::io::Error::last_os_error()
+        )
+    };
+    // SAFETY: a constant, NUL-terminated name.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"dsh-seccomp".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(fail("memfd_create"));
+    }
+    // SAFETY: memfd_create just returned it; nothing else owns it.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)
+        .map_err(|e| format!("cannot hold the seccomp floor: {e}"))?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(fail("seal"));
+    }
+    Ok(file.into())
 }
 
 /// The empty, read-only file masked files show (`state_dir/sandbox-empty`), made
@@ -257,11 +291,8 @@ impl SandboxLauncher {
         deny_read.extend(
             crate::config::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf)),
         );
-        let init = match &sandbox.init {
-            Some(init) => init.clone(),
-            None => std::env::current_exe().map_err(|e| {
-                format!("the sandbox cannot find dsh's own executable for its init: {e}")
-            })?,
+        let floor = Floor {
+            allow_unix_sockets: sandbox.allow_unix_sockets,
         };
         Ok(Self {
             bwrap: sandbox.bwrap.clone(),
@@ -269,10 +300,8 @@ impl SandboxLauncher {
             writable: sandbox.writable.clone(),
             deny_read,
             allow_git_config: sandbox.allow_git_config,
-            floor: Floor {
-                allow_unix_sockets: sandbox.allow_unix_sockets,
-            },
-            init,
+            seccomp: sealed_program(&seccomp::bytes(floor)?)?,
+            pending: Default::default(),
             empty: empty_file(&config.state_dir())?,
             placeholders: Default::default(),
             guarded: guarded.to_vec(),
@@ -368,11 +397,6 @@ impl SandboxLauncher {
         for path in &self.deny_read {
             layout.extend(mask(path, &self.empty));
         }
-        if let Ok(init) = self.init.canonicalize()
-            && !layout.shows_host(&init)
-        {
-            layout.push(Mount::HostReadOnly(init));
-        }
         let real_workdir = workdir
             .canonicalize()
             .unwrap_or_else(|_| workdir.to_path_buf());
@@ -398,9 +422,14 @@ impl SandboxLauncher {
         Ok(layout)
     }
 
-    /// The `bwrap` arguments up to and including `--` and the init's own, for a
-    /// command in `workdir` that may write to `roots`.
-    fn arguments(&self, workdir: &Path, roots: &[PathBuf]) -> Result<Vec<OsString>, String> {
+    /// The `bwrap` arguments up to and including `--`, for a command in `workdir`
+    /// that may write to `roots`, and the descriptor bwrap reads the seccomp floor
+    /// from (`--seccomp N` names it: it must reach bwrap at that number).
+    fn arguments(
+        &self,
+        workdir: &Path,
+        roots: &[PathBuf],
+    ) -> Result<(Vec<OsString>, std::os::fd::OwnedFd), String> {
         self.arguments_for(workdir, roots, None)
     }
 
@@ -409,7 +438,8 @@ impl SandboxLauncher {
         workdir: &Path,
         roots: &[PathBuf],
         mark: Option<&str>,
-    ) -> Result<Vec<OsString>, String> {
+    ) -> Result<(Vec<OsString>, std::os::fd::OwnedFd), String> {
+        use std::os::fd::AsRawFd;
         let mut args = self.layout_for(workdir, roots, mark)?.args();
         args.extend(
             [
@@ -427,11 +457,22 @@ impl SandboxLauncher {
         if !self.network {
             args.push("--unshare-net".into());
         }
+        let program = self.seccomp_fd()?;
+        args.extend(["--seccomp".into(), program.as_raw_fd().to_string().into()]);
         args.extend(["--die-with-parent", "--new-session"].map(OsString::from));
         args.extend(["--chdir".into(), workdir.into(), "--".into()]);
-        args.push(self.init.clone().into());
-        args.extend(init::arguments(self.floor));
-        Ok(args)
+        Ok((args, program))
+    }
+
+    /// A descriptor of the floor's program with an offset of its own (bwrap reads to
+    /// the end, and commands start concurrently), closed on exec unless the spawn
+    /// hands it on.
+    fn seccomp_fd(&self) -> Result<std::os::fd::OwnedFd, String> {
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", self.seccomp.as_raw_fd());
+        std::fs::File::open(&path)
+            .map(Into::into)
+            .map_err(|e| format!("cannot read the seccomp floor ({path}): {e}"))
     }
 
     /// Checks bwrap's version, then runs a sandbox like every command's and reads
@@ -439,14 +480,26 @@ impl SandboxLauncher {
     /// the seccomp filter. The error says what is missing and how to fix it.
     fn probe(&self) -> Result<(), String> {
         self.check_version()?;
-        let mut args = self.arguments(Path::new("/"), &[])?;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (mut args, program) = self.arguments(Path::new("/"), &[])?;
         args.extend(["cat", "/proc/self/status"].map(OsString::from));
+        let fd = program.as_raw_fd();
         let start = super::children::starting();
-        let output = std::process::Command::new(&self.bwrap)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .output();
-        drop(start);
+        let mut probe = std::process::Command::new(&self.bwrap);
+        probe.args(args).stdin(std::process::Stdio::null());
+        // SAFETY: only fcntl (async-signal-safe) between fork and exec: bwrap gets
+        // the program's descriptor at the number its command line names.
+        unsafe {
+            probe.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let output = probe.output();
+        drop((start, program));
         let bwrap = self.bwrap.display();
         let out = match output {
             Err(e) => return Err(format!("the sandbox executor cannot run `{bwrap}`: {e}")),
@@ -500,8 +553,12 @@ impl SandboxLauncher {
 }
 
 impl Layout {
+    /// Adds a mask unless nothing of the host shows there anyway (under the private
+    /// /tmp, or an earlier mask): each mount is time on every command.
     fn extend(&mut self, mount: Option<Mount>) {
-        if let Some(mount) = mount {
+        if let Some(mount) = mount
+            && self.shows_host(mount.path())
+        {
             self.push(mount);
         }
     }
@@ -566,9 +623,13 @@ impl Launcher for SandboxLauncher {
     }
 
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
-        let args = self
+        let (args, program) = self
             .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark))
             .map_err(ExecError::Sandbox)?;
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(mark.to_string(), program);
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(args)
             .arg("bash")
@@ -576,6 +637,11 @@ impl Launcher for SandboxLauncher {
             .arg(&spec.command)
             .current_dir(&spec.workdir);
         Ok(cmd)
+    }
+
+    fn inherited(&self, mark: &str) -> Vec<std::os::fd::OwnedFd> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.remove(mark).into_iter().collect()
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
@@ -675,6 +741,7 @@ fn remove_if_empty(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     fn config(network: bool, writable: Vec<PathBuf>) -> ExecConfig {
         let mut config = ExecConfig {
@@ -684,7 +751,6 @@ mod tests {
         config.sandbox.network = network;
         config.sandbox.writable = writable;
         config.sandbox.deny_read = vec![];
-        config.sandbox.init = Some(PathBuf::from("/usr/bin/true"));
         config
     }
 
@@ -696,15 +762,14 @@ mod tests {
     }
 
     #[test]
-    fn e6_every_command_gets_a_user_namespace_without_capabilities_then_the_init() {
+    fn e6_every_command_gets_a_user_namespace_without_capabilities_and_the_floor() {
         let root = tempfile::tempdir().unwrap();
         let root = root.path().canonicalize().unwrap();
         let launcher = SandboxLauncher::new(&config(false, vec![]), &[]).unwrap();
-        let args = joined(
-            &launcher
-                .arguments(&root, std::slice::from_ref(&root))
-                .unwrap(),
-        );
+        let (args, program) = launcher
+            .arguments(&root, std::slice::from_ref(&root))
+            .unwrap();
+        let args = joined(&args);
         let tmpfs = args.find("--tmpfs /tmp").unwrap();
         let bind = args
             .find(&format!("--bind {0} {0}", root.display()))
@@ -713,14 +778,15 @@ mod tests {
         assert!(
             args.ends_with(&format!(
                 "--unshare-user --disable-userns --cap-drop ALL --unshare-pid --unshare-ipc \
-                 --unshare-uts --unshare-cgroup-try --unshare-net --die-with-parent \
-                 --new-session --chdir {} -- /usr/bin/true sandbox-init --",
+                 --unshare-uts --unshare-cgroup-try --unshare-net --seccomp {} --die-with-parent \
+                 --new-session --chdir {} --",
+                program.as_raw_fd(),
                 root.display()
             )),
             "{args}"
         );
         let open = SandboxLauncher::new(&config(true, vec![]), &[]).unwrap();
-        let args = joined(&open.arguments(Path::new("/"), &[]).unwrap());
+        let args = joined(&open.arguments(Path::new("/"), &[]).unwrap().0);
         assert!(!args.contains("--unshare-net"), "{args}");
     }
 
@@ -738,7 +804,8 @@ mod tests {
                     Path::new("/"),
                     &[PathBuf::from("/no/such/dir"), PathBuf::from("relative")],
                 )
-                .unwrap(),
+                .unwrap()
+                .0,
         );
         assert!(
             !args.contains("/no/such/dir") && !args.contains("relative"),

@@ -1,7 +1,8 @@
 //! The seccomp floor of every sandboxed command (E8), compiled with rust-vmm's
-//! `seccompiler` and installed by the in-sandbox init just before it runs the
-//! command, so the filter holds for the command and everything it starts (a seccomp
-//! filter is inherited across fork and exec and can never be removed).
+//! `seccompiler` once when the executor starts and handed to bwrap (`--seccomp FD`),
+//! which sets no_new_privs and installs it just before it runs the command, so the
+//! filter holds for the command and everything it starts (a seccomp filter is
+//! inherited across fork and exec and can never be removed).
 //!
 //! Allow by default, deny a short list with `EPERM`: the list is what lets a
 //! process reach past the sandbox's walls (a host service over a Unix socket, the
@@ -143,19 +144,19 @@ fn deny_x32(program: &mut BpfProgram) {
     let _ = program;
 }
 
-/// Sets no_new_privs (required to install a filter without privileges, and E6's
-/// promise besides) and installs the floor on the calling thread, which is the
-/// init's only thread, just before it becomes the command.
-pub fn install(floor: Floor) -> Result<(), String> {
-    // SAFETY: prctl with constant arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!(
-            "cannot set no_new_privs: {}",
-            std::io::Error::last_os_error()
-        ));
+/// The floor as bwrap reads it: the program's instructions in the kernel's
+/// `struct sock_filter` layout (u16 code, u8 jt, u8 jf, u32 k, native order), as
+/// libseccomp's `seccomp_export_bpf` writes them.
+pub fn bytes(floor: Floor) -> Result<Vec<u8>, String> {
+    let program = program(floor)?;
+    let mut out = Vec::with_capacity(program.len() * 8);
+    for insn in &program {
+        out.extend_from_slice(&insn.code.to_ne_bytes());
+        out.push(insn.jt);
+        out.push(insn.jf);
+        out.extend_from_slice(&insn.k.to_ne_bytes());
     }
-    seccompiler::apply_filter(&program(floor)?)
-        .map_err(|e| format!("cannot install the seccomp floor: {e}"))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -173,6 +174,14 @@ mod tests {
             assert_eq!((program[4].code, program[4].k), (0x35, 0x4000_0000));
             assert_eq!(program[5].k, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);
         }
+    }
+
+    #[test]
+    fn the_bytes_are_eight_per_instruction_in_the_kernels_layout() {
+        let program = program(Floor::default()).unwrap();
+        let bytes = bytes(Floor::default()).unwrap();
+        assert_eq!(bytes.len(), program.len() * 8);
+        assert_eq!(&bytes[20..24], &program[2].k.to_ne_bytes());
     }
 
     #[test]
