@@ -332,13 +332,13 @@ async fn e9_missing_protected_entries_are_held_while_a_command_runs_and_leave_no
     let out = run_in(
         &sandbox,
         "mkdir -p .dsh 2>/dev/null; echo x > .dsh/config.toml 2>/dev/null || echo dsh=refused; \
-         echo x > .gitmodules 2>/dev/null || echo gitmodules=refused; \
+         mkdir -p .zed/x 2>/dev/null || echo zed=refused; \
          mkdir -p .vscode/x 2>/dev/null || echo vscode=refused; echo ok > kept",
         &root,
     )
     .await
     .unwrap();
-    for name in ["dsh", "gitmodules", "vscode"] {
+    for name in ["dsh", "zed", "vscode"] {
         assert!(out.contains(&format!("{name}=refused")), "{name}: {out}");
     }
     // The placeholders bwrap made are gone with the sandbox; the command's own file stays.

@@ -132,6 +132,7 @@ async fn e7_under_the_sandbox_the_socket_is_out_of_reach_by_path_runtime_dir_and
     // Unix sockets allowed, so what keeps the command out is the mask, not seccomp.
     let config = "kind = \"sandbox\"\n[exec.sandbox]\nallow_unix_sockets = true\n";
     let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
     let daemon = SocketDaemon::start_with(dir.path(), config, |cmd| {
         cmd.env("XDG_RUNTIME_DIR", &runtime);
     })
@@ -168,10 +169,37 @@ async fn e7_under_the_sandbox_the_socket_is_out_of_reach_by_path_runtime_dir_and
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_a_daemon_whose_socket_every_sandbox_would_show_refuses_to_start() {
+    // A socket in a directory the sandbox shows read-only (connect needs no write).
+    let dir = visible_dir();
+    let config = common::daemon::write_config(dir.path(), "kind = \"sandbox\"\n");
+    let out = common::dsh()
+        .args(["serve", "--socket"])
+        .arg(dir.path().join("run/dsh.sock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(config)
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("dsh's own socket"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e7_a_command_is_refused_when_its_root_would_show_the_daemons_socket() {
     let dir = visible_dir();
-    // The session works in the directory that holds the daemon's socket.
-    let daemon = SocketDaemon::start(dir.path(), "kind = \"sandbox\"\n").await;
+    // The socket in the runtime directory, which the sandbox masks; the session works
+    // in that directory, so its root would show the socket again.
+    let runtime = dir.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let daemon = SocketDaemon::start_with(dir.path(), "kind = \"sandbox\"\n", |cmd| {
+        cmd.env("XDG_RUNTIME_DIR", &runtime);
+    })
+    .await;
     let run = daemon.socket.parent().unwrap().to_path_buf();
     let mut client = daemon.connect().await;
     let session = client.new_session(&run).await;
@@ -179,6 +207,12 @@ async fn e7_a_command_is_refused_when_its_root_would_show_the_daemons_socket() {
     let (out, is_error) = client.bash(&session, "echo ran").await;
     assert!(is_error, "{out}");
     assert!(out.contains("dsh's own socket"), "{out}");
+    // Elsewhere, commands run.
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let other = client.new_session(&ws).await;
+    client.set_mode(&other, "auto").await;
+    let (out, is_error) = client.bash(&other, "echo ran").await;
+    assert!(!is_error && out.contains("ran"), "{out}");
     drop(client);
     daemon.stop().await;
 }

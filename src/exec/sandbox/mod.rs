@@ -62,9 +62,9 @@ pub struct SandboxLauncher {
     empty: PathBuf,
     /// The placeholders of missing protected entries, by the sandboxes holding them.
     placeholders: std::sync::Mutex<Placeholders>,
-    /// Sockets no command may reach (the daemon's own): a command whose layout
-    /// would show one is refused.
-    guarded: Vec<PathBuf>,
+    /// The host's sockets, and where the ones no command may reach (the daemon's
+    /// own) can be reached: a command whose layout would show one is refused.
+    host: HostView,
     /// `core.hooksPath` of the user's global git config.
     global_hooks: Vec<PathBuf>,
 }
@@ -98,6 +98,58 @@ fn home() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
+}
+
+/// How long what [`HostView`] read of the host is used before it is read again.
+const HOST_VIEW_FRESH: Duration = Duration::from_secs(2);
+
+/// What the layout needs to know of the host beyond the roots: where its service
+/// sockets are and where the daemon's socket can be reached. Reading both costs a
+/// command about 0.23 ms (a walk of `/run`, a parse of mountinfo), so it is read at
+/// most every [`HOST_VIEW_FRESH`]. A socket or a bind mount newer than that can
+/// reach a command only past the other layers (the seccomp floor refuses new Unix
+/// sockets; the daemon refuses its own descendants), and never one of the
+/// daemon's: its socket exists before any command.
+struct HostView {
+    /// The sockets no command may reach (the daemon's own).
+    guarded: Vec<PathBuf>,
+    seen: std::sync::Mutex<Option<(std::time::Instant, std::sync::Arc<HostSnapshot>)>>,
+}
+
+/// One reading of the host.
+struct HostSnapshot {
+    /// The service sockets to mask ([`host_sockets`]).
+    sockets: Vec<PathBuf>,
+    /// Every path each guarded socket is reached at ([`socket_aliases`]).
+    guarded_at: Vec<PathBuf>,
+}
+
+impl HostView {
+    fn new(guarded: &[PathBuf]) -> Self {
+        Self {
+            guarded: guarded.to_vec(),
+            seen: Default::default(),
+        }
+    }
+
+    fn now(&self) -> std::sync::Arc<HostSnapshot> {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, snapshot)) = seen.as_ref()
+            && at.elapsed() < HOST_VIEW_FRESH
+        {
+            return snapshot.clone();
+        }
+        let snapshot = std::sync::Arc::new(HostSnapshot {
+            sockets: host_sockets(),
+            guarded_at: self
+                .guarded
+                .iter()
+                .flat_map(|s| socket_aliases(s))
+                .collect(),
+        });
+        *seen = Some((std::time::Instant::now(), snapshot.clone()));
+        snapshot
+    }
 }
 
 /// Where the host's service sockets live, each masked wherever it holds one:
@@ -243,9 +295,14 @@ fn empty_file(state_dir: &Path) -> Result<PathBuf, String> {
 /// other mount of the same file system that shows it (a bind mount of its
 /// directory elsewhere), read from `/proc/self/mountinfo`.
 pub fn socket_aliases(socket: &Path) -> Vec<PathBuf> {
-    let Ok(real) = socket.canonicalize() else {
-        return Vec::new();
-    };
+    // The socket may not exist yet (the executor starts before the daemon binds):
+    // its real place is then its directory's, or the path as written.
+    let real = socket.canonicalize().unwrap_or_else(|_| {
+        match (socket.parent().map(Path::canonicalize), socket.file_name()) {
+            (Some(Ok(dir)), Some(name)) => dir.join(name),
+            _ => socket.to_path_buf(),
+        }
+    });
     let mut aliases = vec![real.clone()];
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return aliases;
@@ -339,7 +396,7 @@ impl SandboxLauncher {
             pending: Default::default(),
             empty: empty_file(&config.state_dir())?,
             placeholders: Default::default(),
-            guarded: guarded.to_vec(),
+            host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
         })
     }
@@ -369,8 +426,9 @@ impl SandboxLauncher {
         ] {
             layout.push(mount);
         }
-        for path in host_sockets() {
-            layout.extend(mask(&path, &self.empty));
+        let host = self.host.now();
+        for path in &host.sockets {
+            layout.extend(mask(path, &self.empty));
         }
         if self.network {
             // The stub resolver's file, which /etc/resolv.conf often links to.
@@ -442,11 +500,8 @@ impl SandboxLauncher {
                 workdir.display()
             ));
         }
-        for socket in &self.guarded {
-            if let Some(alias) = socket_aliases(socket)
-                .into_iter()
-                .find(|a| layout.shows_host(a))
-            {
+        {
+            if let Some(alias) = host.guarded_at.iter().find(|a| layout.shows_host(a)) {
                 return Err(format!(
                     "the sandbox would show dsh's own socket at {} (a writable root or a \
                      bind mount reaches it), and a command must never reach its daemon",
