@@ -126,6 +126,41 @@ async fn e7_a_hook_cannot_drive_its_daemon() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_an_mcp_server_cannot_drive_its_daemon() {
+    let dir = visible_dir();
+    let script = script(dir.path());
+    let fifo = dir.path().join("mcp.fifo");
+    mkfifo(&fifo);
+    let daemon = SocketDaemon::start(dir.path(), "kind = \"local\"\n").await;
+    // A "server" that, instead of answering the handshake, connects to its daemon.
+    let server = dir.path().join("server.sh");
+    std::fs::write(
+        &server,
+        format!(
+            "#!/bin/sh\n{PYTHON} {} {} > {}\n",
+            script.display(),
+            daemon.socket.display(),
+            fifo.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let reading = tokio::spawn(read_fifo(fifo.clone()));
+    let mut client = daemon.connect().await;
+    let servers = serde_json::json!([{"name": "sly", "command": server, "args": [], "env": []}]);
+    let _ = client
+        .request(
+            "session/new",
+            serde_json::json!({"cwd": dir.path(), "mcpServers": servers}),
+        )
+        .await;
+    let seen = reading.await.unwrap();
+    assert!(seen.contains("-32001"), "the MCP server was served: {seen}");
+    drop(client);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e7_under_the_sandbox_the_socket_is_out_of_reach_by_path_runtime_dir_and_proc() {
     let dir = visible_dir();
     let script = script(dir.path());
