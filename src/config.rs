@@ -755,6 +755,11 @@ pub struct SshConfig {
     /// Remote directory where the helper binary is cached and keeps its state
     /// (spill files); a leading `~/` is the remote home. Made 0700.
     pub helper_dir: String,
+    /// Run each command inside the same bubblewrap sandbox on the remote host
+    /// (`[exec.sandbox]` applies there, with the session's roots mapped). Needs the
+    /// helper and bwrap 0.8.0+ on the host; without them commands are refused,
+    /// never run unsandboxed.
+    pub sandbox: bool,
 }
 
 impl Default for SshConfig {
@@ -771,6 +776,7 @@ impl Default for SshConfig {
             ssh: PathBuf::from("ssh"),
             helper: HelperMode::Auto,
             helper_dir: "~/.cache/dsh".into(),
+            sandbox: false,
         }
     }
 }
@@ -925,6 +931,13 @@ impl Config {
             }
         }
         e.sandbox.check().map_err(ConfigError::Invalid)?;
+        if e.kind == ExecutorKind::Ssh && e.ssh.sandbox && e.ssh.helper == HelperMode::Off {
+            return Err(ConfigError::Invalid(
+                "exec.ssh.sandbox = true needs the helper (exec.ssh.helper = \"auto\" or \
+                 \"required\"): only it can sandbox commands on the host"
+                    .into(),
+            ));
+        }
         if let Some(cwd) = &e.cwd
             && !cwd.is_absolute()
         {
@@ -1098,6 +1111,7 @@ mod tests {
         assert_eq!(cs.connect_timeout_ms, ds.connect_timeout_ms);
         assert_eq!((&cs.path_map, &cs.ssh), (&ds.path_map, &ds.ssh));
         assert_eq!((cs.helper, &cs.helper_dir), (ds.helper, &ds.helper_dir));
+        assert_eq!(cs.sandbox, ds.sandbox);
     }
 
     #[test]

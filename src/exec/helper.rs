@@ -63,6 +63,11 @@ pub struct Hello {
     pub finished_output_bytes: usize,
     pub kill_grace_ms: u64,
     pub drain_ms: u64,
+    /// `[exec.ssh] sandbox`: commands run in this sandbox on the host (its
+    /// `deny_read` `~/` is the host's home), and the helper refuses to start without
+    /// one that holds.
+    #[serde(default)]
+    pub sandbox: Option<crate::config::SandboxConfig>,
 }
 
 /// A command as the wire carries it: the workdir is already the remote path.
@@ -72,6 +77,9 @@ pub struct WireSpec {
     pub workdir: PathBuf,
     pub timeout_ms: u64,
     pub scope: Option<String>,
+    /// The session's writable roots as host paths (what a sandbox binds).
+    #[serde(default)]
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// `run` params: the local side's number for the run, for `cancel`.
@@ -312,7 +320,7 @@ struct Tracked {
 /// The helper's state, shared by its request handlers and its output pump.
 struct Helper {
     state_dir: PathBuf,
-    exec: OnceLock<Arc<LocalExecutor>>,
+    exec: OnceLock<Arc<dyn BashExecutor>>,
     hello: OnceLock<Hello>,
     peer: OnceLock<Peer>,
     /// Remote task id -> tracking. A tokio mutex held across `start`, so the pump
@@ -347,12 +355,12 @@ fn spec_of(w: WireSpec) -> ExecSpec {
         workdir: w.workdir,
         timeout_ms: w.timeout_ms,
         scope: w.scope,
-        writable_roots: Vec::new(),
+        writable_roots: w.writable_roots,
     }
 }
 
 impl Helper {
-    fn exec(&self) -> Result<Arc<LocalExecutor>, RpcError> {
+    fn exec(&self) -> Result<Arc<dyn BashExecutor>, RpcError> {
         self.exec
             .get()
             .cloned()
@@ -379,9 +387,28 @@ impl Helper {
             max_timeout_ms: u64::MAX,
             ..ExecConfig::default()
         };
-        let exec = LocalExecutor::with_env(&config, command_env(std::env::vars_os()))
-            .map_err(|e| RpcError::internal(format!("cannot start the executor: {e}")))?;
-        let exec = Arc::new(exec);
+        let exec: Arc<dyn BashExecutor> = match &hello.sandbox {
+            None => Arc::new(
+                LocalExecutor::with_env(&config, command_env(std::env::vars_os()))
+                    .map_err(|e| RpcError::internal(format!("cannot start the executor: {e}")))?,
+            ),
+            Some(sandbox) => {
+                let config = ExecConfig {
+                    sandbox: sandbox.clone(),
+                    ..config
+                };
+                Arc::new(
+                    super::SandboxExecutor::with_env(
+                        &config,
+                        &[],
+                        command_env(std::env::vars_os()),
+                    )
+                    .map_err(|e| {
+                        RpcError::internal(format!("cannot sandbox commands on this host: {e}"))
+                    })?,
+                )
+            }
+        };
         let completions = exec
             .take_completions()
             .ok_or_else(|| RpcError::internal("no completion stream"))?;
@@ -476,7 +503,7 @@ impl Helper {
 
     /// Sends what `id` printed since the last send; on its completion (`final`)
     /// everything, then `done`.
-    async fn forward(&self, exec: &LocalExecutor, peer: &Peer, id: &str, tracked: &mut Tracked) {
+    async fn forward(&self, exec: &dyn BashExecutor, peer: &Peer, id: &str, tracked: &mut Tracked) {
         let Some(read) = exec.read(id) else {
             return;
         };
@@ -544,7 +571,7 @@ impl Helper {
     /// task's last output, until the executor's completion stream ends (shutdown).
     async fn pump(
         self: Arc<Self>,
-        exec: Arc<LocalExecutor>,
+        exec: Arc<dyn BashExecutor>,
         mut completions: tokio::sync::mpsc::UnboundedReceiver<super::TaskInfo>,
         peer: Peer,
     ) {
@@ -562,7 +589,7 @@ impl Helper {
                     let mut tasks = self.tasks.lock().await;
                     let Some(mut tracked) = tasks.remove(&info.id) else { continue };
                     drop(tasks);
-                    self.forward(&exec, &peer, &info.id, &mut tracked).await;
+                    self.forward(exec.as_ref(), &peer, &info.id, &mut tracked).await;
                     let params = DoneParams { key: tracked.key, status: info.status.into() };
                     if let Ok(v) = serde_json::to_value(params) {
                         let _ = peer.notify_paced("done", v, Duration::from_secs(60)).await;
@@ -571,7 +598,7 @@ impl Helper {
                 _ = tick.tick(), if !idle => {
                     let mut tasks = self.tasks.lock().await;
                     for (id, tracked) in tasks.iter_mut() {
-                        self.forward(&exec, &peer, id, tracked).await;
+                        self.forward(exec.as_ref(), &peer, id, tracked).await;
                     }
                 }
             }

@@ -517,6 +517,7 @@ impl HelperClient {
                 finished_output_bytes: config.finished_output_bytes,
                 kill_grace_ms: config.kill_grace_ms,
                 drain_ms: config.drain_ms,
+                sandbox: config.ssh.sandbox.then(|| config.sandbox.clone()),
             },
             ids: TaskIds::new(&config.state_dir()),
             shared: Arc::new(Shared {
@@ -823,6 +824,11 @@ impl HelperClient {
             workdir: self.ssh.remote_path(&spec.workdir),
             timeout_ms: spec.timeout_ms,
             scope: spec.scope.clone(),
+            writable_roots: spec
+                .writable_roots
+                .iter()
+                .map(|root| self.ssh.remote_path(root))
+                .collect(),
         }
     }
 

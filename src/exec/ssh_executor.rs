@@ -30,6 +30,9 @@ enum Backend {
 /// from the same counter, so a task is one path's or the other's by its id.
 pub struct SshExecutor {
     mode: HelperMode,
+    /// `[exec.ssh] sandbox`: only the helper can sandbox, so nothing takes the
+    /// wrapper path (commands or servers).
+    sandbox: bool,
     ssh: SshLauncher,
     wrapper: WrapperExecutor,
     helper: HelperClient,
@@ -62,6 +65,7 @@ impl SshExecutor {
         let helper = HelperClient::new(config, ssh.clone(), helper_exe, tx.clone());
         Ok(Self {
             mode: config.ssh.helper,
+            sandbox: config.ssh.sandbox,
             ssh,
             wrapper,
             helper,
@@ -93,6 +97,13 @@ impl SshExecutor {
                     mode => match self.helper.connect_now().await {
                         Ok(_) => Ok(Backend::Helper),
                         Err(ConnectError::Unreachable(e)) => Err(e),
+                        Err(ConnectError::Unusable(why)) if self.sandbox => {
+                            let e = self.helper.unusable(ConnectError::Unusable(why));
+                            Err(ExecError::Remote(format!(
+                                "{e} ([exec.ssh] sandbox = true: only the helper sandboxes \
+                                 commands on the host, so none runs without it)"
+                            )))
+                        }
                         Err(ConnectError::Unusable(why)) if mode == HelperMode::Required => {
                             let e = self.helper.unusable(ConnectError::Unusable(why));
                             Err(ExecError::Remote(format!(
@@ -241,6 +252,13 @@ impl BashExecutor for SshExecutor {
         self.services.store(true, Ordering::SeqCst);
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ExecError::ShuttingDown);
+        }
+        if self.sandbox {
+            return Err(ExecError::Remote(
+                "servers run on the ssh wrapper path, which cannot sandbox them, and \
+                 [exec.ssh] sandbox = true: refused"
+                    .into(),
+            ));
         }
         self.wrapper.start_service(spec, env).await
     }

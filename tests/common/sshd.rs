@@ -198,6 +198,7 @@ impl Sshd {
             ssh: PathBuf::from("ssh"),
             helper: HelperMode::Off,
             helper_dir: shared_helper_dir(),
+            sandbox: false,
         }
     }
 }

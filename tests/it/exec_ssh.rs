@@ -683,3 +683,76 @@ fn mapped_config(state: &Path, sshd: &Sshd, remote: &Path, helper: HelperMode) -
     cfg.ssh.helper = helper;
     cfg
 }
+
+/// `[exec.ssh] sandbox = true` on the helper path (issue 27): E6 and the writable
+/// roots hold on the host, and a host where the sandbox cannot hold refuses every
+/// command with why, in `auto` mode too (never the unsandboxed wrapper path).
+fn sandboxed(
+    state: &Path,
+    sshd: &Sshd,
+    helper: HelperMode,
+    tweak: impl Fn(&mut ExecConfig),
+) -> SshExecutor {
+    let mut cfg = config(state, sshd);
+    cfg.ssh = sshd.helper_config();
+    cfg.ssh.helper = helper;
+    cfg.ssh.sandbox = true;
+    tweak(&mut cfg);
+    SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_the_helper_sandboxes_commands_on_the_host() {
+    let sshd = Sshd::start();
+    let state = tempfile::tempdir().unwrap();
+    let (root, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let exec = sandboxed(state.path(), &sshd, HelperMode::Required, |_| {});
+    let command = format!(
+        "grep -E '^(CapEff|Seccomp):' /proc/self/status; echo in > inside && echo wrote-inside; \
+         echo out > {}/f 2>/dev/null || echo outside-refused",
+        other.path().display()
+    );
+    let out = exec
+        .run(
+            exec.resolve(ExecRequest {
+                command,
+                workdir: Some(root.path().to_path_buf()),
+                writable_roots: vec![root.path().to_path_buf()],
+                ..ExecRequest::default()
+            }),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let text = out.stdout.text;
+    assert!(
+        text.contains("CapEff:\t0000000000000000") && text.contains("Seccomp:\t2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wrote-inside") && text.contains("outside-refused"),
+        "{text}"
+    );
+    assert!(root.path().join("inside").exists() && !other.path().join("f").exists());
+    exec.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_cannot_sandbox_refuses_commands_with_why_even_in_auto_mode() {
+    let sshd = Sshd::start();
+    let state = tempfile::tempdir().unwrap();
+    let exec = sandboxed(state.path(), &sshd, HelperMode::Auto, |cfg| {
+        cfg.sandbox.bwrap = PathBuf::from("/nonexistent/bwrap");
+    });
+    let err = exec
+        .run(
+            exec.resolve(req("touch ran", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bubblewrap"), "{err}");
+    assert!(!state.path().join("ran").exists());
+    exec.shutdown().await;
+}
