@@ -83,6 +83,21 @@ async fn both(
     (local_out, sandbox_out)
 }
 
+/// A sandbox executor and a root for its commands outside /tmp (with the state
+/// and root directories, which must outlive it).
+fn sandbox_in_a_root() -> (
+    tempfile::TempDir,
+    tempfile::TempDir,
+    PathBuf,
+    SandboxExecutor,
+) {
+    let state = tempfile::tempdir().unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    (state, dir, root, sandbox)
+}
+
 fn am_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -105,10 +120,7 @@ async fn e6_no_capability_and_no_new_privs_inside_as_root_or_not() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e6_a_remount_and_a_nested_user_namespace_are_refused() {
     // Not run locally: a remount that worked would change this machine.
-    let state = tempfile::tempdir().unwrap();
-    let root = visible_dir();
-    let root = root.path().canonicalize().unwrap();
-    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
     let out = run_in(
         &sandbox,
         "mount -o remount,bind,rw / && echo REMOUNTED; touch /usr/dsh-escape 2>/dev/null && echo WROTE; \
@@ -325,10 +337,7 @@ async fn e9_git_hooks_and_config_rc_files_and_editor_folders_stay_read_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_missing_protected_entries_are_held_while_a_command_runs_and_leave_nothing() {
-    let state = tempfile::tempdir().unwrap();
-    let root = visible_dir();
-    let root = root.path().canonicalize().unwrap();
-    let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
     let out = run_in(
         &sandbox,
         "mkdir -p .dsh 2>/dev/null; echo x > .dsh/config.toml 2>/dev/null || echo dsh=refused; \
