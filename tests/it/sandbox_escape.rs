@@ -431,3 +431,59 @@ async fn e6_e8_the_sandbox_holds_for_an_unprivileged_user_too() {
     let status = daemon.wait().await.unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Every default `deny_read` path, in a home of the test's (the daemon's `HOME`),
+/// read through the daemon: each is readable by a local daemon's command and by
+/// none of a sandboxed one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_each_default_deny_read_path_is_unreadable() {
+    let dir = visible_dir();
+    let home = dir.path().join("home");
+    let mut reads = Vec::new();
+    for (i, entry) in dsh::config::DEFAULT_DENY_READ.iter().enumerate() {
+        let path = home.join(entry.trim_start_matches("~/"));
+        // The credentials that are files; the rest are directories holding one.
+        let is_file = [".json", ".netrc", ".git-credentials", ".npmrc", ".pypirc"]
+            .iter()
+            .any(|end| entry.ends_with(end));
+        let file = if is_file {
+            path.clone()
+        } else {
+            path.join("secret")
+        };
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, format!("SECRET-{i}\n")).unwrap();
+        reads.push(format!("cat {} 2>/dev/null", file.display()));
+    }
+    let command = reads.join("; ");
+    for (kind, readable) in [("local", true), ("sandbox", false)] {
+        let sub = dir.path().join(kind);
+        // The socket in a runtime directory, which the sandbox masks.
+        let runtime = sub.join("run");
+        std::fs::create_dir_all(&runtime).unwrap();
+        let daemon = common::daemon::SocketDaemon::start_with(
+            &sub,
+            &format!("kind = \"{kind}\"\n"),
+            |cmd| {
+                cmd.env("HOME", &home).env("XDG_RUNTIME_DIR", &runtime);
+            },
+        )
+        .await;
+        let mut client = daemon.connect().await;
+        let ws = common::daemon::workspace(&sub, "ws");
+        let session = client.new_session(&ws).await;
+        client.set_mode(&session, "auto").await;
+        let (out, _) = client.bash(&session, &command).await;
+        for i in 0..dsh::config::DEFAULT_DENY_READ.len() {
+            let seen = out.contains(&format!("SECRET-{i}"));
+            assert_eq!(
+                seen,
+                readable,
+                "{kind}: {} in {out}",
+                dsh::config::DEFAULT_DENY_READ[i]
+            );
+        }
+        drop(client);
+        daemon.stop().await;
+    }
+}
