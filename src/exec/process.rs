@@ -132,6 +132,12 @@ pub trait Launcher: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The host process of `mark`, whose command line [`Launcher::command`] built,
+    /// could not be started: what the launcher set aside for it can go.
+    fn never_started(&self, mark: &str) {
+        let _ = mark;
+    }
+
     /// The last step of shutdown, once every command is gone.
     async fn close(&self) {}
 }
@@ -418,7 +424,10 @@ impl<L: Launcher> Inner<L> {
             stdin_pipe,
             inherit: inherited.iter().map(|fd| fd.as_raw_fd()).collect(),
         })
-        .map_err(|e| ExecError::Spawn(e.to_string()))
+        .map_err(|e| {
+            self.launcher.never_started(mark);
+            ExecError::Spawn(e.to_string())
+        })
     }
 
     /// Waits for the command to end by itself, by its timer or by `stop`, and

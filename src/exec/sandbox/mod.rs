@@ -729,6 +729,10 @@ impl Launcher for SandboxLauncher {
         Ok(cmd)
     }
 
+    fn never_started(&self, mark: &str) {
+        self.release(|m| m == mark);
+    }
+
     fn inherited(&self, mark: &str) -> Vec<std::os::fd::OwnedFd> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         pending.remove(mark).into_iter().collect()

@@ -34,7 +34,8 @@ const SKIPPED: &[&str] = &[
 ];
 
 /// Names protected wherever the walk finds them: dsh's project config, editor
-/// folders, git's own files outside `.git`, shell startup files.
+/// folders, git's own files outside `.git` (the global config in both its places,
+/// for a root that is a home directory), shell startup files.
 const PROTECTED_NAMES: &[&str] = &[
     ".dsh",
     ".vscode",
@@ -42,6 +43,7 @@ const PROTECTED_NAMES: &[&str] = &[
     ".idea",
     ".gitmodules",
     ".gitconfig",
+    ".config/git",
     ".bashrc",
     ".bash_profile",
     ".bash_login",
