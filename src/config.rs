@@ -584,8 +584,9 @@ pub struct SandboxConfig {
     /// Whether commands may create Unix sockets (E8 blocks them by default: a local
     /// socket is how a command reaches a host service the sandbox cannot see).
     pub allow_unix_sockets: bool,
-    /// Whether commands may write `.git/config` in a writable root (its hooks stay
-    /// read-only either way).
+    /// Whether commands may write `.git/config` in a writable root. Its hooks stay
+    /// read-only, but a writable config can name programs git runs (fsmonitor,
+    /// hooksPath, a pager, a credential helper): this gives up E9 for git.
     pub allow_git_config: bool,
 }
 

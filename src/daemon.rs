@@ -182,15 +182,20 @@ impl Daemon {
                             continue;
                         }
                     }
-                    // E7: nothing the daemon started (a command however detached, a
-                    // hook, an MCP server) may drive it (exec::lineage).
-                    if let Some(origin) = crate::exec::lineage::started_by(&stream, std::process::id()) {
-                        tracing::warn!(%origin, "refused a connection from a process dsh started");
-                        connections.spawn(refuse_started(stream, origin));
-                        continue;
-                    }
                     let service: Arc<dyn Service> = self.service.clone();
-                    connections.spawn(serve_accepted(stream, service, self.closing.clone()));
+                    let closing = self.closing.clone();
+                    connections.spawn(async move {
+                        // E7: nothing the daemon started (a command however detached, a
+                        // hook, an MCP server) may drive it (exec::lineage). Judged in the
+                        // connection's task: the walk reads /proc, off the accept loop.
+                        let me = std::process::id();
+                        if let Some(origin) = crate::exec::lineage::started_by(&stream, me) {
+                            tracing::warn!(%origin, "refused a connection from a process dsh started");
+                            refuse_started(stream, origin).await;
+                        } else {
+                            serve_accepted(stream, service, closing).await;
+                        }
+                    });
                 }
                 () = self.triggered() => break,
             }
@@ -277,7 +282,7 @@ async fn bind_socket(path: &Path) -> Result<UnixListener, String> {
 pub const REFUSED_STARTED_BY_DSH: i32 = -32001;
 
 /// A connection from a process the daemon started (E7): its first request (the
-/// first line, read for at most 10 s and 64 KiB) is answered with an error that
+/// first line, read for at most 2 s and 64 KiB) is answered with an error that
 /// says why, then the connection is closed. Nothing of it reaches the service.
 async fn refuse_started(stream: tokio::net::UnixStream, origin: crate::exec::lineage::Origin) {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -285,7 +290,7 @@ async fn refuse_started(stream: tokio::net::UnixStream, origin: crate::exec::lin
     let mut line = Vec::new();
     let mut reader = BufReader::new(reader.take(64 * 1024));
     let read = reader.read_until(b'\n', &mut line);
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), read).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), read).await;
     let id = serde_json::from_slice::<serde_json::Value>(&line)
         .ok()
         .and_then(|v| v.get("id").cloned())

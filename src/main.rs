@@ -555,7 +555,15 @@ async fn serve(at: Where, stdio: bool) -> Result<(), String> {
     init_logging(&config.exec.state_dir());
     // What a command leaves behind becomes the daemon's child: found without a
     // scan of /proc after every command (dsh::exec::children).
-    dsh::exec::children::adopt_orphans();
+    if !dsh::exec::children::adopt_orphans() {
+        // E7 (exec::lineage) knows a command's detached descendants only because
+        // they stay below the daemon: without that, refuse rather than hold less.
+        return Err(
+            "dsh serve must be the subreaper of what it runs (E7: a command must never drive \
+             its daemon), and this kernel refused it (see daemon.log)"
+                .into(),
+        );
+    }
     let source: dsh::acp::ConfigSource = {
         let at = at.clone();
         std::sync::Arc::new(move || at.config())

@@ -61,7 +61,12 @@ const MARKS: [&[u8]; 2] = [b"DSH_TASK_MARK=", b"DSH_REMOTE_MARK="];
 /// `None` when it is an outside client (an editor's `dsh acp`, a person's `dsh
 /// status`).
 pub fn started_by(socket: &impl AsRawFd, daemon: u32) -> Option<Origin> {
-    let pidfd = peer_pidfd(socket.as_raw_fd());
+    let pidfd = match peer_pidfd(socket.as_raw_fd()) {
+        Ok(pidfd) => pidfd,
+        // A kernel that has the option but could not pin the peer (it has exited,
+        // on 6.5-6.15): its pid may already be someone else's.
+        Err(_) => return Some(Origin::Unknown),
+    };
     let Some(pid) = peer_pid(socket.as_raw_fd()) else {
         return Some(Origin::Unknown);
     };
@@ -129,13 +134,15 @@ fn marked(pid: i32) -> bool {
 }
 
 fn is_exec_helper(pid: i32) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| helper_cmdline(&c))
+}
+
+fn helper_cmdline(cmdline: &[u8]) -> bool {
     let mut args = cmdline.split(|b| *b == 0);
     let program = args.next().unwrap_or_default();
-    let is_dsh = program.rsplit(|b| *b == b'/').next() == Some(b"dsh".as_slice())
-        || program.starts_with(b"dsh-");
+    let name = program.rsplit(|b| *b == b'/').next().unwrap_or_default();
+    // dsh itself, or the ssh executor's uploaded copy (`helper-<version>-<hash>`).
+    let is_dsh = name == b"dsh" || name.starts_with(b"dsh-") || name.starts_with(b"helper-");
     is_dsh && args.next() == Some(b"exec-helper".as_slice())
 }
 
@@ -157,8 +164,9 @@ fn peer_pid(fd: RawFd) -> Option<i32> {
 }
 
 /// `SO_PEERPIDFD` (not yet in the libc crate; 77 on the architectures dsh builds
-/// for). `None` on kernels before 6.5.
-fn peer_pidfd(fd: RawFd) -> Option<OwnedFd> {
+/// for). `Ok(None)` on kernels before 6.5, which do not know the option; any other
+/// failure is an error.
+fn peer_pidfd(fd: RawFd) -> Result<Option<OwnedFd>, std::io::Error> {
     const SO_PEERPIDFD: libc::c_int = 77;
     let mut pidfd: libc::c_int = -1;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -172,8 +180,15 @@ fn peer_pidfd(fd: RawFd) -> Option<OwnedFd> {
             &mut len,
         )
     };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOPROTOOPT) => Ok(None),
+            _ => Err(e),
+        };
+    }
     // SAFETY: the kernel just gave us this descriptor.
-    (rc == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })
+    Ok((pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) }))
 }
 
 /// Whether the process behind `pidfd` still runs (signal 0 checks without sending).
@@ -241,6 +256,28 @@ mod tests {
         // SAFETY: kill on our own child's process group.
         unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn the_helper_is_known_as_dsh_and_as_its_uploaded_copy() {
+        for (cmdline, helper) in [
+            (&b"/usr/bin/dsh\0exec-helper\0--state-dir\0/x\0"[..], true),
+            (
+                b"/home/u/.cache/dsh/helper-0.1.0-abcdef\0exec-helper\0",
+                true,
+            ),
+            (b"dsh\0exec-helper\0", true),
+            (b"/usr/bin/dsh\0serve\0", false),
+            (b"/usr/bin/python3\0exec-helper\0", false),
+            (b"", false),
+        ] {
+            assert_eq!(
+                helper_cmdline(cmdline),
+                helper,
+                "{:?}",
+                String::from_utf8_lossy(cmdline)
+            );
+        }
     }
 
     #[test]

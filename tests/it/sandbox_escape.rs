@@ -157,6 +157,10 @@ try:
 except OSError as e:
     out["pair_dgram"] = e.errno
 try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_RAW); out["pair_raw"] = 0
+except OSError as e:
+    out["pair_raw"] = e.errno
+try:
     socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM); out["pair_stream"] = 0
 except OSError as e:
     out["pair_stream"] = e.errno
@@ -188,12 +192,13 @@ async fn e8_the_seccomp_floor_refuses_what_reaches_past_the_walls() {
     };
     let (local, sandbox) = both(&command, |_| {}, |_| {}).await;
     // Locally the sockets and ptrace work: the probes can see a success.
-    for name in ["unix", "pair_dgram", "pair_stream", "ptrace"] {
+    for name in ["unix", "pair_dgram", "pair_raw", "pair_stream", "ptrace"] {
         assert_eq!(field(&local, name), 0, "{name} locally: {local}");
     }
     for name in [
         "unix",
         "pair_dgram",
+        "pair_raw",
         "vsock",
         "io_uring",
         "ptrace",

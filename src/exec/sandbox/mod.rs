@@ -715,7 +715,11 @@ impl Launcher for SandboxLauncher {
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
         let (args, program) = self
             .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark))
-            .map_err(ExecError::Sandbox)?;
+            .map_err(|why| {
+                // Refused after its placeholders were taken: nothing will end it.
+                self.release(|m| m == mark);
+                ExecError::Sandbox(why)
+            })?;
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())

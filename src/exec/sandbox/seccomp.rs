@@ -69,15 +69,18 @@ fn rules(floor: Floor) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
     let mut socketpair = vec![rule(vec![arg_eq(0, libc::AF_VSOCK as u64)?])?];
     if !floor.allow_unix_sockets {
         socket.push(rule(vec![arg_eq(0, libc::AF_UNIX as u64)?])?);
-        // The type's low bits, without SOCK_NONBLOCK / SOCK_CLOEXEC.
-        let datagram = SeccompCondition::new(
-            1,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(0xf),
-            libc::SOCK_DGRAM as u64,
-        )
-        .map_err(|e| e.to_string())?;
-        socketpair.push(rule(vec![arg_eq(0, libc::AF_UNIX as u64)?, datagram])?);
+        // The type's low bits, without SOCK_NONBLOCK / SOCK_CLOEXEC. SOCK_RAW is
+        // refused too: for a Unix pair the kernel makes it a datagram pair.
+        for kind in [libc::SOCK_DGRAM, libc::SOCK_RAW] {
+            let kind = SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(0xf),
+                kind as u64,
+            )
+            .map_err(|e| e.to_string())?;
+            socketpair.push(rule(vec![arg_eq(0, libc::AF_UNIX as u64)?, kind])?);
+        }
     }
     rules.insert(libc::SYS_socket, socket);
     rules.insert(libc::SYS_socketpair, socketpair);
@@ -193,7 +196,7 @@ mod tests {
         .unwrap();
         assert_eq!(strict[&libc::SYS_socket].len(), 2);
         assert_eq!(open[&libc::SYS_socket].len(), 1, "vsock stays denied");
-        assert_eq!(strict[&libc::SYS_socketpair].len(), 2);
+        assert_eq!(strict[&libc::SYS_socketpair].len(), 3, "vsock, dgram, raw");
         assert!(strict[&libc::SYS_ptrace].is_empty(), "always denied");
         assert!(
             program(Floor::default()).unwrap().len()
