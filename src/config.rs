@@ -605,6 +605,15 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     "~/.config/gh",
     "~/.npmrc",
     "~/.pypirc",
+    "~/.cargo/credentials.toml",
+    "~/.cargo/credentials",
+    "~/.gem/credentials",
+    "~/.m2/settings.xml",
+    "~/.pgpass",
+    "~/.vault-token",
+    "~/.terraform.d",
+    "~/.config/rclone",
+    "~/.local/share/keyrings",
 ];
 
 impl Default for SandboxConfig {

@@ -448,9 +448,20 @@ async fn e9_each_default_deny_read_path_is_unreadable() {
     for (i, entry) in dsh::config::DEFAULT_DENY_READ.iter().enumerate() {
         let path = home.join(entry.trim_start_matches("~/"));
         // The credentials that are files; the rest are directories holding one.
-        let is_file = [".json", ".netrc", ".git-credentials", ".npmrc", ".pypirc"]
-            .iter()
-            .any(|end| entry.ends_with(end));
+        let is_file = [
+            ".json",
+            ".netrc",
+            ".git-credentials",
+            ".npmrc",
+            ".pypirc",
+            ".toml",
+            "credentials",
+            ".xml",
+            ".pgpass",
+            ".vault-token",
+        ]
+        .iter()
+        .any(|end| entry.ends_with(end));
         let file = if is_file {
             path.clone()
         } else {
