@@ -340,6 +340,54 @@ async fn e9_git_hooks_and_config_rc_files_and_editor_folders_stay_read_only() {
     );
 }
 
+/// E9: a command can write `.git/commondir` (git needs `.git` writable, and a mount
+/// cannot hold a missing file), which would send git to a config and hooks the
+/// command made; once the command ends, the redirect is renamed away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_git_redirect_a_command_made_is_renamed_away_when_it_ends() {
+    let plant = "mkdir -p fake/hooks && cp -r .git/objects .git/refs fake/ \
+                 && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = echo evil\\n' \
+                 > fake/config && echo \"$PWD/fake\" > .git/commondir && echo planted";
+    // Locally it stays, and git follows it.
+    let local_root = visible_dir();
+    let local_root = local_root.path().canonicalize().unwrap();
+    project(&local_root);
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
+    let out = run_in(&local, plant, &local_root).await.unwrap();
+    assert!(out.contains("planted"), "{out}");
+    let fsmonitor = |root: &Path| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["config", "--get", "core.fsmonitor"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        fsmonitor(&local_root),
+        "echo evil",
+        "git follows the redirect"
+    );
+    local.shutdown().await;
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
+    project(&root);
+    let out = run_in(&sandbox, plant, &root).await.unwrap();
+    assert!(
+        out.contains("planted"),
+        "the write itself cannot be refused: {out}"
+    );
+    assert!(
+        !root.join(".git/commondir").exists(),
+        "the redirect outlived its command"
+    );
+    assert!(root.join(".git/commondir.dsh-refused").exists());
+    // The repository is the person's again: git reads its own config.
+    assert_eq!(fsmonitor(&root), "");
+    sandbox.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_missing_protected_entries_are_held_while_a_command_runs_and_leave_nothing() {
     let (_state, _dir, root, sandbox) = sandbox_in_a_root();

@@ -62,6 +62,8 @@ pub struct SandboxLauncher {
     empty: PathBuf,
     /// The placeholders of missing protected entries, by the sandboxes holding them.
     placeholders: std::sync::Mutex<Placeholders>,
+    /// The repositories whose git redirects are checked when a command ends.
+    redirects: std::sync::Mutex<Redirects>,
     /// The host's sockets, and where the ones no command may reach (the daemon's
     /// own) can be reached: a command whose layout would show one is refused.
     host: HostView,
@@ -396,6 +398,7 @@ impl SandboxLauncher {
             pending: Default::default(),
             empty: empty_file(&config.state_dir())?,
             placeholders: Default::default(),
+            redirects: Default::default(),
             host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
         })
@@ -456,16 +459,24 @@ impl SandboxLauncher {
             layout.push(Mount::HostWritable(real.clone()));
             writable.push(real);
         }
+        let mut repositories = Vec::new();
         for root in &writable {
             for guard in protect::in_root(root, self.allow_git_config, &self.global_hooks) {
                 layout.push(match guard {
                     Guard::ReadOnly(p) => Mount::HostReadOnly(p),
-                    Guard::Pinned(p) => Mount::HostWritable(p),
+                    Guard::Pinned(p) => {
+                        repositories.push(p.clone());
+                        Mount::HostWritable(p)
+                    }
                     Guard::EmptyDir(p) => Mount::EmptyDir(p),
                 });
             }
         }
         if let Some(mark) = mark {
+            self.redirects
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .watch(mark, &repositories);
             let home = home().and_then(|h| h.canonicalize().ok());
             let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
             for root in &writable {
@@ -774,8 +785,67 @@ impl SandboxLauncher {
     /// The sandboxes of the marks `ended` picks are gone: their placeholders are
     /// let go, and removed once no sandbox holds them.
     fn release(&self, ended: impl Fn(&str) -> bool) {
+        self.redirects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(&ended);
         let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
         held.release(ended);
+    }
+}
+
+/// The files that would send git elsewhere for its config and hooks, which a
+/// command can create in a repository's writable `.git` (a mount cannot hold a
+/// file that does not exist, and git refuses an empty one): `commondir` (the
+/// common directory, with its own `config` and `hooks`) and `config.worktree`.
+const REDIRECTS: [&str; 2] = ["commondir", "config.worktree"];
+
+/// The repositories each running command could plant a redirect in, with the
+/// redirects they already had. When the command's sandbox is gone, a redirect it
+/// made is renamed to `<name>.dsh-refused` (git no longer reads it) and logged: the
+/// check the layout cannot make beforehand. A redirect that was there before is the
+/// person's and is left alone (and guarded read-only by `protect`).
+#[derive(Debug, Default)]
+struct Redirects {
+    by_mark: std::collections::HashMap<String, Vec<(PathBuf, [bool; 2])>>,
+}
+
+impl Redirects {
+    fn watch(&mut self, mark: &str, gitdirs: &[PathBuf]) {
+        if gitdirs.is_empty() {
+            return;
+        }
+        let seen = gitdirs
+            .iter()
+            .map(|g| (g.clone(), REDIRECTS.map(|name| g.join(name).exists())))
+            .collect();
+        self.by_mark.insert(mark.to_string(), seen);
+    }
+
+    fn check(&mut self, ended: &impl Fn(&str) -> bool) {
+        let marks: Vec<String> = self.by_mark.keys().filter(|m| ended(m)).cloned().collect();
+        for mark in marks {
+            for (gitdir, before) in self.by_mark.remove(&mark).unwrap_or_default() {
+                for (name, existed) in REDIRECTS.iter().zip(before) {
+                    let path = gitdir.join(name);
+                    if existed || std::fs::symlink_metadata(&path).is_err() {
+                        continue;
+                    }
+                    let refused = gitdir.join(format!("{name}.dsh-refused"));
+                    match std::fs::rename(&path, &refused) {
+                        Ok(()) => tracing::warn!(
+                            path = %path.display(),
+                            "a sandboxed command made a git redirect; renamed to {}",
+                            refused.display()
+                        ),
+                        Err(e) => tracing::error!(
+                            path = %path.display(),
+                            "a sandboxed command made a git redirect that cannot be renamed: {e}"
+                        ),
+                    }
+                }
+            }
+        }
     }
 }
 
