@@ -104,6 +104,7 @@ pub fn in_root(root: &Path, allow_git_config: bool, global_hooks: &[PathBuf]) ->
         global_hooks,
         guards: Vec::new(),
         dirs_read: 0,
+        visited: Default::default(),
     };
     walk.dir(root, 0);
     walk.guards
@@ -135,6 +136,8 @@ struct Walk<'a> {
     global_hooks: &'a [PathBuf],
     guards: Vec<Guard>,
     dirs_read: usize,
+    /// Git directories already guarded (a commondir may lead back to one).
+    visited: std::collections::HashSet<PathBuf>,
 }
 
 impl Walk<'_> {
@@ -215,6 +218,19 @@ impl Walk<'_> {
         }
         for file in files {
             self.existing(&gitdir.join(file));
+        }
+        // A linked worktree's (or a redirected) git directory takes its config and
+        // hooks from the common one it names: that one is guarded too.
+        if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+            && let Some(line) = common.lines().next()
+        {
+            let common = gitdir.join(line.trim());
+            if let Ok(real) = common.canonicalize()
+                && real != gitdir
+                && self.visited.insert(real.clone())
+            {
+                self.gitdir(worktree, &real);
+            }
         }
         let own = std::fs::read_to_string(gitdir.join("config"))
             .ok()
@@ -353,6 +369,23 @@ mod tests {
             !guards
                 .iter()
                 .any(|g| format!("{g:?}").contains("node_modules")),
+            "{guards:?}"
+        );
+        // A common directory named by an existing commondir is guarded too.
+        std::fs::create_dir_all(root.join("shared/hooks")).unwrap();
+        std::fs::write(root.join("shared/config"), "").unwrap();
+        std::fs::write(
+            root.join(".git/worktrees/wt/commondir"),
+            "../../../shared\n",
+        )
+        .unwrap();
+        let guards = in_root(&root, false, &[]);
+        assert!(
+            guards.contains(&Guard::ReadOnly(root.join("shared/hooks"))),
+            "{guards:?}"
+        );
+        assert!(
+            guards.contains(&Guard::ReadOnly(root.join("shared/config"))),
             "{guards:?}"
         );
         let relaxed = in_root(&root, true, &[]);
