@@ -162,6 +162,12 @@ impl Walk<'_> {
             }
             _ => {}
         }
+        // A bare repository (the usual home of worktrees' common hooks): its hooks
+        // and config are guarded as a `.git`'s are, and it is pinned the same way.
+        if is_bare_repository(dir) {
+            self.repository(dir, dir);
+            return;
+        }
         if depth >= MAX_DEPTH {
             return;
         }
@@ -275,6 +281,12 @@ impl Walk<'_> {
     }
 }
 
+/// Whether `dir` is a git directory of its own (`HEAD`, `objects/`, `refs/`): a bare
+/// repository, or a git directory kept outside a work tree.
+fn is_bare_repository(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
+}
+
 /// The git directory a `.git` file points to (`gitdir: PATH`, relative to the file's
 /// directory).
 fn pointed_gitdir(file: &Path) -> Option<PathBuf> {
@@ -369,6 +381,23 @@ mod tests {
             !guards
                 .iter()
                 .any(|g| format!("{g:?}").contains("node_modules")),
+            "{guards:?}"
+        );
+        // A bare repository is found and guarded like a `.git`.
+        let bare = root.join("srv/project.git");
+        for sub in ["objects", "refs", "hooks"] {
+            std::fs::create_dir_all(bare.join(sub)).unwrap();
+        }
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(bare.join("config"), "[core]\n\tbare = true\n").unwrap();
+        let guards = in_root(&root, false, &[]);
+        assert!(guards.contains(&Guard::Pinned(bare.clone())), "{guards:?}");
+        assert!(
+            guards.contains(&Guard::ReadOnly(bare.join("hooks"))),
+            "{guards:?}"
+        );
+        assert!(
+            guards.contains(&Guard::ReadOnly(bare.join("config"))),
             "{guards:?}"
         );
         // A common directory named by an existing commondir is guarded too.
