@@ -52,35 +52,21 @@ async fn both(
     prepare: impl Fn(&Path),
 ) -> (String, String) {
     let state = tempfile::tempdir().unwrap();
-    let (local_root, sandbox_root) = (visible_dir(), visible_dir());
-    let (local_root, sandbox_root) = (
-        local_root.path().canonicalize().unwrap(),
-        sandbox_root.path().canonicalize().unwrap(),
-    );
-    prepare(&local_root);
-    prepare(&sandbox_root);
     let mut cfg = config(state.path(), ExecutorKind::Local);
     tweak(&mut cfg);
     let local = LocalExecutor::new(&cfg).unwrap();
-    let local_out = run_in(
-        &local,
-        &command.replace("ROOT", &local_root.display().to_string()),
-        &local_root,
-    )
-    .await
-    .unwrap();
     cfg.kind = ExecutorKind::Sandbox;
     let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
-    let sandbox_out = run_in(
-        &sandbox,
-        &command.replace("ROOT", &sandbox_root.display().to_string()),
-        &sandbox_root,
-    )
-    .await
-    .unwrap();
-    local.shutdown().await;
-    sandbox.shutdown().await;
-    (local_out, sandbox_out)
+    let mut outs = Vec::new();
+    for exec in [&local as &dyn BashExecutor, &sandbox] {
+        let dir = visible_dir();
+        let root = dir.path().canonicalize().unwrap();
+        prepare(&root);
+        outs.push(run_in(exec, command, &root).await.unwrap());
+        exec.shutdown().await;
+    }
+    let sandbox_out = outs.pop().unwrap();
+    (outs.pop().unwrap(), sandbox_out)
 }
 
 /// A sandbox executor and a root for its commands outside /tmp (with the state
