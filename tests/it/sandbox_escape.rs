@@ -133,27 +133,20 @@ libc.syscall.restype = ctypes.c_long
 def sc(nr, *args):
     ctypes.set_errno(0)
     return 0 if libc.syscall(nr, *args) >= 0 else ctypes.get_errno()
+def made(make):
+    try:
+        make().close()
+        return 0
+    except OSError as e:
+        return e.errno
+def pair(kind):
+    return made(lambda: socket.socketpair(socket.AF_UNIX, kind)[0])
 out = {}
-try:
-    socket.socket(socket.AF_UNIX); out["unix"] = 0
-except OSError as e:
-    out["unix"] = e.errno
-try:
-    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); out["pair_dgram"] = 0
-except OSError as e:
-    out["pair_dgram"] = e.errno
-try:
-    socket.socketpair(socket.AF_UNIX, socket.SOCK_RAW); out["pair_raw"] = 0
-except OSError as e:
-    out["pair_raw"] = e.errno
-try:
-    socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM); out["pair_stream"] = 0
-except OSError as e:
-    out["pair_stream"] = e.errno
-try:
-    socket.socket(40, socket.SOCK_STREAM); out["vsock"] = 0
-except OSError as e:
-    out["vsock"] = e.errno
+out["unix"] = made(lambda: socket.socket(socket.AF_UNIX))
+out["pair_dgram"] = pair(socket.SOCK_DGRAM)
+out["pair_raw"] = pair(socket.SOCK_RAW)
+out["pair_stream"] = pair(socket.SOCK_STREAM)
+out["vsock"] = made(lambda: socket.socket(40, socket.SOCK_STREAM))
 params = ctypes.create_string_buffer(120)
 out["io_uring"] = sc(425, 1, params)
 out["ptrace"] = sc(101, 0, 0, 0, 0)

@@ -39,9 +39,18 @@ fn script(dir: &Path) -> std::path::PathBuf {
 /// Waits for a FIFO's writer and returns what it wrote (the test waits for the
 /// event, not for time).
 async fn read_fifo(path: std::path::PathBuf) -> String {
-    tokio::task::spawn_blocking(move || std::fs::read_to_string(path).unwrap())
-        .await
-        .unwrap()
+    let fifo = path.clone();
+    let mut read = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo).unwrap());
+    // Bounded, so that an attempt that never ran fails the test instead of hanging it.
+    match tokio::time::timeout(std::time::Duration::from_secs(60), &mut read).await {
+        Ok(seen) => seen.unwrap(),
+        Err(_) => {
+            // Be the writer that never came, so the blocked reader ends too.
+            drop(std::fs::OpenOptions::new().write(true).open(&path));
+            let _ = read.await;
+            panic!("the attempt never reported: it did not run");
+        }
+    }
 }
 
 /// An executable `dir/name.sh` that tries the daemon at `socket` and writes what it

@@ -2,8 +2,8 @@
 //! applies in order (each hides what an earlier one put at or below its path).
 //!
 //! Being data, the layout answers questions before anything runs: whether a host
-//! path shows through (the daemon's socket must not, E7), whether a path is
-//! writable, and it renders its own `bwrap` arguments, so what is checked and what
+//! path shows through (the daemon's socket must not, E7; a workdir must), and it
+//! renders its own `bwrap` arguments, so what is checked and what
 //! runs cannot drift apart. Every path in it is absolute and, where it exists,
 //! canonical: bwrap follows symlinks in a destination, and a layout over the
 //! written path would answer for a place that is not the one mounted.
@@ -51,6 +51,7 @@ impl Mount {
         matches!(self, Mount::HostReadOnly(_) | Mount::HostWritable(_))
     }
 
+    #[cfg(test)]
     fn writable(&self) -> bool {
         matches!(self, Mount::HostWritable(_) | Mount::Scratch(_))
     }
@@ -85,11 +86,6 @@ impl Layout {
         self.mounts.push(mount);
     }
 
-    /// The mounts, in the order bwrap applies them.
-    pub fn mounts(&self) -> &[Mount] {
-        &self.mounts
-    }
-
     /// The mount that decides what is at `path`: the last one at or above it.
     fn covering(&self, path: &Path) -> Option<&Mount> {
         self.mounts
@@ -104,7 +100,9 @@ impl Layout {
         self.covering(path).is_some_and(Mount::shows_host)
     }
 
-    /// Whether a command may write at `path` (canonical).
+    /// Whether a command may write at `path` (canonical): what the tests hold the
+    /// mount order to.
+    #[cfg(test)]
     pub fn writable(&self, path: &Path) -> bool {
         self.covering(path).is_some_and(Mount::writable)
     }

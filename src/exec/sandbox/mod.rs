@@ -26,9 +26,9 @@ mod layout;
 mod protect;
 mod seccomp;
 
-pub use layout::{Layout, Mount};
-pub use protect::Guard;
-pub use seccomp::Floor;
+use layout::{Layout, Mount};
+use protect::Guard;
+use seccomp::Floor;
 
 use super::pidns;
 use super::process::{Launcher, ProcessExecutor, check_local_workdir};
@@ -60,6 +60,8 @@ pub struct SandboxLauncher {
     pending: std::sync::Mutex<std::collections::HashMap<String, std::os::fd::OwnedFd>>,
     /// What a masked file shows ([`empty_file`]).
     empty: PathBuf,
+    /// The daemon's home directory, its real path (rc files are held there).
+    home: Option<PathBuf>,
     /// The placeholders of missing protected entries, by the sandboxes holding them.
     placeholders: std::sync::Mutex<Placeholders>,
     /// The repositories whose git redirects are checked when a command ends.
@@ -296,7 +298,7 @@ fn empty_file(state_dir: &Path) -> Result<PathBuf, String> {
 /// Where a Unix socket can be reached by path on this host: its real path and every
 /// other mount of the same file system that shows it (a bind mount of its
 /// directory elsewhere), read from `/proc/self/mountinfo`.
-pub fn socket_aliases(socket: &Path) -> Vec<PathBuf> {
+fn socket_aliases(socket: &Path) -> Vec<PathBuf> {
     // The socket may not exist yet (the executor starts before the daemon binds):
     // its real place is then its directory's, or the path as written.
     let real = socket.canonicalize().unwrap_or_else(|_| {
@@ -397,6 +399,7 @@ impl SandboxLauncher {
             seccomp: sealed_program(&seccomp::bytes(floor)?)?,
             pending: Default::default(),
             empty: empty_file(&config.state_dir())?,
+            home: home.as_deref().and_then(|h| h.canonicalize().ok()),
             placeholders: Default::default(),
             redirects: Default::default(),
             host: HostView::new(guarded),
@@ -406,14 +409,9 @@ impl SandboxLauncher {
 
     /// The file system of a command in `workdir` that may write to `roots`, or why
     /// no sandbox for it can hold (see the module docs for the layers and
-    /// ARCHITECTURE.md for the order).
-    pub fn layout(&self, workdir: &Path, roots: &[PathBuf]) -> Result<Layout, String> {
-        self.layout_for(workdir, roots, None)
-    }
-
-    /// [`Self::layout`] for the command marked `mark`, which also holds the missing
-    /// protected entries of its roots with placeholders ([`Placeholders`]); `None`
-    /// (a probe, a check) makes none.
+    /// ARCHITECTURE.md for the order). For the command marked `mark` it also holds
+    /// the missing protected entries of its roots with placeholders
+    /// ([`Placeholders`]); `None` (the probe, a check) makes none.
     fn layout_for(
         &self,
         workdir: &Path,
@@ -477,10 +475,10 @@ impl SandboxLauncher {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .watch(mark, &repositories);
-            let home = home().and_then(|h| h.canonicalize().ok());
+            let home = self.home.as_deref();
             let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
             for root in &writable {
-                let at_home = home.as_deref() == Some(root.as_path());
+                let at_home = home == Some(root.as_path());
                 for (name, dir) in protect::held_if_missing(at_home) {
                     let path = root.join(name);
                     if path.symlink_metadata().is_ok() && !held.holds(&path) {
@@ -997,9 +995,9 @@ mod tests {
         let guarded = [socket.clone()];
         let launcher = SandboxLauncher::new(&config(false, vec![]), &guarded).unwrap();
         // Outside every root, the private /tmp hides it.
-        launcher.layout(Path::new("/"), &[]).unwrap();
+        launcher.layout_for(Path::new("/"), &[], None).unwrap();
         let err = launcher
-            .layout(&root, std::slice::from_ref(&root))
+            .layout_for(&root, std::slice::from_ref(&root), None)
             .unwrap_err();
         assert!(err.contains("dsh's own socket"), "{err}");
     }
