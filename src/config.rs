@@ -586,7 +586,8 @@ pub struct SandboxConfig {
     pub allow_unix_sockets: bool,
     /// Whether commands may write `.git/config` in a writable root. Its hooks stay
     /// read-only, but a writable config can name programs git runs (fsmonitor,
-    /// hooksPath, a pager, a credential helper): this gives up E9 for git.
+    /// hooksPath, a pager, a credential helper): this gives up E9 for git, and so
+    /// also lets a command create repositories (the tripwires leave a new `.git`).
     pub allow_git_config: bool,
 }
 

@@ -101,13 +101,15 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// After the host process exited by itself: ends what is left in its session,
     /// leaving processes that detached on purpose. `mark` is the command's marker.
-    async fn after_exit(&self, _mark: &str, sid: i32, grace: Duration) {
+    /// Returns what the command's output should end with (lines the launcher has to
+    /// tell about what the command left; a sandbox's tripwires).
+    async fn after_exit(&self, _mark: &str, sid: i32, grace: Duration) -> Vec<String> {
         // The common case, nothing left anywhere, is told by the daemon's own
         // children instead of a pass over /proc (`children`).
-        if !super::children::leftovers_possible() {
-            return;
+        if super::children::leftovers_possible() {
+            procs::terminate(Selector::Session(sid), grace).await;
         }
-        procs::terminate(Selector::Session(sid), grace).await;
+        Vec::new()
     }
 
     /// Ends everything whose marker starts with `prefix` (one scope, or all).
@@ -483,7 +485,9 @@ impl<L: Launcher> Inner<L> {
                 // What detached on purpose stays (and carries the marker, for kill,
                 // kill_scope and shutdown); the rest of the command goes.
                 if let Some(sid) = sid {
-                    self.launcher.after_exit(mark, sid, self.grace).await;
+                    for note in self.launcher.after_exit(mark, sid, self.grace).await {
+                        job.stderr.push(format!("dsh: {note}\n").as_bytes());
+                    }
                 }
                 Some(status)
             }
@@ -876,7 +880,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
                         // maybe not over there: the launcher ends it once it can.
                         let code = status.ok().and_then(|s| s.code());
                         let _ = inner.launcher.lost(code, &mark).await;
-                        inner.launcher.after_exit(&mark, sid, inner.grace).await;
+                        let _ = inner.launcher.after_exit(&mark, sid, inner.grace).await;
                     }
                     () = stop.cancelled() => {
                         inner.launcher.stop(&mark, Some(sid), inner.grace).await;

@@ -335,15 +335,6 @@ async fn e9_a_git_redirect_a_command_made_is_renamed_away_when_it_ends() {
     let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
     let out = run_in(&local, plant, &local_root).await.unwrap();
     assert!(out.contains("planted"), "{out}");
-    let fsmonitor = |root: &Path| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(["config", "--get", "core.fsmonitor"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
     assert_eq!(
         fsmonitor(&local_root),
         "echo evil",
@@ -364,6 +355,126 @@ async fn e9_a_git_redirect_a_command_made_is_renamed_away_when_it_ends() {
     assert!(root.join(".git/commondir.dsh-refused").exists());
     // The repository is the person's again: git reads its own config.
     assert_eq!(fsmonitor(&root), "");
+    sandbox.shutdown().await;
+}
+
+/// The host's `core.fsmonitor` for git run in `dir` (what a person's `git status`,
+/// or an editor's, would start).
+fn fsmonitor(dir: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["config", "--get", "core.fsmonitor"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// E9: a nested repository's directory holds the mounts that guard its `.git`, and a
+/// directory holding a mount point can be renamed: moving it aside and copying the
+/// `.git` back gives an unguarded one at the same path. Every directory between a
+/// root and a guard is pinned, so the rename itself is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_the_directories_leading_to_a_guarded_git_cannot_be_renamed_away() {
+    let attack = "mv vendor/lib vendor/lib2; mv vendor vendor2; \
+                  for d in vendor2/lib2 vendor/lib2 vendor2/lib; do \
+                    [ -d $d ] && mkdir -p vendor/lib && cp -a $d/.git vendor/lib/ 2>/dev/null; done; \
+                  echo hook > vendor/lib/.git/hooks/pre-commit && echo HOOKED";
+    let (local, sandbox) = both(attack, |_| {}, project).await;
+    assert!(
+        local.contains("HOOKED"),
+        "the attack works locally: {local}"
+    );
+    assert!(!sandbox.contains("HOOKED"), "{sandbox}");
+    assert!(sandbox.contains("Device or resource busy"), "{sandbox}");
+}
+
+/// E9: git takes the nearest `.git`, so a repository a command makes inside a project
+/// runs its own config (and hooks) for whoever uses git there next: an editor's
+/// `git status` starts its `core.fsmonitor`. When the command ends, a `.git` it made
+/// is renamed away and its output says so; `allow_git_config` allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_repository_a_command_made_is_renamed_away_when_it_ends() {
+    let plant = "git init -q sub && git -C sub config core.fsmonitor 'echo evil' && echo planted";
+    let local_root = visible_dir();
+    let local_root = local_root.path().canonicalize().unwrap();
+    project(&local_root);
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
+    let out = run_in(&local, plant, &local_root).await.unwrap();
+    assert!(out.contains("planted"), "{out}");
+    assert_eq!(
+        fsmonitor(&local_root.join("sub")),
+        "echo evil",
+        "locally git follows it"
+    );
+    local.shutdown().await;
+
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
+    project(&root);
+    let out = run_in(&sandbox, plant, &root).await.unwrap();
+    assert!(out.contains("planted"), "git works inside: {out}");
+    assert!(
+        out.contains(&format!(
+            "dsh: the sandbox renamed {}",
+            root.join("sub/.git").display()
+        )),
+        "the output says what was refused: {out}"
+    );
+    assert!(root.join("sub/.git.dsh-refused").is_dir());
+    assert_eq!(
+        fsmonitor(&root.join("sub")),
+        "",
+        "the project's own repository again"
+    );
+    // Repositories that were there stay; a second command that makes none is told nothing.
+    let out = run_in(&sandbox, "git -C vendor/lib status --short; echo ok", &root)
+        .await
+        .unwrap();
+    assert!(!out.contains("dsh:"), "{out}");
+    assert!(root.join("vendor/lib/.git").is_dir());
+    sandbox.shutdown().await;
+
+    let state = tempfile::tempdir().unwrap();
+    let mut cfg = config(state.path(), ExecutorKind::Sandbox);
+    cfg.sandbox.allow_git_config = true;
+    let relaxed = SandboxExecutor::new(&cfg, &[]).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    project(&root);
+    let out = run_in(&relaxed, plant, &root).await.unwrap();
+    assert!(out.contains("planted") && !out.contains("dsh:"), "{out}");
+    assert!(root.join("sub/.git").is_dir(), "allow_git_config allows it");
+    relaxed.shutdown().await;
+}
+
+/// E9: a protected name that is a symlink is guarded where it leads, but the link
+/// itself is no mount point: a command can replace it with a folder of its own
+/// (an editor's tasks run when the project opens). The link is put back when the
+/// command ends, and what replaced it renamed away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_protected_symlink_a_command_replaced_is_put_back_when_it_ends() {
+    let swap = "rm .vscode && mkdir .vscode && echo '{}' > .vscode/tasks.json && echo swapped";
+    let linked = |root: &Path| {
+        std::fs::create_dir(root.join("settings")).unwrap();
+        std::os::unix::fs::symlink("settings", root.join(".vscode")).unwrap();
+    };
+    let (local, _) = both(swap, |_| {}, linked).await;
+    assert!(local.contains("swapped"), "{local}");
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
+    linked(&root);
+    let out = run_in(&sandbox, swap, &root).await.unwrap();
+    assert!(
+        out.contains("swapped"),
+        "the link itself is no mount: {out}"
+    );
+    assert_eq!(
+        std::fs::read_link(root.join(".vscode")).unwrap(),
+        PathBuf::from("settings"),
+        "the link is back"
+    );
+    assert!(root.join(".vscode.dsh-refused/tasks.json").is_file());
+    assert!(out.contains("dsh: the sandbox renamed"), "{out}");
     sandbox.shutdown().await;
 }
 

@@ -25,10 +25,12 @@
 mod layout;
 mod protect;
 mod seccomp;
+mod tripwires;
 
 use layout::{Layout, Mount};
 use protect::Guard;
 use seccomp::Floor;
+use tripwires::{Tripwires, Watch};
 
 use super::pidns;
 use super::process::{Launcher, ProcessExecutor, check_local_workdir};
@@ -64,8 +66,8 @@ pub struct SandboxLauncher {
     home: Option<PathBuf>,
     /// The placeholders of missing protected entries, by the sandboxes holding them.
     placeholders: std::sync::Mutex<Placeholders>,
-    /// The repositories whose git redirects are checked when a command ends.
-    redirects: std::sync::Mutex<Redirects>,
+    /// What each running command's sandbox is checked for when it is gone.
+    tripwires: std::sync::Mutex<Tripwires>,
     /// The host's sockets, and where the ones no command may reach (the daemon's
     /// own) can be reached: a command whose layout would show one is refused.
     host: HostView,
@@ -285,13 +287,25 @@ fn sealed_program(bytes: &[u8]) -> Result<std::os::fd::OwnedFd, String> {
 fn empty_file(state_dir: &Path) -> Result<PathBuf, String> {
     crate::fsutil::ensure_private_dir(state_dir).map_err(|e| e.to_string())?;
     let path = state_dir.join("sandbox-empty");
-    let _ = std::fs::remove_file(&path);
+    // Made under a name of its own and renamed over the old one: whatever was there
+    // (something written since) is replaced whole, and two executors made at once
+    // (tests, the escalation pair) never find each other's half-made file.
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let fresh = state_dir.join(format!(
+        "sandbox-empty.{}.{}",
+        std::process::id(),
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     crate::fsutil::private_file()
         .write(true)
         .create_new(true)
-        .open(&path)
+        .open(&fresh)
         .and_then(|f| f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o444)))
-        .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
+        .and_then(|()| std::fs::rename(&fresh, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&fresh);
+            format!("cannot make {}: {e}", path.display())
+        })?;
     Ok(path)
 }
 
@@ -401,7 +415,7 @@ impl SandboxLauncher {
             empty: empty_file(&config.state_dir())?,
             home: home.as_deref().and_then(|h| h.canonicalize().ok()),
             placeholders: Default::default(),
-            redirects: Default::default(),
+            tripwires: Default::default(),
             host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
         })
@@ -457,24 +471,58 @@ impl SandboxLauncher {
             layout.push(Mount::HostWritable(real.clone()));
             writable.push(real);
         }
-        let mut repositories = Vec::new();
+        let mut watch = Watch::default();
+        let masked: Vec<PathBuf> = self
+            .deny_read
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
         for root in &writable {
-            for guard in protect::in_root(root, self.allow_git_config, &self.global_hooks) {
-                layout.push(match guard {
-                    Guard::ReadOnly(p) => Mount::HostReadOnly(p),
-                    Guard::Pinned(p) => {
-                        repositories.push(p.clone());
-                        Mount::HostWritable(p)
-                    }
-                    Guard::EmptyDir(p) => Mount::EmptyDir(p),
-                });
+            let found = protect::in_root(root, self.allow_git_config, &self.global_hooks);
+            if found.truncated {
+                tracing::warn!(
+                    root = %root.display(),
+                    "the sandbox's walk for repositories and protected names stopped at {} \
+                     directories: what lies beyond is not guarded",
+                    protect::MAX_DIRS
+                );
+            }
+            // Pins first, outermost first (a mount hides the ones made below it
+            // before): each `.git` and every directory between the root and a guard
+            // or a mask, so none can be renamed away with the guard inside it.
+            let mut pins = std::collections::BTreeSet::new();
+            for guard in &found.guards {
+                pins.extend(protect::between(root, guard.path()));
+                if let Guard::Pinned(git) = guard {
+                    pins.insert(git.clone());
+                    watch.gitdirs.push(git.clone());
+                }
+            }
+            for mask in masked.iter().filter(|m| m.starts_with(root)) {
+                pins.extend(protect::between(root, mask));
+            }
+            for pin in pins {
+                if pin.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                    layout.push(Mount::HostWritable(pin));
+                }
+            }
+            for guard in found.guards {
+                match guard {
+                    Guard::ReadOnly(p) => layout.push(Mount::HostReadOnly(p)),
+                    Guard::EmptyDir(p) => layout.push(Mount::EmptyDir(p)),
+                    Guard::Pinned(_) => {}
+                }
+            }
+            watch.links.extend(found.links);
+            if !self.allow_git_config {
+                watch.repositories.push((root.clone(), found.repositories));
             }
         }
         if let Some(mark) = mark {
-            self.redirects
+            self.tripwires
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .watch(mark, &repositories);
+                .set(mark, watch);
             let home = self.home.as_deref();
             let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
             for root in &writable {
@@ -726,7 +774,7 @@ impl Launcher for SandboxLauncher {
             .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark))
             .map_err(|why| {
                 // Refused after its placeholders were taken: nothing will end it.
-                self.release(|m| m == mark);
+                let _ = self.release(|m| m == mark);
                 ExecError::Sandbox(why)
             })?;
         self.pending
@@ -743,7 +791,7 @@ impl Launcher for SandboxLauncher {
     }
 
     fn never_started(&self, mark: &str) {
-        self.release(|m| m == mark);
+        let _ = self.release(|m| m == mark);
     }
 
     fn inherited(&self, mark: &str) -> Vec<std::os::fd::OwnedFd> {
@@ -757,93 +805,50 @@ impl Launcher for SandboxLauncher {
             sid,
         };
         pidns::terminate(selector, sid, grace).await;
-        self.release(|m| m == mark);
+        let _ = self.release(|m| m == mark);
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
         pidns::terminate(Selector::MarkPrefix(prefix.to_string()), None, grace).await;
-        self.release(|m| m.starts_with(prefix));
+        let _ = self.release(|m| m.starts_with(prefix));
     }
 
     /// When the command's namespace init exits, the kernel SIGKILLs what is left in
     /// the namespace, but those processes are reaped a moment later: a run returns
     /// only once they are gone, so nothing of a sandboxed command is seen after it
     /// (the contract test caught one in the process table about once in five runs).
-    async fn after_exit(&self, mark: &str, sid: i32, grace: Duration) {
+    async fn after_exit(&self, mark: &str, sid: i32, grace: Duration) -> Vec<String> {
         let selector = Selector::Task {
             mark: mark.to_string(),
             sid: Some(sid),
         };
         pidns::terminate(selector, Some(sid), grace).await;
-        self.release(|m| m == mark);
+        self.release(|m| m == mark)
     }
 }
 
 impl SandboxLauncher {
     /// The sandboxes of the marks `ended` picks are gone: their placeholders are
     /// let go, and removed once no sandbox holds them.
-    fn release(&self, ended: impl Fn(&str) -> bool) {
-        self.redirects
+    /// What their tripwires refused is returned, a line each, for the command's
+    /// output.
+    fn release(&self, ended: impl Fn(&str) -> bool) -> Vec<String> {
+        let watches = self
+            .tripwires
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .check(&ended);
+            .take(&ended);
+        let notes = watches
+            .into_iter()
+            .flat_map(|watch| {
+                watch.check(|root| {
+                    protect::in_root(root, self.allow_git_config, &self.global_hooks).repositories
+                })
+            })
+            .collect();
         let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
         held.release(ended);
-    }
-}
-
-/// The files that would send git elsewhere for its config and hooks, which a
-/// command can create in a repository's writable `.git` (a mount cannot hold a
-/// file that does not exist, and git refuses an empty one): `commondir` (the
-/// common directory, with its own `config` and `hooks`) and `config.worktree`.
-const REDIRECTS: [&str; 2] = ["commondir", "config.worktree"];
-
-/// The repositories each running command could plant a redirect in, with the
-/// redirects they already had. When the command's sandbox is gone, a redirect it
-/// made is renamed to `<name>.dsh-refused` (git no longer reads it) and logged: the
-/// check the layout cannot make beforehand. A redirect that was there before is the
-/// person's and is left alone (and guarded read-only by `protect`).
-#[derive(Debug, Default)]
-struct Redirects {
-    by_mark: std::collections::HashMap<String, Vec<(PathBuf, [bool; 2])>>,
-}
-
-impl Redirects {
-    fn watch(&mut self, mark: &str, gitdirs: &[PathBuf]) {
-        if gitdirs.is_empty() {
-            return;
-        }
-        let seen = gitdirs
-            .iter()
-            .map(|g| (g.clone(), REDIRECTS.map(|name| g.join(name).exists())))
-            .collect();
-        self.by_mark.insert(mark.to_string(), seen);
-    }
-
-    fn check(&mut self, ended: &impl Fn(&str) -> bool) {
-        let marks: Vec<String> = self.by_mark.keys().filter(|m| ended(m)).cloned().collect();
-        for mark in marks {
-            for (gitdir, before) in self.by_mark.remove(&mark).unwrap_or_default() {
-                for (name, existed) in REDIRECTS.iter().zip(before) {
-                    let path = gitdir.join(name);
-                    if existed || std::fs::symlink_metadata(&path).is_err() {
-                        continue;
-                    }
-                    let refused = gitdir.join(format!("{name}.dsh-refused"));
-                    match std::fs::rename(&path, &refused) {
-                        Ok(()) => tracing::warn!(
-                            path = %path.display(),
-                            "a sandboxed command made a git redirect; renamed to {}",
-                            refused.display()
-                        ),
-                        Err(e) => tracing::error!(
-                            path = %path.display(),
-                            "a sandboxed command made a git redirect that cannot be renamed: {e}"
-                        ),
-                    }
-                }
-            }
-        }
+        notes
     }
 }
 
@@ -983,6 +988,62 @@ mod tests {
         assert!(
             err.contains("symlink") && err.contains(&real.display().to_string()),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn e9_the_directories_between_a_root_and_its_guards_and_masks_are_pinned_first() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join("deps/lib/.git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join("conf")).unwrap();
+        std::fs::write(root.join("conf/token"), "secret").unwrap();
+        let mut config = config(false, vec![]);
+        config.sandbox.deny_read = vec![root.join("conf/token")];
+        let launcher = SandboxLauncher::new(&config, &[]).unwrap();
+        let args = joined(
+            &launcher
+                .layout_for(&root, std::slice::from_ref(&root), None)
+                .unwrap()
+                .args(),
+        );
+        let at = |needle: String| {
+            args.find(&needle)
+                .unwrap_or_else(|| panic!("{needle} missing from {args}"))
+        };
+        let r = root.display();
+        let pins = [
+            at(format!("--bind {r}/.git {r}/.git")),
+            at(format!("--bind {r}/conf {r}/conf")),
+            at(format!("--bind {r}/deps {r}/deps")),
+            at(format!("--bind {r}/deps/lib {r}/deps/lib")),
+            at(format!("--bind {r}/deps/lib/.git {r}/deps/lib/.git")),
+        ];
+        assert!(
+            pins.windows(2).all(|w| w[0] < w[1]),
+            "outermost first: {args}"
+        );
+        let guard = at(format!("--ro-bind {r}/deps/lib/.git/hooks"));
+        let mask = at(format!("{r}/conf/token"));
+        assert!(
+            pins[4] < guard && pins[1] < mask,
+            "pins before what they hold: {args}"
+        );
+        // A root whose only repository is its own gets no pin but its `.git`.
+        let plain = tempfile::tempdir().unwrap();
+        let plain = plain.path().canonicalize().unwrap();
+        std::fs::create_dir_all(plain.join(".git/hooks")).unwrap();
+        let args = joined(
+            &launcher
+                .layout_for(&plain, std::slice::from_ref(&plain), None)
+                .unwrap()
+                .args(),
+        );
+        assert_eq!(
+            args.matches("--bind ").count(),
+            2,
+            "the root and its .git: {args}"
         );
     }
 

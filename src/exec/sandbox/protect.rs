@@ -95,19 +95,65 @@ pub enum Guard {
     EmptyDir(PathBuf),
 }
 
-/// Everything to guard inside `root` (canonical), in an order the layout can apply
-/// (a `.git` pin before the read-only parts inside it).
-pub fn in_root(root: &Path, allow_git_config: bool, global_hooks: &[PathBuf]) -> Vec<Guard> {
+impl Guard {
+    /// The guarded path.
+    pub fn path(&self) -> &Path {
+        match self {
+            Guard::ReadOnly(p) | Guard::Pinned(p) | Guard::EmptyDir(p) => p,
+        }
+    }
+}
+
+/// What one walk of a root found: what the layout guards, and what the end of the
+/// command's sandbox checks again (a mount holds what exists; what a command
+/// creates or swaps is found afterwards, by the launcher's tripwires).
+#[derive(Debug, Default)]
+pub struct Found {
+    /// In an order the layout can apply (a `.git` pin before the read-only parts
+    /// inside it).
+    pub guards: Vec<Guard>,
+    /// Every `.git` entry (directory, pointer file or symlink) the walk saw: git
+    /// takes the nearest one for the directories below it, so one that was not
+    /// there before the command is one the command made.
+    pub repositories: Vec<PathBuf>,
+    /// Protected names that are symlinks, with what each pointed to: the mount holds
+    /// the target, and the link itself could be replaced by an entry the command
+    /// wrote.
+    pub links: Vec<(PathBuf, PathBuf)>,
+    /// Whether the walk stopped at [`MAX_DIRS`] before reading all it would have.
+    pub truncated: bool,
+}
+
+/// Everything to guard inside `root` (canonical).
+pub fn in_root(root: &Path, allow_git_config: bool, global_hooks: &[PathBuf]) -> Found {
     let mut walk = Walk {
         root,
         allow_git_config,
         global_hooks,
-        guards: Vec::new(),
+        found: Found::default(),
         dirs_read: 0,
         visited: Default::default(),
     };
     walk.dir(root, 0);
-    walk.guards
+    walk.found
+}
+
+/// The directories strictly between `root` and `path` (below the one, above the
+/// other), outermost first: a directory that holds a mount point can be renamed,
+/// taking the guard away from the path a person's git and editor will look at,
+/// unless it is a mount point itself.
+pub fn between(root: &Path, path: &Path) -> Vec<PathBuf> {
+    let Ok(rest) = path.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let parts: Vec<_> = rest.components().collect();
+    let mut at = root.to_path_buf();
+    let mut dirs = Vec::new();
+    for part in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(part);
+        dirs.push(at.clone());
+    }
+    dirs
 }
 
 /// `core.hooksPath` of the user's global git config files, as written (a relative
@@ -134,7 +180,7 @@ struct Walk<'a> {
     root: &'a Path,
     allow_git_config: bool,
     global_hooks: &'a [PathBuf],
-    guards: Vec<Guard>,
+    found: Found,
     dirs_read: usize,
     /// Git directories already guarded (a commondir may lead back to one).
     visited: std::collections::HashSet<PathBuf>,
@@ -143,24 +189,37 @@ struct Walk<'a> {
 impl Walk<'_> {
     fn dir(&mut self, dir: &Path, depth: usize) {
         if self.dirs_read >= MAX_DIRS {
+            self.found.truncated = true;
             return;
         }
         self.dirs_read += 1;
         for name in PROTECTED_NAMES {
-            self.existing(&dir.join(name));
+            let path = dir.join(name);
+            self.link(&path);
+            self.existing(&path);
         }
         let git = dir.join(".git");
-        match std::fs::symlink_metadata(&git) {
-            Ok(meta) if meta.is_dir() => self.repository(dir, &git),
-            Ok(meta) if meta.is_file() => {
+        if let Ok(meta) = std::fs::symlink_metadata(&git) {
+            self.found.repositories.push(git.clone());
+            if meta.is_symlink() {
+                // Guarded where it leads (when that is in the root), and the link
+                // watched: it could be pointed at a git directory the command made.
+                self.link(&git);
+                if let Ok(real) = git.canonicalize()
+                    && real.is_dir()
+                {
+                    self.repository(dir, &real);
+                }
+            } else if meta.is_dir() {
+                self.repository(dir, &git);
+            } else if meta.is_file() {
                 // A worktree's or submodule's pointer: pinned read-only, so it cannot
                 // be turned to a git directory the command made.
-                self.guards.push(Guard::ReadOnly(git.clone()));
+                self.found.guards.push(Guard::ReadOnly(git.clone()));
                 if let Some(gitdir) = pointed_gitdir(&git) {
                     self.gitdir(dir, &gitdir);
                 }
             }
-            _ => {}
         }
         // A bare repository (the usual home of worktrees' common hooks): its hooks
         // and config are guarded as a `.git`'s are, and it is pinned the same way.
@@ -192,12 +251,21 @@ impl Walk<'_> {
         if let Ok(real) = path.canonicalize()
             && real.starts_with(self.root)
         {
-            self.guards.push(Guard::ReadOnly(real));
+            self.found.guards.push(Guard::ReadOnly(real));
+        }
+    }
+
+    /// Notes a protected name that is a symlink, with its target as written.
+    fn link(&mut self, path: &Path) {
+        if let Ok(target) = std::fs::read_link(path) {
+            self.found.links.push((path.to_path_buf(), target));
         }
     }
 
     fn repository(&mut self, worktree: &Path, git: &Path) {
-        self.guards.push(Guard::Pinned(git.to_path_buf()));
+        if git.starts_with(self.root) {
+            self.found.guards.push(Guard::Pinned(git.to_path_buf()));
+        }
         self.gitdir(worktree, git);
     }
 
@@ -216,7 +284,7 @@ impl Walk<'_> {
         } else if !gitdir.join("commondir").exists() {
             // (A linked worktree's git directory takes its hooks from the common
             // one, which is guarded where it is.)
-            self.guards.push(Guard::EmptyDir(hooks));
+            self.found.guards.push(Guard::EmptyDir(hooks));
         }
         let mut files = vec!["commondir", "config.worktree"];
         if !self.allow_git_config {
@@ -248,7 +316,7 @@ impl Walk<'_> {
             } else if target.starts_with(self.root)
                 && !target.components().any(|c| c.as_os_str() == "..")
             {
-                self.guards.push(Guard::EmptyDir(target));
+                self.found.guards.push(Guard::EmptyDir(target));
             }
         }
         self.submodules(&gitdir.join("modules"), 0);
@@ -364,7 +432,7 @@ mod tests {
         std::fs::create_dir_all(root.join(".git/worktrees/wt")).unwrap();
         std::fs::write(root.join(".bashrc"), "").unwrap();
         std::fs::create_dir_all(root.join("node_modules/x/.git")).unwrap();
-        let guards = in_root(&root, false, &[]);
+        let guards = in_root(&root, false, &[]).guards;
         let has = |g: Guard| guards.contains(&g);
         assert!(has(Guard::Pinned(root.join(".git"))), "{guards:?}");
         assert!(has(Guard::ReadOnly(root.join(".git/hooks"))));
@@ -390,7 +458,7 @@ mod tests {
         }
         std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(bare.join("config"), "[core]\n\tbare = true\n").unwrap();
-        let guards = in_root(&root, false, &[]);
+        let guards = in_root(&root, false, &[]).guards;
         assert!(guards.contains(&Guard::Pinned(bare.clone())), "{guards:?}");
         assert!(
             guards.contains(&Guard::ReadOnly(bare.join("hooks"))),
@@ -408,7 +476,7 @@ mod tests {
             "../../../shared\n",
         )
         .unwrap();
-        let guards = in_root(&root, false, &[]);
+        let guards = in_root(&root, false, &[]).guards;
         assert!(
             guards.contains(&Guard::ReadOnly(root.join("shared/hooks"))),
             "{guards:?}"
@@ -417,7 +485,50 @@ mod tests {
             guards.contains(&Guard::ReadOnly(root.join("shared/config"))),
             "{guards:?}"
         );
-        let relaxed = in_root(&root, true, &[]);
+        let relaxed = in_root(&root, true, &[]).guards;
         assert!(!relaxed.contains(&Guard::ReadOnly(root.join(".git/config"))));
+    }
+
+    #[test]
+    fn the_directories_between_a_root_and_a_guarded_path_are_listed_outermost_first() {
+        let root = Path::new("/r");
+        assert_eq!(
+            between(root, Path::new("/r/a/b/.git")),
+            vec![PathBuf::from("/r/a"), PathBuf::from("/r/a/b")]
+        );
+        assert!(between(root, Path::new("/r/.git")).is_empty());
+        assert!(between(root, Path::new("/elsewhere/x")).is_empty());
+    }
+
+    #[test]
+    fn symlinked_protected_names_and_every_git_entry_are_reported_for_the_tripwires() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("real-git/hooks")).unwrap();
+        std::fs::create_dir_all(root.join("settings")).unwrap();
+        std::os::unix::fs::symlink("real-git", root.join(".git")).unwrap();
+        std::os::unix::fs::symlink("settings", root.join(".vscode")).unwrap();
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        let found = in_root(&root, false, &[]);
+        assert!(
+            found
+                .links
+                .contains(&(root.join(".git"), PathBuf::from("real-git")))
+        );
+        assert!(
+            found
+                .links
+                .contains(&(root.join(".vscode"), PathBuf::from("settings")))
+        );
+        assert!(found.repositories.contains(&root.join(".git")));
+        assert!(found.repositories.contains(&root.join("sub/.git")));
+        // A symlinked `.git` is guarded where it leads.
+        assert!(found.guards.contains(&Guard::Pinned(root.join("real-git"))));
+        assert!(
+            found
+                .guards
+                .contains(&Guard::ReadOnly(root.join("real-git/hooks")))
+        );
+        assert!(!found.truncated);
     }
 }
