@@ -589,6 +589,12 @@ pub struct SandboxConfig {
     /// hooksPath, a pager, a credential helper): this gives up E9 for git, and so
     /// also lets a command create repositories (the tripwires leave a new `.git`).
     pub allow_git_config: bool,
+    /// Whether the home directory (or a directory holding it) may be a writable
+    /// root. Off, a command there is refused: a home holds what runs at the next
+    /// login or shell (systemd user units, `~/.local/bin` ahead on PATH, autostart
+    /// entries, every tool's startup file), more than any list of protected names
+    /// can cover.
+    pub allow_home_root: bool,
 }
 
 /// The secrets a sandboxed command cannot read unless `[exec.sandbox] deny_read`
@@ -626,6 +632,7 @@ impl Default for SandboxConfig {
             deny_read: DEFAULT_DENY_READ.iter().map(PathBuf::from).collect(),
             allow_unix_sockets: false,
             allow_git_config: false,
+            allow_home_root: false,
         }
     }
 }
@@ -1109,8 +1116,18 @@ mod tests {
             (&ds.bwrap, ds.network, &ds.writable)
         );
         assert_eq!(
-            (&cs.deny_read, cs.allow_unix_sockets, cs.allow_git_config,),
-            (&ds.deny_read, ds.allow_unix_sockets, ds.allow_git_config,)
+            (
+                &cs.deny_read,
+                cs.allow_unix_sockets,
+                cs.allow_git_config,
+                cs.allow_home_root
+            ),
+            (
+                &ds.deny_read,
+                ds.allow_unix_sockets,
+                ds.allow_git_config,
+                ds.allow_home_root
+            )
         );
         let (cs, ds) = (&c.exec.ssh, &d.exec.ssh);
         assert_eq!((&cs.host, cs.port, &cs.user), (&ds.host, ds.port, &ds.user));

@@ -389,6 +389,40 @@ async fn e9_the_directories_leading_to_a_guarded_git_cannot_be_renamed_away() {
     assert!(sandbox.contains("Device or resource busy"), "{sandbox}");
 }
 
+/// E9: a repository's config may include another file (`[include] path`, a team's
+/// shared settings kept in the work tree); git reads `core.fsmonitor` from it as
+/// from the config. The included file is guarded like the config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_file_the_git_config_includes_is_as_read_only_as_the_config() {
+    let attack = "printf '[core]\\n\\tfsmonitor = echo evil\\n' >> team.gitconfig && echo written";
+    let shared = |root: &Path| {
+        project(root);
+        std::fs::write(root.join("team.gitconfig"), "[user]\n\tname = team\n").unwrap();
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["config", "include.path", "../team.gitconfig"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    let dir = visible_dir();
+    let local_root = dir.path().canonicalize().unwrap();
+    shared(&local_root);
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
+    let out = run_in(&local, attack, &local_root).await.unwrap();
+    assert!(out.contains("written"), "{out}");
+    assert_eq!(fsmonitor(&local_root), "echo evil", "locally git reads it");
+    local.shutdown().await;
+    let (_state, _dir, root, sandbox) = sandbox_in_a_root();
+    shared(&root);
+    let out = run_in(&sandbox, attack, &root).await.unwrap();
+    assert!(!out.contains("written"), "{out}");
+    assert_eq!(fsmonitor(&root), "");
+    sandbox.shutdown().await;
+}
+
 /// E9: git takes the nearest `.git`, so a repository a command makes inside a project
 /// runs its own config (and hooks) for whoever uses git there next: an editor's
 /// `git status` starts its `core.fsmonitor`. When the command ends, a `.git` it made

@@ -60,6 +60,8 @@ pub struct SandboxLauncher {
     /// Each started command's copy of the program's descriptor, from its command
     /// line until the engine takes it to hand to bwrap ([`Launcher::inherited`]).
     pending: std::sync::Mutex<std::collections::HashMap<String, std::os::fd::OwnedFd>>,
+    /// `[exec.sandbox] allow_home_root`.
+    allow_home_root: bool,
     /// What a masked file shows ([`empty_file`]).
     empty: PathBuf,
     /// The daemon's home directory, its real path (rc files are held there).
@@ -410,6 +412,7 @@ impl SandboxLauncher {
             writable: sandbox.writable.clone(),
             deny_read,
             allow_git_config: sandbox.allow_git_config,
+            allow_home_root: sandbox.allow_home_root,
             seccomp: sealed_program(&seccomp::bytes(floor)?)?,
             pending: Default::default(),
             empty: empty_file(&config.state_dir())?,
@@ -468,6 +471,18 @@ impl SandboxLauncher {
                     real.display()
                 ));
             }
+            if !self.allow_home_root
+                && let Some(home) = self.home.as_deref()
+                && home.starts_with(&real)
+            {
+                return Err(format!(
+                    "the writable root {} is your home directory or holds it: a command could \
+                     write what runs at your next login or shell (systemd user units, \
+                     ~/.local/bin, autostart entries, tools' startup files). Start the session \
+                     in a project directory, or set [exec.sandbox] allow_home_root = true",
+                    root.display()
+                ));
+            }
             layout.push(Mount::HostWritable(real.clone()));
             writable.push(real);
         }
@@ -478,7 +493,7 @@ impl SandboxLauncher {
             .filter_map(|p| p.canonicalize().ok())
             .collect();
         for root in &writable {
-            let found = protect::in_root(root, self.allow_git_config, &self.global_hooks);
+            let found = protect::in_root(root, self.walk_settings());
             if found.truncated {
                 tracing::warn!(
                     root = %root.display(),
@@ -828,6 +843,14 @@ impl Launcher for SandboxLauncher {
 }
 
 impl SandboxLauncher {
+    fn walk_settings(&self) -> protect::Settings<'_> {
+        protect::Settings {
+            allow_git_config: self.allow_git_config,
+            global_hooks: &self.global_hooks,
+            home: self.home.as_deref(),
+        }
+    }
+
     /// The sandboxes of the marks `ended` picks are gone: their placeholders are
     /// let go, and removed once no sandbox holds them.
     /// What their tripwires refused is returned, a line each, for the command's
@@ -841,9 +864,7 @@ impl SandboxLauncher {
         let notes = watches
             .into_iter()
             .flat_map(|watch| {
-                watch.check(|root| {
-                    protect::in_root(root, self.allow_git_config, &self.global_hooks).repositories
-                })
+                watch.check(|root| protect::in_root(root, self.walk_settings()).repositories)
             })
             .collect();
         let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
@@ -1045,6 +1066,30 @@ mod tests {
             2,
             "the root and its .git: {args}"
         );
+    }
+
+    #[test]
+    fn e9_the_home_directory_or_one_holding_it_is_no_writable_root_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let home = top.join("home");
+        std::fs::create_dir_all(home.join("project")).unwrap();
+        let mut launcher = SandboxLauncher::new(&config(false, vec![]), &[]).unwrap();
+        launcher.home = Some(home.clone());
+        for root in [&home, &top] {
+            let err = launcher
+                .layout_for(&home, std::slice::from_ref(root), None)
+                .unwrap_err();
+            assert!(err.contains("allow_home_root"), "{err}");
+        }
+        let project = home.join("project");
+        launcher
+            .layout_for(&project, std::slice::from_ref(&project), None)
+            .unwrap();
+        launcher.allow_home_root = true;
+        launcher
+            .layout_for(&home, std::slice::from_ref(&home), None)
+            .unwrap();
     }
 
     #[test]

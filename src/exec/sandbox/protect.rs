@@ -124,12 +124,24 @@ pub struct Found {
     pub truncated: bool,
 }
 
+/// What the walk needs besides the root: the daemon's settings and the user's.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    /// `[exec.sandbox] allow_git_config`.
+    pub allow_git_config: bool,
+    /// `core.hooksPath` of the user's global git config ([`global_hooks_paths`]).
+    pub global_hooks: &'a [PathBuf],
+    /// The home directory (an include's `~/`).
+    pub home: Option<&'a Path>,
+}
+
 /// Everything to guard inside `root` (canonical).
-pub fn in_root(root: &Path, allow_git_config: bool, global_hooks: &[PathBuf]) -> Found {
+pub fn in_root(root: &Path, settings: Settings<'_>) -> Found {
     let mut walk = Walk {
         root,
-        allow_git_config,
-        global_hooks,
+        allow_git_config: settings.allow_git_config,
+        global_hooks: settings.global_hooks,
+        home: settings.home,
         found: Found::default(),
         dirs_read: 0,
         visited: Default::default(),
@@ -180,6 +192,7 @@ struct Walk<'a> {
     root: &'a Path,
     allow_git_config: bool,
     global_hooks: &'a [PathBuf],
+    home: Option<&'a Path>,
     found: Found,
     dirs_read: usize,
     /// Git directories already guarded (a commondir may lead back to one).
@@ -306,9 +319,7 @@ impl Walk<'_> {
                 self.gitdir(worktree, &real);
             }
         }
-        let own = std::fs::read_to_string(gitdir.join("config"))
-            .ok()
-            .and_then(|text| hooks_path(&text));
+        let own = self.config_and_includes(&gitdir.join("config"));
         for target in own.iter().chain(self.global_hooks) {
             let target = worktree.join(target);
             if target.exists() {
@@ -320,6 +331,33 @@ impl Walk<'_> {
             }
         }
         self.submodules(&gitdir.join("modules"), 0);
+    }
+
+    /// A repository's config file and the files it includes (followed five deep),
+    /// each included file inside the root guarded as the config is: git reads a
+    /// `core.hooksPath` or a `core.fsmonitor` from it as from the config itself.
+    /// Returns every `core.hooksPath` they set (which one git takes depends on
+    /// the includes' conditions: each is guarded).
+    fn config_and_includes(&mut self, config: &Path) -> Vec<PathBuf> {
+        let mut hooks = Vec::new();
+        let mut files = vec![(config.to_path_buf(), 0)];
+        while let Some((file, depth)) = files.pop() {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            if depth > 0 && !self.allow_git_config {
+                self.existing(&file);
+            }
+            hooks.extend(hooks_path(&text));
+            if depth >= 5 {
+                continue;
+            }
+            let dir = file.parent().unwrap_or(Path::new("/"));
+            for include in include_paths(&text) {
+                files.push((dir.join(expand_home(&include, self.home)), depth + 1));
+            }
+        }
+        hooks
     }
 
     /// Submodules keep their git directories under the superproject's
@@ -364,28 +402,54 @@ fn pointed_gitdir(file: &Path) -> Option<PathBuf> {
 }
 
 /// `core.hooksPath` in a git config file's text (the last one wins, as in git).
-/// Sections are matched case-insensitively, keys too; quotes are removed.
 pub fn hooks_path(text: &str) -> Option<PathBuf> {
-    let mut in_core = false;
-    let mut found = None;
+    values(
+        text,
+        |section| section.eq_ignore_ascii_case("core"),
+        "hookspath",
+    )
+    .pop()
+    .map(PathBuf::from)
+}
+
+/// The files a git config file's text includes (`[include] path`, and
+/// `[includeIf "..."] path`, whatever the condition: each may apply), as written.
+fn include_paths(text: &str) -> Vec<PathBuf> {
+    let including = |section: &str| {
+        section.eq_ignore_ascii_case("include") || section.eq_ignore_ascii_case("includeif")
+    };
+    values(text, including, "path")
+        .into_iter()
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// The values of `key` in the sections `section` accepts, in order. Section names
+/// and keys are matched case-insensitively (a subsection, `[x "y"]`, is matched by
+/// its section); quotes and trailing comments are removed. Enough of git's grammar
+/// for the keys that name files: a value git would read differently is at worst
+/// guarded in vain.
+fn values(text: &str, section: impl Fn(&str) -> bool, key: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut found = Vec::new();
     for line in text.lines() {
         let line = line.trim();
-        if let Some(section) = line.strip_prefix('[') {
-            let name = section.split([']', ' ', '"']).next().unwrap_or_default();
-            in_core = name.eq_ignore_ascii_case("core");
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split([']', ' ', '"']).next().unwrap_or_default();
+            inside = section(name);
             continue;
         }
-        if !in_core {
+        if !inside {
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else {
+        let Some((k, value)) = line.split_once('=') else {
             continue;
         };
-        if key.trim().eq_ignore_ascii_case("hookspath") {
+        if k.trim().eq_ignore_ascii_case(key) {
             let value = value.split(['#', ';']).next().unwrap_or_default().trim();
             let value = value.trim_matches('"');
             if !value.is_empty() {
-                found = Some(PathBuf::from(value));
+                found.push(value.to_string());
             }
         }
     }
@@ -402,6 +466,14 @@ fn expand_home(path: &Path, home: Option<&Path>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn settings(allow_git_config: bool) -> Settings<'static> {
+        Settings {
+            allow_git_config,
+            global_hooks: &[],
+            home: None,
+        }
+    }
 
     #[test]
     fn hooks_path_is_read_from_the_core_section_only() {
@@ -432,7 +504,7 @@ mod tests {
         std::fs::create_dir_all(root.join(".git/worktrees/wt")).unwrap();
         std::fs::write(root.join(".bashrc"), "").unwrap();
         std::fs::create_dir_all(root.join("node_modules/x/.git")).unwrap();
-        let guards = in_root(&root, false, &[]).guards;
+        let guards = in_root(&root, settings(false)).guards;
         let has = |g: Guard| guards.contains(&g);
         assert!(has(Guard::Pinned(root.join(".git"))), "{guards:?}");
         assert!(has(Guard::ReadOnly(root.join(".git/hooks"))));
@@ -458,7 +530,7 @@ mod tests {
         }
         std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         std::fs::write(bare.join("config"), "[core]\n\tbare = true\n").unwrap();
-        let guards = in_root(&root, false, &[]).guards;
+        let guards = in_root(&root, settings(false)).guards;
         assert!(guards.contains(&Guard::Pinned(bare.clone())), "{guards:?}");
         assert!(
             guards.contains(&Guard::ReadOnly(bare.join("hooks"))),
@@ -476,7 +548,7 @@ mod tests {
             "../../../shared\n",
         )
         .unwrap();
-        let guards = in_root(&root, false, &[]).guards;
+        let guards = in_root(&root, settings(false)).guards;
         assert!(
             guards.contains(&Guard::ReadOnly(root.join("shared/hooks"))),
             "{guards:?}"
@@ -485,7 +557,7 @@ mod tests {
             guards.contains(&Guard::ReadOnly(root.join("shared/config"))),
             "{guards:?}"
         );
-        let relaxed = in_root(&root, true, &[]).guards;
+        let relaxed = in_root(&root, settings(true)).guards;
         assert!(!relaxed.contains(&Guard::ReadOnly(root.join(".git/config"))));
     }
 
@@ -509,7 +581,7 @@ mod tests {
         std::os::unix::fs::symlink("real-git", root.join(".git")).unwrap();
         std::os::unix::fs::symlink("settings", root.join(".vscode")).unwrap();
         std::fs::create_dir_all(root.join("sub/.git")).unwrap();
-        let found = in_root(&root, false, &[]);
+        let found = in_root(&root, settings(false));
         assert!(
             found
                 .links
@@ -530,5 +602,39 @@ mod tests {
                 .contains(&Guard::ReadOnly(root.join("real-git/hooks")))
         );
         assert!(!found.truncated);
+    }
+
+    #[test]
+    fn files_a_config_includes_are_guarded_and_their_hooks_path_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(
+            root.join(".git/config"),
+            "[include]\n\tpath = ../team.gitconfig\n[includeIf \"onbranch:main\"]\n\tpath = /nowhere\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("team.gitconfig"),
+            "[core]\n\thooksPath = .team-hooks\n[include]\n\tpath = more.gitconfig\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("more.gitconfig"), "").unwrap();
+        let guards = in_root(&root, settings(false)).guards;
+        for guarded in [
+            Guard::ReadOnly(root.join("team.gitconfig")),
+            Guard::ReadOnly(root.join("more.gitconfig")),
+            Guard::EmptyDir(root.join(".team-hooks")),
+        ] {
+            assert!(guards.contains(&guarded), "{guarded:?} in {guards:?}");
+        }
+        assert_eq!(
+            include_paths(
+                "[IncludeIf \"gitdir:~/w/\"]\n path = \"~/w.inc\" ; c\n[user]\npath = x\n"
+            ),
+            vec![PathBuf::from("~/w.inc")]
+        );
+        let relaxed = in_root(&root, settings(true)).guards;
+        assert!(!relaxed.contains(&Guard::ReadOnly(root.join("team.gitconfig"))));
     }
 }
