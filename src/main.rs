@@ -227,28 +227,34 @@ fn main() -> ExitCode {
         ),
         Command::Serve { at, stdio } => {
             limit_malloc_arenas();
-            runtime().and_then(|rt| {
-                let result = rt.block_on(serve(at, stdio));
-                // `serve` returns once the daemon has stopped and waited for all of its
-                // work; only the stdin reader of `--stdio` may still sit in a blocking
-                // read that only the editor can end, and it must not keep the process.
+            dsh::exec::lineage::untraceable()
+                .and_then(|()| runtime())
+                .and_then(|rt| {
+                    let result = rt.block_on(serve(at, stdio));
+                    // `serve` returns once the daemon has stopped and waited for all of its
+                    // work; only the stdin reader of `--stdio` may still sit in a blocking
+                    // read that only the editor can end, and it must not keep the process.
+                    rt.shutdown_background();
+                    result
+                })
+        }
+        Command::Acp { at } => dsh::exec::lineage::untraceable()
+            .and_then(|()| runtime())
+            .and_then(|rt| {
+                let result = rt.block_on(acp(at));
+                // The stdin reader sits in a blocking read that only the editor can end;
+                // do not wait for it once either side has closed.
                 rt.shutdown_background();
                 result
-            })
-        }
-        Command::Acp { at } => runtime().and_then(|rt| {
-            let result = rt.block_on(acp(at));
-            // The stdin reader sits in a blocking read that only the editor can end;
-            // do not wait for it once either side has closed.
-            rt.shutdown_background();
-            result
-        }),
-        Command::ExecHelper { state_dir } => runtime().and_then(|rt| {
-            let result = rt.block_on(dsh::exec::helper::serve_stdio(state_dir));
-            // The stdin reader may still sit in a blocking read: do not wait for it.
-            rt.shutdown_background();
-            result
-        }),
+            }),
+        Command::ExecHelper { state_dir } => dsh::exec::lineage::untraceable()
+            .and_then(|()| runtime())
+            .and_then(|rt| {
+                let result = rt.block_on(dsh::exec::helper::serve_stdio(state_dir));
+                // The stdin reader may still sit in a blocking read: do not wait for it.
+                rt.shutdown_background();
+                result
+            }),
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
         Command::Reload { at } => runtime().and_then(|rt| rt.block_on(reload(at))),

@@ -23,6 +23,20 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+/// Makes this process untraceable by processes of its own user
+/// (`PR_SET_DUMPABLE 0`). A command the local executor runs is of the daemon's
+/// user; without this it could attach to the daemon, to `dsh acp` or to the ssh
+/// helper with ptrace (where Yama does not forbid it, as on a kernel without Yama),
+/// read their memory or take their descriptors with `pidfd_getfd`, and so drive
+/// them without ever connecting to the socket this module guards. Only a process
+/// with `CAP_SYS_PTRACE` still can (root's commands, which hold the machine anyway).
+/// It also turns off core dumps of these processes, which would hold the same
+/// memory: a crash is reported by the log instead.
+pub fn untraceable() -> Result<(), String> {
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|e| format!("cannot make dsh untraceable (PR_SET_DUMPABLE): {e}"))
+}
+
 /// What tied a connecting process to this daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {

@@ -265,3 +265,88 @@ async fn e7_a_command_is_refused_when_its_root_would_show_the_daemons_socket() {
     drop(client);
     daemon.stop().await;
 }
+
+/// Attaches with ptrace to each pid named `label=pid` in argv, waits for the stop
+/// and detaches at once (the tracee runs on), printing `label attach=ERRNO` (0: it
+/// could be traced, so its memory and descriptors were the command's).
+const TRACE: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for arg in sys.argv[1:]:
+    label, pid = arg.split("=")
+    pid = int(pid)
+    ctypes.set_errno(0)
+    attached = libc.ptrace(16, pid, None, None) == 0
+    errno = ctypes.get_errno()
+    if attached:
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, None, None)
+    print(label, "attach=%d" % (0 if attached else errno))
+"#;
+
+/// E7 under the local executor: a command runs as the daemon's user, and where the
+/// kernel lets a process trace another of its user (no Yama, as here, or scope 0),
+/// it could attach to the daemon and drive it from inside, never touching the
+/// socket. The daemon is not dumpable, so the attach is refused; an ordinary
+/// process of the same user, traced by the same command, is the control. Run as
+/// `nobody` when the suite is root (root's commands hold `CAP_SYS_PTRACE`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e7_a_local_command_cannot_trace_its_daemon() {
+    const NOBODY: u32 = 65534;
+    let root = nix::unistd::geteuid().is_root();
+    let dir = visible_dir();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let trace = dir.path().join("trace.py");
+    std::fs::write(&trace, TRACE).unwrap();
+    if root {
+        for path in [dir.path(), ws.as_path()] {
+            nix::unistd::chown(path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+        }
+    }
+    let as_user = |cmd: &mut tokio::process::Command| {
+        if root {
+            cmd.uid(NOBODY).gid(NOBODY);
+        }
+    };
+    let mut control = tokio::process::Command::new("sleep");
+    control.arg("600").kill_on_drop(true);
+    as_user(&mut control);
+    let control = control.spawn().unwrap();
+    let config = common::daemon::write_config(dir.path(), "kind = \"local\"\n");
+    let mut cmd = common::dsh();
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(config)
+        .env("HOME", dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(dir.path());
+    as_user(&mut cmd);
+    let (mut daemon, mut client) = common::spawn_client(&mut cmd);
+    client.initialize().await;
+    let session = client.new_session(&ws).await;
+    client.set_mode(&session, "auto").await;
+    let (out, _) = client
+        .bash(
+            &session,
+            &format!(
+                "{PYTHON} {} control={} daemon={}",
+                trace.display(),
+                control.id().unwrap(),
+                daemon.id().unwrap()
+            ),
+        )
+        .await;
+    let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").unwrap_or_default();
+    if matches!(yama.trim(), "" | "0") {
+        assert!(
+            out.contains("control attach=0"),
+            "the attack works on a traceable process: {out}"
+        );
+    }
+    assert!(out.contains("daemon attach=1\n"), "EPERM: {out}");
+    drop(client);
+    let status = daemon.wait().await.unwrap();
+    assert!(status.success(), "{status}");
+}
