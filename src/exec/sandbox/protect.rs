@@ -200,60 +200,100 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
+    /// One directory of the walk, read once: its entries name the protected paths,
+    /// the `.git` and the subdirectories (a stat per protected name per directory
+    /// made the walk of a large tree cost a command tens of milliseconds).
     fn dir(&mut self, dir: &Path, depth: usize) {
         if self.dirs_read >= MAX_DIRS {
             self.found.truncated = true;
             return;
         }
         self.dirs_read += 1;
-        for name in PROTECTED_NAMES {
-            let path = dir.join(name);
-            self.link(&path);
-            self.existing(&path);
-        }
-        let git = dir.join(".git");
-        if let Ok(meta) = std::fs::symlink_metadata(&git) {
-            self.found.repositories.push(git.clone());
-            if meta.is_symlink() {
-                // Guarded where it leads (when that is in the root), and the link
-                // watched: it could be pointed at a git directory the command made.
-                self.link(&git);
-                if let Ok(real) = git.canonicalize()
-                    && real.is_dir()
-                {
-                    self.repository(dir, &real);
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut subdirs = Vec::new();
+        let mut bare = [false; 3];
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            let path = entry.path();
+            if name == ".git" {
+                self.git_entry(dir, &path, kind);
+                continue;
+            }
+            for protected in PROTECTED_NAMES {
+                match protected.split_once('/') {
+                    None if name == *protected => self.protected(&path, kind.is_symlink()),
+                    // A name below a directory (`.config/git`): looked up when the
+                    // directory is there.
+                    Some((first, _)) if name == first => {
+                        let nested = dir.join(protected);
+                        if let Ok(meta) = nested.symlink_metadata() {
+                            self.protected(&nested, meta.is_symlink());
+                        }
+                    }
+                    _ => {}
                 }
-            } else if meta.is_dir() {
-                self.repository(dir, &git);
-            } else if meta.is_file() {
-                // A worktree's or submodule's pointer: pinned read-only, so it cannot
-                // be turned to a git directory the command made.
-                self.found.guards.push(Guard::ReadOnly(git.clone()));
-                if let Some(gitdir) = pointed_gitdir(&git) {
-                    self.gitdir(dir, &gitdir);
-                }
+            }
+            match name.to_str() {
+                Some("HEAD") => bare[0] = kind.is_file(),
+                Some("objects") => bare[1] = kind.is_dir(),
+                Some("refs") => bare[2] = kind.is_dir(),
+                _ => {}
+            }
+            // Symlinks are not followed: what they lead to is guarded where it is.
+            if kind.is_dir() && !SKIPPED.iter().any(|s| name == *s) {
+                subdirs.push(path);
             }
         }
         // A bare repository (the usual home of worktrees' common hooks): its hooks
         // and config are guarded as a `.git`'s are, and it is pinned the same way.
-        if is_bare_repository(dir) {
+        if bare == [true; 3] {
             self.repository(dir, dir);
             return;
         }
         if depth >= MAX_DEPTH {
             return;
         }
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if name == ".git" || SKIPPED.iter().any(|s| name == *s) {
-                continue;
+        for sub in subdirs {
+            self.dir(&sub, depth + 1);
+        }
+    }
+
+    /// A protected name found in a directory of the walk (whose path is real: the
+    /// walk starts at a canonical root and follows no symlink).
+    fn protected(&mut self, path: &Path, symlink: bool) {
+        if symlink {
+            self.link(path);
+            self.existing(path);
+        } else {
+            self.found.guards.push(Guard::ReadOnly(path.to_path_buf()));
+        }
+    }
+
+    /// A directory's `.git`: a git directory, a pointer file or a symlink.
+    fn git_entry(&mut self, dir: &Path, git: &Path, kind: std::fs::FileType) {
+        self.found.repositories.push(git.to_path_buf());
+        if kind.is_symlink() {
+            // Guarded where it leads (when that is in the root), and the link
+            // watched: it could be pointed at a git directory the command made.
+            self.link(git);
+            if let Ok(real) = git.canonicalize()
+                && real.is_dir()
+            {
+                self.repository(dir, &real);
             }
-            // Symlinks are not followed: what they lead to is guarded where it is.
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                self.dir(&entry.path(), depth + 1);
+        } else if kind.is_dir() {
+            self.repository(dir, git);
+        } else if kind.is_file() {
+            // A worktree's or submodule's pointer: pinned read-only, so it cannot
+            // be turned to a git directory the command made.
+            self.found.guards.push(Guard::ReadOnly(git.to_path_buf()));
+            if let Some(gitdir) = pointed_gitdir(git) {
+                self.gitdir(dir, &gitdir);
             }
         }
     }
@@ -385,12 +425,6 @@ impl Walk<'_> {
             }
         }
     }
-}
-
-/// Whether `dir` is a git directory of its own (`HEAD`, `objects/`, `refs/`): a bare
-/// repository, or a git directory kept outside a work tree.
-fn is_bare_repository(dir: &Path) -> bool {
-    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
 }
 
 /// The git directory a `.git` file points to (`gitdir: PATH`, relative to the file's
