@@ -87,7 +87,9 @@ pub enum Admission {
 /// waterfall), so the proxy stays below hooks and tools. One gate serves one
 /// command: it carries that command's context (session, task, command line),
 /// which is why `admit` takes only the request. It may take long (a person may
-/// be asked); the client waits, and the proxy's cancellation drops the wait.
+/// be asked); the client waits. The future is dropped unanswered when the
+/// client goes away or the proxy stops, so an implementation must not rely on
+/// running to the end (withdraw the question on drop).
 #[async_trait::async_trait]
 pub trait ConnectionGate: Send + Sync {
     async fn admit(&self, request: &ConnectRequest) -> Admission;

@@ -213,6 +213,17 @@ async fn serve_client(stream: UnixStream, conn: Arc<Conn>) {
     }
 }
 
+/// Resolves when the client has closed its end without sending more: a
+/// question asked for it can be withdrawn. Bytes it sends early (a TLS hello)
+/// are left where they are for the tunnel, and the watch stops there: reading
+/// them would mean holding them.
+pub(super) async fn hung_up(stream: &UnixStream) {
+    match first_byte(stream).await {
+        Ok(None) | Err(_) => {}
+        Ok(Some(_)) => std::future::pending().await,
+    }
+}
+
 /// The first byte, peeked (MSG_PEEK), so each protocol reads its whole
 /// message itself; `None` when the client closed without sending anything.
 async fn first_byte(stream: &UnixStream) -> std::io::Result<Option<u8>> {

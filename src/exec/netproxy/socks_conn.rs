@@ -2,7 +2,7 @@
 //! tunnel. The bytes are read here and parsed by the pure functions of
 //! `socks.rs`.
 
-use super::server::{Conn, tunnel};
+use super::server::{Conn, hung_up, tunnel};
 use super::socks::{self, Greeting, NO_ACCEPTABLE_METHOD, Parsed, Reply, SocksError};
 use super::{ConnectRequest, Destination, Scheme};
 use std::sync::Arc;
@@ -44,7 +44,13 @@ pub(super) async fn serve(mut stream: UnixStream, conn: Arc<Conn>) {
         destination,
         scheme: Scheme::Socks,
     };
-    let mut upstream = match conn.shared.open(&request).await {
+    // The gate may ask a person; if the client gives up meanwhile, so does the
+    // question.
+    let opened = tokio::select! {
+        opened = conn.shared.open(&request) => opened,
+        () = hung_up(&stream) => return,
+    };
+    let mut upstream = match opened {
         Ok(upstream) => upstream,
         Err(refused) => {
             let _ = stream.write_all(&refused.socks_reply().encode()).await;

@@ -9,6 +9,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -58,13 +59,39 @@ impl ConnectionGate for ListGate {
 }
 
 /// Never answers, like a person who has not looked yet.
-struct SilentGate;
+/// Never answers, like a person who has not looked yet; counts the questions
+/// it was asked and the ones dropped unanswered (withdrawn).
+#[derive(Default)]
+struct SilentGate {
+    asked: AtomicUsize,
+    withdrawn: Arc<AtomicUsize>,
+}
+
+struct Withdrawn(Arc<AtomicUsize>);
+
+impl Drop for Withdrawn {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 #[async_trait::async_trait]
 impl ConnectionGate for SilentGate {
     async fn admit(&self, _: &ConnectRequest) -> Admission {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let _withdrawn = Withdrawn(self.withdrawn.clone());
         std::future::pending().await
     }
+}
+
+/// Waits (bounded) until `count` reaches `want`.
+async fn until(count: impl Fn() -> usize, want: usize) {
+    let reached = tokio::time::timeout(WAIT, async {
+        while count() != want {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    reached.await.expect("the count was reached");
 }
 
 struct TestResolver;
@@ -362,13 +389,7 @@ async fn a_client_that_sends_nothing_is_dropped() {
         .await
         .unwrap();
     expect_closed(&mut http).await;
-    tokio::time::timeout(WAIT, async {
-        while proxy.server.open_connections().get() > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("every connection uncounted");
+    until(|| proxy.server.open_connections().get(), 0).await;
 }
 
 #[tokio::test]
@@ -577,7 +598,7 @@ async fn cancelling_closes_the_listener_and_every_tunnel() {
 
 #[tokio::test]
 async fn a_pending_question_waits_and_cancellation_ends_it() {
-    let proxy = Proxy::start(Arc::new(SilentGate));
+    let proxy = Proxy::start(Arc::new(SilentGate::default()));
     let mut stream = proxy.client().await;
     stream
         .write_all(b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n")
@@ -635,4 +656,26 @@ async fn throughput_through_a_tunnel() {
     assert_eq!((direct_bytes, proxied_bytes), (TOTAL as u64, TOTAL as u64));
     let ratio = proxied_time.as_secs_f64() / direct_time.as_secs_f64();
     println!("direct {direct_time:?}, through the proxy {proxied_time:?}, ratio {ratio:.2}");
+}
+
+#[tokio::test]
+async fn a_question_whose_client_left_is_withdrawn() {
+    let gate = Arc::new(SilentGate::default());
+    let proxy = Proxy::start(gate.clone());
+    let mut socks = socks_handshake(&proxy).await;
+    socks
+        .write_all(&socks_connect_domain("echo.test", 80))
+        .await
+        .unwrap();
+    until(|| gate.asked.load(Ordering::SeqCst), 1).await;
+    drop(socks);
+    until(|| gate.withdrawn.load(Ordering::SeqCst), 1).await;
+    let mut http = proxy.client().await;
+    http.write_all(b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    until(|| gate.asked.load(Ordering::SeqCst), 2).await;
+    drop(http);
+    until(|| gate.withdrawn.load(Ordering::SeqCst), 2).await;
+    until(|| proxy.server.open_connections().get(), 0).await;
 }
