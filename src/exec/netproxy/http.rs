@@ -117,7 +117,10 @@ async fn connect(request: Request<Incoming>, conn: Arc<Conn>) -> Result<Response
 /// different host with every request and each is judged.
 async fn forward(request: Request<Incoming>, conn: Arc<Conn>) -> Result<Response<Body>, Failure> {
     let destination = forward_destination(&request)?;
-    let upstream = open(&conn, destination.clone(), Scheme::Http).await?;
+    // Everything that can be wrong with the request is found before anyone is
+    // asked about it.
+    let request = to_origin_form(request, &destination)?;
+    let upstream = open(&conn, destination, Scheme::Http).await?;
     let (mut sender, origin) = hyper::client::conn::http1::handshake(TokioIo::new(upstream))
         .await
         .map_err(Failure::Origin)?;
@@ -126,7 +129,6 @@ async fn forward(request: Request<Incoming>, conn: Arc<Conn>) -> Result<Response
             tracing::debug!(error = %e, "network proxy: origin connection ended");
         }
     });
-    let request = to_origin_form(request, &destination)?;
     let mut response = sender
         .send_request(request)
         .await
