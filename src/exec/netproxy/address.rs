@@ -96,14 +96,6 @@ impl Host {
         check_labels(&name)?;
         Ok(Host::Name(HostName(name)))
     }
-
-    /// The address itself when the host is one, so no resolver is asked.
-    pub fn ip(&self) -> Option<IpAddr> {
-        match self {
-            Host::Ip(ip) => Some(*ip),
-            Host::Name(_) => None,
-        }
-    }
 }
 
 /// The normalised form: a name as is, an IPv6 address without brackets (the

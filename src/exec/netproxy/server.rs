@@ -120,11 +120,6 @@ impl ProxyServer {
         self.open.clone()
     }
 
-    /// Stop serving, as cancelling the token does.
-    pub fn shutdown(&self) {
-        self.cancel.cancel();
-    }
-
     /// Resolves once the proxy has stopped and every connection is closed.
     pub async fn stopped(&self) {
         self.tracker.wait().await;
