@@ -13,6 +13,7 @@ pub mod helper;
 mod ids;
 pub mod lineage;
 pub mod local;
+pub mod netproxy;
 mod pidns;
 pub mod process;
 mod procs;

@@ -1,0 +1,121 @@
+//! The host side of a proxied connection: the gate asked, the name resolved,
+//! the TCP connection made.
+
+use super::address::{Destination, Host, HostName};
+use super::socks::Reply;
+use super::{Admission, ConnectRequest, ConnectionGate};
+use hyper::StatusCode;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// Turns an allowed name into addresses. The system's resolver in the daemon;
+/// a table in tests, so they reach names without depending on /etc/hosts.
+#[async_trait::async_trait]
+pub trait Resolver: Send + Sync {
+    async fn resolve(&self, name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>>;
+}
+
+/// getaddrinfo, through tokio (on its blocking pool).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemResolver;
+
+#[async_trait::async_trait]
+impl Resolver for SystemResolver {
+    async fn resolve(&self, name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(tokio::net::lookup_host((name.as_str(), port))
+            .await?
+            .collect())
+    }
+}
+
+/// Why a connection was not made; the HTTP side and the SOCKS side each say it
+/// in their own terms.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// The gate said no, with its reason.
+    Denied(String),
+    /// The name did not resolve, or resolved to nothing.
+    Unresolved(String),
+    Failed(io::Error),
+    TimedOut,
+}
+
+impl Refused {
+    pub(super) fn socks_reply(&self) -> Reply {
+        match self {
+            Refused::Denied(_) => Reply::NotAllowed,
+            Refused::Unresolved(_) | Refused::TimedOut => Reply::HostUnreachable,
+            Refused::Failed(e) => match e.kind() {
+                io::ErrorKind::ConnectionRefused => Reply::ConnectionRefused,
+                io::ErrorKind::HostUnreachable => Reply::HostUnreachable,
+                io::ErrorKind::NetworkUnreachable => Reply::NetworkUnreachable,
+                _ => Reply::GeneralFailure,
+            },
+        }
+    }
+
+    pub(super) fn http_status(&self) -> StatusCode {
+        match self {
+            Refused::Denied(_) => StatusCode::FORBIDDEN,
+            Refused::TimedOut => StatusCode::GATEWAY_TIMEOUT,
+            Refused::Unresolved(_) | Refused::Failed(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// The text a client reads: the gate's reason as given, else what failed.
+    pub(super) fn message(&self, destination: &Destination) -> String {
+        match self {
+            Refused::Denied(reason) => reason.clone(),
+            Refused::Unresolved(why) => format!("{}: cannot resolve: {why}", destination.host),
+            Refused::Failed(e) => format!("{destination}: {e}"),
+            Refused::TimedOut => format!("{destination}: connect timed out"),
+        }
+    }
+}
+
+/// Ask the gate, and only if it allows, resolve and connect. The connect
+/// timeout covers resolving and every address tried.
+pub(super) async fn open(
+    gate: &dyn ConnectionGate,
+    request: &ConnectRequest,
+    resolver: &dyn Resolver,
+    limit: Duration,
+) -> Result<TcpStream, Refused> {
+    if let Admission::Deny { reason } = gate.admit(request).await {
+        return Err(Refused::Denied(reason));
+    }
+    let destination = &request.destination;
+    tokio::time::timeout(limit, connect(destination, resolver))
+        .await
+        .unwrap_or(Err(Refused::TimedOut))
+}
+
+async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<TcpStream, Refused> {
+    let addresses = match &destination.host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, destination.port)],
+        Host::Name(name) => resolver
+            .resolve(name, destination.port)
+            .await
+            .map_err(|e| Refused::Unresolved(e.to_string()))?,
+    };
+    connect_any(&addresses).await
+}
+
+/// Each address in the resolver's order; the last failure is the one told.
+async fn connect_any(addresses: &[SocketAddr]) -> Result<TcpStream, Refused> {
+    let mut last = Refused::Unresolved("no address".into());
+    for address in addresses {
+        match TcpStream::connect(address).await {
+            Ok(stream) => {
+                // The tunnel carries whatever the client writes when it writes
+                // it (TLS handshakes, interactive protocols): no Nagle delay.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = Refused::Failed(e),
+        }
+    }
+    Err(last)
+}
