@@ -570,9 +570,9 @@ pub enum ExecutorKind {
 pub struct SandboxConfig {
     /// The bubblewrap program (a name looked up in PATH, or a path).
     pub bwrap: PathBuf,
-    /// Whether commands may use the network (off: a private network namespace with
-    /// only loopback).
-    pub network: bool,
+    /// How commands reach the network (E10): through dsh's proxy, each host judged
+    /// (the default), not at all, or the host's network unguarded.
+    pub network: NetworkConfig,
     /// Directories every command may write to, besides the calling session's cwd
     /// and the directories the session was granted.
     pub writable: Vec<PathBuf>,
@@ -595,6 +595,108 @@ pub struct SandboxConfig {
     /// entries, every tool's startup file), more than any list of protected names
     /// can cover.
     pub allow_home_root: bool,
+}
+
+/// `[exec.sandbox] network`: a mode (`network = "proxy"`, `"none"`, `"host"`; `true` and
+/// `false` are read as `"host"` and `"none"`, what they meant before the proxy), or the
+/// table `[exec.sandbox.network]` with the mode and how the proxy judges hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct NetworkConfig {
+    pub mode: NetworkMode,
+    /// What mode `auto` does with a host no rule, hook or grant decides.
+    pub default: NetworkDefault,
+    /// Hosts let through without asking: sugar for `[[permissions.rules]] tool =
+    /// "network"`, `host = ...`, `action = "allow"` (each entry `HOST` or `HOST:PORT`;
+    /// `*.example.com` matches its subdomains only).
+    pub allow: Vec<String>,
+    /// Hosts refused, the same way with `action = "deny"`.
+    pub deny: Vec<String>,
+}
+
+/// How a sandboxed command reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// A private network namespace whose only way out is dsh's proxy on its loopback:
+    /// each new host is a call of the tool `network` through the waterfall.
+    #[default]
+    Proxy,
+    /// A private network namespace with only loopback.
+    None,
+    /// The host's own network, unguarded (what `network = true` was).
+    Host,
+}
+
+/// What mode `auto` does with a host nothing else decided (`ask` asks, `read-only`
+/// refuses, whatever this says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkDefault {
+    #[default]
+    Ask,
+    Allow,
+    Deny,
+}
+
+/// The table form of [`NetworkConfig`], as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkTable {
+    #[serde(default)]
+    mode: NetworkMode,
+    #[serde(default)]
+    default: NetworkDefault,
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for NetworkConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = NetworkConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    r#""proxy", "none", "host", or a table with mode, default, allow and deny"#,
+                )
+            }
+            fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<NetworkConfig, E> {
+                let mode = if on {
+                    NetworkMode::Host
+                } else {
+                    NetworkMode::None
+                };
+                Ok(NetworkConfig {
+                    mode,
+                    ..NetworkConfig::default()
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<NetworkConfig, E> {
+                let mode =
+                    NetworkMode::deserialize(serde::de::value::StrDeserializer::<E>::new(text))?;
+                Ok(NetworkConfig {
+                    mode,
+                    ..NetworkConfig::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<NetworkConfig, A::Error> {
+                let table =
+                    NetworkTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(NetworkConfig {
+                    mode: table.mode,
+                    default: table.default,
+                    allow: table.allow,
+                    deny: table.deny,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// The secrets a sandboxed command cannot read unless `[exec.sandbox] deny_read`
@@ -627,7 +729,7 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             bwrap: PathBuf::from("bwrap"),
-            network: false,
+            network: NetworkConfig::default(),
             writable: Vec::new(),
             deny_read: DEFAULT_DENY_READ.iter().map(PathBuf::from).collect(),
             allow_unix_sockets: false,
@@ -1080,6 +1182,49 @@ mod tests {
     }
 
     #[test]
+    fn e10_the_network_is_a_mode_a_legacy_flag_or_a_table_and_bad_values_are_named() {
+        let read =
+            |body: &str| Config::from_toml(&format!("[exec.sandbox]\n{body}"), Path::new("x.toml"));
+        assert_eq!(
+            read("").unwrap().exec.sandbox.network.mode,
+            NetworkMode::Proxy
+        );
+        assert_eq!(
+            read("network = false").unwrap().exec.sandbox.network.mode,
+            NetworkMode::None
+        );
+        assert_eq!(
+            read("network = \"host\"")
+                .unwrap()
+                .exec
+                .sandbox
+                .network
+                .mode,
+            NetworkMode::Host
+        );
+        let table =
+            read("[exec.sandbox.network]\ndefault = \"deny\"\nallow = [\"*.crates.io\"]").unwrap();
+        let network = table.exec.sandbox.network;
+        assert_eq!(
+            (network.mode, network.default),
+            (NetworkMode::Proxy, NetworkDefault::Deny)
+        );
+        assert_eq!(network.allow, ["*.crates.io"]);
+        for bad in [
+            "network = \"wifi\"",
+            "network = 3",
+            "[exec.sandbox.network]\nmode = \"x\"",
+            "[exec.sandbox.network]\nallowed = []",
+        ] {
+            let err = read(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("network") || err.contains("allowed") || err.contains("variant"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn documented_default_file_matches_built_in_defaults() {
         let text = include_str!("../config/dsh.toml");
         let c = Config::from_toml(text, Path::new("config/dsh.toml")).unwrap();
@@ -1112,8 +1257,8 @@ mod tests {
         assert_eq!(c.model.vision, d.model.vision);
         let (cs, ds) = (&c.exec.sandbox, &d.exec.sandbox);
         assert_eq!(
-            (&cs.bwrap, cs.network, &cs.writable),
-            (&ds.bwrap, ds.network, &ds.writable)
+            (&cs.bwrap, &cs.network, &cs.writable),
+            (&ds.bwrap, &ds.network, &ds.writable)
         );
         assert_eq!(
             (
@@ -1163,7 +1308,7 @@ mod tests {
         assert_eq!(c.exec.ssh.port, 2222);
         assert_eq!(c.exec.ssh.known_hosts.ssh_option(), "accept-new");
         assert_eq!(c.exec.ssh.path_map[0].remote, PathBuf::from("/srv/src"));
-        assert!(c.exec.sandbox.network);
+        assert_eq!(c.exec.sandbox.network.mode, NetworkMode::Host);
         let err = Config::from_toml("[exec]\nkind = \"ssh\"\n", Path::new("x.toml")).unwrap_err();
         assert!(err.to_string().contains("exec.ssh.host"), "{err}");
     }

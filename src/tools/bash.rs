@@ -35,8 +35,8 @@ struct Shared {
 pub struct SandboxTerms {
     /// `[exec.sandbox] writable`: writable for every command, besides its session's roots.
     pub writable: Vec<PathBuf>,
-    /// `[exec.sandbox] network`: commands may use the network.
-    pub network: bool,
+    /// `[exec.sandbox] network`: how commands reach the network.
+    pub network: crate::config::NetworkMode,
     /// `[exec.sandbox] allow_unix_sockets`: new Unix sockets are allowed.
     pub unix_sockets: bool,
     /// `[exec.sandbox] allow_git_config`: `.git/config` is writable.
@@ -48,7 +48,7 @@ impl SandboxTerms {
     pub fn of(config: &ExecConfig) -> Option<Self> {
         (config.kind == ExecutorKind::Sandbox).then(|| Self {
             writable: config.sandbox.writable.clone(),
-            network: config.sandbox.network,
+            network: config.sandbox.network.mode,
             unix_sockets: config.sandbox.allow_unix_sockets,
             git_config: config.sandbox.allow_git_config,
         })
@@ -74,10 +74,14 @@ impl SandboxTerms {
                 named.join(", ")
             )
         };
-        let network = if self.network {
-            ""
-        } else {
-            ", it has no network"
+        let network = match self.network {
+            crate::config::NetworkMode::Host => "",
+            crate::config::NetworkMode::None => ", it has no network",
+            crate::config::NetworkMode::Proxy => {
+                ", it reaches the network only through dsh's proxy (HTTP_PROXY, ALL_PROXY: \
+                 each host is judged, names resolve only there, raw sockets and UDP go \
+                 nowhere)"
+            }
         };
         let sockets = if self.unix_sockets {
             ""
@@ -562,7 +566,7 @@ mod tests {
         std::fs::create_dir(&b).unwrap();
         let terms = SandboxTerms {
             writable: vec![b.clone(), "relative".into(), dir.path().join("missing")],
-            network: false,
+            network: crate::config::NetworkMode::None,
             unix_sockets: false,
             git_config: false,
         };
@@ -581,7 +585,7 @@ mod tests {
         assert_eq!(note.lines().count(), 2);
         let open = SandboxTerms {
             writable: Vec::new(),
-            network: true,
+            network: crate::config::NetworkMode::Host,
             unix_sockets: true,
             git_config: true,
         };

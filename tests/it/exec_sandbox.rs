@@ -90,7 +90,7 @@ async fn the_network_is_off_unless_config_turns_it_on() {
     assert!(err.contains("Connection refused"), "{err}");
     exec.shutdown().await;
     let mut cfg = config(state.path());
-    cfg.sandbox.network = true;
+    cfg.sandbox.network.mode = dsh::config::NetworkMode::Host;
     let exec = SandboxExecutor::new(&cfg, &[]).unwrap();
     let (out, err, code) = run(&exec, &probe, root.path()).await;
     assert_eq!((code, out.as_str()), (Some(0), "connected\n"), "{err}");

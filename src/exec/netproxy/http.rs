@@ -8,7 +8,7 @@
 //! [`ProxyOptions::max_head_bytes`]: super::ProxyOptions::max_head_bytes
 
 use super::outbound::Refused;
-use super::server::{Conn, tunnel};
+use super::server::{ClientStream, Conn, tunnel};
 use super::{AddressError, ConnectRequest, Destination, Scheme};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -19,7 +19,6 @@ use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::net::UnixStream;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -28,7 +27,7 @@ const HYPER_MIN_BUF: usize = 8 * 1024;
 
 /// Serve one client connection until it closes (or is upgraded to a tunnel,
 /// which then runs as a task of its own).
-pub(super) async fn serve(stream: UnixStream, conn: Arc<Conn>) {
+pub(super) async fn serve<S: ClientStream>(stream: S, conn: Arc<Conn>) {
     let options = &conn.shared.options;
     let max_head = options.max_head_bytes.max(HYPER_MIN_BUF);
     let mut builder = hyper::server::conn::http1::Builder::new();

@@ -31,7 +31,7 @@ mod tests;
 
 pub use address::{AddressError, Destination, Host, HostName};
 pub use outbound::{Resolver, SystemResolver};
-pub use server::{OpenConnections, ProxyOptions, ProxyServer};
+pub use server::{OpenConnections, ProxyListener, ProxyOptions, ProxyServer};
 
 use std::fmt;
 

@@ -9,9 +9,62 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// Where the proxy's clients connect: a Unix socket (the tests, or a socket bound
+/// into a sandbox), or a TCP listener the daemon made on the loopback of a
+/// sandbox's own network namespace (what the sandbox executor uses: no process
+/// inside carries bytes, and nothing outside that namespace can reach it).
+pub enum ProxyListener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl From<UnixListener> for ProxyListener {
+    fn from(listener: UnixListener) -> Self {
+        ProxyListener::Unix(listener)
+    }
+}
+
+impl From<TcpListener> for ProxyListener {
+    fn from(listener: TcpListener) -> Self {
+        ProxyListener::Tcp(listener)
+    }
+}
+
+/// A client's connection, whichever listener took it: what the protocols need
+/// beyond reading and writing is a look at the first byte without taking it.
+pub(super) trait ClientStream:
+    AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + Sync + 'static
+{
+    fn readable(&self) -> impl Future<Output = std::io::Result<()>> + Send;
+    fn try_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> std::io::Result<R>,
+    ) -> std::io::Result<R>;
+}
+
+macro_rules! client_stream {
+    ($t:ty) => {
+        impl ClientStream for $t {
+            fn readable(&self) -> impl Future<Output = std::io::Result<()>> + Send {
+                <$t>::readable(self)
+            }
+            fn try_io<R>(
+                &self,
+                interest: Interest,
+                f: impl FnOnce() -> std::io::Result<R>,
+            ) -> std::io::Result<R> {
+                <$t>::try_io(self, interest, f)
+            }
+        }
+    };
+}
+client_stream!(UnixStream);
+client_stream!(TcpStream);
 
 /// The proxy's limits. The defaults suit the daemon; tests shorten the
 /// timeouts and swap the resolver.
@@ -81,7 +134,7 @@ impl ProxyServer {
     /// Serve `listener` with the default options. Must be called inside a tokio
     /// runtime.
     pub fn start(
-        listener: UnixListener,
+        listener: impl Into<ProxyListener>,
         gate: Arc<dyn ConnectionGate>,
         cancel: CancellationToken,
     ) -> ProxyServer {
@@ -90,7 +143,7 @@ impl ProxyServer {
 
     /// Serve `listener` with the given options.
     pub fn start_with(
-        listener: UnixListener,
+        listener: impl Into<ProxyListener>,
         gate: Arc<dyn ConnectionGate>,
         cancel: CancellationToken,
         options: ProxyOptions,
@@ -106,7 +159,7 @@ impl ProxyServer {
             tracker: tracker.clone(),
             cancel: cancel.clone(),
         });
-        tracker.spawn(accept_loop(listener, shared, open.clone()));
+        tracker.spawn(accept_loop(listener.into(), shared, open.clone()));
         tracker.close();
         ProxyServer {
             cancel,
@@ -173,19 +226,26 @@ pub(super) struct Conn {
     _open: OpenGuard,
 }
 
-async fn accept_loop(listener: UnixListener, shared: Arc<Shared>, open: OpenConnections) {
+async fn accept_loop(listener: ProxyListener, shared: Arc<Shared>, open: OpenConnections) {
     loop {
         let accepted = tokio::select! {
             _ = shared.cancel.cancelled() => return,
-            accepted = listener.accept() => accepted,
+            accepted = accept(&listener) => accepted,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok(client) => {
                 let conn = Arc::new(Conn {
                     shared: shared.clone(),
                     _open: open.enter(),
                 });
-                shared.spawn(serve_client(stream, conn));
+                match client {
+                    Accepted::Unix(stream) => shared.spawn(serve_client(stream, conn)),
+                    Accepted::Tcp(stream) => {
+                        // Small writes (a SOCKS reply, a CONNECT's 200) go out at once.
+                        let _ = stream.set_nodelay(true);
+                        shared.spawn(serve_client(stream, conn))
+                    }
+                }
             }
             Err(e) => {
                 // Out of descriptors and the like: wait a little instead of
@@ -197,9 +257,21 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>, open: OpenConn
     }
 }
 
+enum Accepted {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+async fn accept(listener: &ProxyListener) -> std::io::Result<Accepted> {
+    match listener {
+        ProxyListener::Unix(l) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        ProxyListener::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+    }
+}
+
 /// Tell SOCKS from HTTP by the first byte, without taking it off the socket;
 /// a client that sends nothing within the head timeout is dropped.
-async fn serve_client(stream: UnixStream, conn: Arc<Conn>) {
+async fn serve_client<S: ClientStream>(stream: S, conn: Arc<Conn>) {
     let head_timeout = conn.shared.options.head_timeout;
     match tokio::time::timeout(head_timeout, first_byte(&stream)).await {
         Ok(Ok(Some(socks::VERSION))) => socks_conn::serve(stream, conn).await,
@@ -212,7 +284,7 @@ async fn serve_client(stream: UnixStream, conn: Arc<Conn>) {
 /// question asked for it can be withdrawn. Bytes it sends early (a TLS hello)
 /// are left where they are for the tunnel, and the watch stops there: reading
 /// them would mean holding them.
-pub(super) async fn hung_up(stream: &UnixStream) {
+pub(super) async fn hung_up<S: ClientStream>(stream: &S) {
     match first_byte(stream).await {
         Ok(None) | Err(_) => {}
         Ok(Some(_)) => std::future::pending().await,
@@ -221,7 +293,7 @@ pub(super) async fn hung_up(stream: &UnixStream) {
 
 /// The first byte, peeked (MSG_PEEK), so each protocol reads its whole
 /// message itself; `None` when the client closed without sending anything.
-async fn first_byte(stream: &UnixStream) -> std::io::Result<Option<u8>> {
+async fn first_byte<S: ClientStream>(stream: &S) -> std::io::Result<Option<u8>> {
     let mut byte = [0u8; 1];
     loop {
         stream.readable().await?;

@@ -2,12 +2,11 @@
 //! tunnel. The bytes are read here and parsed by the pure functions of
 //! `socks.rs`.
 
-use super::server::{Conn, hung_up, tunnel};
+use super::server::{ClientStream, Conn, hung_up, tunnel};
 use super::socks::{self, Greeting, NO_ACCEPTABLE_METHOD, Parsed, Reply, SocksError};
 use super::{ConnectRequest, Destination, Scheme};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
 use tokio::time::Instant;
 
 /// Why the handshake stopped before a request was read.
@@ -26,7 +25,7 @@ struct Handshake {
     deadline: Instant,
 }
 
-pub(super) async fn serve(mut stream: UnixStream, conn: Arc<Conn>) {
+pub(super) async fn serve<S: ClientStream>(mut stream: S, conn: Arc<Conn>) {
     let mut handshake = Handshake {
         buf: Vec::with_capacity(512),
         deadline: Instant::now() + conn.shared.options.head_timeout,
@@ -67,8 +66,8 @@ pub(super) async fn serve(mut stream: UnixStream, conn: Arc<Conn>) {
 
 /// The greeting (answered "no authentication", or "no acceptable method"),
 /// then the request.
-async fn negotiate(
-    stream: &mut UnixStream,
+async fn negotiate<S: ClientStream>(
+    stream: &mut S,
     handshake: &mut Handshake,
 ) -> Result<Destination, Stop> {
     let greeting: Greeting = read_message(stream, handshake, socks::parse_greeting).await?;
@@ -86,8 +85,8 @@ async fn negotiate(
 /// Read until `parse` has a whole message, and take its bytes off the buffer.
 /// The buffer stays small: every message is bounded (at most 262 bytes), and
 /// a parser says complete or wrong as soon as it can.
-async fn read_message<T>(
-    stream: &mut UnixStream,
+async fn read_message<T, S: ClientStream>(
+    stream: &mut S,
     handshake: &mut Handshake,
     parse: fn(&[u8]) -> Result<Parsed<T>, SocksError>,
 ) -> Result<T, Stop> {

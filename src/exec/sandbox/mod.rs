@@ -27,6 +27,7 @@ mod protect;
 mod seccomp;
 mod tripwires;
 
+use crate::config::NetworkMode;
 use layout::{Layout, Mount};
 use protect::Guard;
 use seccomp::Floor;
@@ -49,7 +50,7 @@ pub const MIN_BWRAP: (u32, u32, u32) = (0, 8, 0);
 /// Builds the `bwrap` command line of each command.
 pub struct SandboxLauncher {
     bwrap: PathBuf,
-    network: bool,
+    network: crate::config::NetworkMode,
     writable: Vec<PathBuf>,
     /// `deny_read` with `~` expanded, plus dsh's own state and config directories.
     deny_read: Vec<PathBuf>,
@@ -408,7 +409,7 @@ impl SandboxLauncher {
         };
         Ok(Self {
             bwrap: sandbox.bwrap.clone(),
-            network: sandbox.network,
+            network: sandbox.network.mode,
             writable: sandbox.writable.clone(),
             deny_read,
             allow_git_config: sandbox.allow_git_config,
@@ -448,7 +449,7 @@ impl SandboxLauncher {
         for path in &host.sockets {
             layout.extend(mask(path, &self.empty));
         }
-        if self.network {
+        if self.network == NetworkMode::Host {
             // The stub resolver's file, which /etc/resolv.conf often links to.
             let resolve = Path::new("/run/systemd/resolve");
             if resolve.is_dir() {
@@ -616,7 +617,7 @@ impl SandboxLauncher {
             ]
             .map(OsString::from),
         );
-        if !self.network {
+        if self.network != NetworkMode::Host {
             args.push("--unshare-net".into());
         }
         let program = self.seccomp_fd()?;
@@ -940,7 +941,11 @@ mod tests {
             state_dir: Some(std::env::temp_dir().join(format!("dsh-unit-{}", std::process::id()))),
             ..ExecConfig::default()
         };
-        config.sandbox.network = network;
+        config.sandbox.network.mode = if network {
+            NetworkMode::Host
+        } else {
+            NetworkMode::None
+        };
         config.sandbox.writable = writable;
         config.sandbox.deny_read = vec![];
         config
