@@ -67,6 +67,10 @@ impl BashExecutor for Escalating {
         Some(self.outside.clone())
     }
 
+    fn set_connection_judge(&self, judge: Arc<dyn super::netproxy::ConnectionJudge>) {
+        self.contained.set_connection_judge(judge);
+    }
+
     fn resolve(&self, request: ExecRequest) -> ExecSpec {
         self.contained.resolve(request)
     }

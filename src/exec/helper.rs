@@ -356,6 +356,8 @@ fn spec_of(w: WireSpec) -> ExecSpec {
         timeout_ms: w.timeout_ms,
         scope: w.scope,
         writable_roots: w.writable_roots,
+        call_id: None,
+        task_id: None,
     }
 }
 

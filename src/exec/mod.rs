@@ -58,6 +58,9 @@ pub struct ExecRequest {
     /// sandbox): the calling session's cwd and the directories it was granted.
     /// Executors that do not confine ignore it.
     pub writable_roots: Vec<PathBuf>,
+    /// The tool call that asks for it: a connection the command makes through the
+    /// sandbox's proxy is judged as that call's (a background task names its task).
+    pub call_id: Option<String>,
 }
 
 /// A fully resolved command: every choice is explicit (T2).
@@ -70,6 +73,10 @@ pub struct ExecSpec {
     pub scope: Option<Scope>,
     /// See [`ExecRequest::writable_roots`].
     pub writable_roots: Vec<PathBuf>,
+    /// See [`ExecRequest::call_id`].
+    pub call_id: Option<String>,
+    /// The task id of a background command (set by the executor's `start`).
+    pub task_id: Option<String>,
 }
 
 /// Which stream a piece of live output came from.
@@ -259,6 +266,12 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// `kill`, scopes, completions and `shutdown` reach them.
     fn outside(&self) -> Option<Arc<dyn BashExecutor>> {
         None
+    }
+
+    /// Who judges the connections its commands make through dsh's network proxy
+    /// (E10): only the sandbox has one; the daemon sets it once its tools exist.
+    fn set_connection_judge(&self, judge: Arc<dyn netproxy::ConnectionJudge>) {
+        let _ = judge;
     }
 
     /// Applies defaults and caps: the returned spec has an explicit workdir and

@@ -140,6 +140,21 @@ pub trait Launcher: Send + Sync + 'static {
         let _ = mark;
     }
 
+    /// The host process of `mark` started, as process `pid`. A launcher whose
+    /// process waits for something of the daemon's before it runs the command (the
+    /// sandbox's network proxy, made in the sandbox's own network namespace) provides
+    /// it here. An error stops the command and is its result.
+    async fn started(&self, mark: &str, pid: i32) -> Result<(), String> {
+        let _ = (mark, pid);
+        Ok(())
+    }
+
+    /// Who judges the connections of commands whose network goes through dsh's
+    /// proxy (the sandbox's); others have none to judge.
+    fn set_connection_judge(&self, judge: Arc<dyn crate::exec::netproxy::ConnectionJudge>) {
+        let _ = judge;
+    }
+
     /// The last step of shutdown, once every command is gone.
     async fn close(&self) {}
 }
@@ -432,6 +447,35 @@ impl<L: Launcher> Inner<L> {
         })
     }
 
+    /// The launcher's last step before the command runs ([`Launcher::started`]); when it
+    /// fails, the command is ended and this is how it ended. A command stopped
+    /// meanwhile is left to the usual stop (its signal is what it reports).
+    async fn prepare(
+        &self,
+        child: &mut HostProcess,
+        job: &Job,
+        stop: &CancellationToken,
+    ) -> Option<Ended> {
+        let mark = job.mark.as_str();
+        let pid = child.id();
+        let why = tokio::select! {
+            started = self.launcher.started(mark, pid) => started.err()?,
+            () = stop.cancelled() => return None,
+        };
+        self.launcher.stop(mark, Some(pid), self.grace).await;
+        let _ = child.wait().await;
+        job.stderr.push(format!("dsh: {why}\n").as_bytes());
+        job.stdout.close();
+        job.stderr.close();
+        Some(Ended {
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            stopped: false,
+            lost: Some(why),
+        })
+    }
+
     /// Waits for the command to end by itself, by its timer or by `stop`, and
     /// cleans up everything it started by the rules in the module docs.
     async fn supervise(
@@ -445,6 +489,9 @@ impl<L: Launcher> Inner<L> {
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
         let watch = job.watch.clone();
         let sid = Some(child.id());
+        if let Some(ended) = self.prepare(&mut child, job, stop).await {
+            return ended;
+        }
         let abort = CancellationToken::new();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let mut readers = tokio::spawn({
@@ -691,6 +738,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         self.inner.launcher.kind()
     }
 
+    fn set_connection_judge(&self, judge: Arc<dyn super::netproxy::ConnectionJudge>) {
+        self.inner.launcher.set_connection_judge(judge);
+    }
+
     fn resolve(&self, request: ExecRequest) -> ExecSpec {
         let inner = &self.inner;
         let workdir = match request.workdir {
@@ -708,6 +759,8 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             timeout_ms,
             scope: request.scope,
             writable_roots: request.writable_roots,
+            call_id: request.call_id,
+            task_id: None,
         }
     }
 
@@ -758,6 +811,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             finished: CancellationToken::new(),
         });
         lock(&inner.tasks).insert(number, task.clone());
+        let spec = ExecSpec {
+            task_id: Some(task.id.clone()),
+            ..spec
+        };
         match inner.spawn(&spec, &task.job.mark) {
             Err(e) => {
                 task.job.stderr.push(format!("{e}\n").as_bytes());
@@ -863,6 +920,14 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         let mark = inner.next_mark(spec.scope.as_ref());
         let (cmd, env) = inner.launcher.service_command(&spec, &mark, &env)?;
         let mut child = inner.spawn_command(cmd, &mark, true, env)?;
+        if let Err(why) = inner.launcher.started(&mark, child.id()).await {
+            inner
+                .launcher
+                .stop(&mark, Some(child.id()), inner.grace)
+                .await;
+            let _ = child.wait().await;
+            return Err(ExecError::Spawn(why));
+        }
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

@@ -161,6 +161,7 @@ async fn start_server(
         timeout_ms: None,
         scope: Some(place.scope.clone()),
         writable_roots: place.writable_roots.clone(),
+        call_id: None,
     });
     let ServiceProcess {
         stdin,

@@ -225,6 +225,7 @@ impl Tool for Bash {
             timeout_ms,
             scope: call.session_id().map(str::to_string),
             writable_roots,
+            call_id: Some(call.call_id.clone()),
         });
         if background {
             return match exec.start(spec).await {

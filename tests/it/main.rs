@@ -30,6 +30,7 @@ mod policy_walkaround;
 mod prompt_replay;
 mod sandbox_escalation;
 mod sandbox_escape;
+mod sandbox_network;
 mod sandbox_no_way_back;
 mod security;
 mod sessions_keep_work;

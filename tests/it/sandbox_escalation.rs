@@ -40,13 +40,14 @@ fn places(dir: &Path) -> (PathBuf, PathBuf) {
     (ws, out)
 }
 
-/// The note a failing sandboxed command in a session of `ws` gets (no network), byte
-/// for byte (`daemon_executors` expects it too).
+/// The note a failing sandboxed command in a session of `ws` gets (the default
+/// network, through the proxy), byte for byte (`daemon_executors` expects it too).
 pub(crate) fn note(ws: &Path) -> String {
     format!(
         "[this ran in the sandbox: it can write only in {} (and its private /tmp), secret paths \
-         ([exec.sandbox] deny_read) read as empty, it has no network, new Unix sockets are \
-         refused, and git hooks and config, shell rc files and editor folders are read-only]\n[if \
+         ([exec.sandbox] deny_read) read as empty, it reaches the network only through dsh's \
+         proxy (HTTP_PROXY, ALL_PROXY: each host is judged, names resolve only there, raw \
+         sockets and UDP go nowhere), new Unix sockets are refused, and git hooks and config, shell rc files and editor folders are read-only]\n[if \
          the sandbox \
          is why it failed, call bash again with sandbox: \"off\" and a justification: the \
          person is asked to run it outside]",

@@ -94,3 +94,37 @@ pub enum Admission {
 pub trait ConnectionGate: Send + Sync {
     async fn admit(&self, request: &ConnectRequest) -> Admission;
 }
+
+/// Where a command's connections come from, for the judge: the session that ran it,
+/// its command line and the call or task that started it (what the person is told,
+/// and what the `network` call's arguments name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandOrigin {
+    /// The session (the executor's scope).
+    pub session: Option<String>,
+    pub command: String,
+    /// The tool call that ran it in the foreground.
+    pub call_id: Option<String>,
+    /// The task it runs as, in the background.
+    pub task_id: Option<String>,
+}
+
+/// Makes the gate of each command whose network goes through the proxy. Set on the
+/// executor once the side that judges exists (the tool registry is built over the
+/// executor, so it cannot be given at construction).
+pub trait ConnectionJudge: Send + Sync {
+    fn gate_for(&self, origin: CommandOrigin) -> std::sync::Arc<dyn ConnectionGate>;
+}
+
+/// The gate when nobody judges (an executor used without a daemon): every
+/// connection is refused, saying why. Closed, never open.
+pub struct NoJudge;
+
+#[async_trait::async_trait]
+impl ConnectionGate for NoJudge {
+    async fn admit(&self, _request: &ConnectRequest) -> Admission {
+        Admission::Deny {
+            reason: "no judge of network access is set up for this executor".into(),
+        }
+    }
+}

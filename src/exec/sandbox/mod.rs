@@ -23,6 +23,8 @@
 //! nothing ever runs unsandboxed or in a weaker sandbox instead.
 
 mod layout;
+mod netns;
+mod network;
 mod protect;
 mod seccomp;
 mod tripwires;
@@ -58,9 +60,12 @@ pub struct SandboxLauncher {
     /// The seccomp floor's program, in a sealed memfd: each command's bwrap reads
     /// it through a description of its own ([`SandboxLauncher::seccomp_fd`]).
     seccomp: std::os::fd::OwnedFd,
-    /// Each started command's copy of the program's descriptor, from its command
-    /// line until the engine takes it to hand to bwrap ([`Launcher::inherited`]).
-    pending: std::sync::Mutex<std::collections::HashMap<String, std::os::fd::OwnedFd>>,
+    /// Each started command's descriptors for bwrap (its copy of the program's, and
+    /// in proxy mode the network's pipes), from its command line until the engine
+    /// takes them to hand on ([`Launcher::inherited`]).
+    pending: std::sync::Mutex<std::collections::HashMap<String, Vec<std::os::fd::OwnedFd>>>,
+    /// The commands' proxies, in `network = "proxy"` mode.
+    proxies: Option<network::Proxies>,
     /// `[exec.sandbox] allow_home_root`.
     allow_home_root: bool,
     /// What a masked file shows ([`empty_file`]).
@@ -420,6 +425,7 @@ impl SandboxLauncher {
             home: home.as_deref().and_then(|h| h.canonicalize().ok()),
             placeholders: Default::default(),
             tripwires: Default::default(),
+            proxies: (sandbox.network.mode == NetworkMode::Proxy).then(Default::default),
             host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
         })
@@ -593,14 +599,17 @@ impl SandboxLauncher {
         workdir: &Path,
         roots: &[PathBuf],
     ) -> Result<(Vec<OsString>, std::os::fd::OwnedFd), String> {
-        self.arguments_for(workdir, roots, None)
+        self.arguments_for(workdir, roots, None, Vec::new())
     }
 
+    /// [`SandboxLauncher::arguments`] for the command `mark` (when there is one: its
+    /// placeholders and tripwires are taken), with `extra` bwrap options.
     fn arguments_for(
         &self,
         workdir: &Path,
         roots: &[PathBuf],
         mark: Option<&str>,
+        extra: Vec<OsString>,
     ) -> Result<(Vec<OsString>, std::os::fd::OwnedFd), String> {
         use std::os::fd::AsRawFd;
         let mut args = self.layout_for(workdir, roots, mark)?.args();
@@ -623,6 +632,7 @@ impl SandboxLauncher {
         let program = self.seccomp_fd()?;
         args.extend(["--seccomp".into(), program.as_raw_fd().to_string().into()]);
         args.extend(["--die-with-parent", "--new-session"].map(OsString::from));
+        args.extend(extra);
         args.extend(["--chdir".into(), workdir.into(), "--".into()]);
         Ok((args, program))
     }
@@ -786,17 +796,24 @@ impl Launcher for SandboxLauncher {
     }
 
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
+        let refuse = |why| {
+            // Refused after its placeholders (or its network) were taken: nothing
+            // else will end them.
+            let _ = self.release(|m| m == mark);
+            ExecError::Sandbox(why)
+        };
+        let (extra, mut inherited) = match &self.proxies {
+            Some(proxies) => proxies.prepare(spec, mark).map_err(refuse)?,
+            None => (Vec::new(), Vec::new()),
+        };
         let (args, program) = self
-            .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark))
-            .map_err(|why| {
-                // Refused after its placeholders were taken: nothing will end it.
-                let _ = self.release(|m| m == mark);
-                ExecError::Sandbox(why)
-            })?;
+            .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark), extra)
+            .map_err(refuse)?;
+        inherited.push(program);
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(mark.to_string(), program);
+            .insert(mark.to_string(), inherited);
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(args)
             .arg("bash")
@@ -812,7 +829,23 @@ impl Launcher for SandboxLauncher {
 
     fn inherited(&self, mark: &str) -> Vec<std::os::fd::OwnedFd> {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        pending.remove(mark).into_iter().collect()
+        pending.remove(mark).unwrap_or_default()
+    }
+
+    async fn started(&self, mark: &str, _pid: i32) -> Result<(), String> {
+        match &self.proxies {
+            Some(proxies) => proxies.started(mark).await,
+            None => Ok(()),
+        }
+    }
+
+    fn set_connection_judge(
+        &self,
+        judge: std::sync::Arc<dyn crate::exec::netproxy::ConnectionJudge>,
+    ) {
+        if let Some(proxies) = &self.proxies {
+            proxies.set_judge(judge);
+        }
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
@@ -862,12 +895,15 @@ impl SandboxLauncher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take(&ended);
-        let notes = watches
+        let mut notes: Vec<String> = watches
             .into_iter()
             .flat_map(|watch| {
                 watch.check(|root| protect::in_root(root, self.walk_settings()).repositories)
             })
             .collect();
+        if let Some(proxies) = &self.proxies {
+            notes.extend(proxies.release(&ended));
+        }
         let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
         held.release(ended);
         notes
