@@ -81,6 +81,13 @@ impl Daemon {
             sessions.clone(),
             audit,
         ));
+        if let Some(exec) = &executor {
+            // The sandbox's proxy asks the registry about each host (E10).
+            exec.set_connection_judge(Arc::new(crate::tools::network::NetworkJudge::new(
+                Arc::downgrade(&tools),
+                sessions.clone(),
+            )));
+        }
         let model = crate::llm::openai::configured(&config.model)?;
         let shutdown = CancellationToken::new();
         let service = AcpService::new(

@@ -40,6 +40,8 @@ pub struct ToolExecution {
     /// The session's grants the policy judged with (the audit line keeps them, so a
     /// replay judges as the call was judged).
     grants_used: Mutex<Vec<Grant>>,
+    /// Made by dsh itself ([`ToolExecution::internal`]), not by a model or a client.
+    internal: bool,
 }
 
 /// One decider's word on a call, for the audit line and `explain`-like tools: a rule
@@ -121,7 +123,28 @@ impl ToolExecution {
             original_arguments: None,
             judged: Mutex::new(None),
             grants_used: Mutex::new(Vec::new()),
+            internal: false,
         }
+    }
+
+    /// A call dsh makes itself (the `network` tool's, for a connection a sandboxed
+    /// command asks for): the only way to call an internal tool.
+    pub fn internal(
+        call_id: impl Into<String>,
+        tool: impl Into<String>,
+        arguments: serde_json::Value,
+        session: Option<Arc<Session>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            internal: true,
+            ..Self::new(call_id, tool, arguments, session, cancel)
+        }
+    }
+
+    /// Whether dsh made this call itself ([`ToolExecution::internal`]).
+    pub fn is_internal(&self) -> bool {
+        self.internal
     }
 
     /// The same call with a hook's `arguments` in place of the caller's: it goes through
@@ -136,6 +159,7 @@ impl ToolExecution {
             self.cancel.clone(),
         );
         call.watcher = self.watcher.clone();
+        call.internal = self.internal;
         call.original_arguments = Some(self.arguments.clone());
         *lock(&call.trace) = self.trace();
         call

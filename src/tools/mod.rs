@@ -8,6 +8,7 @@
 
 pub mod bash;
 pub mod files;
+pub mod network;
 pub mod notices;
 pub mod schema;
 
@@ -33,6 +34,8 @@ pub enum ToolKind {
     Execute,
     Read,
     Edit,
+    /// Reaches the network (the `network` tool's calls).
+    Fetch,
     /// Anything else (an MCP server's tool that does not say it only reads).
     Other,
 }
@@ -44,6 +47,7 @@ impl ToolKind {
             ToolKind::Execute => "execute",
             ToolKind::Read => "read",
             ToolKind::Edit => "edit",
+            ToolKind::Fetch => "fetch",
             ToolKind::Other => "other",
         }
     }
@@ -64,6 +68,12 @@ pub trait Tool: Send + Sync {
     /// model is no longer offered a tool that is not.
     fn available(&self) -> bool {
         true
+    }
+    /// Whether only dsh itself calls it (the `network` tool, a call per connection a
+    /// sandboxed command asks for): it is not offered to the model, and a call of it
+    /// from the model or a client is an unknown tool.
+    fn internal(&self) -> bool {
+        false
     }
     /// Runs a call whose arguments already passed the schema check.
     async fn call(&self, call: &ToolExecution) -> ToolOutput;
@@ -200,6 +210,13 @@ impl ToolRegistry {
         for tool in files::tools() {
             registry.register(tool);
         }
+        if registry
+            .sandbox
+            .as_ref()
+            .is_some_and(|s| s.network == crate::config::NetworkMode::Proxy)
+        {
+            registry.register(network::NetworkTool::new());
+        }
         registry.audit = Some(audit);
         registry.sessions = Some(sessions);
         registry.install(config, &HookSet::default());
@@ -237,6 +254,11 @@ impl ToolRegistry {
         }
         chain.push(Arc::new(SchemaHook::new(
             self.schemas(),
+            self.tools
+                .iter()
+                .filter(|t| t.internal())
+                .map(|t| t.schema().name().to_string())
+                .collect(),
             self.session_tools.clone(),
         )));
         let mut policy_hook = PolicyHook::new(judges.policy.clone())
@@ -374,6 +396,7 @@ impl ToolRegistry {
         let mut all: Vec<Arc<RawValue>> = self
             .tools
             .iter()
+            .filter(|t| !t.internal())
             .map(|t| t.schema().model_definition().clone())
             .collect();
         all.extend(self.session_tools.definitions(session));

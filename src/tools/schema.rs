@@ -147,11 +147,14 @@ pub const BASH_KILL: &str = include_str!("../../proto/tools/bash_kill.json");
 pub const READ_FILE: &str = include_str!("../../proto/tools/read_file.json");
 pub const EDIT_FILE: &str = include_str!("../../proto/tools/edit_file.json");
 pub const WRITE_FILE: &str = include_str!("../../proto/tools/write_file.json");
+pub const NETWORK: &str = include_str!("../../proto/tools/network.json");
 
 /// The waterfall hook that rejects calls whose arguments break their schema,
 /// before any judging hook or the tool sees them.
 pub struct SchemaHook {
     schemas: HashMap<String, Arc<ToolSchema>>,
+    /// The tools only dsh itself calls ([`super::Tool::internal`]): unknown to anyone else.
+    internal: Vec<String>,
     /// The tools only some sessions have (MCP servers'), checked against their
     /// servers' input schemas.
     session_tools: Arc<super::SessionTools>,
@@ -160,10 +163,12 @@ pub struct SchemaHook {
 impl SchemaHook {
     pub fn new(
         schemas: HashMap<String, Arc<ToolSchema>>,
+        internal: Vec<String>,
         session_tools: Arc<super::SessionTools>,
     ) -> Self {
         Self {
             schemas,
+            internal,
             session_tools,
         }
     }
@@ -176,6 +181,11 @@ impl Hook for SchemaHook {
     }
 
     async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        // A model (or a client) naming an internal tool must not reach the person
+        // with a question it wrote ("`cargo build` wants to reach ...").
+        if !call.is_internal() && self.internal.contains(&call.tool) {
+            return ToolOutput::error(format!("unknown tool `{}`", call.tool));
+        }
         let session_tool = match (self.schemas.contains_key(&call.tool), &call.session) {
             (false, Some(session)) => self.session_tools.get(&session.id, &call.tool),
             _ => None,
@@ -208,6 +218,7 @@ mod tests {
             READ_FILE,
             EDIT_FILE,
             WRITE_FILE,
+            NETWORK,
         ] {
             let s = ToolSchema::parse(doc).unwrap();
             assert!(!s.description.is_empty());

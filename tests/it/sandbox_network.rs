@@ -208,3 +208,121 @@ client.sendall(b"own"); print("loopback", conn.recv(3).decode())
     );
     exec.shutdown().await;
 }
+
+/// A daemon under the sandbox (proxy mode, the default) in mode `mode`, with `extra`
+/// config after `[permissions]`.
+async fn daemon(
+    dir: &Path,
+    mode: &str,
+    extra: &str,
+) -> (tokio::process::Child, common::client::Client) {
+    common::daemon::stdio_daemon(
+        dir,
+        &format!("kind = \"sandbox\"\n[permissions]\ndefault_mode = \"{mode}\"\n{extra}"),
+        &[],
+    )
+    .await
+}
+
+/// The audit lines of `network` calls, oldest first.
+fn network_audit(state: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["event"] == "execution" && l["tool"] == "network")
+        .collect()
+}
+
+/// `curl` through the proxy to the host's loopback (NO_PROXY emptied: it names the
+/// sandbox's own loopback), printing the body or the proxy's refusal and the status.
+fn curl(port: u16) -> String {
+    format!("NO_PROXY= no_proxy= curl -s -w ' %{{http_code}}\\n' http://localhost:{port}/")
+}
+
+/// E10 through the daemon: each new host:port is a `network` call through the
+/// waterfall. In mode ask the person is asked once per host for the command (200
+/// connections to an allowed host, one question), a rejected host gets the proxy's
+/// refusal, the result ends with what was refused, and each call has its audit line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_each_host_is_asked_once_per_command_and_a_rejected_one_is_refused() {
+    let (asked, refused) = (http_server().await, http_server().await);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let (_daemon, mut c) = daemon(dir.path(), "ask", "").await;
+    let s = c.new_session(&ws).await;
+    let command = format!(
+        "for i in $(seq 200); do {} ; done | sort | uniq -c; {}",
+        curl(asked),
+        curl(refused)
+    );
+    // The bash call itself, then one question per host.
+    c.permission_answers
+        .extend(["allow_once", "allow_once", "reject_once"]);
+    let (out, is_error) = c.bash(&s, &command).await;
+    assert!(!is_error, "{out}");
+    assert!(
+        out.contains(&format!("200 hello from {asked} 200")),
+        "200 connections, all through: {out}"
+    );
+    assert!(out.contains(" 403"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "dsh: the sandbox's network refused localhost:{refused} (http)"
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        c.permission_requests.len(),
+        3,
+        "{:?}",
+        c.permission_requests
+    );
+    let questions: Vec<&serde_json::Value> = c.permission_requests[1..].iter().collect();
+    for (question, port) in questions.iter().zip([asked, refused]) {
+        let input = &question["toolCall"]["rawInput"];
+        assert_eq!(input["host"], "localhost", "{question}");
+        assert_eq!(input["port"], port, "{question}");
+        assert_eq!(input["command"], command.as_str(), "{question}");
+    }
+    let lines = network_audit(&dir.path().join("state"));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+/// E10: the model (or a client) cannot call `network` itself: its question would put
+/// the model's words in a command's mouth. It is not offered either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_the_network_tool_is_dshs_own_never_the_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let (_daemon, mut c) = daemon(dir.path(), "ask", "").await;
+    let s = c.new_session(&ws).await;
+    let call = c
+        .tool(
+            Some(&s),
+            "network",
+            serde_json::json!({"host": "example.com", "port": 443, "scheme": "https",
+                               "command": "cargo build"}),
+        )
+        .await;
+    assert_eq!(call, ("Error: unknown tool `network`".to_string(), true));
+    assert!(c.permission_requests.is_empty());
+}
+
+/// E10: a rule decides without asking: a tool-wide network deny refuses every host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_a_network_rule_refuses_without_asking() {
+    let port = http_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let deny = "[[permissions.rules]]\ntool = \"network\"\naction = \"deny\"\n";
+    let (_daemon, mut c) = daemon(dir.path(), "auto", deny).await;
+    let s = c.new_session(&ws).await;
+    let (out, _) = c.bash(&s, &curl(port)).await;
+    assert!(out.contains(" 403"), "{out}");
+    assert!(
+        out.contains("rule network"),
+        "the reason names the rule: {out}"
+    );
+    assert!(c.permission_requests.is_empty());
+}

@@ -1,0 +1,172 @@
+//! The `network` tool (E10, issue 28): each new host:port a sandboxed command asks
+//! dsh's proxy for is one call of it through the whole waterfall, like any tool call:
+//! the audit line, the schema, the rules (`tool = "network"`, `host`, `port`), the
+//! pre_tool hooks, the permission gate (the person is asked which command wants
+//! which host), shadows and replay.
+//!
+//! The executor carries the bytes and asks a [`ConnectionGate`] per command; this is
+//! the side that answers ([`NetworkJudge`]), so `exec` still imports nothing from
+//! tools or hooks. Only dsh makes these calls ([`ToolExecution::internal`]): the
+//! model is never offered the tool, and a call of it from outside is unknown, since
+//! its question would put words of the model's in the command's mouth.
+
+use super::schema::{NETWORK, ToolSchema};
+use super::{Tool, ToolKind, ToolRegistry};
+use crate::exec::netproxy::{
+    Admission, CommandOrigin, ConnectRequest, ConnectionGate, ConnectionJudge,
+};
+use crate::hooks::waterfall::{ToolExecution, ToolOutput};
+use crate::registry::SessionRegistry;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+/// The tool itself: a call that got through the waterfall is the connection's
+/// permission, so running it only says so.
+pub struct NetworkTool {
+    schema: Arc<ToolSchema>,
+}
+
+impl NetworkTool {
+    pub fn new() -> Arc<dyn Tool> {
+        Arc::new(Self {
+            schema: Arc::new(
+                ToolSchema::parse(NETWORK)
+                    .unwrap_or_else(|e| panic!("proto/tools/network.json: {e}")),
+            ),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for NetworkTool {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Fetch
+    }
+
+    fn internal(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
+        let host = call.arguments.get("host").and_then(|h| h.as_str());
+        let port = call.arguments.get("port").and_then(|p| p.as_u64());
+        match (host, port) {
+            (Some(host), Some(port)) => ToolOutput::ok(format!("allowed: {host}:{port}")),
+            _ => ToolOutput::error("a network call names a host and a port"),
+        }
+    }
+}
+
+/// Makes each proxied command's gate: its questions go to the tool registry as
+/// `network` calls of the command's session.
+pub struct NetworkJudge {
+    /// Weak: the registry owns the executor, which owns this.
+    registry: Weak<ToolRegistry>,
+    sessions: Arc<SessionRegistry>,
+    calls: Arc<AtomicU64>,
+}
+
+impl NetworkJudge {
+    pub fn new(registry: Weak<ToolRegistry>, sessions: Arc<SessionRegistry>) -> Self {
+        Self {
+            registry,
+            sessions,
+            calls: Arc::default(),
+        }
+    }
+}
+
+impl ConnectionJudge for NetworkJudge {
+    fn gate_for(&self, origin: CommandOrigin) -> Arc<dyn ConnectionGate> {
+        Arc::new(CommandGate {
+            registry: self.registry.clone(),
+            session: origin.session.as_deref().and_then(|s| self.sessions.get(s)),
+            origin,
+            calls: self.calls.clone(),
+            decided: Mutex::default(),
+        })
+    }
+}
+
+/// One command's gate. A decision holds for the command's life, per host and port:
+/// a build that opens 200 connections to one host asks once, and connections that
+/// arrive while the question is open wait for its answer.
+struct CommandGate {
+    registry: Weak<ToolRegistry>,
+    session: Option<Arc<crate::registry::Session>>,
+    origin: CommandOrigin,
+    calls: Arc<AtomicU64>,
+    decided: Mutex<HashMap<(String, u16), Arc<OnceCell<Admission>>>>,
+}
+
+#[async_trait::async_trait]
+impl ConnectionGate for CommandGate {
+    async fn admit(&self, request: &ConnectRequest) -> Admission {
+        let key = (
+            request.destination.host.to_string(),
+            request.destination.port,
+        );
+        let cell = self
+            .decided
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        // A question whose asker went away is dropped unanswered (its cancel token
+        // withdraws it from the editor); the next connection asks again.
+        cell.get_or_init(|| self.judge(request)).await.clone()
+    }
+}
+
+impl CommandGate {
+    async fn judge(&self, request: &ConnectRequest) -> Admission {
+        let Some(registry) = self.registry.upgrade() else {
+            return Admission::Deny {
+                reason: "dsh is stopping".into(),
+            };
+        };
+        let mut arguments = serde_json::json!({
+            "host": request.destination.host.to_string(),
+            "port": request.destination.port,
+            "scheme": request.scheme.as_str(),
+            "command": self.origin.command,
+        });
+        if let Some(task) = &self.origin.task_id {
+            arguments["taskId"] = task.clone().into();
+        } else if let Some(call) = &self.origin.call_id {
+            arguments["callId"] = call.clone().into();
+        }
+        let cancel = CancellationToken::new();
+        let _withdraw = cancel.clone().drop_guard();
+        let call = ToolExecution::internal(
+            format!("net-{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1),
+            "network",
+            arguments,
+            self.session.clone(),
+            cancel,
+        );
+        let out = registry.execute(&call).await;
+        if out.arguments_run.is_some() {
+            // The proxy connects where the command asked: a judgement of another
+            // host would not be about this connection.
+            return Admission::Deny {
+                reason: "a hook rewrote the network call; a connection cannot be redirected".into(),
+            };
+        }
+        if out.is_error || out.vetoed {
+            Admission::Deny {
+                reason: out.text.trim().to_string(),
+            }
+        } else {
+            Admission::Allow
+        }
+    }
+}
