@@ -215,7 +215,7 @@ impl ToolRegistry {
             .as_ref()
             .is_some_and(|s| s.network == crate::config::NetworkMode::Proxy)
         {
-            registry.register(network::NetworkTool::new());
+            registry.register(network::NetworkTool::tool());
         }
         registry.audit = Some(audit);
         registry.sessions = Some(sessions);

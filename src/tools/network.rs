@@ -30,7 +30,7 @@ pub struct NetworkTool {
 }
 
 impl NetworkTool {
-    pub fn new() -> Arc<dyn Tool> {
+    pub fn tool() -> Arc<dyn Tool> {
         Arc::new(Self {
             schema: Arc::new(
                 ToolSchema::parse(NETWORK)
@@ -95,6 +95,9 @@ impl ConnectionJudge for NetworkJudge {
     }
 }
 
+/// A host's answer for one command, settled once (those who ask meanwhile wait).
+type Decision = Arc<OnceCell<Admission>>;
+
 /// One command's gate. A decision holds for the command's life, per host and port:
 /// a build that opens 200 connections to one host asks once, and connections that
 /// arrive while the question is open wait for its answer.
@@ -103,7 +106,7 @@ struct CommandGate {
     session: Option<Arc<crate::registry::Session>>,
     origin: CommandOrigin,
     calls: Arc<AtomicU64>,
-    decided: Mutex<HashMap<(String, u16), Arc<OnceCell<Admission>>>>,
+    decided: Mutex<HashMap<(String, u16), Decision>>,
 }
 
 #[async_trait::async_trait]
