@@ -326,3 +326,79 @@ async fn e10_a_network_rule_refuses_without_asking() {
     );
     assert!(c.permission_requests.is_empty());
 }
+
+/// A pre_tool hook that refuses the port in `REFUSED_PORT`, and passes the rest.
+const PORT_HOOK: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+call = json.load(sys.stdin)
+if call["arguments"].get("port") == int(os.environ["REFUSED_PORT"]):
+    print(json.dumps({"decision": "deny", "reason": "the hook keeps this port closed"}))
+"#;
+
+/// E10: a pre_tool hook with `tools = ["network"]` sees each connection's call and
+/// can refuse one host while another goes through (mode auto, hosts allowed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_a_hook_refuses_one_host_and_lets_another_through() {
+    let (open, closed) = (http_server().await, http_server().await);
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("port-hook");
+    std::fs::write(&hook, PORT_HOOK).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = format!(
+        "kind = \"sandbox\"\n[exec.sandbox.network]\ndefault = \"allow\"\n\
+         [permissions]\ndefault_mode = \"auto\"\n\
+         [[hooks.command]]\nargv = [{hook:?}]\nname = \"ports\"\ntools = [\"network\"]\n\
+         env = [\"REFUSED_PORT\"]\n"
+    );
+    let closed_text = closed.to_string();
+    let (_daemon, mut c) = common::daemon::stdio_daemon(
+        dir.path(),
+        &config,
+        &[("REFUSED_PORT", closed_text.as_str())],
+    )
+    .await;
+    let s = c
+        .new_session(&common::daemon::workspace(dir.path(), "ws"))
+        .await;
+    let (out, _) = c
+        .bash(&s, &format!("{}; {}", curl(open), curl(closed)))
+        .await;
+    assert!(out.contains(&format!("hello from {open} 200")), "{out}");
+    assert!(out.contains("the hook keeps this port closed"), "{out}");
+    assert!(c.permission_requests.is_empty());
+}
+
+/// E10: when the daemon stops, every proxied connection is closed: a background task
+/// holding a tunnel to a host server leaves that server an end of file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_the_daemons_shutdown_closes_every_proxied_connection() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let holder = format!(
+        "import socket, time\n\
+         s = socket.create_connection(('127.0.0.1', 3128))\n\
+         s.sendall(b'CONNECT localhost:{port} HTTP/1.1\\r\\nHost: localhost:{port}\\r\\n\\r\\n')\n\
+         print(s.recv(100)); time.sleep(600)\n"
+    );
+    std::fs::write(ws.join("hold.py"), holder).unwrap();
+    let (mut daemon, mut c) = daemon(dir.path(), "auto", "").await;
+    let s = c.new_session(&ws).await;
+    c.start_task(&s, &format!("{PYTHON} hold.py")).await;
+    let (mut upstream, _) =
+        tokio::time::timeout(std::time::Duration::from_secs(60), listener.accept())
+            .await
+            .expect("the tunnel reached the host server")
+            .unwrap();
+    drop(c);
+    let status = daemon.wait().await.unwrap();
+    assert!(status.success(), "{status}");
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(60), upstream.read(&mut byte))
+        .await
+        .expect("the connection outlived the daemon");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
