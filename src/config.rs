@@ -247,6 +247,14 @@ pub struct PermissionRule {
     /// matches any one word. Absent: every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// For `network` (E10): the host the rule is about, `HOST` or `*.SUFFIX` (subdomains
+    /// of SUFFIX only), case-insensitive, an IPv6 address bare or in brackets. Absent:
+    /// every host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// For `network`: the port the rule is about. Absent: every port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// What a matching call gets; the strongest decision of all matching rules wins.
     pub action: Decision,
     /// Command lines this rule must match: the rule's author says what they meant, so
@@ -271,6 +279,8 @@ impl Default for PermissionRule {
             tool: String::new(),
             command: None,
             path: None,
+            host: None,
+            port: None,
             action: Decision::Deny,
             examples: Vec::new(),
             not_examples: Vec::new(),

@@ -165,6 +165,7 @@ pub fn kind_of(kind: &str) -> ToolKind {
         "read" => ToolKind::Read,
         "execute" => ToolKind::Execute,
         "edit" => ToolKind::Edit,
+        "fetch" => ToolKind::Fetch,
         _ => ToolKind::Other,
     }
 }

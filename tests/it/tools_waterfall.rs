@@ -666,10 +666,7 @@ async fn allow_always_grants_the_asked_segment_prefix_only() {
     assert_eq!(out, ok("gone\n"));
     // The two unmatched segments were asked about; the allowed `git status` and the
     // compound line as a whole are not granted.
-    assert_eq!(
-        s.grants(),
-        vec![Grant(vec!["rm".into()]), Grant(vec!["echo".into()])]
-    );
+    assert_eq!(s.grants(), vec![Grant::of("rm"), Grant::of("echo")]);
     // rm is now granted for this session: no question.
     assert_eq!(h.bash(&s, "rm -rf nothing && echo ok").await, ok("ok\n"));
     assert_eq!(prompter.asked().len(), 1);
