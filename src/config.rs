@@ -1560,8 +1560,14 @@ expect = "deny"
         }
         let c = Config::from_toml(&text, Path::new("dsh.toml")).unwrap();
         let p = &c.permissions;
-        assert_eq!((p.rules.len(), p.tests.len()), (3, 2));
+        assert_eq!((p.rules.len(), p.tests.len()), (4, 2));
         assert_eq!(p.rules[2].path.as_deref(), Some("secrets/**"));
+        // E10: the network rule's host and port, and its examples hold.
+        assert_eq!(
+            (p.rules[3].host.as_deref(), p.rules[3].port),
+            (Some("*.crates.io"), Some(443))
+        );
+        assert_eq!(crate::policy::check_config(p), []);
         assert!(!p.rules[0].examples.is_empty() && !p.rules[0].not_examples.is_empty());
         assert_eq!(p.tests[0].mode, Mode::Auto);
         let header = doc.lines().count() + 1;
