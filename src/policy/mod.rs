@@ -2624,6 +2624,16 @@ mod tests {
             connect(&p, "INDEX.Crates.IO.", 443, Mode::Ask, &[]).decision,
             Allow
         );
+        // An address is judged as the address, however the call spells it.
+        let p = net_policy(
+            vec![net_rule(Some("127.0.0.1"), None, Deny)],
+            &NetworkConfig::default(),
+        );
+        for spelling in ["127.0.0.1", "2130706433", "0x7f.1", "::ffff:127.0.0.1"] {
+            let j = connect(&p, spelling, 8080, Mode::Auto, &[]);
+            assert_eq!(j.decision, Deny, "{spelling}: {}", j.reason);
+            assert!(j.reason.ends_with("matches 127.0.0.1:8080"), "{}", j.reason);
+        }
         // A tool-wide rule (network or `*`) covers every host.
         let p = net_policy(vec![rule("network", None, Deny)], &NetworkConfig::default());
         assert_eq!(

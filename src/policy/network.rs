@@ -69,6 +69,12 @@ impl std::fmt::Display for HostPattern {
 /// `text` as a host in the one form hosts are compared in, or `None` when it is not a
 /// host name (labels of letters, digits, `-` and `_`, each 1 to 63 long, 253 in all) nor
 /// an IP address.
+///
+/// An address is judged as the address it is, however it is spelt: the other forms the
+/// C resolver accepts for IPv4 (`2130706433`, `0x7f.1`, `0177.0.0.1`) and an IPv4-mapped
+/// IPv6 address (`::ffff:127.0.0.1`) are its dotted IPv4 form, so a rule on `127.0.0.1`
+/// cannot be walked around by spelling. A name whose last label is a number that is not
+/// such an address is no host (no top-level domain is numeric).
 pub fn normalize_host(text: &str) -> Option<String> {
     let text = text.trim();
     let unbracketed = text
@@ -76,15 +82,19 @@ pub fn normalize_host(text: &str) -> Option<String> {
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(text);
     if let Ok(v6) = unbracketed.parse::<Ipv6Addr>() {
-        return Some(v6.to_string());
+        return Some(match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6.to_string(),
+        });
     }
     if unbracketed.len() != text.len() {
         // Brackets hold only an IPv6 address.
         return None;
     }
     let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
-    if let Ok(ip) = name.parse::<IpAddr>() {
-        return Some(ip.to_string());
+    let last = name.rsplit('.').next().unwrap_or_default();
+    if last.starts_with(|c: char| c.is_ascii_digit()) {
+        return numeric_ipv4(&name).map(|v4| v4.to_string());
     }
     let label_ok = |label: &str| {
         (1..=63).contains(&label.len())
@@ -93,6 +103,45 @@ pub fn normalize_host(text: &str) -> Option<String> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     (!name.is_empty() && name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
+}
+
+/// An IPv4 address in any form `inet_aton` reads: one to four parts, each decimal, octal
+/// (a leading `0`) or hexadecimal (`0x`), the last filling the bytes left.
+fn numeric_ipv4(name: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<u64> = name
+        .split('.')
+        .map(|part| {
+            let (digits, radix) = if let Some(hex) = part.strip_prefix("0x") {
+                (hex, 16)
+            } else if part.len() > 1 && part.starts_with('0') {
+                (&part[1..], 8)
+            } else {
+                (part, 10)
+            };
+            if digits.is_empty() && radix != 8 {
+                return None;
+            }
+            if digits.is_empty() {
+                return Some(0);
+            }
+            u64::from_str_radix(digits, radix)
+                .ok()
+                .filter(|_| digits.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+        .collect::<Option<_>>()?;
+    let (last, leading) = parts.split_last()?;
+    if leading.len() > 3 || leading.iter().any(|p| *p > 255) {
+        return None;
+    }
+    let room = 8 * (4 - leading.len() as u32);
+    if *last >= 1u64 << room {
+        return None;
+    }
+    let mut value = *last;
+    for (i, part) in leading.iter().enumerate() {
+        value |= part << (24 - 8 * i as u32);
+    }
+    u32::try_from(value).ok().map(std::net::Ipv4Addr::from)
 }
 
 /// `host:port` as a person reads it (an IPv6 address in brackets).
@@ -191,7 +240,7 @@ mod tests {
             ("*.CRATES.io.", "static.crates.io", true),
             ("10.0.0.1", "10.0.0.1", true),
             ("10.0.0.1", "10.0.0.10", false),
-            ("*.0.0.1", "127.0.0.1", false),
+            ("2130706433", "127.0.0.1", true),
             ("::1", "::1", true),
             ("[::1]", "::1", true),
             ("0:0:0:0:0:0:0:1", "::1", true),
@@ -199,14 +248,7 @@ mod tests {
             ("2001:db8::1", "2001:db8::2", false),
         ];
         for (pattern, host, expected) in cases {
-            let parsed = HostPattern::parse(pattern);
-            if *pattern == "*.0.0.1" {
-                // Numbers as a name: a host that is an address never matches `*.`.
-                let parsed = parsed.unwrap();
-                assert!(!parsed.matches(host));
-                continue;
-            }
-            let parsed = parsed.unwrap_or_else(|e| panic!("{pattern}: {e}"));
+            let parsed = HostPattern::parse(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
             assert_eq!(parsed.matches(host), *expected, "{pattern} against {host}");
         }
     }
@@ -225,6 +267,8 @@ mod tests {
             "crates.io/path",
             "[crates.io]",
             "*.10.0.0.1",
+            "*.0.0.1",
+            "*.example.123",
             "*.[::1]",
             &"a".repeat(64),
         ] {
@@ -247,6 +291,36 @@ mod tests {
             Some("a_b.example")
         );
         assert_eq!(normalize_host("host:80"), None);
+        // An address is the address however it is spelt.
+        for spelling in [
+            "127.0.0.1",
+            "2130706433",
+            "0x7f000001",
+            "0x7f.1",
+            "127.1",
+            "0177.0.0.1",
+            "127.0.1",
+            "::ffff:127.0.0.1",
+            "[::ffff:7f00:1]",
+        ] {
+            assert_eq!(
+                normalize_host(spelling).as_deref(),
+                Some("127.0.0.1"),
+                "{spelling}"
+            );
+        }
+        for not_a_host in [
+            "256.0.0.1",
+            "1.2.3.4.5",
+            "08.1.1.1",
+            "4294967296",
+            "1.0x",
+            "example.123",
+        ] {
+            assert_eq!(normalize_host(not_a_host), None, "{not_a_host}");
+        }
+        assert_eq!(normalize_host("1e100.net").as_deref(), Some("1e100.net"));
+        assert_eq!(normalize_host("0.0.0.0").as_deref(), Some("0.0.0.0"));
         assert_eq!(normalize_host("."), None);
         assert_eq!(target("::1", 443), "[::1]:443");
         assert_eq!(target("crates.io", 80), "crates.io:80");
