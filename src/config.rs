@@ -247,6 +247,14 @@ pub struct PermissionRule {
     /// matches any one word. Absent: every call of the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// For `network` (E10): the host the rule is about, `HOST` or `*.SUFFIX` (subdomains
+    /// of SUFFIX only), case-insensitive, an IPv6 address bare or in brackets. Absent:
+    /// every host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// For `network`: the port the rule is about. Absent: every port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// What a matching call gets; the strongest decision of all matching rules wins.
     pub action: Decision,
     /// Command lines this rule must match: the rule's author says what they meant, so
@@ -271,6 +279,8 @@ impl Default for PermissionRule {
             tool: String::new(),
             command: None,
             path: None,
+            host: None,
+            port: None,
             action: Decision::Deny,
             examples: Vec::new(),
             not_examples: Vec::new(),
@@ -1550,8 +1560,14 @@ expect = "deny"
         }
         let c = Config::from_toml(&text, Path::new("dsh.toml")).unwrap();
         let p = &c.permissions;
-        assert_eq!((p.rules.len(), p.tests.len()), (3, 2));
+        assert_eq!((p.rules.len(), p.tests.len()), (4, 2));
         assert_eq!(p.rules[2].path.as_deref(), Some("secrets/**"));
+        // E10: the network rule's host and port, and its examples hold.
+        assert_eq!(
+            (p.rules[3].host.as_deref(), p.rules[3].port),
+            (Some("*.crates.io"), Some(443))
+        );
+        assert_eq!(crate::policy::check_config(p), []);
         assert!(!p.rules[0].examples.is_empty() && !p.rules[0].not_examples.is_empty());
         assert_eq!(p.tests[0].mode, Mode::Auto);
         let header = doc.lines().count() + 1;

@@ -113,8 +113,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum PolicyCommand {
-    /// Show the decision a bash call of COMMAND gets, and per segment what decided it.
+    /// Show the decision a bash call of COMMAND gets, and per segment what decided it;
+    /// with `--tool network`, the decision a sandboxed command's connection to
+    /// HOST[:PORT] (port 443 if none) gets.
     Explain {
+        /// The tool of the call: `bash` (the default), or `network` for a connection.
+        #[arg(long, value_parser = ["bash", "network"], default_value = "bash")]
+        tool: String,
         /// The config file whose rules judge (default: your own, else the built-in defaults).
         #[arg(long)]
         config: Option<PathBuf>,
@@ -138,7 +143,7 @@ enum PolicyCommand {
         /// Print the judgement as JSON (the shape is in the README).
         #[arg(long)]
         json: bool,
-        /// The command line, after `--`.
+        /// The command line, after `--` (with `--tool network`: HOST[:PORT]).
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
@@ -207,6 +212,7 @@ fn main() -> ExitCode {
         Command::Policy {
             command:
                 PolicyCommand::Explain {
+                    tool,
                     config,
                     cwd,
                     mode,
@@ -221,9 +227,12 @@ fn main() -> ExitCode {
             cwd,
             mode.as_deref(),
             &grants,
-            sandbox.and(justification),
+            Explained {
+                tool: &tool,
+                text: &command.join(" "),
+                leave_sandbox: sandbox.and(justification),
+            },
             json,
-            &command.join(" "),
         ),
         Command::Serve { at, stdio } => {
             limit_malloc_arenas();
@@ -341,7 +350,8 @@ fn load_checked(path: Option<&Path>) -> Result<Config, String> {
 /// Runs the examples and tests the permission rules carry; a daemon never runs rules that
 /// fail their own examples.
 fn check_rules(config: &Config) -> Result<(), String> {
-    let failed = dsh::policy::check_config(&config.permissions);
+    let mut failed = dsh::policy::check_config(&config.permissions);
+    failed.extend(dsh::policy::check_network(&config.exec.sandbox.network));
     if failed.is_empty() {
         return Ok(());
     }
@@ -352,18 +362,29 @@ fn check_rules(config: &Config) -> Result<(), String> {
     ))
 }
 
-/// `dsh policy explain`: the policy's judgement of one bash call, with nothing run,
-/// judged as the policy hook judges it in a session working in `cwd` (with its
-/// `sandbox: "off"` and `justification` when `leave_sandbox` gives one).
+/// The call `dsh policy explain` judges: a bash command line (with its `sandbox: "off"`
+/// and `justification` when `leave_sandbox` gives one), or for `network` HOST[:PORT].
+struct Explained<'a> {
+    tool: &'a str,
+    text: &'a str,
+    leave_sandbox: Option<String>,
+}
+
+/// `dsh policy explain`: the policy's judgement of one call, with nothing run, judged as
+/// the policy hook judges it in a session working in `cwd`.
 fn explain(
     path: Option<&Path>,
     cwd: Option<PathBuf>,
     mode: Option<&str>,
     grants: &[String],
-    leave_sandbox: Option<String>,
+    call: Explained<'_>,
     json: bool,
-    command: &str,
 ) -> Result<(), String> {
+    let Explained {
+        tool,
+        text: command,
+        leave_sandbox,
+    } = call;
     let mut config = load_checked(path)?;
     let cwd = match cwd {
         Some(dir) => dir,
@@ -381,9 +402,36 @@ fn explain(
         Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
         None => config.permissions.default_mode,
     };
-    let grants: Vec<dsh::policy::Grant> =
-        grants.iter().map(|g| dsh::policy::Grant::of(g)).collect();
-    let policy = dsh::policy::Policy::new(&config.permissions);
+    // As `dsh policy grants` shows them: `git push`, or `network HOST` for a host.
+    let grants: Vec<dsh::policy::Grant> = grants
+        .iter()
+        .flat_map(|g| dsh::policy::Grant::named(g))
+        .collect();
+    let policy = dsh::policy::Policy::of_config(&config);
+    if tool == dsh::policy::NETWORK_TOOL {
+        let arguments = dsh::policy::network::explain_arguments(command)?;
+        let judged = policy.judge(tool, &arguments, mode, &grants);
+        let target = dsh::policy::network::target(
+            arguments["host"].as_str().unwrap_or_default(),
+            arguments["port"].as_u64().unwrap_or_default() as u16,
+        );
+        if json {
+            let value = serde_json::json!({
+                "tool": tool,
+                "host": arguments["host"],
+                "port": arguments["port"],
+                "mode": mode.id(),
+                "judgement": judged,
+            });
+            println!("{value:#}");
+        } else {
+            print!(
+                "{}",
+                dsh::policy::explain::render_network(&target, mode.id(), &judged)
+            );
+        }
+        return Ok(());
+    }
     let mut arguments = serde_json::json!({ "command": command });
     if let Some(justification) = &leave_sandbox {
         arguments["sandbox"] = "off".into();
@@ -473,7 +521,8 @@ fn replay(
             let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
             runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(&text, &config, &cwd))
         } else {
-            let policy = dsh::policy::Policy::new(&config.permissions);
+            let network = &config.exec.sandbox.network;
+            let policy = dsh::policy::Policy::of_config(&config);
             dsh::policy::replay::audited_calls(&text).map(|audited| {
                 // A call judged with a project's rules is judged with them again, on top
                 // of the candidate's (the project file as it is now).
@@ -483,7 +532,8 @@ fn replay(
                     .filter_map(|c| c.project.clone())
                     .map(|file| {
                         let project = dsh::project::load(&file, &config);
-                        (file, dsh::policy::Policy::new(&project.permissions))
+                        let policy = dsh::policy::Policy::new(&project.permissions);
+                        (file, policy.with_network(network))
                     })
                     .collect();
                 let policy_of = |call: &dsh::policy::replay::AuditedCall| {
@@ -821,7 +871,11 @@ async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
         } else {
             let state_dir = at.config()?.exec.state_dir();
             let grants = dsh::registry::UserGrants::open(&state_dir)?;
-            if !grants.revoke(&dsh::policy::Grant::of(&prefix))? {
+            let mut found = false;
+            for grant in dsh::policy::Grant::named(&prefix) {
+                found |= grants.revoke(&grant)?;
+            }
+            if !found {
                 return Err(format!("no user grant or rejection of `{prefix}`"));
             }
         }

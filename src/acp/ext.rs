@@ -334,10 +334,16 @@ impl AcpService {
         p: RevokeParams,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id)?;
-        let prefix = crate::policy::Grant::of(&p.prefix);
-        if !session.revoke(&prefix) {
+        // As shown: `git push`, or `network HOST` for a host.
+        let named = crate::policy::Grant::named(&p.prefix);
+        let revoked: Vec<_> = named.iter().filter(|g| session.revoke(g)).collect();
+        if revoked.is_empty() {
             let user = session.user_grants();
-            let why = if user.allowed().contains(&prefix) || user.rejected().contains(&prefix) {
+            let (allowed, rejected) = (user.allowed(), user.rejected());
+            let why = if named
+                .iter()
+                .any(|g| allowed.contains(g) || rejected.contains(g))
+            {
                 "it is the user's (`dsh policy grants --revoke`)"
             } else {
                 "none in this session"
@@ -348,13 +354,15 @@ impl AcpService {
             )));
         }
         if let Some(log) = self.log_of(&session.id) {
-            self.append(
-                &log,
-                crate::store::Event::Revoke {
-                    at_ms: crate::store::now_ms(),
-                    prefix: prefix.0.clone(),
-                },
-            );
+            for prefix in revoked {
+                self.append(
+                    &log,
+                    crate::store::Event::Revoke {
+                        at_ms: crate::store::now_ms(),
+                        prefix: prefix.clone(),
+                    },
+                );
+            }
         }
         Ok(json!({}))
     }
@@ -377,14 +385,18 @@ impl AcpService {
         _ctx: RequestContext,
         p: UserRevokeParams,
     ) -> Result<Value, RpcError> {
-        let prefix = crate::policy::Grant::of(&p.prefix);
-        match self.sessions.user_grants().revoke(&prefix) {
-            Ok(true) => Ok(json!({})),
-            Ok(false) => Err(RpcError::not_found(format!(
+        let user = self.sessions.user_grants();
+        let mut found = false;
+        for grant in crate::policy::Grant::named(&p.prefix) {
+            found |= user.revoke(&grant).map_err(RpcError::internal)?;
+        }
+        if found {
+            Ok(json!({}))
+        } else {
+            Err(RpcError::not_found(format!(
                 "no user grant or rejection of `{}`",
                 p.prefix
-            ))),
-            Err(e) => Err(RpcError::internal(e)),
+            )))
         }
     }
 

@@ -199,7 +199,8 @@ impl AcpService {
             .clone()
             .ok_or_else(|| vec!["this daemon has no config source to read again".to_string()])?;
         let mut new = source().map_err(|e| vec![e])?;
-        let failed = crate::policy::check_config(&new.permissions);
+        let mut failed = crate::policy::check_config(&new.permissions);
+        failed.extend(crate::policy::check_network(&new.exec.sandbox.network));
         if !failed.is_empty() {
             return Err(failed.iter().map(|f| f.to_string()).collect());
         }

@@ -34,6 +34,90 @@ const OPTIONS: [(&str, &str, PermissionAnswer); 4] = [
     ),
 ];
 
+/// What the person is asked about a connection of a sandboxed command (a call of the
+/// tool `network`, E10).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NetworkQuestion {
+    /// "`cargo build` wants to reach index.crates.io:443".
+    title: String,
+    /// The host an "always" answer is remembered for.
+    host: String,
+}
+
+/// How long the asking command may be in a question's title.
+const COMMAND_CHARS: usize = 60;
+
+/// The question about a `network` call: who wants to reach what.
+fn network_question(tool: &str, arguments: &serde_json::Value) -> Option<NetworkQuestion> {
+    if tool != crate::policy::NETWORK_TOOL {
+        return None;
+    }
+    let host = arguments.get("host").and_then(|h| h.as_str())?;
+    let host = crate::policy::network::normalize_host(host).unwrap_or_else(|| host.to_owned());
+    let target = match arguments.get("port").and_then(|p| p.as_u64()) {
+        Some(port) => match u16::try_from(port) {
+            Ok(port) => crate::policy::network::target(&host, port),
+            Err(_) => format!("{host} port {port}"),
+        },
+        None => host.clone(),
+    };
+    let command = arguments
+        .get("command")
+        .and_then(|c| c.as_str())
+        .map(str::trim)
+        .filter(|c| !c.is_empty());
+    let who = match command {
+        Some(command) => {
+            let first = command.lines().next().unwrap_or_default().trim_end();
+            let mut shown: String = first.chars().take(COMMAND_CHARS).collect();
+            if first.chars().count() > COMMAND_CHARS || command.contains('\n') {
+                shown.push('…');
+            }
+            format!("`{}`", shown.replace('`', "'"))
+        }
+        None => "A command".to_owned(),
+    };
+    Some(NetworkQuestion {
+        title: format!("{who} wants to reach {target}"),
+        host,
+    })
+}
+
+/// The answers offered: all four, or for a call leaving the sandbox (allowed one call at
+/// a time) only the "once" ones; about a host, the "always" ones say it is remembered
+/// for that host.
+fn options(
+    escalation: bool,
+    host: Option<&str>,
+) -> Vec<(&'static str, String, acp::PermissionOptionKind)> {
+    let kinds = [
+        acp::PermissionOptionKind::AllowOnce,
+        acp::PermissionOptionKind::AllowAlways,
+        acp::PermissionOptionKind::RejectOnce,
+        acp::PermissionOptionKind::RejectAlways,
+    ];
+    OPTIONS
+        .iter()
+        .zip(kinds)
+        .filter(|((_, _, answer), _)| {
+            !escalation
+                || matches!(
+                    answer,
+                    PermissionAnswer::AllowOnce | PermissionAnswer::RejectOnce
+                )
+        })
+        .map(|((id, name, answer), kind)| {
+            let name = match (answer, host) {
+                (PermissionAnswer::AllowAlways | PermissionAnswer::RejectAlways, Some(host)) => {
+                    format!("{name} for {host}")
+                }
+                _ => name.to_string(),
+            };
+            (*id, name, kind)
+        })
+        .collect()
+}
+
 #[async_trait::async_trait]
 impl PermissionPrompter for AcpPrompter {
     fn remember(&self, prefixes: &[crate::policy::Grant], allow: bool) {
@@ -44,7 +128,7 @@ impl PermissionPrompter for AcpPrompter {
                 &log,
                 crate::store::Event::Grant {
                     at_ms: crate::store::now_ms(),
-                    prefixes: prefixes.iter().map(|g| g.0.clone()).collect(),
+                    prefixes: prefixes.to_vec(),
                     allow,
                 },
             );
@@ -58,11 +142,15 @@ impl PermissionPrompter for AcpPrompter {
         let Some((peer, display)) = agent.peer_of(&self.session_id) else {
             return PermissionAnswer::Cancelled;
         };
-        let kind = agent
-            .tools
-            .get_in(&self.session_id, &request.tool)
-            .map(|t| t.kind().as_str())
-            .unwrap_or("other");
+        let network = network_question(&request.tool, &request.arguments);
+        let kind = match &network {
+            Some(_) => "fetch",
+            None => agent
+                .tools
+                .get_in(&self.session_id, &request.tool)
+                .map(|t| t.kind().as_str())
+                .unwrap_or("other"),
+        };
         let session = agent.sessions.get(&self.session_id);
         let cwd = session.as_ref().map(|s| s.cwd.clone());
         // The question carries the diff again: it replaces the call's content.
@@ -71,7 +159,11 @@ impl PermissionPrompter for AcpPrompter {
         } else {
             None
         };
-        let view = CallView::of(&request.tool, &request.arguments, cwd.as_deref()).with_diff(diff);
+        let mut view =
+            CallView::of(&request.tool, &request.arguments, cwd.as_deref()).with_diff(diff);
+        if let Some(question) = &network {
+            view.title = question.title.clone();
+        }
         let tool_call = updates::permission_tool_call(
             &request.call_id,
             &view,
@@ -81,25 +173,13 @@ impl PermissionPrompter for AcpPrompter {
             request.escalation.as_ref(),
             display,
         );
-        let kinds = [
-            acp::PermissionOptionKind::AllowOnce,
-            acp::PermissionOptionKind::AllowAlways,
-            acp::PermissionOptionKind::RejectOnce,
-            acp::PermissionOptionKind::RejectAlways,
-        ];
-        // A call leaving the sandbox is allowed one call at a time: no "always" is offered.
-        let options = OPTIONS
-            .iter()
-            .zip(kinds)
-            .filter(|((_, _, answer), _)| {
-                request.escalation.is_none()
-                    || matches!(
-                        answer,
-                        PermissionAnswer::AllowOnce | PermissionAnswer::RejectOnce
-                    )
-            })
-            .map(|((id, name, _), kind)| acp::PermissionOption::new(id.to_string(), *name, kind))
-            .collect();
+        let options = options(
+            request.escalation.is_some(),
+            network.as_ref().map(|q| q.host.as_str()),
+        )
+        .into_iter()
+        .map(|(id, name, kind)| acp::PermissionOption::new(id.to_string(), name, kind))
+        .collect();
         let params =
             acp::RequestPermissionRequest::new(self.session_id.clone(), tool_call, options);
         let Ok(params) = serde_json::to_value(params) else {
@@ -122,5 +202,68 @@ impl PermissionPrompter for AcpPrompter {
                 .unwrap_or(PermissionAnswer::Cancelled),
             _ => PermissionAnswer::Cancelled,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn e10_a_network_question_says_who_wants_to_reach_what() {
+        let question = network_question(
+            "network",
+            &json!({"host": "index.crates.io", "port": 443, "scheme": "https",
+                    "command": "cargo build --release"}),
+        )
+        .unwrap();
+        assert_eq!(
+            question.title,
+            "`cargo build --release` wants to reach index.crates.io:443"
+        );
+        assert_eq!(question.host, "index.crates.io");
+        let long = format!("cargo build {}", "x".repeat(100));
+        let question = network_question(
+            "network",
+            &json!({"host": "::1", "port": 8080, "command": long}),
+        )
+        .unwrap();
+        assert!(
+            question.title.ends_with("…` wants to reach [::1]:8080"),
+            "{}",
+            question.title
+        );
+        assert!(question.title.chars().count() < 100, "{}", question.title);
+        let question = network_question("network", &json!({"host": "a.example", "port": 80}));
+        assert_eq!(
+            question.unwrap().title,
+            "A command wants to reach a.example:80"
+        );
+        assert_eq!(
+            network_question("bash", &json!({"host": "a.example", "command": "x"})),
+            None
+        );
+    }
+
+    #[test]
+    fn e10_always_is_offered_for_the_host() {
+        let names: Vec<String> = options(false, Some("index.crates.io"))
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Allow once",
+                "Allow always for index.crates.io",
+                "Reject",
+                "Reject always for index.crates.io"
+            ]
+        );
+        let plain: Vec<String> = options(false, None).into_iter().map(|o| o.1).collect();
+        assert_eq!(plain[1], "Allow always");
+        let once: Vec<&str> = options(true, None).into_iter().map(|o| o.0).collect();
+        assert_eq!(once, ["allow_once", "reject_once"]);
     }
 }

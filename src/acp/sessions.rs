@@ -4,7 +4,6 @@
 use super::{AcpService, REPLAY_STALL, to_value, updates};
 use crate::agent;
 use crate::config::Mode;
-use crate::policy::Grant;
 use crate::registry::Session;
 use crate::rpc::{RequestContext, RpcError};
 use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
@@ -309,15 +308,14 @@ impl AcpService {
                 Event::Grant {
                     prefixes, allow, ..
                 } => {
-                    let grants: Vec<Grant> = prefixes.iter().cloned().map(Grant).collect();
                     if *allow {
-                        session.add_grants(&grants);
+                        session.add_grants(prefixes);
                     } else {
-                        session.add_rejections(&grants);
+                        session.add_rejections(prefixes);
                     }
                 }
                 Event::Revoke { prefix, .. } => {
-                    session.revoke(&Grant(prefix.clone()));
+                    session.revoke(prefix);
                 }
                 _ => {}
             }

@@ -67,9 +67,14 @@ impl Hook for PermissionGate {
         if !verdict.grants.is_empty() {
             let rejected = session.rejections();
             if verdict.grants.iter().all(|g| rejected.contains(g)) {
+                let what = if verdict.grants.iter().all(|g| g.words().is_some()) {
+                    "command"
+                } else {
+                    "host"
+                };
                 return call.veto(
                     self.name(),
-                    "the user rejected this command for the session",
+                    &format!("the user rejected this {what} for the session"),
                 );
             }
         }

@@ -33,10 +33,12 @@ pub struct SessionLayer {
 }
 
 impl SessionLayer {
-    /// Builds the layer of `project` (read against the user's `config`); session logs
-    /// are under `state_dir`, for the hooks.
-    fn new(project: Project, state_dir: &Path) -> Self {
-        let hooks = Arc::new(HookSet::new(&project.hooks, Some(state_dir.to_path_buf())));
+    /// Builds the layer of `project` (read against the user's `config`, whose
+    /// `[exec.sandbox.network]` judges hosts too); session logs are under its state
+    /// directory, for the hooks.
+    fn new(project: Project, user: &Config) -> Self {
+        let state_dir = user.exec.state_dir();
+        let hooks = Arc::new(HookSet::new(&project.hooks, Some(state_dir)));
         let links = hooks
             .waterfall_hooks()
             .map(|h| h as Arc<dyn Hook>)
@@ -53,7 +55,9 @@ impl SessionLayer {
                 .collect()
         };
         Self {
-            policy: Arc::new(Policy::new(&project.permissions)),
+            policy: Arc::new(
+                Policy::new(&project.permissions).with_network(&user.exec.sandbox.network),
+            ),
             hooks,
             links,
             version,
@@ -109,7 +113,7 @@ impl ProjectLayers {
         for warning in &project.warnings {
             tracing::warn!(session = session_id, "{warning}");
         }
-        let layer = Arc::new(SessionLayer::new(project, &self.user.exec.state_dir()));
+        let layer = Arc::new(SessionLayer::new(project, &self.user));
         self.sessions.insert(session_id.to_string(), layer.clone());
         self.any.store(true, Ordering::Release);
         Some(layer)

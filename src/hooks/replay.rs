@@ -49,7 +49,7 @@ pub async fn replay_with_hooks(
     let projects = Arc::new(ProjectLayers::for_replay(config));
     let waterfall = Waterfall::new();
     waterfall.push(Arc::new(
-        PolicyHook::new(Arc::new(Policy::new(&config.permissions))).with_projects(projects.clone()),
+        PolicyHook::new(Arc::new(Policy::of_config(config))).with_projects(projects.clone()),
     ));
     for hook in hooks.waterfall_hooks() {
         waterfall.push(hook as Arc<dyn Hook>);

@@ -8,8 +8,18 @@ use super::{Cause, Judgement, SegmentJudgement, action};
 
 /// The human-readable explanation of `judgement` for `command` in mode `mode`.
 pub fn render(command: &str, mode: &str, judgement: &Judgement) -> String {
+    render_call("command", command, mode, judgement)
+}
+
+/// The human-readable explanation of `judgement` for a connection (a call of the tool
+/// `network`) to `target` (`host:port`) in mode `mode`.
+pub fn render_network(target: &str, mode: &str, judgement: &Judgement) -> String {
+    render_call("network", target, mode, judgement)
+}
+
+fn render_call(label: &str, call: &str, mode: &str, judgement: &Judgement) -> String {
     let mut out = format!(
-        "{}: {}\n  command: {command}\n  mode: {mode}\n  because: {}\n",
+        "{}: {}\n  {label}: {call}\n  mode: {mode}\n  because: {}\n",
         action(judgement.decision),
         cause(&judgement.cause),
         judgement.reason

@@ -20,35 +20,110 @@
 pub mod argv;
 pub mod escalation;
 pub mod explain;
+pub mod network;
 pub mod read_only;
 pub mod replay;
 pub mod shell;
 pub mod word;
 pub mod wrappers;
 
-use crate::config::{Decision, Mode, PermissionRule, PermissionsConfig};
+use crate::config::{
+    Config, Decision, Mode, NetworkConfig, NetworkDefault, PermissionRule, PermissionsConfig,
+};
 pub use escalation::{Escalation, EscalationError};
+use network::{HostEntry, HostPattern};
 use serde::Serialize;
 use shell::Segment;
 use std::path::{Path, PathBuf};
 use word::base_name;
 
-/// A command prefix granted "allow always" for one session (e.g. ["git", "push"]).
+/// What an "allow always" answer grants (and a "reject always" refuses) for a session,
+/// or with `remember = "user"` for the user: a bash command prefix, or a host the tool
+/// `network` may reach. The two kinds never stand for each other: a host grant allows no
+/// command and a command grant no host.
 ///
-/// It acts as an allow rule for that prefix, matched word for word (a `*` in a grant is a
-/// literal word, not a wildcard).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Grant(pub Vec<String>);
+/// Persisted (session logs, `grants.json`, audit lines) as before for a command prefix,
+/// an array of its words (`["git","push"]`), so every grant already written reads back
+/// as one; a host grant is an object, `{"host":"index.crates.io"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// A command prefix, e.g. ["git", "push"]. It acts as an allow rule for that prefix,
+    /// matched word for word (a `*` in a grant is a literal word, not a wildcard).
+    Command(Vec<String>),
+    /// A host (in the form [`network::normalize_host`] gives), on any port.
+    Host(String),
+}
 
 impl Grant {
     /// The prefix a command names, word by word (`git push`).
     pub fn of(command: &str) -> Grant {
-        Grant(command.split_whitespace().map(str::to_owned).collect())
+        Grant::Command(command.split_whitespace().map(str::to_owned).collect())
     }
 
-    /// The prefix as a command, for permission prompts and messages.
+    /// The grant of a host, in the one form hosts are compared in (`None`: not a host).
+    pub fn host(host: &str) -> Option<Grant> {
+        network::normalize_host(host).map(Grant::Host)
+    }
+
+    /// The grants a person may mean by `text` as [`Grant::display`] shows them: the
+    /// command prefix, and when it reads `network HOST` the host grant too (revoking by
+    /// what was shown forgets whichever of them there is).
+    pub fn named(text: &str) -> Vec<Grant> {
+        let mut named = vec![Grant::of(text)];
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if let ["network", host] = words.as_slice()
+            && let Some(host) = Grant::host(host)
+        {
+            named.push(host);
+        }
+        named
+    }
+
+    /// The command prefix, for a command grant.
+    pub fn words(&self) -> Option<&[String]> {
+        match self {
+            Grant::Command(words) => Some(words),
+            Grant::Host(_) => None,
+        }
+    }
+
+    /// How permission prompts and messages show it: the command prefix (`git push`), or
+    /// `network HOST`.
     pub fn display(&self) -> String {
-        self.0.join(" ")
+        match self {
+            Grant::Command(words) => words.join(" "),
+            Grant::Host(host) => format!("network {host}"),
+        }
+    }
+}
+
+impl Serialize for Grant {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Grant::Command(words) => words.serialize(serializer),
+            Grant::Host(host) => {
+                use serde::ser::SerializeMap;
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("host", host)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Grant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Words(Vec<String>),
+            Host { host: String },
+        }
+        match Stored::deserialize(deserializer)? {
+            Stored::Words(words) => Ok(Grant::Command(words)),
+            Stored::Host { host } => Grant::host(&host)
+                .ok_or_else(|| serde::de::Error::custom(format!("`{host}` is not a host"))),
+        }
     }
 }
 
@@ -178,7 +253,13 @@ const SUBCOMMAND_TOOLS: &[&str] = &[
 pub struct Policy {
     rules: Vec<Rule>,
     read_only: Vec<Vec<String>>,
+    /// What mode `auto` does with a host nothing else decides (`[exec.sandbox.network]
+    /// default`).
+    network_default: NetworkDefault,
 }
+
+/// The tool each outbound connection of a sandboxed command is a call of (E10).
+pub const NETWORK_TOOL: &str = "network";
 
 /// A [`PermissionRule`] with its command split into words.
 #[derive(Debug, Clone)]
@@ -190,6 +271,13 @@ struct Rule {
     prefix: Option<Vec<String>>,
     /// For the file tools: the glob of paths it covers (`None`: every path).
     path: Option<String>,
+    /// For `network`: the hosts it covers (`None`: every host, or `host_error`).
+    host: Option<HostPattern>,
+    /// Why its `host` is not a host pattern: such a rule matches nothing, and
+    /// [`check_config`] refuses the config that holds it.
+    host_error: Option<String>,
+    /// For `network`: the port it covers (`None`: every port).
+    port: Option<u16>,
     action: Decision,
 }
 
@@ -201,18 +289,58 @@ impl Rule {
             .as_deref()
             .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .filter(|words| !words.is_empty());
+        let (host, host_error) = match rule.host.as_deref().map(HostPattern::parse) {
+            None => (None, None),
+            Some(Ok(pattern)) => (Some(pattern), None),
+            Some(Err(why)) => (None, Some(why)),
+        };
         Rule {
             index,
             origin: rule.origin.clone(),
             tool: rule.tool.clone(),
             prefix,
             path: rule.path.clone().filter(|p| !p.is_empty()),
+            host,
+            host_error,
+            port: rule.port,
             action: rule.action,
         }
     }
 
+    /// Whether the rule names hosts or ports: then it is only about the tool `network`.
+    fn names_hosts(&self) -> bool {
+        self.host.is_some() || self.host_error.is_some() || self.port.is_some()
+    }
+
+    /// Whether the rule covers a connection to `host`:`port` (a call of `network` it
+    /// covers the tool of): its host pattern, if any, matches and its port, if any, is
+    /// that one. A rule whose host is not a pattern matches nothing.
+    fn matches_host(&self, host: &str, port: u16) -> bool {
+        self.host_error.is_none()
+            && self.host.as_ref().is_none_or(|h| h.matches(host))
+            && self.port.is_none_or(|p| p == port)
+    }
+
     /// How the rule reads in messages: "rule bash `rm` (deny)", "rule * (every call, ask)".
     fn describe(&self) -> String {
+        if self.names_hosts() {
+            let mut what = Vec::new();
+            if let Some(host) = &self.host {
+                what.push(format!("host `{host}`"));
+            }
+            if let Some(port) = self.port {
+                what.push(format!("port {port}"));
+            }
+            if self.host_error.is_some() {
+                what.push("host (not a host pattern)".into());
+            }
+            return format!(
+                "rule {} {} ({})",
+                self.tool,
+                what.join(" "),
+                action(self.action)
+            );
+        }
         if let Some(path) = &self.path {
             return format!("rule {} path `{path}` ({})", self.tool, action(self.action));
         }
@@ -237,8 +365,11 @@ impl Rule {
 
     /// Whether the rule is about `tool`: its name or a glob matching it (`mcp__github__*`).
     /// A rule with a `path` is only about the file tools.
+    /// A rule with a `host` or `port` only about `network`.
     fn covers_tool(&self, tool: &str) -> bool {
-        (self.path.is_none() || FILE_TOOLS.contains(&tool)) && glob_matches(&self.tool, tool)
+        (self.path.is_none() || FILE_TOOLS.contains(&tool))
+            && (!self.names_hosts() || tool == NETWORK_TOOL)
+            && glob_matches(&self.tool, tool)
     }
 
     /// Whether the rule's prefix matches `words`. A `*` matches any one word. Deny and ask
@@ -499,7 +630,34 @@ impl Policy {
                 .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
                 .filter(|words| !words.is_empty())
                 .collect(),
+            network_default: NetworkDefault::default(),
         }
+    }
+
+    /// The policy a whole config judges with: its `[permissions]` and its
+    /// `[exec.sandbox.network]` (see [`Policy::with_network`]).
+    pub fn of_config(config: &Config) -> Self {
+        Policy::new(&config.permissions).with_network(&config.exec.sandbox.network)
+    }
+
+    /// Adds what `[exec.sandbox.network]` says about hosts: each `allow` and `deny` entry
+    /// as the rule it is sugar for (`tool = "network"`, its host and port, the action;
+    /// numbered after the configured rules, its origin naming the key), and `default`
+    /// for mode `auto`. An entry that is not `HOST`, `HOST:PORT` or `[V6]:PORT` matches
+    /// nothing ([`check_network`] refuses it).
+    pub fn with_network(mut self, network: &NetworkConfig) -> Self {
+        self.network_default = network.default;
+        for (list, action) in [
+            (&network.allow, Decision::Allow),
+            (&network.deny, Decision::Deny),
+        ] {
+            for entry in list {
+                let index = self.rules.len();
+                self.rules
+                    .push(sugar_rule(index, entry, action, list_name(action)));
+            }
+        }
+        self
     }
 
     /// Judges a call of `tool` with JSON `arguments` (for bash: {"command": "...", ...}) in
@@ -539,6 +697,9 @@ impl Policy {
                     format!("{tool} call without a string `path` argument"),
                 ),
             };
+        }
+        if tool == NETWORK_TOOL {
+            return self.judge_network(arguments, mode, grants);
         }
         if tool == "bash" {
             let escalation = place
@@ -726,6 +887,104 @@ impl Policy {
         }
     }
 
+    /// A connection of a sandboxed command (E10), `{host, port, ...}`: the strongest rule
+    /// that covers the host and port, else a grant of the host, else the mode (`ask`
+    /// asks, `auto` does what `[exec.sandbox.network] default` says, `read-only` denies).
+    /// An ask offers the host to "allow always" (any port).
+    fn judge_network(
+        &self,
+        arguments: &serde_json::Value,
+        mode: Mode,
+        grants: &[Grant],
+    ) -> Judgement {
+        let host = arguments
+            .get("host")
+            .and_then(|h| h.as_str())
+            .and_then(network::normalize_host);
+        let port = arguments
+            .get("port")
+            .and_then(|p| p.as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0);
+        let (host, port) = match (host, port) {
+            (Some(host), Some(port)) => (host, port),
+            (None, _) => {
+                return Judgement::of_call(
+                    Decision::Deny,
+                    "network call without a valid `host` (a host name or an IP address)".into(),
+                );
+            }
+            (_, None) => {
+                return Judgement::of_call(
+                    Decision::Deny,
+                    "network call without a valid `port` (a number from 1 to 65535)".into(),
+                );
+            }
+        };
+        let target = network::target(&host, port);
+        let call = |decision, reason: String, cause| Judgement {
+            cause,
+            ..Judgement::of_call(decision, reason)
+        };
+        let rule = self
+            .rules
+            .iter()
+            .filter(|r| r.prefix.is_none() && r.path.is_none())
+            .filter(|r| r.covers_tool(NETWORK_TOOL) && r.matches_host(&host, port))
+            .max_by_key(|r| r.action);
+        let mut judged = if let Some(rule) = rule {
+            call(
+                rule.action,
+                format!("{} matches {target}", rule.describe()),
+                rule.cause(),
+            )
+        } else if let Some(grant) = grants
+            .iter()
+            .find(|g| matches!(g, Grant::Host(granted) if *granted == host))
+        {
+            call(
+                Decision::Allow,
+                format!(
+                    "`{}` is allowed always in this session and matches {target}",
+                    grant.display()
+                ),
+                Cause::Grant {
+                    prefix: grant.display(),
+                },
+            )
+        } else {
+            let uncovered = format!("{target} is not covered by any rule");
+            match mode {
+                Mode::Ask => call(
+                    Decision::Ask,
+                    format!("{uncovered} (mode ask)"),
+                    Cause::Mode { mode },
+                ),
+                Mode::Auto => {
+                    let (decision, word) = match self.network_default {
+                        NetworkDefault::Ask => (Decision::Ask, "ask"),
+                        NetworkDefault::Allow => (Decision::Allow, "allow"),
+                        NetworkDefault::Deny => (Decision::Deny, "deny"),
+                    };
+                    call(
+                        decision,
+                        format!("{uncovered} (mode auto: [exec.sandbox.network] default = {word})"),
+                        Cause::Mode { mode },
+                    )
+                }
+                Mode::ReadOnly => call(
+                    Decision::Deny,
+                    format!("read-only mode: {uncovered}, and no connection is allowed by default"),
+                    Cause::ReadOnly,
+                ),
+            }
+        };
+        if judged.decision == Decision::Ask {
+            judged.grants_on_allow_always = vec![Grant::Host(host)];
+        }
+        judged
+    }
+
     /// A bash call that asks to run outside the sandbox: judged as any, then every
     /// segment allowed by something other than a rule naming its command is asked.
     fn judge_escalation(
@@ -877,9 +1136,10 @@ impl Policy {
             .filter(|r| r.covers_tool("bash"))
             .filter(|r| r.applies(&segment.words, opaque_tokens.as_deref()))
             .max_by_key(|r| r.action);
-        let grant = grants
-            .iter()
-            .find(|g| named && !g.0.is_empty() && segment.words.starts_with(&g.0));
+        let grant = grants.iter().find(|g| {
+            g.words()
+                .is_some_and(|w| named && !w.is_empty() && segment.words.starts_with(w))
+        });
         // A grant acts as an allow rule, so it only decides when no rule matched.
         let matched = match (rule, grant) {
             (Some(rule), _) => Some(Verdict::new(
@@ -1080,8 +1340,66 @@ pub fn check_config(config: &PermissionsConfig) -> Vec<FailedCheck> {
                 FILE_TOOLS.join(", ")
             )));
         }
+        let network_rule = compiled.names_hosts() || rule.tool == NETWORK_TOOL;
+        if compiled.names_hosts() && rule.tool != NETWORK_TOOL {
+            failed.push(FailedCheck(format!(
+                "{}rule {index} ({}): `host` and `port` apply only to tool `{NETWORK_TOOL}`",
+                at(&rule.origin),
+                compiled.describe(),
+            )));
+        }
+        if let Some(why) = &compiled.host_error {
+            failed.push(FailedCheck(format!(
+                "{}rule {index}: `host` {why}",
+                at(&rule.origin)
+            )));
+        }
+        if rule.port == Some(0) {
+            failed.push(FailedCheck(format!(
+                "{}rule {index} ({}): `port` must be from 1 to 65535",
+                at(&rule.origin),
+                compiled.describe(),
+            )));
+        }
+        if rule.tool == NETWORK_TOOL && compiled.prefix.is_some() {
+            failed.push(FailedCheck(format!(
+                "{}rule {index} ({}): `command` does not apply to tool `{NETWORK_TOOL}` (use `host` and `port`)",
+                at(&rule.origin),
+                compiled.describe(),
+            )));
+        }
         for (examples, must) in [(&rule.examples, true), (&rule.not_examples, false)] {
             for example in examples {
+                // A network rule's examples are `HOST` or `HOST:PORT` (port 443 if none).
+                if network_rule {
+                    let matched = match HostEntry::parse(example) {
+                        Ok(HostEntry {
+                            host: HostPattern::Exact(host),
+                            port,
+                        }) => Ok(compiled.matches_host(&host, port.unwrap_or(443))),
+                        Ok(_) => Err(format!("`{example}` is a pattern, not a host")),
+                        Err(why) => Err(why),
+                    };
+                    match matched {
+                        Ok(matched) if matched == must => {}
+                        Ok(_) => failed.push(FailedCheck(format!(
+                            "{}rule {index} ({}) {} `{example}`",
+                            at(&rule.origin),
+                            compiled.describe(),
+                            if must {
+                                "should match"
+                            } else {
+                                "should not match"
+                            },
+                        ))),
+                        Err(why) => failed.push(FailedCheck(format!(
+                            "{}rule {index} ({}): example {why}",
+                            at(&rule.origin),
+                            compiled.describe(),
+                        ))),
+                    }
+                    continue;
+                }
                 // A path rule's examples are paths (relative to the cwd unless absolute).
                 if let Some(glob) = &compiled.path {
                     let example_path = example.trim_start_matches("./");
@@ -1138,6 +1456,28 @@ pub fn check_config(config: &PermissionsConfig) -> Vec<FailedCheck> {
     failed
 }
 
+/// Checks `[exec.sandbox.network]`'s `allow` and `deny` entries, which are sugar for
+/// rules: each must be `HOST`, `HOST:PORT` or `[V6]:PORT` (a host being a name, an IP
+/// address or `*.` and a name). `dsh serve`, `dsh check-config` and a reload refuse a
+/// config for which this returns anything, as [`check_config`].
+pub fn check_network(network: &NetworkConfig) -> Vec<FailedCheck> {
+    let mut failed = Vec::new();
+    for (list, action) in [
+        (&network.allow, Decision::Allow),
+        (&network.deny, Decision::Deny),
+    ] {
+        for entry in list {
+            if let Err(why) = HostEntry::parse(entry) {
+                failed.push(FailedCheck(format!(
+                    "[exec.sandbox.network] {}: {why}",
+                    list_name(action)
+                )));
+            }
+        }
+    }
+    failed
+}
+
 /// What "allow always" grants for an asked segment: the command name, plus its subcommand
 /// for tools that have subcommands. Nothing when the subcommand could stand for other words
 /// (a glob or an expansion), since a grant must not cover more than what was approved.
@@ -1148,10 +1488,37 @@ fn grant_for(words: &[String]) -> Option<Grant> {
             if sub.contains(['*', '?', '[', '{', '$', '`']) || sub.is_empty() {
                 None
             } else {
-                Some(Grant(vec![name.clone(), sub.clone()]))
+                Some(Grant::Command(vec![name.clone(), sub.clone()]))
             }
         }
-        _ => Some(Grant(vec![name.clone()])),
+        _ => Some(Grant::Command(vec![name.clone()])),
+    }
+}
+
+/// The key an `[exec.sandbox.network]` list of `action` is written under.
+fn list_name(action: Decision) -> &'static str {
+    match action {
+        Decision::Allow => "allow",
+        _ => "deny",
+    }
+}
+
+/// The rule an `[exec.sandbox.network]` `allow` or `deny` entry stands for.
+fn sugar_rule(index: usize, entry: &str, action: Decision, key: &str) -> Rule {
+    let (host, host_error, port) = match HostEntry::parse(entry) {
+        Ok(parsed) => (Some(parsed.host), None, parsed.port),
+        Err(why) => (None, Some(why), None),
+    };
+    Rule {
+        index,
+        origin: Some(format!("[exec.sandbox.network] {key}")),
+        tool: NETWORK_TOOL.into(),
+        prefix: None,
+        path: None,
+        host,
+        host_error,
+        port,
+        action,
     }
 }
 
@@ -1239,7 +1606,7 @@ mod tests {
     }
 
     fn grant(words: &[&str]) -> Grant {
-        Grant(words.iter().map(|w| w.to_string()).collect())
+        Grant::Command(words.iter().map(|w| w.to_string()).collect())
     }
 
     #[test]
@@ -2183,5 +2550,422 @@ mod tests {
         let j = p.judge_in("bash", &args, Mode::Auto, &[], Some(&place));
         assert_eq!(j.decision, Allow);
         assert!(j.escalation.is_none());
+    }
+
+    fn net_rule(host: Option<&str>, port: Option<u16>, action: Decision) -> PermissionRule {
+        PermissionRule {
+            tool: "network".into(),
+            host: host.map(str::to_owned),
+            port,
+            action,
+            ..PermissionRule::default()
+        }
+    }
+
+    fn net_policy(rules: Vec<PermissionRule>, network: &NetworkConfig) -> Policy {
+        Policy::new(&PermissionsConfig {
+            rules,
+            ..PermissionsConfig::default()
+        })
+        .with_network(network)
+    }
+
+    fn connect(policy: &Policy, host: &str, port: u16, mode: Mode, grants: &[Grant]) -> Judgement {
+        policy.judge(
+            "network",
+            &json!({"host": host, "port": port, "scheme": "https", "command": "cargo build"}),
+            mode,
+            grants,
+        )
+    }
+
+    #[test]
+    fn e10_network_rules_match_host_and_port_and_the_strongest_wins() {
+        let p = net_policy(
+            vec![
+                net_rule(Some("*.crates.io"), None, Allow),
+                net_rule(Some("static.crates.io"), Some(80), Deny),
+                net_rule(None, Some(22), Ask),
+            ],
+            &NetworkConfig::default(),
+        );
+        let j = connect(&p, "index.crates.io", 443, Mode::Ask, &[]);
+        assert_eq!(j.decision, Allow);
+        assert_eq!(
+            j.reason,
+            "rule network host `*.crates.io` (allow) matches index.crates.io:443"
+        );
+        assert!(
+            matches!(j.cause, Cause::Rule { index: 0, .. }),
+            "{:?}",
+            j.cause
+        );
+        assert!(j.grants_on_allow_always.is_empty());
+        // The port narrows a rule; deny beats allow.
+        assert_eq!(
+            connect(&p, "static.crates.io", 443, Mode::Ask, &[]).decision,
+            Allow
+        );
+        let j = connect(&p, "static.crates.io", 80, Mode::Ask, &[]);
+        assert_eq!(j.decision, Deny);
+        assert_eq!(
+            j.reason,
+            "rule network host `static.crates.io` port 80 (deny) matches static.crates.io:80"
+        );
+        // `*.` covers subdomains only; a port-only rule covers every host on that port.
+        assert_eq!(connect(&p, "crates.io", 443, Mode::Auto, &[]).decision, Ask);
+        assert_eq!(connect(&p, "crates.io", 22, Mode::Auto, &[]).decision, Ask);
+        assert!(matches!(
+            connect(&p, "crates.io", 22, Mode::Auto, &[]).cause,
+            Cause::Rule { index: 2, .. }
+        ));
+        // Mixed case and a trailing dot are judged as the lower-case form.
+        assert_eq!(
+            connect(&p, "INDEX.Crates.IO.", 443, Mode::Ask, &[]).decision,
+            Allow
+        );
+        // An address is judged as the address, however the call spells it.
+        let p = net_policy(
+            vec![net_rule(Some("127.0.0.1"), None, Deny)],
+            &NetworkConfig::default(),
+        );
+        for spelling in ["127.0.0.1", "2130706433", "0x7f.1", "::ffff:127.0.0.1"] {
+            let j = connect(&p, spelling, 8080, Mode::Auto, &[]);
+            assert_eq!(j.decision, Deny, "{spelling}: {}", j.reason);
+            assert!(j.reason.ends_with("matches 127.0.0.1:8080"), "{}", j.reason);
+        }
+        // A tool-wide rule (network or `*`) covers every host.
+        let p = net_policy(vec![rule("network", None, Deny)], &NetworkConfig::default());
+        assert_eq!(
+            connect(&p, "example.com", 443, Mode::Auto, &[]).decision,
+            Deny
+        );
+        let p = net_policy(vec![rule("*", None, Allow)], &NetworkConfig::default());
+        assert_eq!(
+            connect(&p, "example.com", 443, Mode::Ask, &[]).decision,
+            Allow
+        );
+    }
+
+    #[test]
+    fn e10_host_rules_are_about_network_only() {
+        // A host rule does not touch bash or other tools, and bash rules never match a host.
+        let p = net_policy(
+            vec![
+                net_rule(Some("example.com"), None, Deny),
+                rule("bash", Some("cargo"), Allow),
+            ],
+            &NetworkConfig::default(),
+        );
+        assert_eq!(bash(&p, "cargo build", Mode::Ask).decision, Allow);
+        assert_eq!(bash(&p, "curl example.com", Mode::Auto).decision, Allow);
+        assert_eq!(
+            p.judge(
+                "bash_output",
+                &json!({"task_id": "bash-1"}),
+                Mode::Auto,
+                &[]
+            )
+            .decision,
+            Allow
+        );
+        assert_eq!(
+            connect(&p, "index.crates.io", 443, Mode::Auto, &[]).decision,
+            Ask
+        );
+        let mut stray = net_rule(Some("example.com"), None, Deny);
+        stray.tool = "*".into();
+        let p = net_policy(vec![stray], &NetworkConfig::default());
+        assert_eq!(bash(&p, "ls", Mode::Auto).decision, Allow);
+    }
+
+    #[test]
+    fn e10_without_a_rule_the_mode_and_the_network_default_decide() {
+        let cases = [
+            (Mode::Ask, NetworkDefault::Allow, Ask, "(mode ask)"),
+            (
+                Mode::Auto,
+                NetworkDefault::Ask,
+                Ask,
+                "(mode auto: [exec.sandbox.network] default = ask)",
+            ),
+            (
+                Mode::Auto,
+                NetworkDefault::Allow,
+                Allow,
+                "(mode auto: [exec.sandbox.network] default = allow)",
+            ),
+            (
+                Mode::Auto,
+                NetworkDefault::Deny,
+                Deny,
+                "(mode auto: [exec.sandbox.network] default = deny)",
+            ),
+            (
+                Mode::ReadOnly,
+                NetworkDefault::Allow,
+                Deny,
+                "read-only mode",
+            ),
+        ];
+        for (mode, default, expected, says) in cases {
+            let network = NetworkConfig {
+                default,
+                ..NetworkConfig::default()
+            };
+            let j = connect(
+                &net_policy(vec![], &network),
+                "index.crates.io",
+                443,
+                mode,
+                &[],
+            );
+            assert_eq!(j.decision, expected, "{mode:?} {default:?}");
+            assert!(j.reason.contains(says), "{}", j.reason);
+            assert!(
+                j.reason
+                    .contains("index.crates.io:443 is not covered by any rule"),
+                "{}",
+                j.reason
+            );
+            let cause = if mode == Mode::ReadOnly {
+                Cause::ReadOnly
+            } else {
+                Cause::Mode { mode }
+            };
+            assert_eq!(j.cause, cause);
+            // An ask offers the host to "always"; nothing else offers anything.
+            let offered = if expected == Ask {
+                vec![Grant::Host("index.crates.io".into())]
+            } else {
+                vec![]
+            };
+            assert_eq!(j.grants_on_allow_always, offered);
+        }
+        // The default is `ask`.
+        let j = connect(
+            &net_policy(vec![], &NetworkConfig::default()),
+            "a.b",
+            1,
+            Mode::Auto,
+            &[],
+        );
+        assert_eq!(j.decision, Ask);
+    }
+
+    #[test]
+    fn e10_a_host_grant_allows_that_host_on_any_port_and_never_a_command() {
+        let p = net_policy(
+            vec![net_rule(Some("evil.example"), None, Deny)],
+            &NetworkConfig::default(),
+        );
+        let host = Grant::host("Index.Crates.io.").unwrap();
+        assert_eq!(host, Grant::Host("index.crates.io".into()));
+        assert_eq!(host.display(), "network index.crates.io");
+        for port in [443, 80] {
+            let j = connect(
+                &p,
+                "index.crates.io",
+                port,
+                Mode::Ask,
+                std::slice::from_ref(&host),
+            );
+            assert_eq!(j.decision, Allow);
+            assert_eq!(
+                j.cause,
+                Cause::Grant {
+                    prefix: "network index.crates.io".into()
+                }
+            );
+        }
+        // Not another host, nor its subdomains; a rule still comes first.
+        assert_eq!(
+            connect(
+                &p,
+                "static.crates.io",
+                443,
+                Mode::Ask,
+                std::slice::from_ref(&host)
+            )
+            .decision,
+            Ask
+        );
+        let evil = Grant::host("evil.example").unwrap();
+        assert_eq!(
+            connect(&p, "evil.example", 443, Mode::Ask, &[evil]).decision,
+            Deny
+        );
+        // A command grant never allows a host, a host grant never a command.
+        let words = Grant::of("network index.crates.io");
+        assert_eq!(
+            connect(&p, "index.crates.io", 443, Mode::Ask, &[words]).decision,
+            Ask
+        );
+        let j = bash_with(
+            &p,
+            "network index.crates.io",
+            Mode::Ask,
+            std::slice::from_ref(&host),
+        );
+        assert_eq!(j.decision, Ask);
+        let j = bash_with(&p, "index.crates.io", Mode::Ask, &[host]);
+        assert_eq!(j.decision, Ask);
+    }
+
+    #[test]
+    fn e10_a_call_without_a_valid_host_or_port_is_denied() {
+        let p = net_policy(
+            vec![rule("network", None, Allow)],
+            &NetworkConfig::default(),
+        );
+        for arguments in [
+            json!({"port": 443}),
+            json!({"host": "", "port": 443}),
+            json!({"host": "a b", "port": 443}),
+            json!({"host": "example.com"}),
+            json!({"host": "example.com", "port": 0}),
+            json!({"host": "example.com", "port": 65536}),
+            json!({"host": "example.com", "port": "443"}),
+        ] {
+            let j = p.judge("network", &arguments, Mode::Auto, &[]);
+            assert_eq!(j.decision, Deny, "{arguments}");
+            assert!(
+                j.reason.starts_with("network call without a valid"),
+                "{}",
+                j.reason
+            );
+        }
+    }
+
+    #[test]
+    fn e10_the_sugar_lists_are_rules_that_name_their_key() {
+        let network = NetworkConfig {
+            allow: vec!["*.crates.io".into(), "[::1]:8080".into()],
+            deny: vec!["static.crates.io:443".into()],
+            ..NetworkConfig::default()
+        };
+        let p = net_policy(vec![rule("bash", Some("ls"), Allow)], &network);
+        let j = connect(&p, "index.crates.io", 443, Mode::Ask, &[]);
+        assert_eq!(j.decision, Allow);
+        assert_eq!(
+            j.cause,
+            Cause::Rule {
+                index: 1,
+                rule: "rule network host `*.crates.io` (allow)".into(),
+                origin: Some("[exec.sandbox.network] allow".into()),
+            }
+        );
+        let j = connect(&p, "static.crates.io", 443, Mode::Ask, &[]);
+        assert_eq!(j.decision, Deny);
+        assert!(
+            matches!(&j.cause, Cause::Rule { index: 3, origin: Some(o), .. } if o == "[exec.sandbox.network] deny"),
+            "{:?}",
+            j.cause
+        );
+        assert_eq!(
+            connect(&p, "static.crates.io", 80, Mode::Ask, &[]).decision,
+            Allow
+        );
+        assert_eq!(connect(&p, "::1", 8080, Mode::Ask, &[]).decision, Allow);
+        assert_eq!(connect(&p, "::1", 8081, Mode::Ask, &[]).decision, Ask);
+        // What explain prints points at the key.
+        let text = explain::render_network("static.crates.io:443", "ask", &j);
+        assert!(
+            text.starts_with("deny: rule 3 at [exec.sandbox.network] deny: rule network host `static.crates.io` port 443 (deny)"),
+            "{text}"
+        );
+        assert!(text.contains("  network: static.crates.io:443\n"), "{text}");
+        // A bad entry matches nothing (and check_network refuses the config).
+        let bad = NetworkConfig {
+            deny: vec!["not a host".into()],
+            ..NetworkConfig::default()
+        };
+        let p = net_policy(vec![], &bad);
+        assert_eq!(
+            connect(&p, "index.crates.io", 443, Mode::Auto, &[]).decision,
+            Ask
+        );
+    }
+
+    #[test]
+    fn e10_check_config_reports_misplaced_and_invalid_host_rules_and_bad_sugar() {
+        let mut stray = net_rule(Some("example.com"), Some(443), Deny);
+        stray.tool = "bash".into();
+        stray.origin = Some("dsh.toml:3".into());
+        let mut with_command = net_rule(None, None, Allow);
+        with_command.command = Some("curl".into());
+        let config = PermissionsConfig {
+            rules: vec![
+                stray,
+                net_rule(Some("*.*.example"), None, Deny),
+                net_rule(Some("ok.example"), Some(0), Deny),
+                with_command,
+                PermissionRule {
+                    examples: vec!["a.crates.io".into(), "b.crates.io:80".into()],
+                    not_examples: vec!["crates.io".into()],
+                    ..net_rule(Some("*.crates.io"), None, Allow)
+                },
+                PermissionRule {
+                    examples: vec!["crates.io".into(), "*.x.io".into()],
+                    ..net_rule(Some("*.crates.io"), Some(443), Allow)
+                },
+            ],
+            ..PermissionsConfig::default()
+        };
+        let failed: Vec<String> = check_config(&config).iter().map(|f| f.0.clone()).collect();
+        let expected = [
+            "dsh.toml:3: rule 0 (rule bash host `example.com` port 443 (deny)): `host` and `port` apply only to tool `network`",
+            "rule 1: `host` `*.*.example`: `*.` must be followed by a host name",
+            "rule 2 (rule network host `ok.example` port 0 (deny)): `port` must be from 1 to 65535",
+            "rule 3 (rule network `curl` (allow)): `command` does not apply to tool `network` (use `host` and `port`)",
+            "rule 5 (rule network host `*.crates.io` port 443 (allow)) should match `crates.io`",
+            "rule 5 (rule network host `*.crates.io` port 443 (allow)): example `*.x.io` is a pattern, not a host",
+        ];
+        assert_eq!(failed, expected);
+        let network = NetworkConfig {
+            allow: vec!["*.crates.io".into(), "crates.io:https".into()],
+            deny: vec!["[::1".into()],
+            ..NetworkConfig::default()
+        };
+        let failed: Vec<String> = check_network(&network)
+            .iter()
+            .map(|f| f.0.clone())
+            .collect();
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(
+            failed[0].starts_with("[exec.sandbox.network] allow: `crates.io:https`"),
+            "{failed:?}"
+        );
+        assert!(
+            failed[1].starts_with("[exec.sandbox.network] deny: `[::1`"),
+            "{failed:?}"
+        );
+        assert!(check_network(&NetworkConfig::default()).is_empty());
+    }
+
+    #[test]
+    fn e10_grants_read_every_stored_form_and_write_a_host_distinctly() {
+        // What logs, grants.json and audit lines already hold: arrays of words.
+        let old: Vec<Grant> = serde_json::from_str(r#"[["git","push"],["make"]]"#).unwrap();
+        assert_eq!(old, [Grant::of("git push"), Grant::of("make")]);
+        let both = vec![Grant::of("git push"), Grant::Host("index.crates.io".into())];
+        let text = serde_json::to_string(&both).unwrap();
+        assert_eq!(text, r#"[["git","push"],{"host":"index.crates.io"}]"#);
+        assert_eq!(serde_json::from_str::<Vec<Grant>>(&text).unwrap(), both);
+        // A stored host is read in the one form hosts are compared in; garbage is refused.
+        let read: Grant = serde_json::from_str(r#"{"host":"Index.Crates.IO."}"#).unwrap();
+        assert_eq!(read, Grant::Host("index.crates.io".into()));
+        assert!(serde_json::from_str::<Grant>(r#"{"host":"a b"}"#).is_err());
+        assert!(serde_json::from_str::<Grant>(r#""git push""#).is_err());
+        // Revoking by what was shown names both spellings.
+        assert_eq!(
+            Grant::named("network index.crates.io"),
+            [
+                Grant::of("network index.crates.io"),
+                Grant::Host("index.crates.io".into())
+            ]
+        );
+        assert_eq!(Grant::named("git push"), [Grant::of("git push")]);
+        assert_eq!(Grant::Host("x.io".into()).words(), None);
     }
 }

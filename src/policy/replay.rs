@@ -177,18 +177,12 @@ pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
                 ))
             })
             .collect();
+        // A command grant is an array of words, a host grant `{"host": ...}`.
         let grants: Option<Vec<Grant>> = record.get("grants").map(|g| {
             g.as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|words| {
-                    let words: Vec<String> = words
-                        .as_array()?
-                        .iter()
-                        .filter_map(|w| w.as_str().map(str::to_string))
-                        .collect();
-                    Some(Grant(words))
-                })
+                .filter_map(|grant| serde_json::from_value(grant.clone()).ok())
                 .collect()
         });
         audited.calls.push(AuditedCall {
@@ -234,10 +228,7 @@ impl Report {
             self.changes.push(Change {
                 line: call.line,
                 tool: call.tool.clone(),
-                call: call.arguments["command"]
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| call.arguments.to_string()),
+                call: shown_call(&call.tool, &call.arguments),
                 from,
                 to,
                 before,
@@ -282,6 +273,24 @@ pub fn replay_calls<'p>(
         report.record(call, false, judged.decision, judged.reason);
     }
     report
+}
+
+/// A call as a change shows it: the bash command, `host:port (by COMMAND)` for a
+/// connection, the arguments as JSON for other tools.
+fn shown_call(tool: &str, arguments: &Value) -> String {
+    if tool == super::NETWORK_TOOL
+        && let (Some(host), Some(port)) = (arguments["host"].as_str(), arguments["port"].as_u64())
+    {
+        let target = super::network::target(host, u16::try_from(port).unwrap_or(0));
+        return match arguments["command"].as_str().filter(|c| !c.is_empty()) {
+            Some(command) => format!("{target} (by `{command}`)"),
+            None => target,
+        };
+    }
+    arguments["command"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| arguments.to_string())
 }
 
 fn decision(v: &Value) -> Option<Decision> {
@@ -504,6 +513,54 @@ mod tests {
         assert!(same.changes.is_empty(), "{:?}", same.changes);
         let looser = replay(&audit, &policy(&[("ls", Decision::Allow)]), Mode::Ask).unwrap();
         assert!(looser.loosens());
+    }
+
+    #[test]
+    fn e10_a_network_line_is_judged_again_under_a_stricter_candidate() {
+        let network = crate::config::NetworkConfig {
+            allow: vec!["*.crates.io".into()],
+            ..Default::default()
+        };
+        let audited = serde_json::json!({"event": "execution", "tool": "network",
+            "arguments": {"host": "index.crates.io", "port": 443, "scheme": "https",
+                          "command": "cargo build", "taskId": "bash-1"},
+            "decision": "allow", "mode": "ask", "grants": [["git", "push"], {"host": "github.com"}],
+            "trace": [{"name": "policy", "decision": "allow",
+                       "reason": "rule network host `*.crates.io` (allow) matches index.crates.io:443"}]})
+        .to_string();
+        let calls = audited_calls(&audited).unwrap();
+        assert_eq!(
+            calls.calls[0].grants.as_deref().unwrap(),
+            [Grant::of("git push"), Grant::Host("github.com".into())]
+        );
+        let same = replay(&audited, &policy(&[]).with_network(&network), Mode::Ask).unwrap();
+        assert!(same.changes.is_empty(), "{:?}", same.changes);
+        // The candidate denies the host, and no longer allows it: both tighten.
+        let stricter = crate::config::NetworkConfig {
+            deny: vec!["index.crates.io".into()],
+            ..network.clone()
+        };
+        let r = replay(&audited, &policy(&[]).with_network(&stricter), Mode::Ask).unwrap();
+        assert_eq!(r.changes.len(), 1);
+        let change = &r.changes[0];
+        assert_eq!((change.from, change.to), (Decision::Allow, Decision::Deny));
+        assert_eq!(change.call, "index.crates.io:443 (by `cargo build`)");
+        assert!(
+            change.now.contains("[exec.sandbox.network]")
+                || change.now.contains("host `index.crates.io`"),
+            "{}",
+            change.now
+        );
+        assert!(!r.loosens());
+        let r = replay(&audited, &policy(&[]), Mode::Ask).unwrap();
+        assert_eq!(
+            (r.changes[0].from, r.changes[0].to),
+            (Decision::Allow, Decision::Ask)
+        );
+        // The line's host grant still counts: github.com stays allowed without a rule.
+        let github = audited.replace("index.crates.io", "github.com");
+        let r = replay(&github, &policy(&[]), Mode::Ask).unwrap();
+        assert!(r.changes.is_empty(), "{:?}", r.changes);
     }
 
     #[test]

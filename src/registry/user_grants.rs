@@ -18,11 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The file's name in the state directory.
 pub const FILE: &str = "grants.json";
 
-/// What the file holds: command prefixes, word by word.
+/// What the file holds: command prefixes, word by word (`["git","push"]`), and hosts
+/// (`{"host":"index.crates.io"}`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Lists {
-    allowed: Vec<Vec<String>>,
-    rejected: Vec<Vec<String>>,
+    allowed: Vec<Grant>,
+    rejected: Vec<Grant>,
 }
 
 /// The user's grants and rejections, shared by every session.
@@ -74,22 +75,12 @@ impl UserGrants {
 
     /// The prefixes allowed for every session.
     pub fn allowed(&self) -> Vec<Grant> {
-        lock(&self.lists)
-            .allowed
-            .iter()
-            .cloned()
-            .map(Grant)
-            .collect()
+        lock(&self.lists).allowed.clone()
     }
 
     /// The prefixes rejected for every session.
     pub fn rejected(&self) -> Vec<Grant> {
-        lock(&self.lists)
-            .rejected
-            .iter()
-            .cloned()
-            .map(Grant)
-            .collect()
+        lock(&self.lists).rejected.clone()
     }
 
     /// Keeps an "always" answer for the user, when `remember = "user"` (else nothing).
@@ -105,8 +96,8 @@ impl UserGrants {
             &mut lists.rejected
         };
         for p in prefixes {
-            if !list.contains(&p.0) {
-                list.push(p.0.clone());
+            if !list.contains(p) {
+                list.push(p.clone());
             }
         }
         if let Err(e) = self.save(&lists) {
@@ -118,8 +109,8 @@ impl UserGrants {
     pub fn revoke(&self, prefix: &Grant) -> Result<bool, String> {
         let mut lists = lock(&self.lists);
         let before = lists.allowed.len() + lists.rejected.len();
-        lists.allowed.retain(|g| *g != prefix.0);
-        lists.rejected.retain(|g| *g != prefix.0);
+        lists.allowed.retain(|g| g != prefix);
+        lists.rejected.retain(|g| g != prefix);
         if lists.allowed.len() + lists.rejected.len() == before {
             return Ok(false);
         }
@@ -157,7 +148,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn grant(words: &str) -> Grant {
-        Grant(words.split_whitespace().map(str::to_string).collect())
+        Grant::of(words)
     }
 
     #[test]
@@ -189,6 +180,28 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn e10_a_host_is_kept_beside_the_command_prefixes_of_an_older_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file written before host grants existed.
+        std::fs::write(
+            dir.path().join(FILE),
+            r#"{"allowed":[["git","push"]],"rejected":[]}"#,
+        )
+        .unwrap();
+        let grants = UserGrants::open(dir.path()).unwrap();
+        assert_eq!(grants.allowed(), [grant("git push")]);
+        grants.set_remember(true);
+        let host = Grant::Host("index.crates.io".into());
+        grants.remember(std::slice::from_ref(&host), true);
+        let again = UserGrants::open(dir.path()).unwrap();
+        assert_eq!(again.allowed(), [grant("git push"), host.clone()]);
+        // Revoking the command prefix of the same words leaves the host alone.
+        assert_eq!(again.revoke(&grant("network index.crates.io")), Ok(false));
+        assert_eq!(again.revoke(&host), Ok(true));
+        assert_eq!(again.allowed(), [grant("git push")]);
     }
 
     #[test]

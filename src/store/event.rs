@@ -192,14 +192,18 @@ pub enum Event {
     /// The person picked another model for the session's next requests.
     ModelChange { at_ms: u64, model: String },
     /// The person answered "allow always" (`allow`) or "reject always" for these
-    /// command prefixes: the session keeps them across loads and restarts.
+    /// command prefixes (arrays of words) or hosts (`{"host": ...}`): the session keeps
+    /// them across loads and restarts.
     Grant {
         at_ms: u64,
-        prefixes: Vec<Vec<String>>,
+        prefixes: Vec<crate::policy::Grant>,
         allow: bool,
     },
     /// A grant or rejection of `prefix` was withdrawn.
-    Revoke { at_ms: u64, prefix: Vec<String> },
+    Revoke {
+        at_ms: u64,
+        prefix: crate::policy::Grant,
+    },
 }
 
 impl Event {
@@ -281,5 +285,32 @@ mod tests {
             super::iso8601(1_798_675_200_123),
             "2026-12-31T00:00:00.123Z"
         );
+    }
+
+    #[test]
+    fn e10_grant_events_already_logged_read_back_and_a_host_is_written_distinctly() {
+        use super::Event;
+        use crate::policy::Grant;
+        let old = r#"{"type":"grant","atMs":1,"prefixes":[["git","push"]],"allow":true}"#;
+        let Event::Grant { prefixes, .. } = serde_json::from_str(old).unwrap() else {
+            panic!("not a grant");
+        };
+        assert_eq!(prefixes, [Grant::of("git push")]);
+        let old = r#"{"type":"revoke","atMs":2,"prefix":["make"]}"#;
+        let Event::Revoke { prefix, .. } = serde_json::from_str(old).unwrap() else {
+            panic!("not a revoke");
+        };
+        assert_eq!(prefix, Grant::of("make"));
+        let host = Event::Grant {
+            at_ms: 3,
+            prefixes: vec![Grant::Host("index.crates.io".into())],
+            allow: false,
+        };
+        let text = serde_json::to_string(&host).unwrap();
+        assert!(
+            text.contains(r#""prefixes":[{"host":"index.crates.io"}]"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), host);
     }
 }

@@ -241,7 +241,7 @@ impl ToolRegistry {
         ));
         let judges = Arc::new(Judges {
             version: policy_version(config, &hooks),
-            policy: Arc::new(Policy::new(&config.permissions)),
+            policy: Arc::new(Policy::of_config(config)),
             hooks,
             projects,
         });

@@ -169,6 +169,105 @@ async fn a_failing_example_or_test_stops_check_config_and_serve() {
     );
 }
 
+/// E10: `dsh policy explain --tool network HOST[:PORT]` judges a connection as the daemon
+/// would (rules with a host, `[exec.sandbox.network]` sugar and default, grants), and
+/// check-config refuses a bad network entry, naming the key.
+#[tokio::test]
+async fn e10_explain_judges_a_network_call_and_check_config_refuses_bad_sugar() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "[permissions]
+default_mode = \"auto\"
+
+[[permissions.rules]]
+tool = \"network\"
+host = \"*.crates.io\"
+action = \"allow\"
+examples = [\"index.crates.io\"]
+not_examples = [\"crates.io\"]
+
+[exec.sandbox.network]
+default = \"deny\"
+deny = [\"static.crates.io:443\"]
+",
+    );
+    let explain = |args: &'static [&'static str]| {
+        let mut all = vec!["policy", "explain", "--tool", "network"];
+        all.extend_from_slice(args);
+        all
+    };
+    let (ok, text, err) = run(&explain(&["--", "index.crates.io"]), &config).await;
+    assert!(ok, "{err}");
+    let origin = format!("{}:4", config.display());
+    assert!(
+        text.starts_with(&format!(
+            "allow: rule 0 at {origin}: rule network host `*.crates.io` (allow)"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("network: index.crates.io:443"), "{text}");
+    let (ok, text, err) = run(&explain(&["--", "static.crates.io:443"]), &config).await;
+    assert!(ok, "{err}");
+    assert!(
+        text.starts_with("deny: rule 1 at [exec.sandbox.network] deny"),
+        "{text}"
+    );
+    let (ok, json, err) = run(&explain(&["--json", "--", "example.com:80"]), &config).await;
+    assert!(ok, "{err}");
+    let json: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(
+        (json["host"].clone(), json["port"].clone()),
+        ("example.com".into(), 80.into())
+    );
+    assert_eq!(json["judgement"]["decision"], "deny");
+    assert_eq!(
+        json["judgement"]["reason"],
+        "example.com:80 is not covered by any rule (mode auto: [exec.sandbox.network] default = deny)"
+    );
+    // Mode ask asks and offers the host to "always"; a host grant allows it.
+    let (_, json, _) = run(
+        &explain(&["--json", "--mode", "ask", "--", "example.com"]),
+        &config,
+    )
+    .await;
+    let json: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["judgement"]["decision"], "ask");
+    assert_eq!(
+        json["judgement"]["grants_on_allow_always"],
+        serde_json::json!([{"host": "example.com"}])
+    );
+    let (_, text, _) = run(
+        &explain(&[
+            "--mode",
+            "ask",
+            "--grant",
+            "network example.com",
+            "--",
+            "example.com",
+        ]),
+        &config,
+    )
+    .await;
+    assert!(
+        text.starts_with("allow: allowed always in this session: `network example.com`"),
+        "{text}"
+    );
+    let (ok, _, err) = run(&explain(&["--", "*.crates.io"]), &config).await;
+    assert!(!ok && err.contains("is a pattern"), "{err}");
+
+    let bad = write(
+        dir.path(),
+        "[exec.sandbox.network]\nallow = [\"crates.io:https\"]\n",
+    );
+    let (ok, _, err) = run(&["check-config"], &bad).await;
+    assert!(!ok);
+    assert!(
+        err.contains("[exec.sandbox.network] allow: `crates.io:https`"),
+        "{err}"
+    );
+}
+
 /// `dsh policy replay` over a real daemon's audit log (issue 14): the config that
 /// produced it changes nothing; an added deny rule changes exactly the calls it matches;
 /// a looser rule is caught by `--fail-on loosen`; an unreadable line is exit 2, named.

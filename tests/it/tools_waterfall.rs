@@ -666,10 +666,7 @@ async fn allow_always_grants_the_asked_segment_prefix_only() {
     assert_eq!(out, ok("gone\n"));
     // The two unmatched segments were asked about; the allowed `git status` and the
     // compound line as a whole are not granted.
-    assert_eq!(
-        s.grants(),
-        vec![Grant(vec!["rm".into()]), Grant(vec!["echo".into()])]
-    );
+    assert_eq!(s.grants(), vec![Grant::of("rm"), Grant::of("echo")]);
     // rm is now granted for this session: no question.
     assert_eq!(h.bash(&s, "rm -rf nothing && echo ok").await, ok("ok\n"));
     assert_eq!(prompter.asked().len(), 1);
@@ -680,6 +677,103 @@ async fn allow_always_grants_the_asked_segment_prefix_only() {
     let other = h.session(Mode::Ask);
     let out = h.bash(&other, "rm -rf nothing").await;
     assert!(out.vetoed);
+}
+
+/// A stand-in for the `network` tool (issue 28): its calls go through the same
+/// waterfall; it only says what it would reach.
+struct FakeNetwork(Arc<dsh::tools::schema::ToolSchema>);
+
+#[async_trait::async_trait]
+impl dsh::tools::Tool for FakeNetwork {
+    fn schema(&self) -> &Arc<dsh::tools::schema::ToolSchema> {
+        &self.0
+    }
+    fn kind(&self) -> dsh::tools::ToolKind {
+        dsh::tools::ToolKind::Other
+    }
+    async fn call(&self, call: &ToolExecution) -> ToolOutput {
+        ToolOutput::ok(format!(
+            "reached {}:{}",
+            call.arguments["host"].as_str().unwrap_or_default(),
+            call.arguments["port"]
+        ))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_network_calls_are_judged_by_host_and_always_is_remembered_per_host() {
+    let h = harness(|c| {
+        c.permissions.rules = vec![PermissionRule {
+            tool: "network".into(),
+            host: Some("*.crates.io".into()),
+            action: Decision::Allow,
+            ..PermissionRule::default()
+        }];
+        c.exec.sandbox.network.deny = vec!["evil.example".into()];
+    });
+    let s = h.session(Mode::Ask);
+    let schema = dsh::tools::schema::ToolSchema::new(
+        "network",
+        "a connection of a sandboxed command",
+        json!({"type": "object", "required": ["host", "port", "scheme", "command"],
+               "properties": {"host": {"type": "string"}, "port": {"type": "integer"},
+                              "scheme": {"type": "string"}, "command": {"type": "string"}}}),
+    )
+    .unwrap();
+    h.tools
+        .session_tools()
+        .set(&s.id, vec![Arc::new(FakeNetwork(Arc::new(schema)))]);
+    let prompter = Scripted::new(&[
+        PermissionAnswer::AllowAlways,
+        PermissionAnswer::RejectAlways,
+    ]);
+    s.set_prompter(Some(prompter.clone()));
+    let connect = |host: &str, port: u16| {
+        h.call(
+            Some(&s),
+            "network",
+            json!({"host": host, "port": port, "scheme": "https", "command": "cargo build"}),
+        )
+    };
+    // A rule allows, the sugar denies, neither asks.
+    assert_eq!(
+        connect("index.crates.io", 443).await,
+        ok("reached index.crates.io:443")
+    );
+    let out = connect("evil.example", 443).await;
+    assert!(out.vetoed, "{}", out.text);
+    assert!(
+        out.text
+            .contains("rule network host `evil.example` (deny) matches evil.example:443"),
+        "{}",
+        out.text
+    );
+    assert!(prompter.asked().is_empty());
+    // Asked, "always": the host is granted (any port), and no command.
+    assert_eq!(
+        connect("example.com", 443).await,
+        ok("reached example.com:443")
+    );
+    assert_eq!(s.grants(), [Grant::Host("example.com".into())]);
+    assert_eq!(
+        connect("example.com", 80).await,
+        ok("reached example.com:80")
+    );
+    assert_eq!(prompter.asked().len(), 1);
+    // "Reject always" refuses that host without asking again.
+    assert!(connect("other.example", 443).await.vetoed);
+    let out = connect("other.example", 8080).await;
+    assert_eq!(
+        out.text,
+        "Error: vetoed by permission: the user rejected this host for the session"
+    );
+    assert_eq!(prompter.asked().len(), 2);
+    // The audit line keeps the host grant in its own form, for a replay.
+    let audit = std::fs::read_to_string(&h.audit_path).unwrap();
+    assert!(
+        audit.contains(r#""grants":[{"host":"example.com"}]"#),
+        "{audit}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
