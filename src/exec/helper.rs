@@ -395,10 +395,14 @@ impl Helper {
                     .map_err(|e| RpcError::internal(format!("cannot start the executor: {e}")))?,
             ),
             Some(sandbox) => {
-                let config = ExecConfig {
-                    sandbox: sandbox.clone(),
-                    ..config
-                };
+                let mut sandbox = sandbox.clone();
+                // Nothing judges connections on this side yet (issue 28 leaves the
+                // remote proxy for later): a proxied network would refuse every host,
+                // so it is the private loopback it amounts to, said as such.
+                if sandbox.network.mode == crate::config::NetworkMode::Proxy {
+                    sandbox.network.mode = crate::config::NetworkMode::None;
+                }
+                let config = ExecConfig { sandbox, ..config };
                 Arc::new(
                     super::SandboxExecutor::with_env(
                         &config,

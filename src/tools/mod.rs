@@ -470,7 +470,7 @@ impl Terminal for ToolRegistry {
 fn shadow_policy(config: &Config) -> Option<Arc<Policy>> {
     let path = config.permissions.shadow.as_deref()?;
     match Config::load(Some(path)) {
-        Ok(candidate) => Some(Arc::new(Policy::new(&candidate.permissions))),
+        Ok(candidate) => Some(Arc::new(Policy::of_config(&candidate))),
         Err(e) => {
             tracing::error!(path = %path.display(), "the shadow policy cannot be read: {e}");
             None

@@ -309,20 +309,42 @@ async fn e10_the_network_tool_is_dshs_own_never_the_models() {
     assert!(c.permission_requests.is_empty());
 }
 
-/// E10: a rule decides without asking: a tool-wide network deny refuses every host.
+/// E10: rules decide without asking: the `[exec.sandbox.network] allow` list lets
+/// one host:port through, a `host`/`port` rule refuses another (its reason names
+/// the rule), and a tool-wide network deny refuses every host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn e10_a_network_rule_refuses_without_asking() {
-    let port = http_server().await;
+async fn e10_rules_and_the_allow_list_decide_without_asking() {
+    let (open, closed) = (http_server().await, http_server().await);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let config = format!(
+        "kind = \"sandbox\"\n[exec.sandbox.network]\nallow = [\"localhost:{open}\"]\n\
+         [permissions]\ndefault_mode = \"auto\"\n\
+         [[permissions.rules]]\ntool = \"network\"\nhost = \"localhost\"\nport = {closed}\naction = \"deny\"\n"
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(dir.path(), &config, &[]).await;
+    let s = c.new_session(&ws).await;
+    let (out, _) = c
+        .bash(&s, &format!("{}; {}", curl(open), curl(closed)))
+        .await;
+    assert!(out.contains(&format!("hello from {open} 200")), "{out}");
+    assert!(out.contains(" 403"), "{out}");
+    assert!(
+        out.contains("rule network"),
+        "the reason names the rule: {out}"
+    );
+    assert!(c.permission_requests.is_empty());
+    drop(c);
+
     let dir = tempfile::tempdir().unwrap();
     let ws = common::daemon::workspace(dir.path(), "ws");
     let deny = "[[permissions.rules]]\ntool = \"network\"\naction = \"deny\"\n";
     let (_daemon, mut c) = daemon(dir.path(), "auto", deny).await;
     let s = c.new_session(&ws).await;
-    let (out, _) = c.bash(&s, &curl(port)).await;
-    assert!(out.contains(" 403"), "{out}");
+    let (out, _) = c.bash(&s, &curl(open)).await;
     assert!(
-        out.contains("rule network"),
-        "the reason names the rule: {out}"
+        out.contains(" 403") && out.contains("rule network"),
+        "{out}"
     );
     assert!(c.permission_requests.is_empty());
 }
@@ -385,7 +407,8 @@ async fn e10_the_daemons_shutdown_closes_every_proxied_connection() {
          print(s.recv(100)); time.sleep(600)\n"
     );
     std::fs::write(ws.join("hold.py"), holder).unwrap();
-    let (mut daemon, mut c) = daemon(dir.path(), "auto", "").await;
+    let allow = "[[permissions.rules]]\ntool = \"network\"\naction = \"allow\"\n";
+    let (mut daemon, mut c) = daemon(dir.path(), "auto", allow).await;
     let s = c.new_session(&ws).await;
     c.start_task(&s, &format!("{PYTHON} hold.py")).await;
     let (mut upstream, _) =
@@ -401,4 +424,43 @@ async fn e10_the_daemons_shutdown_closes_every_proxied_connection() {
         .await
         .expect("the connection outlived the daemon");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
+
+/// E10: "always" is remembered per host: a second command in the session reaches it
+/// without a question, and so does one after the daemon restarts and the editor
+/// loads the session again (the answer is in the session's log). The bash calls
+/// themselves are asked each time (mode ask): only the network question goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_always_is_remembered_per_host_across_commands_and_a_restart() {
+    let port = http_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let (mut first, mut c) = daemon(dir.path(), "ask", "").await;
+    let s = c.new_session(&ws).await;
+    c.permission_answers.extend(["allow_once", "allow_always"]);
+    let (out, _) = c.bash(&s, &curl(port)).await;
+    assert!(out.contains(&format!("hello from {port} 200")), "{out}");
+    assert_eq!(c.permission_requests.len(), 2);
+    c.permission_answers.push_back("allow_once");
+    let (out, _) = c.bash(&s, &format!("{} # again", curl(port))).await;
+    assert!(out.contains(&format!("hello from {port} 200")), "{out}");
+    assert_eq!(
+        c.permission_requests.len(),
+        3,
+        "only the bash call was asked"
+    );
+    drop(c);
+    assert!(first.wait().await.unwrap().success());
+
+    let (_second, mut c) = daemon(dir.path(), "ask", "").await;
+    c.load_session(&s, &ws).await;
+    c.permission_answers.push_back("allow_once");
+    let (out, _) = c.bash(&s, &format!("{} # after", curl(port))).await;
+    assert!(out.contains(&format!("hello from {port} 200")), "{out}");
+    assert_eq!(
+        c.permission_requests.len(),
+        1,
+        "{:?}",
+        c.permission_requests
+    );
 }

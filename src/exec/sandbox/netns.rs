@@ -141,12 +141,23 @@ unsafe fn in_child(user: RawFd, net: RawFd, back: RawFd, address: &libc::sockadd
             fail(2);
         }
         let one: libc::c_int = 1;
+        let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         libc::setsockopt(
             socket,
             libc::SOL_SOCKET,
             libc::SO_REUSEADDR,
             (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            size,
+        );
+        // bwrap reports the sandbox before its first process has brought the
+        // loopback up (127.0.0.1 does not exist yet): bind anyway. The command only
+        // runs, and connects, once the sandbox is set up.
+        libc::setsockopt(
+            socket,
+            libc::IPPROTO_IP,
+            libc::IP_FREEBIND,
+            (&one as *const libc::c_int).cast(),
+            size,
         );
         if libc::bind(
             socket,
