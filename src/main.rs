@@ -821,13 +821,17 @@ async fn status(at: Where) -> Result<(), String> {
     println!("running tasks: {}", s.running_tasks.len());
     for task in &s.running_tasks {
         println!(
-            "  {}  owner {}  {}{}",
+            "  {}  owner {}  {}{}{}",
             task.task_id,
             task.owner.clone().flatten().as_deref().unwrap_or("(none)"),
             if task.outside_sandbox {
                 "(outside the sandbox)  "
             } else {
                 ""
+            },
+            match task.proxied_connections {
+                0 => String::new(),
+                n => format!("({n} proxied connection(s) open)  "),
             },
             task.command,
         );

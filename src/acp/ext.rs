@@ -128,6 +128,13 @@ pub struct TaskSummary {
     /// It runs (or ran) outside the sandbox: the person let it out (issue 27).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outside_sandbox: bool,
+    /// Connections it holds open through the sandbox's network proxy (E10).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub proxied_connections: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `_dsh/status`'s answer, read by `dsh status`.
@@ -496,8 +503,17 @@ impl AcpService {
         owner: Option<Option<String>>,
     ) -> TaskSummary {
         let outside = self.executor.as_ref().and_then(|e| e.outside());
+        let proxied = self
+            .executor
+            .as_ref()
+            .map(|e| e.proxied_connections())
+            .unwrap_or_default();
         TaskSummary {
             outside_sandbox: outside.is_some_and(|o| o.get(&t.id).is_some()),
+            proxied_connections: proxied
+                .iter()
+                .find(|(task, _)| *task == t.id)
+                .map_or(0, |(_, open)| *open),
             ..task_summary(t, owner)
         }
     }
@@ -527,5 +543,6 @@ fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> Tas
         signal,
         owner,
         outside_sandbox: false,
+        proxied_connections: 0,
     }
 }

@@ -71,6 +71,10 @@ impl BashExecutor for Escalating {
         self.contained.set_connection_judge(judge);
     }
 
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        self.contained.proxied_connections()
+    }
+
     fn resolve(&self, request: ExecRequest) -> ExecSpec {
         self.contained.resolve(request)
     }

@@ -274,6 +274,12 @@ pub trait BashExecutor: Send + Sync + 'static {
         let _ = judge;
     }
 
+    /// The connections its commands hold open through dsh's network proxy now, by
+    /// the task (or foreground call) that holds them: what `dsh status` lists.
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
+
     /// Applies defaults and caps: the returned spec has an explicit workdir and
     /// timeout (T2). Checking that the workdir exists happens when it runs.
     fn resolve(&self, request: ExecRequest) -> ExecSpec;

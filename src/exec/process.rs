@@ -155,6 +155,12 @@ pub trait Launcher: Send + Sync + 'static {
         let _ = judge;
     }
 
+    /// Connections its commands hold open through dsh's network proxy, by task or
+    /// call id ([`BashExecutor::proxied_connections`]).
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
+
     /// The last step of shutdown, once every command is gone.
     async fn close(&self) {}
 }
@@ -740,6 +746,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
 
     fn set_connection_judge(&self, judge: Arc<dyn super::netproxy::ConnectionJudge>) {
         self.inner.launcher.set_connection_judge(judge);
+    }
+
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        self.inner.launcher.proxied_connections()
     }
 
     fn resolve(&self, request: ExecRequest) -> ExecSpec {

@@ -391,8 +391,9 @@ async fn e10_a_hook_refuses_one_host_and_lets_another_through() {
     assert!(c.permission_requests.is_empty());
 }
 
-/// E10: when the daemon stops, every proxied connection is closed: a background task
-/// holding a tunnel to a host server leaves that server an end of file.
+/// E10: a background task holding a tunnel to a host server is listed by `dsh status`
+/// with its open proxied connection, and when the daemon stops every proxied
+/// connection is closed: the server reads an end of file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e10_the_daemons_shutdown_closes_every_proxied_connection() {
     use tokio::io::AsyncReadExt;
@@ -410,12 +411,25 @@ async fn e10_the_daemons_shutdown_closes_every_proxied_connection() {
     let allow = "[[permissions.rules]]\ntool = \"network\"\naction = \"allow\"\n";
     let (mut daemon, mut c) = daemon(dir.path(), "auto", allow).await;
     let s = c.new_session(&ws).await;
-    c.start_task(&s, &format!("{PYTHON} hold.py")).await;
+    let task = c.start_task(&s, &format!("{PYTHON} hold.py")).await;
     let (mut upstream, _) =
         tokio::time::timeout(std::time::Duration::from_secs(60), listener.accept())
             .await
             .expect("the tunnel reached the host server")
             .unwrap();
+    // `dsh status` lists the task's open proxied connection.
+    let status = c
+        .request("_dsh/status", serde_json::json!({}))
+        .await
+        .unwrap();
+    let listed = status["runningTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["taskId"] == task.as_str())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed["proxiedConnections"], 1, "{status}");
     drop(c);
     let status = daemon.wait().await.unwrap();
     assert!(status.success(), "{status}");

@@ -839,6 +839,13 @@ impl Launcher for SandboxLauncher {
         }
     }
 
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        self.proxies
+            .as_ref()
+            .map(network::Proxies::open_connections)
+            .unwrap_or_default()
+    }
+
     fn set_connection_judge(
         &self,
         judge: std::sync::Arc<dyn crate::exec::netproxy::ConnectionJudge>,

@@ -14,7 +14,8 @@
 use super::netns;
 use crate::exec::ExecSpec;
 use crate::exec::netproxy::{
-    Admission, CommandOrigin, ConnectRequest, ConnectionGate, ConnectionJudge, NoJudge, ProxyServer,
+    Admission, CommandOrigin, ConnectRequest, ConnectionGate, ConnectionJudge, NoJudge,
+    OpenConnections, ProxyServer,
 };
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -38,6 +39,7 @@ struct Pending {
     /// What lets bwrap run the command (`--block-fd`), write end.
     go: OwnedFd,
     gate: Arc<Recording>,
+    owner: Option<String>,
 }
 
 /// A running command's proxy.
@@ -45,6 +47,10 @@ struct Running {
     /// Dropped when the sandbox is gone: the proxy stops and closes its connections.
     _server: ProxyServer,
     gate: Arc<Recording>,
+    /// Its connections open now.
+    open: OpenConnections,
+    /// The task or call it serves, as `dsh status` names it.
+    owner: Option<String>,
 }
 
 /// The proxies of a sandbox executor's commands, by their marks.
@@ -103,6 +109,7 @@ impl Proxies {
                 info,
                 go,
                 gate: Arc::new(Recording::new(gate)),
+                owner: spec.task_id.clone().or_else(|| spec.call_id.clone()),
             },
         );
         Ok((args, vec![info_w, block_r]))
@@ -114,7 +121,12 @@ impl Proxies {
         let Some(pending) = lock(&self.pending).remove(mark) else {
             return Ok(());
         };
-        let Pending { info, go, gate } = pending;
+        let Pending {
+            info,
+            go,
+            gate,
+            owner,
+        } = pending;
         let made = tokio::task::spawn_blocking(move || {
             let pid = first_process(info)?;
             netns::loopback_listener(pid, PROXY_PORT)
@@ -127,15 +139,28 @@ impl Proxies {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| format!("cannot serve the sandbox's proxy: {e}"))?;
         let server = ProxyServer::start(listener, gate.clone(), CancellationToken::new());
+        let open = server.open_connections();
         lock(&self.running).insert(
             mark.to_string(),
             Running {
                 _server: server,
                 gate,
+                open,
+                owner,
             },
         );
         nix::unistd::write(&go, b"x").map_err(|e| format!("cannot start the command: {e}"))?;
         Ok(())
+    }
+
+    /// The proxied connections open now, by the task (or foreground call) whose
+    /// command holds them; commands with none are left out.
+    pub fn open_connections(&self) -> Vec<(String, usize)> {
+        lock(&self.running)
+            .values()
+            .filter_map(|r| Some((r.owner.clone()?, r.open.get())))
+            .filter(|(_, open)| *open > 0)
+            .collect()
     }
 
     /// The sandboxes of the marks `ended` picks are gone: their proxies stop (each
