@@ -478,3 +478,89 @@ async fn e10_always_is_remembered_per_host_across_commands_and_a_restart() {
         c.permission_requests
     );
 }
+
+/// E10: a network call is as replayable and shadowable as any: a `[permissions]
+/// shadow` candidate that would refuse the host is traced on the call's audit line
+/// (and changes nothing), and `dsh policy replay` of that audit under a stricter
+/// config reports the connection going from allow to deny.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_network_calls_are_shadowed_and_replayed_like_any_call() {
+    let port = http_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let stricter = dir.path().join("stricter.toml");
+    std::fs::write(
+        &stricter,
+        "[permissions]\ndefault_mode = \"auto\"\n[[permissions.rules]]\ntool = \"network\"\nhost = \"localhost\"\naction = \"deny\"\n",
+    )
+    .unwrap();
+    let extra = format!(
+        "shadow = {stricter:?}\n[[permissions.rules]]\ntool = \"network\"\naction = \"allow\"\n"
+    );
+    let (mut d, mut c) = daemon(dir.path(), "auto", &extra).await;
+    let s = c.new_session(&ws).await;
+    let (out, _) = c.bash(&s, &curl(port)).await;
+    assert!(out.contains(&format!("hello from {port} 200")), "{out}");
+    drop(c);
+    assert!(d.wait().await.unwrap().success());
+    let state = dir.path().join("state");
+    let lines = network_audit(&state);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let shadow = lines[0]["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "shadow policy")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (shadow["decision"].as_str(), shadow["enforced"].as_bool()),
+        (Some("deny"), Some(false)),
+        "{}",
+        lines[0]
+    );
+    let out = std::process::Command::new(common::daemon::BIN)
+        .args(["policy", "replay", "--json", "--audit"])
+        .arg(state.join("audit.jsonl"))
+        .arg("--config")
+        .arg(&stricter)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = report["changes"].as_array().unwrap();
+    let network: Vec<&serde_json::Value> =
+        changes.iter().filter(|c| c["tool"] == "network").collect();
+    assert_eq!(network.len(), 1, "{report}");
+    assert_eq!(
+        (network[0]["from"].as_str(), network[0]["to"].as_str()),
+        (Some("allow"), Some("deny")),
+        "{report}"
+    );
+}
+
+/// E10: a connection waits while its question is open, bounded by the command's own
+/// timeout: unanswered, the command times out cleanly, and the next command's
+/// question is asked and answered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_an_unanswered_question_ends_with_the_commands_timeout() {
+    let port = http_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let (_daemon, mut c) = daemon(dir.path(), "auto", "").await;
+    let s = c.new_session(&ws).await;
+    c.ignore_permissions = true;
+    let (out, _) = c
+        .tool(
+            Some(&s),
+            "bash",
+            serde_json::json!({"command": curl(port), "description": "d", "timeoutMs": 2000}),
+        )
+        .await;
+    assert!(out.contains("timed out"), "{out}");
+    assert_eq!(c.permission_requests.len(), 1);
+    c.ignore_permissions = false;
+    c.permission_answers.push_back("allow_once");
+    let (out, _) = c.bash(&s, &curl(port)).await;
+    assert!(out.contains(&format!("hello from {port} 200")), "{out}");
+    assert_eq!(c.permission_requests.len(), 2);
+}
