@@ -95,12 +95,43 @@ pub(super) async fn open(
 async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<TcpStream, Refused> {
     let addresses = match &destination.host {
         Host::Ip(ip) => vec![SocketAddr::new(*ip, destination.port)],
-        Host::Name(name) => resolver
-            .resolve(name, destination.port)
-            .await
-            .map_err(|e| Refused::Unresolved(e.to_string()))?,
+        Host::Name(name) => {
+            let found = resolver
+                .resolve(name, destination.port)
+                .await
+                .map_err(|e| Refused::Unresolved(e.to_string()))?;
+            this_machine_only_by_its_name(name, found)?
+        }
     };
     connect_any(&addresses).await
+}
+
+/// The addresses a name may lead to. What was judged is the name, so a name that
+/// resolves to this machine (a DNS answer pointing at 127.0.0.1, or at the
+/// unspecified address, which reaches it too) would let an allowed public host lead
+/// to the host's own loopback services: only a name that says so (`localhost`,
+/// `*.localhost`) may. A person who means this machine names it.
+fn this_machine_only_by_its_name(
+    name: &HostName,
+    found: Vec<SocketAddr>,
+) -> Result<Vec<SocketAddr>, Refused> {
+    let local_name = name.as_str() == "localhost" || name.as_str().ends_with(".localhost");
+    if local_name {
+        return Ok(found);
+    }
+    let outward: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| !a.ip().is_loopback() && !a.ip().is_unspecified())
+        .collect();
+    if outward.is_empty() && !found.is_empty() {
+        return Err(Refused::Unresolved(
+            "it resolves to this machine (loopback); ask for localhost or 127.0.0.1 by name \
+             if that is what is meant"
+                .into(),
+        ));
+    }
+    Ok(outward)
 }
 
 /// Each address in the resolver's order; the last failure is the one told.

@@ -1,5 +1,5 @@
 //! The proxy on real sockets: a Unix socket in a temporary directory, origins
-//! on 127.0.0.1 (and nowhere else: names `*.test` resolve to 127.0.0.1, every
+//! on 127.0.0.1 (and nowhere else: names `*.localhost` resolve to 127.0.0.1, every
 //! other name fails to resolve).
 
 use super::*;
@@ -99,7 +99,7 @@ struct TestResolver;
 #[async_trait::async_trait]
 impl Resolver for TestResolver {
     async fn resolve(&self, name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>> {
-        match name.as_str().ends_with(".test") {
+        match name.as_str().ends_with(".localhost") {
             true => Ok(vec![SocketAddr::from((LOOPBACK, port))]),
             false => Err(io::Error::new(io::ErrorKind::NotFound, "unknown name")),
         }
@@ -265,18 +265,18 @@ async fn connect_with_body(proxy: &Proxy, target: &str) -> (UnixStream, String, 
 #[tokio::test]
 async fn connect_allowed_carries_bytes_both_ways() {
     let port = echo_server().await;
-    let gate = ListGate::allowing(&["127.0.0.1", "echo.test"]);
+    let gate = ListGate::allowing(&["127.0.0.1", "echo.localhost"]);
     let proxy = Proxy::start(gate.clone());
     let (mut stream, head) = connect_through(&proxy, &format!("127.0.0.1:{port}")).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     expect_echo(&mut stream, b"hello through the tunnel").await;
     // A name is judged as its normal form (lower case, no trailing dot).
-    let (mut named, head) = connect_through(&proxy, &format!("Echo.TEST.:{port}")).await;
+    let (mut named, head) = connect_through(&proxy, &format!("Echo.LOCALHOST.:{port}")).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     expect_echo(&mut named, b"named").await;
     let want = [
         ("127.0.0.1".to_string(), port, Scheme::Https),
-        ("echo.test".to_string(), port, Scheme::Https),
+        ("echo.localhost".to_string(), port, Scheme::Https),
     ];
     assert_eq!(gate.seen(), want);
     assert_eq!(proxy.server.open_connections().get(), 2);
@@ -395,11 +395,11 @@ async fn a_client_that_sends_nothing_is_dropped() {
 #[tokio::test]
 async fn plain_http_is_forwarded_in_origin_form() {
     let port = http_origin().await;
-    let gate = ListGate::allowing(&["origin.test"]);
+    let gate = ListGate::allowing(&["origin.localhost"]);
     let proxy = Proxy::start(gate.clone());
     let mut client = proxy.http_client().await;
-    let request = Request::get(format!("http://Origin.Test:{port}/path?q=1"))
-        .header("host", "elsewhere.test")
+    let request = Request::get(format!("http://Origin.Localhost:{port}/path?q=1"))
+        .header("host", "elsewhere.localhost")
         .header("proxy-connection", "keep-alive")
         .header("proxy-authorization", "Basic c2VjcmV0")
         .body(Empty::new())
@@ -407,24 +407,28 @@ async fn plain_http_is_forwarded_in_origin_form() {
     let response = client.send_request(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    let want =
-        format!("target=/path?q=1 host=origin.test:{port} proxy-auth=false proxy-connection=false");
+    let want = format!(
+        "target=/path?q=1 host=origin.localhost:{port} proxy-auth=false proxy-connection=false"
+    );
     assert_eq!(body, want.as_bytes());
     assert_eq!(
         gate.seen(),
-        [("origin.test".to_string(), port, Scheme::Http)]
+        [("origin.localhost".to_string(), port, Scheme::Http)]
     );
 }
 
 #[tokio::test]
 async fn each_request_on_a_kept_alive_connection_is_judged_by_its_host() {
     let port = http_origin().await;
-    let gate = ListGate::allowing(&["origin.test", "127.0.0.1"]);
+    let gate = ListGate::allowing(&["origin.localhost", "127.0.0.1"]);
     let proxy = Proxy::start(gate.clone());
     let mut client = proxy.http_client().await;
     let targets = [
-        (format!("http://origin.test:{port}/a"), StatusCode::OK),
-        (format!("http://other.test:{port}/b"), StatusCode::FORBIDDEN),
+        (format!("http://origin.localhost:{port}/a"), StatusCode::OK),
+        (
+            format!("http://other.localhost:{port}/b"),
+            StatusCode::FORBIDDEN,
+        ),
         (format!("http://127.0.0.1:{port}/c"), StatusCode::OK),
     ];
     for (target, status) in &targets {
@@ -434,12 +438,12 @@ async fn each_request_on_a_kept_alive_connection_is_judged_by_its_host() {
         assert_eq!(response.status(), *status, "{target}");
         let body = response.into_body().collect().await.unwrap().to_bytes();
         if *status == StatusCode::FORBIDDEN {
-            assert_eq!(body, "other.test is not on the list\n".as_bytes());
+            assert_eq!(body, "other.localhost is not on the list\n".as_bytes());
         }
     }
     let want = [
-        ("origin.test".to_string(), port, Scheme::Http),
-        ("other.test".to_string(), port, Scheme::Http),
+        ("origin.localhost".to_string(), port, Scheme::Http),
+        ("other.localhost".to_string(), port, Scheme::Http),
         ("127.0.0.1".to_string(), port, Scheme::Http),
     ];
     assert_eq!(gate.seen(), want);
@@ -449,28 +453,28 @@ async fn each_request_on_a_kept_alive_connection_is_judged_by_its_host() {
 #[tokio::test]
 async fn a_request_in_origin_form_goes_by_its_host_header() {
     let port = http_origin().await;
-    let gate = ListGate::allowing(&["origin.test"]);
+    let gate = ListGate::allowing(&["origin.localhost"]);
     let proxy = Proxy::start(gate.clone());
     let mut stream = proxy.client().await;
     let request =
-        format!("GET /x HTTP/1.1\r\nHost: ORIGIN.test.:{port}\r\nConnection: close\r\n\r\n");
+        format!("GET /x HTTP/1.1\r\nHost: ORIGIN.localhost.:{port}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let answer = read_to_end(&mut stream).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with(&format!(
-        "target=/x host=origin.test:{port} proxy-auth=false proxy-connection=false"
+        "target=/x host=origin.localhost:{port} proxy-auth=false proxy-connection=false"
     )));
     // Only `http` is forwarded.
     let mut stream = proxy.client().await;
     stream
-        .write_all(b"GET https://origin.test/ HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+        .write_all(b"GET https://origin.localhost/ HTTP/1.1\r\nHost: origin.localhost\r\n\r\n")
         .await
         .unwrap();
     let (head, _) = read_head(&mut stream).await;
     assert!(head.starts_with("HTTP/1.1 400"), "{head}");
     assert_eq!(
         gate.seen(),
-        [("origin.test".to_string(), port, Scheme::Http)]
+        [("origin.localhost".to_string(), port, Scheme::Http)]
     );
 }
 
@@ -528,11 +532,11 @@ async fn socks_reply(stream: &mut UnixStream) -> u8 {
 #[tokio::test]
 async fn socks_connect_to_a_name_is_judged_and_tunnelled() {
     let port = echo_server().await;
-    let gate = ListGate::allowing(&["echo.test"]);
+    let gate = ListGate::allowing(&["echo.localhost"]);
     let proxy = Proxy::start(gate.clone());
     let mut stream = socks_handshake(&proxy).await;
     // The request and the first bytes together, as optimistic clients send.
-    let mut request = socks_connect_domain("Echo.Test.", port);
+    let mut request = socks_connect_domain("Echo.Localhost.", port);
     request.extend_from_slice(b"early ");
     stream.write_all(&request).await.unwrap();
     assert_eq!(socks_reply(&mut stream).await, 0);
@@ -542,7 +546,7 @@ async fn socks_connect_to_a_name_is_judged_and_tunnelled() {
     expect_echo(&mut stream, b"and the rest").await;
     assert_eq!(
         gate.seen(),
-        [("echo.test".to_string(), port, Scheme::Socks)]
+        [("echo.localhost".to_string(), port, Scheme::Socks)]
     );
 }
 
@@ -552,7 +556,7 @@ async fn socks_denied_and_unsupported_requests_get_their_codes() {
     let proxy = Proxy::start(gate.clone());
     let mut denied = socks_handshake(&proxy).await;
     denied
-        .write_all(&socks_connect_domain("echo.test", 80))
+        .write_all(&socks_connect_domain("echo.localhost", 80))
         .await
         .unwrap();
     assert_eq!(socks_reply(&mut denied).await, 0x02);
@@ -572,7 +576,10 @@ async fn socks_denied_and_unsupported_requests_get_their_codes() {
     let mut stream = proxy.client().await;
     stream.write_all(b"\x05\x01\x02").await.unwrap();
     assert_eq!(read_bytes_to_end(&mut stream).await, [5, 0xFF]);
-    assert_eq!(gate.seen(), [("echo.test".to_string(), 80, Scheme::Socks)]);
+    assert_eq!(
+        gate.seen(),
+        [("echo.localhost".to_string(), 80, Scheme::Socks)]
+    );
 }
 
 #[tokio::test]
@@ -664,7 +671,7 @@ async fn a_question_whose_client_left_is_withdrawn() {
     let proxy = Proxy::start(gate.clone());
     let mut socks = socks_handshake(&proxy).await;
     socks
-        .write_all(&socks_connect_domain("echo.test", 80))
+        .write_all(&socks_connect_domain("echo.localhost", 80))
         .await
         .unwrap();
     until(|| gate.asked.load(Ordering::SeqCst), 1).await;
@@ -678,4 +685,39 @@ async fn a_question_whose_client_left_is_withdrawn() {
     drop(http);
     until(|| gate.withdrawn.load(Ordering::SeqCst), 2).await;
     until(|| proxy.server.open_connections().get(), 0).await;
+}
+
+/// A name that resolves to this machine's loopback (DNS rebinding: an allowed public
+/// name whose answer is 127.0.0.1) reaches nothing; `*.localhost` names, which say
+/// so, do.
+#[tokio::test]
+async fn a_name_resolving_to_this_machine_is_refused_unless_it_says_so() {
+    struct Rebinding;
+    #[async_trait::async_trait]
+    impl Resolver for Rebinding {
+        async fn resolve(&self, _name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>> {
+            Ok(vec![SocketAddr::from((LOOPBACK, port))])
+        }
+    }
+    let port = echo_server().await;
+    let gate = ListGate::allowing(&["allowed.example", "echo.localhost"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("proxy.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let options = ProxyOptions {
+        resolver: Arc::new(Rebinding),
+        ..ProxyOptions::default()
+    };
+    let server = ProxyServer::start_with(listener, gate, CancellationToken::new(), options);
+    let proxy = Proxy {
+        _dir: dir,
+        path,
+        cancel: CancellationToken::new(),
+        server,
+    };
+    let (_stream, head) = connect_through(&proxy, &format!("allowed.example:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    let (mut stream, head) = connect_through(&proxy, &format!("echo.localhost:{port}")).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    expect_echo(&mut stream, b"local by name").await;
 }
