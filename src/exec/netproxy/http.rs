@@ -7,8 +7,8 @@
 //!
 //! [`ProxyOptions::max_head_bytes`]: super::ProxyOptions::max_head_bytes
 
+use super::conn::{ClientStream, Conn, tunnel};
 use super::outbound::Refused;
-use super::server::{ClientStream, Conn, tunnel};
 use super::{AddressError, ConnectRequest, Destination, Scheme};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;

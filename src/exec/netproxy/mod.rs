@@ -21,6 +21,7 @@
 //! decisions; the judge caches what it wants to.
 
 mod address;
+mod conn;
 mod http;
 mod outbound;
 mod server;
@@ -30,8 +31,9 @@ mod socks_conn;
 mod tests;
 
 pub use address::{AddressError, Destination, Host, HostName};
+pub use conn::ProxyOptions;
 pub use outbound::{Resolver, SystemResolver};
-pub use server::{OpenConnections, ProxyListener, ProxyOptions, ProxyServer};
+pub use server::{OpenConnections, ProxyListener, ProxyServer};
 
 use std::fmt;
 

@@ -2,7 +2,7 @@
 //! tunnel. The bytes are read here and parsed by the pure functions of
 //! `socks.rs`.
 
-use super::server::{ClientStream, Conn, hung_up, tunnel};
+use super::conn::{ClientStream, Conn, hung_up, tunnel};
 use super::socks::{self, Greeting, NO_ACCEPTABLE_METHOD, Parsed, Reply, SocksError};
 use super::{ConnectRequest, Destination, Scheme};
 use std::sync::Arc;
