@@ -469,10 +469,11 @@ mod tests {
             "src/exec/process.rs",          // Commands that spawn.rs starts
             "src/exec/remote.rs", // children::spawn, starting() around output/status/upload
             "src/exec/sandbox/mod.rs", // starting() around the probes; the rest through spawn.rs
-            "src/exec/spawn.rs",  // books every HostProcess
-            "src/exec/ssh.rs",    // children::spawn, starting() around output
+            "src/exec/sandbox/netns.rs", // starting() + owned() around the fork that makes the listener
+            "src/exec/spawn.rs",         // books every HostProcess
+            "src/exec/ssh.rs",           // children::spawn, starting() around output
             "src/hooks/external/runner.rs", // children::spawn
-            "src/main.rs",        // the CLI's own `dsh start`, not a daemon process
+            "src/main.rs",               // the CLI's own `dsh start`, not a daemon process
         ];
         fn starts_processes(code: &str) -> bool {
             let code = code.split("#[cfg(test)]").next().unwrap_or_default();

@@ -86,6 +86,9 @@ fn made_in(user: &OwnedFd, net: &OwnedFd, port: u16) -> Result<OwnedFd, String> 
         sin_zero: [0; 8],
     };
     let (user_fd, net_fd, theirs_fd) = (user.as_raw_fd(), net.as_raw_fd(), theirs.as_raw_fd());
+    // Booked from before it exists until it is reaped: the daemon's reaper must not
+    // take it (`children`).
+    let start = crate::exec::children::starting();
     // SAFETY: the child runs only `in_child`, which makes system calls on the values
     // above (copied into its own address space by the fork) and exits.
     let pid = unsafe { libc::fork() };
@@ -100,9 +103,11 @@ fn made_in(user: &OwnedFd, net: &OwnedFd, port: u16) -> Result<OwnedFd, String> 
         unsafe { in_child(user_fd, net_fd, theirs_fd, &address) }
     }
     drop(theirs);
+    let booked = start.owned(pid);
     let mut status = 0;
     // SAFETY: waiting for the child we just forked.
     unsafe { libc::waitpid(pid, &mut status, 0) };
+    drop(booked);
     received(&ours)
 }
 
