@@ -29,7 +29,11 @@ fn config(state: &Path, kind: ExecutorKind) -> ExecConfig {
     cfg
 }
 
-async fn run_in(exec: &dyn BashExecutor, command: &str, root: &Path) -> Result<String, ExecError> {
+pub async fn run_in(
+    exec: &dyn BashExecutor,
+    command: &str,
+    root: &Path,
+) -> Result<String, ExecError> {
     let out = exec
         .run(
             exec.resolve(ExecRequest {
@@ -82,6 +86,20 @@ fn sandbox_in_a_root() -> (
     let root = dir.path().canonicalize().unwrap();
     let sandbox = SandboxExecutor::new(&config(state.path(), ExecutorKind::Sandbox), &[]).unwrap();
     (state, dir, root, sandbox)
+}
+
+/// Runs `attack` under the local executor in a fresh directory `prepare` made, and
+/// returns that directory (with the guard that keeps it) and the output: the proof
+/// that the attack works without the sandbox.
+async fn locally(attack: &str, prepare: impl Fn(&Path)) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    prepare(&root);
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
+    let out = run_in(&local, attack, &root).await.unwrap();
+    local.shutdown().await;
+    (dir, root, out)
 }
 
 fn am_root() -> bool {
@@ -328,19 +346,13 @@ async fn e9_a_git_redirect_a_command_made_is_renamed_away_when_it_ends() {
                  && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = echo evil\\n' \
                  > fake/config && echo \"$PWD/fake\" > .git/commondir && echo planted";
     // Locally it stays, and git follows it.
-    let local_root = visible_dir();
-    let local_root = local_root.path().canonicalize().unwrap();
-    project(&local_root);
-    let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
-    let out = run_in(&local, plant, &local_root).await.unwrap();
+    let (_local, local_root, out) = locally(plant, project).await;
     assert!(out.contains("planted"), "{out}");
     assert_eq!(
         fsmonitor(&local_root),
         "echo evil",
         "git follows the redirect"
     );
-    local.shutdown().await;
     let (_state, _dir, root, sandbox) = sandbox_in_a_root();
     project(&root);
     let out = run_in(&sandbox, plant, &root).await.unwrap();
@@ -406,15 +418,9 @@ async fn e9_a_file_the_git_config_includes_is_as_read_only_as_the_config() {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
     };
-    let dir = visible_dir();
-    let local_root = dir.path().canonicalize().unwrap();
-    shared(&local_root);
-    let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
-    let out = run_in(&local, attack, &local_root).await.unwrap();
+    let (_local, local_root, out) = locally(attack, shared).await;
     assert!(out.contains("written"), "{out}");
     assert_eq!(fsmonitor(&local_root), "echo evil", "locally git reads it");
-    local.shutdown().await;
     let (_state, _dir, root, sandbox) = sandbox_in_a_root();
     shared(&root);
     let out = run_in(&sandbox, attack, &root).await.unwrap();
@@ -430,19 +436,13 @@ async fn e9_a_file_the_git_config_includes_is_as_read_only_as_the_config() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_a_repository_a_command_made_is_renamed_away_when_it_ends() {
     let plant = "git init -q sub && git -C sub config core.fsmonitor 'echo evil' && echo planted";
-    let local_root = visible_dir();
-    let local_root = local_root.path().canonicalize().unwrap();
-    project(&local_root);
-    let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&config(state.path(), ExecutorKind::Local)).unwrap();
-    let out = run_in(&local, plant, &local_root).await.unwrap();
+    let (_local, local_root, out) = locally(plant, project).await;
     assert!(out.contains("planted"), "{out}");
     assert_eq!(
         fsmonitor(&local_root.join("sub")),
         "echo evil",
         "locally git follows it"
     );
-    local.shutdown().await;
 
     let (_state, _dir, root, sandbox) = sandbox_in_a_root();
     project(&root);
@@ -553,6 +553,42 @@ async fn e9_a_writable_root_reached_through_a_symlink_is_refused_not_followed() 
     sandbox.shutdown().await;
 }
 
+/// `nobody`'s uid and gid.
+pub const NOBODY: u32 = 65534;
+
+/// `dsh serve --stdio` with `config` in `dir` (its home; no runtime directory),
+/// initialized, with a workspace `dir/ws` for its sessions; run as `nobody` when
+/// `as_nobody` (then `dir` and the workspace are given to `nobody`). Over stdio:
+/// the daemon would refuse a socket connection from another user.
+pub async fn daemon_as_nobody(
+    dir: &Path,
+    config: &str,
+    as_nobody: bool,
+) -> (PathBuf, tokio::process::Child, common::client::Client) {
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    if as_nobody {
+        for path in [dir, ws.as_path()] {
+            nix::unistd::chown(path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
+        }
+    }
+    let config = common::daemon::write_config(dir, config);
+    let mut cmd = common::dsh();
+    cmd.args(["serve", "--stdio", "--state-dir"])
+        .arg(dir.join("state"))
+        .arg("--config")
+        .arg(config)
+        .env("HOME", dir)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(dir);
+    if as_nobody {
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    let (daemon, mut client) = common::spawn_client(&mut cmd);
+    client.initialize().await;
+    (ws, daemon, client)
+}
+
 /// The suite's core as an unprivileged user, when the suite itself runs as root (CI):
 /// a daemon run as `nobody` gets the same sandbox (a user namespace it may create
 /// itself, no capability, the filter). Run as an unprivileged user, the whole suite
@@ -564,27 +600,9 @@ async fn e6_e8_the_sandbox_holds_for_an_unprivileged_user_too() {
         eprintln!("skipped: this suite already runs as an unprivileged user");
         return;
     }
-    const NOBODY: u32 = 65534;
     let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    for path in [dir.path(), ws.as_path()] {
-        nix::unistd::chown(path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
-    }
-    // Over stdio: the daemon refuses a socket connection from another user (root).
-    let config = common::daemon::write_config(dir.path(), "kind = \"sandbox\"\n");
-    let mut cmd = common::dsh();
-    cmd.args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.path().join("state"))
-        .arg("--config")
-        .arg(config)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .env("HOME", dir.path())
-        .env_remove("XDG_RUNTIME_DIR")
-        .current_dir(dir.path());
-    let (mut daemon, mut client) = common::spawn_client(&mut cmd);
-    client.initialize().await;
+    let (ws, mut daemon, mut client) =
+        daemon_as_nobody(dir.path(), "kind = \"sandbox\"\n", true).await;
     let session = client.new_session(&ws).await;
     client.set_mode(&session, "auto").await;
     let (out, _) = client

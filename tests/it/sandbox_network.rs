@@ -10,10 +10,9 @@ use dsh::config::{ExecConfig, ExecutorKind, NetworkMode};
 use dsh::exec::netproxy::{
     Admission, CommandOrigin, ConnectRequest, ConnectionGate, ConnectionJudge,
 };
-use dsh::exec::{BashExecutor, ExecRequest, LocalExecutor, SandboxExecutor};
+use dsh::exec::{BashExecutor, LocalExecutor, SandboxExecutor};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 /// Allows the hosts it was given, refuses the rest, and remembers every question
 /// with the command that asked.
@@ -65,19 +64,9 @@ fn config(state: &Path, mode: NetworkMode) -> ExecConfig {
 }
 
 async fn run(exec: &dyn BashExecutor, command: &str, root: &Path) -> String {
-    let out = exec
-        .run(
-            exec.resolve(ExecRequest {
-                command: command.to_string(),
-                workdir: Some(root.to_path_buf()),
-                writable_roots: vec![root.to_path_buf()],
-                ..ExecRequest::default()
-            }),
-            CancellationToken::new(),
-        )
+    crate::sandbox_escape::run_in(exec, command, root)
         .await
-        .unwrap();
-    format!("{}{}", out.stdout.text, out.stderr.text)
+        .unwrap()
 }
 
 /// A one-shot HTTP server on the host's loopback answering `hello from PORT`.

@@ -6,7 +6,7 @@
 //! same socket serves an outside client.
 
 use crate::common;
-use crate::sandbox_escape::{PYTHON, visible_dir};
+use crate::sandbox_escape::{NOBODY, PYTHON, daemon_as_nobody, visible_dir};
 
 use common::daemon::SocketDaemon;
 use std::path::Path;
@@ -292,39 +292,18 @@ for arg in sys.argv[1:]:
 /// `nobody` when the suite is root (root's commands hold `CAP_SYS_PTRACE`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e7_a_local_command_cannot_trace_its_daemon() {
-    const NOBODY: u32 = 65534;
     let root = nix::unistd::geteuid().is_root();
     let dir = visible_dir();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
     let trace = dir.path().join("trace.py");
     std::fs::write(&trace, TRACE).unwrap();
-    if root {
-        for path in [dir.path(), ws.as_path()] {
-            nix::unistd::chown(path, Some(NOBODY.into()), Some(NOBODY.into())).unwrap();
-        }
-    }
-    let as_user = |cmd: &mut tokio::process::Command| {
-        if root {
-            cmd.uid(NOBODY).gid(NOBODY);
-        }
-    };
     let mut control = tokio::process::Command::new("sleep");
     control.arg("600").kill_on_drop(true);
-    as_user(&mut control);
+    if root {
+        control.uid(NOBODY).gid(NOBODY);
+    }
     let control = control.spawn().unwrap();
-    let config = common::daemon::write_config(dir.path(), "kind = \"local\"\n");
-    let mut cmd = common::dsh();
-    cmd.args(["serve", "--stdio", "--state-dir"])
-        .arg(dir.path().join("state"))
-        .arg("--config")
-        .arg(config)
-        .env("HOME", dir.path())
-        .env_remove("XDG_RUNTIME_DIR")
-        .current_dir(dir.path());
-    as_user(&mut cmd);
-    let (mut daemon, mut client) = common::spawn_client(&mut cmd);
-    client.initialize().await;
+    let (ws, mut daemon, mut client) =
+        daemon_as_nobody(dir.path(), "kind = \"local\"\n", root).await;
     let session = client.new_session(&ws).await;
     client.set_mode(&session, "auto").await;
     let (out, _) = client
