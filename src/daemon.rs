@@ -63,8 +63,7 @@ impl Daemon {
             &config.exec,
             crate::exec::from_config(&config.exec, &[socket.to_path_buf()])?,
         )?;
-        let user_grants = Arc::new(crate::registry::UserGrants::open(&state_dir)?);
-        user_grants.set_remember(config.permissions.remember == crate::config::Remember::User);
+        let user_grants = Arc::new(crate::registry::UserGrants::of_config(&config)?);
         let sessions = Arc::new(
             SessionRegistry::new(config.permissions.default_mode).with_user_grants(user_grants),
         );

@@ -130,9 +130,14 @@ enum PolicyCommand {
         /// The session mode (default: the config's default_mode).
         #[arg(long, value_parser = ["ask", "auto", "read-only"])]
         mode: Option<String>,
-        /// An "allow always" grant of the session, as a command prefix (repeatable).
+        /// An "allow always" grant of the session, as a command prefix (repeatable). The
+        /// user's own grants (`grants.json` in the state directory) apply too, as in the daemon.
         #[arg(long = "grant", value_name = "PREFIX")]
         grants: Vec<String>,
+        /// The state directory whose `grants.json` holds the user's "always" answers, as
+        /// `dsh serve --state-dir` (default: from config, else $XDG_STATE_HOME/dsh).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
         /// The call's `sandbox` argument: `off` asks to run it outside the sandbox, which
         /// under `[exec] kind = "sandbox"` only a rule naming the command allows unasked.
         #[arg(long, value_parser = ["off"], requires = "justification")]
@@ -217,6 +222,7 @@ fn main() -> ExitCode {
                     cwd,
                     mode,
                     grants,
+                    state_dir,
                     sandbox,
                     justification,
                     json,
@@ -224,6 +230,7 @@ fn main() -> ExitCode {
                 },
         } => explain(
             config.as_deref(),
+            state_dir,
             cwd,
             mode.as_deref(),
             &grants,
@@ -374,6 +381,7 @@ struct Explained<'a> {
 /// the policy hook judges it in a session working in `cwd`.
 fn explain(
     path: Option<&Path>,
+    state_dir: Option<PathBuf>,
     cwd: Option<PathBuf>,
     mode: Option<&str>,
     grants: &[String],
@@ -386,6 +394,11 @@ fn explain(
         leave_sandbox,
     } = call;
     let mut config = load_checked(path)?;
+    if let Some(dir) = state_dir {
+        config.exec.state_dir = Some(dir);
+    }
+    // The user's "always" answers, as the daemon reads them at its start.
+    let user = dsh::registry::UserGrants::of_config(&config)?;
     let cwd = match cwd {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
@@ -402,11 +415,13 @@ fn explain(
         Some(id) => dsh::config::Mode::from_id(id).ok_or_else(|| format!("unknown mode {id}"))?,
         None => config.permissions.default_mode,
     };
-    // As `dsh policy grants` shows them: `git push`, or `network HOST` for a host.
+    // As `dsh policy grants` shows them: `git push`, or `network HOST` for a host; then
+    // the user's, as a session holding these grants is judged.
     let grants: Vec<dsh::policy::Grant> = grants
         .iter()
         .flat_map(|g| dsh::policy::Grant::named(g))
         .collect();
+    let grants = user.applied_to(&grants);
     let policy = dsh::policy::Policy::of_config(&config);
     if tool == dsh::policy::NETWORK_TOOL {
         let arguments = dsh::policy::network::explain_arguments(command)?;

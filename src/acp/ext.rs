@@ -245,6 +245,9 @@ impl AcpService {
         ctx: RequestContext,
         p: TaskKillParams,
     ) -> Result<Value, RpcError> {
+        if let Err(e) = p.task_id.parse::<crate::exec::TaskId>() {
+            return Err(RpcError::invalid_params(format!("invalid taskId: {e}")));
+        }
         let unknown = || RpcError::not_found(format!("unknown bash task \"{}\"", p.task_id));
         if let Some(session) = &p.session_id {
             self.addressable(&ctx, session)?;

@@ -8,6 +8,7 @@ use crate::registry::Session;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::store::PromptBlock;
 use agent_client_protocol_schema::v1 as acp;
+use dashmap::DashMap;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -49,21 +50,14 @@ impl AcpService {
         // A child of the request's token: $/cancel_request and the connection
         // ending cancel the prompt too; session/cancel cancels just the prompt.
         let cancel = ctx.cancel.child_token();
-        {
-            use dashmap::mapref::entry::Entry;
-            match self.prompts.entry(session.id.clone()) {
-                Entry::Occupied(_) => {
-                    return Err(RpcError::invalid_request(
-                        "a prompt is already running in this session",
-                    ));
-                }
-                Entry::Vacant(v) => {
-                    v.insert(cancel.clone());
-                }
-            }
-        }
+        let Some(_slot) = PromptSlot::take(&self.prompts, &session.id, &cancel) else {
+            return Err(RpcError::invalid_request(
+                "a prompt is already running in this session",
+            ));
+        };
+        // The slot is freed when `_slot` drops: after the turn, and just as well
+        // when the turn panics (the rpc layer catches it) or this future is dropped.
         let stop = self.run_prompt(&session, &blocks, &cancel).await;
-        self.prompts.remove(&session.id);
         to_value(acp::PromptResponse::new(stop?))
     }
 
@@ -116,6 +110,43 @@ impl AcpService {
         {
             prompt.cancel();
         }
+    }
+}
+
+/// A session's prompt slot (its one prompt in flight, holding the prompt's cancel token),
+/// taken for as long as the turn runs. Dropping it frees the slot, so no way a turn
+/// can end (an answer, an error, a panic, its future dropped) leaves the session
+/// refusing every later prompt.
+struct PromptSlot<'a> {
+    prompts: &'a DashMap<String, CancellationToken>,
+    session: String,
+}
+
+impl<'a> PromptSlot<'a> {
+    /// The slot of `session`, or `None` when a prompt of it is already running.
+    fn take(
+        prompts: &'a DashMap<String, CancellationToken>,
+        session: &str,
+        cancel: &CancellationToken,
+    ) -> Option<Self> {
+        use dashmap::mapref::entry::Entry;
+        match prompts.entry(session.to_string()) {
+            Entry::Occupied(_) => None,
+            Entry::Vacant(v) => {
+                v.insert(cancel.clone());
+                Some(Self {
+                    prompts,
+                    session: session.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for PromptSlot<'_> {
+    fn drop(&mut self) {
+        // Only the holder inserted the entry, and nothing else removes it.
+        self.prompts.remove(&self.session);
     }
 }
 
@@ -181,4 +212,130 @@ fn prompt_blocks(blocks: &[acp::ContentBlock], vision: bool) -> Result<Vec<Promp
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Mode};
+    use crate::llm::{Model, ModelError, ModelEvent, ModelRequest};
+    use crate::registry::SessionRegistry;
+    use crate::tools::ToolRegistry;
+    use futures::FutureExt;
+    use serde_json::json;
+    use tokio::sync::{Notify, mpsc};
+
+    /// A model that says it was asked and then never answers, or panics.
+    struct Stuck {
+        asked: Arc<Notify>,
+        panics: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Model for Stuck {
+        fn describe(&self) -> String {
+            "a model that never answers".into()
+        }
+
+        async fn stream(
+            &self,
+            _request: &ModelRequest,
+            _events: mpsc::UnboundedSender<ModelEvent>,
+            _cancel: &CancellationToken,
+        ) -> Result<(), ModelError> {
+            self.asked.notify_one();
+            if self.panics {
+                panic!("the turn fails");
+            }
+            std::future::pending().await
+        }
+    }
+
+    /// A service whose model is `Stuck`, a connection's request context and a session
+    /// of that connection, with the request `session/prompt` gets.
+    async fn setup(
+        state: &std::path::Path,
+        panics: bool,
+    ) -> (
+        Arc<AcpService>,
+        RequestContext,
+        String,
+        acp::PromptRequest,
+        Arc<Notify>,
+        mpsc::Receiver<String>,
+    ) {
+        let asked = Arc::new(Notify::new());
+        let model = Arc::new(Stuck {
+            asked: asked.clone(),
+            panics,
+        });
+        let mut config = Config::default();
+        config.exec.state_dir = Some(state.to_path_buf());
+        let service = AcpService::new(
+            config,
+            Some(model),
+            None,
+            Arc::new(SessionRegistry::new(Mode::Ask)),
+            Arc::new(ToolRegistry::new()),
+            CancellationToken::new(),
+        );
+        let (queue, lines) = mpsc::channel(1024);
+        let ctx = RequestContext::new(Peer::new(queue, 1024, None), CancellationToken::new());
+        let new: acp::NewSessionRequest =
+            serde_json::from_value(json!({"cwd": state, "mcpServers": []})).unwrap();
+        let answer = service.new_session(ctx.clone(), new).await.unwrap();
+        let id = answer["sessionId"].as_str().unwrap().to_string();
+        let prompt = serde_json::from_value(
+            json!({"sessionId": id, "prompt": [{"type": "text", "text": "hello"}]}),
+        )
+        .unwrap();
+        (service, ctx, id, prompt, asked, lines)
+    }
+
+    #[tokio::test]
+    async fn a_dropped_turn_frees_its_sessions_prompt_slot() {
+        let state = tempfile::tempdir().unwrap();
+        let (service, ctx, id, prompt, asked, _lines) = setup(state.path(), false).await;
+
+        let mut first = Box::pin(service.prompt(ctx.clone(), prompt.clone()));
+        tokio::select! {
+            answer = &mut first => panic!("the stuck model answered: {answer:?}"),
+            _ = asked.notified() => {}
+        }
+        assert!(service.prompts.contains_key(&id), "the turn holds the slot");
+        drop(first);
+        assert!(
+            !service.prompts.contains_key(&id),
+            "a dropped turn frees it"
+        );
+
+        // The next prompt of the session runs (it reaches the model) instead of
+        // answering "a prompt is already running".
+        let mut second = Box::pin(service.prompt(ctx.clone(), prompt.clone()));
+        tokio::select! {
+            answer = &mut second => panic!("the next prompt was not run: {answer:?}"),
+            _ = asked.notified() => {}
+        }
+        assert!(service.prompts.contains_key(&id));
+        // While it runs, a third is refused as before.
+        let third = service.prompt(ctx.clone(), prompt).await.unwrap_err();
+        assert!(
+            third.message.contains("a prompt is already running"),
+            "{third:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panicking_turn_frees_its_sessions_prompt_slot() {
+        let state = tempfile::tempdir().unwrap();
+        let (service, ctx, id, prompt, asked, _lines) = setup(state.path(), true).await;
+
+        for _ in 0..2 {
+            // As the rpc layer does: the panic is caught and the request answered.
+            let turn = std::panic::AssertUnwindSafe(service.prompt(ctx.clone(), prompt.clone()));
+            assert!(turn.catch_unwind().await.is_err(), "the turn panicked");
+            asked.notified().await;
+            assert!(!service.prompts.contains_key(&id), "the slot is free again");
+        }
+    }
 }

@@ -165,11 +165,11 @@ impl BashExecutor for Escalating {
     }
 }
 
-/// The `N` of `bash-N`, for ordering.
+/// The `N` of `bash-N`, for ordering (every id here is one of ours; anything else
+/// would sort last).
 fn task_number(id: &str) -> u64 {
-    id.strip_prefix("bash-")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u64::MAX)
+    id.parse::<super::TaskId>()
+        .map_or(u64::MAX, super::TaskId::number)
 }
 
 #[cfg(test)]

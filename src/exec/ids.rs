@@ -10,6 +10,57 @@ use nix::fcntl::{Flock, FlockArg};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
+/// A background task's id: `bash-N` on the wire, in texts and in logs; `N` in tables.
+/// The one place the form is written ([`Display`](std::fmt::Display)) and read
+/// ([`FromStr`](std::str::FromStr)): a text that is not exactly what `Display` writes for
+/// some number is an error, never a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId(u64);
+
+/// The prefix of every task id.
+const PREFIX: &str = "bash-";
+
+impl TaskId {
+    /// The task numbered `n`.
+    pub fn new(n: u64) -> Self {
+        Self(n)
+    }
+
+    /// The `N` of `bash-N`.
+    pub fn number(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{PREFIX}{}", self.0)
+    }
+}
+
+/// Why a text is not a task id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("\"{0}\" is not a task id: task ids look like bash-7")]
+pub struct NotATaskId(pub String);
+
+impl std::str::FromStr for TaskId {
+    type Err = NotATaskId;
+
+    /// `bash-` and a number in decimal digits, without a sign or a leading zero (so
+    /// `bash-07` is not another way to write `bash-7`).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let not = || NotATaskId(text.to_string());
+        let digits = text.strip_prefix(PREFIX).ok_or_else(not)?;
+        let canonical = !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        if !canonical {
+            return Err(not());
+        }
+        digits.parse().map(TaskId).map_err(|_| not())
+    }
+}
+
 /// Allocator of persistent task numbers.
 #[derive(Debug)]
 pub struct TaskIds {
@@ -24,8 +75,8 @@ impl TaskIds {
         }
     }
 
-    /// The next id, as `bash-N`.
-    pub fn next(&self) -> std::io::Result<String> {
+    /// The next id.
+    pub fn next(&self) -> std::io::Result<TaskId> {
         let file = crate::fsutil::private_file()
             .read(true)
             .write(true)
@@ -50,7 +101,7 @@ impl TaskIds {
         file.seek(SeekFrom::Start(0))?;
         file.set_len(0)?;
         file.write_all(format!("{next}\n").as_bytes())?;
-        Ok(format!("bash-{next}"))
+        Ok(TaskId(next))
     }
 }
 
@@ -62,10 +113,10 @@ mod tests {
     fn t7_ids_continue_across_allocators() {
         let dir = tempfile::tempdir().unwrap();
         let a = TaskIds::new(dir.path());
-        assert_eq!(a.next().unwrap(), "bash-1");
-        assert_eq!(a.next().unwrap(), "bash-2");
+        assert_eq!(a.next().unwrap().to_string(), "bash-1");
+        assert_eq!(a.next().unwrap().to_string(), "bash-2");
         let b = TaskIds::new(dir.path());
-        assert_eq!(b.next().unwrap(), "bash-3");
+        assert_eq!(b.next().unwrap(), TaskId::new(3));
     }
 
     #[test]
@@ -81,12 +132,47 @@ mod tests {
                 })
             })
             .collect();
-        let mut all: Vec<String> = handles
+        let mut all: Vec<TaskId> = handles
             .into_iter()
             .flat_map(|h| h.join().unwrap())
             .collect();
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 200);
+    }
+
+    #[test]
+    fn a_task_id_reads_back_what_it_writes_and_nothing_else() {
+        for n in [0, 1, 7, 10, 4242, u64::MAX] {
+            let id = TaskId::new(n);
+            assert_eq!(id.to_string(), format!("bash-{n}"));
+            assert_eq!(id.to_string().parse::<TaskId>(), Ok(id));
+            assert_eq!(id.number(), n);
+        }
+        for text in [
+            "",
+            "bash-",
+            "bash-x",
+            "bash-7x",
+            "7",
+            "bash 7",
+            "Bash-7",
+            "bash-07",
+            "bash-00",
+            "bash-+7",
+            "bash--7",
+            " bash-7",
+            "bash-7 ",
+            "bash-\u{0667}",
+            "task-7",
+            "bash-18446744073709551616",
+        ] {
+            let err = text.parse::<TaskId>().unwrap_err();
+            assert_eq!(err, NotATaskId(text.to_string()));
+            assert_eq!(
+                err.to_string(),
+                format!("\"{text}\" is not a task id: task ids look like bash-7")
+            );
+        }
     }
 }

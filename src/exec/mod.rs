@@ -25,6 +25,7 @@ pub mod ssh;
 mod ssh_executor;
 
 pub use collector::{CollectedOutput, Collector, Spill, SpillTarget, StreamRead};
+pub use ids::{NotATaskId, TaskId};
 pub use local::LocalExecutor;
 pub use process::{Launcher, ProcessExecutor};
 pub use sandbox::SandboxExecutor;

@@ -628,7 +628,7 @@ impl<L: Launcher> Inner<L> {
     }
 
     fn task(&self, id: &str) -> Option<Arc<Task>> {
-        let n: u64 = id.strip_prefix("bash-")?.parse().ok()?;
+        let n = id.parse::<super::TaskId>().ok()?.number();
         lock(&self.tasks).get(&n).cloned()
     }
 }
@@ -801,7 +801,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             .ids
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
-        let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
+        let (number, id) = (id.number(), id.to_string());
         let mark = inner.next_mark(spec.scope.as_ref());
         let task = Arc::new(Task {
             number,

@@ -984,8 +984,8 @@ impl HelperClient {
             .ids
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
-        let number: u64 = id["bash-".len()..].parse().unwrap_or_default();
-        lock(&task.state).id = Some((id, number));
+        let number = id.number();
+        lock(&task.state).id = Some((id.to_string(), number));
         lock(&self.shared.tasks).insert(number, task.clone());
         if task.finished.is_cancelled() {
             // It finished before it had an id: book and announce it now.
@@ -1005,7 +1005,7 @@ impl HelperClient {
     }
 
     fn task(&self, id: &str) -> Option<Arc<RTask>> {
-        let n: u64 = id.strip_prefix("bash-")?.parse().ok()?;
+        let n = id.parse::<super::TaskId>().ok()?.number();
         lock(&self.shared.tasks).get(&n).cloned()
     }
 

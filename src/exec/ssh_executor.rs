@@ -198,11 +198,8 @@ impl BashExecutor for SshExecutor {
     fn list(&self) -> Vec<TaskInfo> {
         let mut all = self.helper.list();
         all.extend(self.wrapper.list());
-        all.sort_by_key(|t| {
-            t.id.strip_prefix("bash-")
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or_default()
-        });
+        // Every id here is one of ours: none fails to parse.
+        all.sort_by_key(|t| t.id.parse::<super::TaskId>().ok());
         all
     }
 

@@ -173,9 +173,8 @@ impl Session {
     /// Command prefixes allowed always in this session: its own grants, then the
     /// user's (`remember = "user"`).
     pub fn grants(&self) -> Vec<Grant> {
-        let mut all = lock(&self.grants).clone();
-        add_unique(&mut all, &self.user.allowed());
-        all
+        let own = lock(&self.grants).clone();
+        self.user.applied_to(&own)
     }
 
     /// The user's grants and rejections, shared by every session.

@@ -68,6 +68,29 @@ impl UserGrants {
         })
     }
 
+    /// The user's grants as a daemon running `config` holds them: its state directory's
+    /// file (applied to every session whatever `remember` says: a grant kept there stays
+    /// in force until revoked), with new answers kept there when `remember = "user"`. The
+    /// daemon and `dsh policy explain` both start from this, so what explain judges with
+    /// is what a real call gets.
+    pub fn of_config(config: &crate::config::Config) -> Result<Self, String> {
+        let grants = Self::open(&config.exec.state_dir())?;
+        grants.set_remember(config.permissions.remember == crate::config::Remember::User);
+        Ok(grants)
+    }
+
+    /// The grants a session holding `session`'s own is judged with: its own, then the
+    /// user's (each once).
+    pub fn applied_to(&self, session: &[Grant]) -> Vec<Grant> {
+        let mut all = session.to_vec();
+        for grant in lock(&self.lists).allowed.iter() {
+            if !all.contains(grant) {
+                all.push(grant.clone());
+            }
+        }
+        all
+    }
+
     /// Sets whether new "always" answers are kept for the user (`remember = "user"`).
     pub fn set_remember(&self, user: bool) {
         self.remember.store(user, Ordering::SeqCst);

@@ -297,6 +297,11 @@ impl Shared {
         if task_id.is_empty() {
             return Err(Box::new(ToolOutput::error("invalid task_id")));
         }
+        // Only what the executor could have handed out is looked up: `bash-x`, `7` or
+        // `bash-07` are mistakes to point out, not unknown tasks (nor task 0 or 7).
+        if let Err(e) = task_id.parse::<crate::exec::TaskId>() {
+            return Err(Box::new(ToolOutput::error(format!("invalid task_id: {e}"))));
+        }
         match self.sessions.check_task_access(task_id, call.session_id()) {
             TaskAccess::Allowed => Ok(task_id.to_string()),
             TaskAccess::Unknown => Err(Box::new(unknown_task(task_id))),

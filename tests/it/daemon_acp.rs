@@ -938,3 +938,65 @@ async fn a_hand_over_with_extra_descriptors_is_refused_and_leaks_none() {
     );
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t10_a_malformed_task_id_is_an_error_not_a_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let mut c = daemon.connect().await;
+    let ws = workspace(dir.path(), "ws");
+    let s = c.new_session(&ws).await;
+    let task = c.start_task(&s, "echo from-task").await;
+    let number = task.strip_prefix("bash-").unwrap();
+    // Each is refused for what it is, by both tools, before any lookup (the executor
+    // once read `bash-07` and `bash-+7` as task 7).
+    for bad in [
+        "bash-x".to_string(),
+        "bash-".to_string(),
+        number.to_string(),
+        format!("bash-0{number}"),
+        format!("bash-+{number}"),
+    ] {
+        for tool in ["bash_output", "bash_kill"] {
+            assert_eq!(
+                c.tool(Some(&s), tool, json!({"task_id": bad})).await,
+                (
+                    format!(
+                        "Error: invalid task_id: \"{bad}\" is not a task id: task ids look like bash-7"
+                    ),
+                    true
+                ),
+                "{tool} {bad}"
+            );
+        }
+    }
+    // What was already an error keeps its text (T10).
+    assert_eq!(
+        c.tool(Some(&s), "bash_output", json!({"task_id": " "}))
+            .await,
+        ("Error: invalid task_id".to_string(), true)
+    );
+    assert_eq!(
+        c.tool(Some(&s), "bash_kill", json!({"task_id": "bash-999999"}))
+            .await,
+        ("Error: unknown bash task \"bash-999999\"".to_string(), true)
+    );
+    // The task itself is read as before, and `_dsh/tasks/kill` (what `dsh kill` sends,
+    // as the user, who may kill any task) refuses a bad id instead of killing task N.
+    let (out, is_error) = c
+        .tool(Some(&s), "bash_output", json!({"task_id": task}))
+        .await;
+    assert!(!is_error, "{out}");
+    let e = c
+        .request(
+            "_dsh/tasks/kill",
+            json!({"taskId": format!("bash-0{number}")}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32602, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("is not a task id"), "{message}");
+    drop(c);
+    daemon.stop().await;
+}

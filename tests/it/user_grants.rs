@@ -115,3 +115,58 @@ async fn remember_session_keeps_an_answer_to_its_session() {
     drop(a);
     daemon.stop().await;
 }
+
+/// `dsh policy explain --json` of `line` with the daemon's config and state directory, as
+/// a session in `cwd`: the decision.
+fn explain_cli(daemon: &SocketDaemon, cwd: &Path, line: &str) -> String {
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "explain", "--json", "--config"])
+        .arg(&daemon.config)
+        .arg("--state-dir")
+        .arg(&daemon.state)
+        .arg("--cwd")
+        .arg(cwd)
+        .args(["--", line])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap();
+    value["judgement"]["decision"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no decision in {value}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_judges_with_the_users_grants_as_the_daemon_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), REMEMBER_USER).await;
+    let mut a = daemon.connect().await;
+    let wa = workspace(dir.path(), "a");
+    let sa = a.new_session(&wa).await;
+    // Mode ask: before any answer, explain and the daemon both ask.
+    assert_eq!(explain_cli(&daemon, &wa, "echo one"), "ask");
+    a.permission_answers.push_back("allow_always");
+    assert_eq!(a.bash(&sa, "echo one").await, ("one\n".into(), false));
+    assert_eq!(a.permission_requests.len(), 1);
+
+    // Now explain, run with the daemon's config and state directory, says allow ...
+    let wb = workspace(dir.path(), "b");
+    assert_eq!(explain_cli(&daemon, &wb, "echo two"), "allow");
+    // ... and a real call in another session is allowed without a question.
+    let mut b = daemon.connect().await;
+    let sb = b.new_session(&wb).await;
+    assert_eq!(b.bash(&sb, "echo two").await, ("two\n".into(), false));
+    assert!(b.permission_requests.is_empty(), "asked although granted");
+    // What the user did not grant is still asked, by both.
+    assert_eq!(explain_cli(&daemon, &wb, "printf x"), "ask");
+    let (text, is_error) = b.bash(&sb, "printf x").await;
+    assert!(is_error && text.contains("cancelled"), "{text}");
+    assert_eq!(b.permission_requests.len(), 1);
+    drop((a, b));
+    daemon.stop().await;
+}
