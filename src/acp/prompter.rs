@@ -47,6 +47,14 @@ struct NetworkQuestion {
 /// How long the asking command may be in a question's title.
 const COMMAND_CHARS: usize = 60;
 
+/// Whether a character of a command may stand in a question's title as it is: not a
+/// control character, and not one of the marks that reorder text (bidi overrides
+/// and isolates).
+fn shown_as_is(c: char) -> bool {
+    !c.is_control()
+        && !matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// The question about a `network` call: who wants to reach what.
 fn network_question(tool: &str, arguments: &serde_json::Value) -> Option<NetworkQuestion> {
     if tool != crate::policy::NETWORK_TOOL {
@@ -69,11 +77,23 @@ fn network_question(tool: &str, arguments: &serde_json::Value) -> Option<Network
     let who = match command {
         Some(command) => {
             let first = command.lines().next().unwrap_or_default().trim_end();
-            let mut shown: String = first.chars().take(COMMAND_CHARS).collect();
-            if first.chars().count() > COMMAND_CHARS || command.contains('\n') {
+            // The command is the model's text: a control character (an escape
+            // sequence, a carriage return) or a direction mark could make the title
+            // read as another command. Each shows as `?`.
+            let mut shown: String = first
+                .chars()
+                .take(COMMAND_CHARS)
+                .map(|c| if shown_as_is(c) { c } else { '?' })
+                .collect();
+            let more_lines = command.lines().count().saturating_sub(1);
+            if first.chars().count() > COMMAND_CHARS {
                 shown.push('…');
             }
-            format!("`{}`", shown.replace('`', "'"))
+            let mut who = format!("`{}`", shown.replace('`', "'"));
+            if more_lines > 0 {
+                who.push_str(&format!(" (+{more_lines} more line(s))"));
+            }
+            who
         }
         None => "A command".to_owned(),
     };
@@ -243,6 +263,17 @@ mod tests {
         assert_eq!(
             network_question("bash", &json!({"host": "a.example", "command": "x"})),
             None
+        );
+        // The model's text cannot hide or reorder what the title says.
+        let question = network_question(
+            "network",
+            &json!({"host": "a.example", "port": 443,
+                    "command": "curl x\u{1b}[8m hidden\r\u{202e}txet\ncargo build"}),
+        )
+        .unwrap();
+        assert_eq!(
+            question.title,
+            "`curl x?[8m hidden??txet` (+1 more line(s)) wants to reach a.example:443"
         );
     }
 

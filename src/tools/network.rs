@@ -91,12 +91,18 @@ impl ConnectionJudge for NetworkJudge {
             origin,
             calls: self.calls.clone(),
             decided: Mutex::default(),
+            asking: tokio::sync::Mutex::new(()),
         })
     }
 }
 
 /// A host's answer for one command, settled once (those who ask meanwhile wait).
 type Decision = Arc<OnceCell<Admission>>;
+
+/// How many distinct host:ports one command may ask about; past it each is refused
+/// without a question. A command is not to be trusted with how many it asks: a
+/// loop over 10,000 names would be 10,000 questions and audit lines.
+pub const MAX_HOSTS_PER_COMMAND: usize = 256;
 
 /// One command's gate. A decision holds for the command's life, per host and port:
 /// a build that opens 200 connections to one host asks once, and connections that
@@ -107,6 +113,9 @@ struct CommandGate {
     origin: CommandOrigin,
     calls: Arc<AtomicU64>,
     decided: Mutex<HashMap<(String, u16), Decision>>,
+    /// Held while one of the command's hosts is judged: its questions reach the
+    /// person one at a time, never 500 at once.
+    asking: tokio::sync::Mutex<()>,
 }
 
 #[async_trait::async_trait]
@@ -116,16 +125,26 @@ impl ConnectionGate for CommandGate {
             request.destination.host.to_string(),
             request.destination.port,
         );
-        let cell = self
-            .decided
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(key)
-            .or_default()
-            .clone();
+        let cell = {
+            let mut decided = self.decided.lock().unwrap_or_else(|p| p.into_inner());
+            if !decided.contains_key(&key) && decided.len() >= MAX_HOSTS_PER_COMMAND {
+                return Admission::Deny {
+                    reason: format!(
+                        "this command asked for more than {MAX_HOSTS_PER_COMMAND} hosts; \
+                         the rest are refused without asking"
+                    ),
+                };
+            }
+            decided.entry(key).or_default().clone()
+        };
         // A question whose asker went away is dropped unanswered (its cancel token
         // withdraws it from the editor); the next connection asks again.
-        cell.get_or_init(|| self.judge(request)).await.clone()
+        cell.get_or_init(|| async {
+            let _one_at_a_time = self.asking.lock().await;
+            self.judge(request).await
+        })
+        .await
+        .clone()
     }
 }
 

@@ -553,3 +553,39 @@ async fn e10_an_unanswered_question_ends_with_the_commands_timeout() {
     assert!(out.contains(&format!("hello from {port} 200")), "{out}");
     assert_eq!(c.permission_requests.len(), 2);
 }
+
+/// E10, bounded: a command that asks for host after host gets at most 256 judged (and
+/// audited); past that each is refused without a question, and its output names the
+/// first refusals and counts the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_a_flood_of_hosts_is_judged_up_to_a_bound_then_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let flood = "import socket\n\
+                 bounded = 0\n\
+                 for i in range(300):\n\
+                 \x20   s = socket.create_connection(('127.0.0.1', 3128))\n\
+                 \x20   s.sendall(b'CONNECT h%d.example:443 HTTP/1.1\\r\\n\\r\\n' % i)\n\
+                 \x20   answer = b''\n\
+                 \x20   while b'\\r\\n\\r\\n' not in answer or len(answer) < 200:\n\
+                 \x20       chunk = s.recv(4096)\n\
+                 \x20       if not chunk: break\n\
+                 \x20       answer += chunk\n\
+                 \x20   bounded += b'more than 256 hosts' in answer\n\
+                 \x20   s.close()\n\
+                 print('bounded', bounded)\n";
+    std::fs::write(ws.join("flood.py"), flood).unwrap();
+    let deny = "[[permissions.rules]]\ntool = \"network\"\naction = \"deny\"\n";
+    let (mut d, mut c) = daemon(dir.path(), "auto", deny).await;
+    let s = c.new_session(&ws).await;
+    let (out, _) = c.bash(&s, &format!("{PYTHON} flood.py")).await;
+    assert!(out.contains("bounded 44\n"), "{out}");
+    assert!(
+        out.contains("dsh: the sandbox's network refused 280 more connection(s)"),
+        "20 named, the rest counted: {out}"
+    );
+    assert!(c.permission_requests.is_empty());
+    drop(c);
+    assert!(d.wait().await.unwrap().success());
+    assert_eq!(network_audit(&dir.path().join("state")).len(), 256);
+}

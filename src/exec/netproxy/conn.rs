@@ -29,12 +29,18 @@ pub struct ProxyOptions {
     pub max_head_bytes: usize,
     /// Where allowed names are resolved.
     pub resolver: Arc<dyn Resolver>,
+    /// How many client connections the proxy serves at once; one more is closed as
+    /// it arrives. Each holds descriptors of the daemon's (two for a tunnel), and
+    /// the command is not to be trusted with how many it opens: without a bound one
+    /// command could spend every descriptor the daemon has.
+    pub max_connections: usize,
 }
 
 impl Default for ProxyOptions {
     fn default() -> Self {
         ProxyOptions {
             head_timeout: Duration::from_secs(30),
+            max_connections: 256,
             connect_timeout: Duration::from_secs(30),
             max_head_bytes: 64 * 1024,
             resolver: Arc::new(SystemResolver),

@@ -24,7 +24,14 @@ pub struct SystemResolver;
 #[async_trait::async_trait]
 impl Resolver for SystemResolver {
     async fn resolve(&self, name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>> {
-        Ok(tokio::net::lookup_host((name.as_str(), port))
+        // Fully qualified (a trailing dot): the resolver's search list must not turn
+        // the judged `build.internal` into `build.internal.corp.example`.
+        // (`localhost` is the hosts file's, which is read as written.)
+        let absolute = match name.as_str() {
+            "localhost" => "localhost".to_string(),
+            other => format!("{other}."),
+        };
+        Ok(tokio::net::lookup_host((absolute.as_str(), port))
             .await?
             .collect())
     }
@@ -106,11 +113,13 @@ async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<T
     connect_any(&addresses).await
 }
 
-/// The addresses a name may lead to. What was judged is the name, so a name that
-/// resolves to this machine (a DNS answer pointing at 127.0.0.1, or at the
-/// unspecified address, which reaches it too) would let an allowed public host lead
-/// to the host's own loopback services: only a name that says so (`localhost`,
-/// `*.localhost`) may. A person who means this machine names it.
+/// The addresses a name may lead to. What was judged is the name, so a name whose
+/// DNS answer points at this machine (loopback, the unspecified address, which
+/// reaches it too, in any spelling: `::ffff:127.0.0.1` is 127.0.0.1) or at a
+/// link-local address (the cloud's metadata service at 169.254.169.254) would let an
+/// allowed public host lead to services the person never named: only a name that
+/// says so (`localhost`, `*.localhost`) may reach this machine, and link-local only by
+/// its address. Private ranges stay reachable by name (a company's hosts live there).
 fn this_machine_only_by_its_name(
     name: &HostName,
     found: Vec<SocketAddr>,
@@ -122,16 +131,29 @@ fn this_machine_only_by_its_name(
     let outward: Vec<SocketAddr> = found
         .iter()
         .copied()
-        .filter(|a| !a.ip().is_loopback() && !a.ip().is_unspecified())
+        .filter(|a| !hidden_behind_a_name(a.ip()))
         .collect();
     if outward.is_empty() && !found.is_empty() {
         return Err(Refused::Unresolved(
-            "it resolves to this machine (loopback); ask for localhost or 127.0.0.1 by name \
-             if that is what is meant"
+            "it resolves to this machine or a link-local address; ask for the address \
+             itself (or localhost) if that is what is meant"
                 .into(),
         ));
     }
     Ok(outward)
+}
+
+/// Whether `ip` is one a name must not lead to (see [`this_machine_only_by_its_name`]).
+pub(super) fn hidden_behind_a_name(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            v4.is_loopback() || v4.is_unspecified() || v4.is_link_local() || v4.octets()[0] == 0
+        }
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+    }
 }
 
 /// Each address in the resolver's order; the last failure is the one told.

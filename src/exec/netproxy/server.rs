@@ -121,6 +121,13 @@ async fn accept_loop(listener: ProxyListener, shared: Arc<Shared>, open: OpenCon
             accepted = accept(&listener) => accepted,
         };
         match accepted {
+            Ok(_) if open.get() >= shared.options.max_connections => {
+                // Dropped: the client sees its connection closed.
+                tracing::warn!(
+                    limit = shared.options.max_connections,
+                    "network proxy: a command holds as many connections as it may; one more closed"
+                );
+            }
             Ok(client) => {
                 let conn = Arc::new(Conn {
                     shared: shared.clone(),

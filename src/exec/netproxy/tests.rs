@@ -721,3 +721,67 @@ async fn a_name_resolving_to_this_machine_is_refused_unless_it_says_so() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     expect_echo(&mut stream, b"local by name").await;
 }
+
+/// What a DNS answer may not lead to by a name, in any spelling, and what it may.
+#[test]
+fn names_cannot_lead_to_this_machine_or_link_local_in_any_spelling() {
+    use super::outbound::hidden_behind_a_name as hidden;
+    for ip in [
+        "127.0.0.1",
+        "127.9.9.9",
+        "0.0.0.0",
+        "0.1.2.3",
+        "169.254.169.254",
+        "::1",
+        "::",
+        "::ffff:127.0.0.1",
+        "::ffff:0.0.0.0",
+        "::ffff:169.254.169.254",
+        "fe80::1",
+    ] {
+        assert!(hidden(ip.parse().unwrap()), "{ip}");
+    }
+    for ip in [
+        "93.184.216.34",
+        "10.1.2.3",
+        "192.168.1.1",
+        "2606:4700::1",
+        "fd00::2",
+    ] {
+        assert!(!hidden(ip.parse().unwrap()), "{ip}");
+    }
+}
+
+/// A command cannot hold more connections than the proxy's bound: one more is closed
+/// as it arrives, and those already open keep working.
+#[tokio::test]
+async fn connections_past_the_bound_are_closed_and_the_others_keep_working() {
+    let port = echo_server().await;
+    let gate = ListGate::allowing(&["127.0.0.1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("proxy.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let options = ProxyOptions {
+        max_connections: 2,
+        ..ProxyOptions::default()
+    };
+    let server = ProxyServer::start_with(listener, gate, CancellationToken::new(), options);
+    let proxy = Proxy {
+        _dir: dir,
+        path,
+        cancel: CancellationToken::new(),
+        server,
+    };
+    let target = format!("127.0.0.1:{port}");
+    let (mut first, head) = connect_through(&proxy, &target).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_second, head) = connect_through(&proxy, &target).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut third = proxy.client().await;
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(WAIT, third.read(&mut byte))
+        .await
+        .unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    expect_echo(&mut first, b"still open").await;
+}

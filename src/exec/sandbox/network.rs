@@ -34,9 +34,11 @@ const INFO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A command's network between its command line and its start.
 struct Pending {
-    /// bwrap's report (`--info-fd`), read end.
-    info: OwnedFd,
-    /// What lets bwrap run the command (`--block-fd`), write end.
+    /// bwrap's report (`--info-fd`), read end; taken by [`Proxies::started`].
+    info: Option<OwnedFd>,
+    /// What lets bwrap run the command (`--block-fd`), write end. It stays here until
+    /// the proxy is up: bwrap also goes on when it is closed, so a failed or stopped
+    /// start leaves it to [`Proxies::release`], after the sandbox was ended.
     go: OwnedFd,
     gate: Arc<Recording>,
     owner: Option<String>,
@@ -106,7 +108,7 @@ impl Proxies {
         lock(&self.pending).insert(
             mark.to_string(),
             Pending {
-                info,
+                info: Some(info),
                 go,
                 gate: Arc::new(Recording::new(gate)),
                 owner: spec.task_id.clone().or_else(|| spec.call_id.clone()),
@@ -118,15 +120,13 @@ impl Proxies {
     /// Command `mark`'s bwrap has started: makes its proxy and lets it run the
     /// command. Nothing to do for a command without one.
     pub async fn started(&self, mark: &str) -> Result<(), String> {
-        let Some(pending) = lock(&self.pending).remove(mark) else {
-            return Ok(());
+        let (info, gate) = match lock(&self.pending).get_mut(mark) {
+            Some(pending) => (pending.info.take(), pending.gate.clone()),
+            None => return Ok(()),
         };
-        let Pending {
-            info,
-            go,
-            gate,
-            owner,
-        } = pending;
+        let Some(info) = info else {
+            return Err("the sandbox's network was already being made".into());
+        };
         let made = tokio::task::spawn_blocking(move || {
             let pid = first_process(info)?;
             netns::loopback_listener(pid, PROXY_PORT)
@@ -139,6 +139,9 @@ impl Proxies {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| format!("cannot serve the sandbox's proxy: {e}"))?;
         let server = ProxyServer::start(listener, gate.clone(), CancellationToken::new());
+        let Some(Pending { go, owner, .. }) = lock(&self.pending).remove(mark) else {
+            return Err("the command was stopped while its network was made".into());
+        };
         let open = server.open_connections();
         lock(&self.running).insert(
             mark.to_string(),
@@ -225,19 +228,30 @@ fn first_process(info: OwnedFd) -> Result<i32, String> {
 /// the model can say why a download failed.
 struct Recording {
     gate: Arc<dyn ConnectionGate>,
-    refused: Mutex<Vec<String>>,
+    /// The first [`REFUSALS_TOLD`] refusals, and how many more there were.
+    refused: Mutex<(Vec<String>, usize)>,
 }
+
+/// How many refused hosts a command's output names (the rest are counted).
+const REFUSALS_TOLD: usize = 20;
 
 impl Recording {
     fn new(gate: Arc<dyn ConnectionGate>) -> Self {
         Self {
             gate,
-            refused: Mutex::new(Vec::new()),
+            refused: Mutex::new((Vec::new(), 0)),
         }
     }
 
     fn refused(&self) -> Vec<String> {
-        lock(&self.refused).clone()
+        let (told, more) = &*lock(&self.refused);
+        let mut lines = told.clone();
+        if *more > 0 {
+            lines.push(format!(
+                "the sandbox's network refused {more} more connection(s)"
+            ));
+        }
+        lines
     }
 }
 
@@ -250,9 +264,12 @@ impl ConnectionGate for Recording {
                 "the sandbox's network refused {} ({}): {reason}",
                 request.destination, request.scheme
             );
-            let mut refused = lock(&self.refused);
-            if !refused.contains(&line) {
-                refused.push(line);
+            let (told, more) = &mut *lock(&self.refused);
+            let known = told.contains(&line);
+            match (known, told.len() < REFUSALS_TOLD) {
+                (true, _) => {}
+                (false, true) => told.push(line),
+                (false, false) => *more += 1,
             }
         }
         admission
