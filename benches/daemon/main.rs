@@ -20,7 +20,8 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1` run only those scenarios (for profiling one);
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1`, `M1`, `N1`, `N2` run only
+//! those scenarios (for profiling one; N1 and N2, the network proxy, run in-process without a daemon);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
 //! `DSH_BENCH_BIN=<path>` measures another build of dsh (to compare a change).
@@ -34,6 +35,7 @@ mod editor_path;
 mod hooks;
 mod mcp;
 mod model;
+mod netproxy;
 mod profile;
 mod report;
 mod sandbox;
@@ -98,6 +100,12 @@ pub(crate) struct Counts {
     pub(crate) j1_judgements: usize,
     /// B7 turns of each kind (dsh, its floor, dsh against the split server).
     pub(crate) b7_turns: usize,
+    /// N1: bytes of each download, and rounds (one through the proxy, one direct).
+    pub(crate) n1_bytes: u64,
+    pub(crate) n1_rounds: usize,
+    /// N2: first bytes timed each way, and tunnels held open for the memory figure.
+    pub(crate) n2_iterations: usize,
+    pub(crate) n2_tunnels: usize,
 }
 
 pub(crate) const FULL: Counts = Counts {
@@ -114,6 +122,10 @@ pub(crate) const FULL: Counts = Counts {
     b6_calls: 1000,
     j1_judgements: 300,
     b7_turns: 300,
+    n1_bytes: 100_000_000,
+    n1_rounds: 15,
+    n2_iterations: 1000,
+    n2_tunnels: 200,
 };
 
 pub(crate) const QUICK: Counts = Counts {
@@ -131,6 +143,10 @@ pub(crate) const QUICK: Counts = Counts {
     b6_calls: 40,
     j1_judgements: 20,
     b7_turns: 20,
+    n1_bytes: 4_000_000,
+    n1_rounds: 3,
+    n2_iterations: 40,
+    n2_tunnels: 20,
 };
 
 // ---------------------------------------------------------------------------
@@ -138,7 +154,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 16] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 18] = [
     ("B1", |e| Box::pin(b1(e))),
     ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
@@ -153,6 +169,8 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 16] = [
     ("H1", |e| Box::pin(h1(e))),
     ("L1", |e| Box::pin(l1(e))),
     ("M1", |e| Box::pin(m1(e))),
+    ("N1", |e| Box::pin(netproxy::n1(e))),
+    ("N2", |e| Box::pin(netproxy::n2(e))),
     ("P1", |e| Box::pin(p1(e))),
     ("P7", |e| Box::pin(p7(e))),
 ];

@@ -31,6 +31,8 @@ pub(crate) enum Target {
     /// dsh may exceed the baseline by at most this much (same unit): for a
     /// figure judged against another of dsh's own, where the gap is the point.
     ExcessAtMost(f64),
+    /// Stated, not judged (the issue names no bound).
+    Reported,
 }
 
 impl Target {
@@ -40,6 +42,7 @@ impl Target {
             Target::RatioAtLeast(t) => row.ratio.is_some_and(|r| r >= t),
             Target::ValueAtMost(t) => row.dsh <= t,
             Target::ExcessAtMost(t) => row.baseline.is_some_and(|b| row.dsh - b <= t),
+            Target::Reported => true,
         }
     }
 
@@ -49,6 +52,7 @@ impl Target {
             Target::RatioAtLeast(t) => format!("ratio >= {t}"),
             Target::ValueAtMost(t) => format!("<= {t} {unit}"),
             Target::ExcessAtMost(t) => format!("<= baseline + {t} {unit}"),
+            Target::Reported => "(reported)".into(),
         }
     }
 }
