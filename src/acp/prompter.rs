@@ -97,8 +97,13 @@ fn network_question(tool: &str, arguments: &serde_json::Value) -> Option<Network
         }
         None => "A command".to_owned(),
     };
+    let place = if crate::policy::network::is_this_machine(&host) {
+        " on this machine (outside the sandbox)"
+    } else {
+        ""
+    };
     Some(NetworkQuestion {
-        title: format!("{who} wants to reach {target}"),
+        title: format!("{who} wants to reach {target}{place}"),
         host,
     })
 }
@@ -250,11 +255,13 @@ mod tests {
         )
         .unwrap();
         assert!(
-            question.title.ends_with("…` wants to reach [::1]:8080"),
+            question
+                .title
+                .ends_with("…` wants to reach [::1]:8080 on this machine (outside the sandbox)"),
             "{}",
             question.title
         );
-        assert!(question.title.chars().count() < 100, "{}", question.title);
+        assert!(question.title.chars().count() < 140, "{}", question.title);
         let question = network_question("network", &json!({"host": "a.example", "port": 80}));
         assert_eq!(
             question.unwrap().title,

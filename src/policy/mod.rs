@@ -963,6 +963,11 @@ impl Policy {
                 Mode::Auto => {
                     let (decision, word) = match self.network_default {
                         NetworkDefault::Ask => (Decision::Ask, "ask"),
+                        // This machine's own services are outside the sandbox: a
+                        // default does not open them, a rule naming the host does.
+                        NetworkDefault::Allow if network::is_this_machine(&host) => {
+                            (Decision::Ask, "allow, which does not cover this machine")
+                        }
                         NetworkDefault::Allow => (Decision::Allow, "allow"),
                         NetworkDefault::Deny => (Decision::Deny, "deny"),
                     };
@@ -2677,6 +2682,42 @@ mod tests {
         stray.tool = "*".into();
         let p = net_policy(vec![stray], &NetworkConfig::default());
         assert_eq!(bash(&p, "ls", Mode::Auto).decision, Allow);
+    }
+
+    #[test]
+    fn e10_a_default_of_allow_does_not_open_this_machine() {
+        let network = NetworkConfig {
+            default: NetworkDefault::Allow,
+            ..NetworkConfig::default()
+        };
+        let p = net_policy(vec![], &network);
+        for host in [
+            "localhost",
+            "db.localhost",
+            "127.0.0.1",
+            "::1",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+        ] {
+            let j = connect(&p, host, 5432, Mode::Auto, &[]);
+            assert_eq!(j.decision, Ask, "{host}: {}", j.reason);
+            assert!(
+                j.reason.contains("does not cover this machine"),
+                "{}",
+                j.reason
+            );
+        }
+        assert_eq!(
+            connect(&p, "example.com", 443, Mode::Auto, &[]).decision,
+            Allow
+        );
+        // A rule naming the host still allows it.
+        let rule = net_rule(Some("localhost"), None, Allow);
+        let p = net_policy(vec![rule], &network);
+        assert_eq!(
+            connect(&p, "localhost", 5432, Mode::Auto, &[]).decision,
+            Allow
+        );
     }
 
     #[test]

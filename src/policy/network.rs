@@ -221,6 +221,19 @@ pub fn explain_arguments(text: &str) -> Result<serde_json::Value, String> {
     }))
 }
 
+/// Whether a (normalised) host is this machine: `localhost`, a `*.localhost` name,
+/// or a loopback or unspecified address in any spelling. From inside the sandbox it
+/// means the host's own services, outside the sandbox: what a question must say,
+/// and what no default lets through unasked.
+pub fn is_this_machine(host: &str) -> bool {
+    if host == "localhost" || host.ends_with(".localhost") {
+        return true;
+    }
+    host.parse::<std::net::IpAddr>()
+        .map(|ip| ip.to_canonical())
+        .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

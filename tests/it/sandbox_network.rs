@@ -347,7 +347,8 @@ if call["arguments"].get("port") == int(os.environ["REFUSED_PORT"]):
 "#;
 
 /// E10: a pre_tool hook with `tools = ["network"]` sees each connection's call and
-/// can refuse one host while another goes through (mode auto, hosts allowed).
+/// can refuse one host while another goes through (mode auto, a rule allowing
+/// localhost: the hook's deny outranks it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e10_a_hook_refuses_one_host_and_lets_another_through() {
     let (open, closed) = (http_server().await, http_server().await);
@@ -357,8 +358,8 @@ async fn e10_a_hook_refuses_one_host_and_lets_another_through() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let config = format!(
-        "kind = \"sandbox\"\n[exec.sandbox.network]\ndefault = \"allow\"\n\
-         [permissions]\ndefault_mode = \"auto\"\n\
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n\
+         [[permissions.rules]]\ntool = \"network\"\nhost = \"localhost\"\naction = \"allow\"\n\
          [[hooks.command]]\nargv = [{hook:?}]\nname = \"ports\"\ntools = [\"network\"]\n\
          env = [\"REFUSED_PORT\"]\n"
     );
