@@ -454,20 +454,14 @@ impl<L: Launcher> Inner<L> {
     }
 
     /// The launcher's last step before the command runs ([`Launcher::started`]); when it
-    /// fails, the command is ended and this is how it ended. A command stopped
-    /// meanwhile is left to the usual stop (its signal is what it reports).
-    async fn prepare(
-        &self,
-        child: &mut HostProcess,
-        job: &Job,
-        stop: &CancellationToken,
-    ) -> Option<Ended> {
+    /// fails, the command is ended and this is how it ended. It runs to its end
+    /// (the launcher bounds it) even when the command is stopped meanwhile: the stop
+    /// then meets a command that runs, and ends it as it ends any (a task killed as
+    /// it starts reports SIGTERM, not the SIGKILL a half-made sandbox would need).
+    async fn prepare(&self, child: &mut HostProcess, job: &Job) -> Option<Ended> {
         let mark = job.mark.as_str();
         let pid = child.id();
-        let why = tokio::select! {
-            started = self.launcher.started(mark, pid) => started.err()?,
-            () = stop.cancelled() => return None,
-        };
+        let why = self.launcher.started(mark, pid).await.err()?;
         self.launcher.stop(mark, Some(pid), self.grace).await;
         let _ = child.wait().await;
         job.stderr.push(format!("dsh: {why}\n").as_bytes());
@@ -495,7 +489,7 @@ impl<L: Launcher> Inner<L> {
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
         let watch = job.watch.clone();
         let sid = Some(child.id());
-        if let Some(ended) = self.prepare(&mut child, job, stop).await {
+        if let Some(ended) = self.prepare(&mut child, job).await {
             return ended;
         }
         let abort = CancellationToken::new();

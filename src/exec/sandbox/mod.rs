@@ -856,6 +856,9 @@ impl Launcher for SandboxLauncher {
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
+        if let Some(proxies) = &self.proxies {
+            proxies.abandon(&|m: &str| m == mark);
+        }
         let selector = Selector::Task {
             mark: mark.to_string(),
             sid,
@@ -865,6 +868,9 @@ impl Launcher for SandboxLauncher {
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
+        if let Some(proxies) = &self.proxies {
+            proxies.abandon(&|m: &str| m.starts_with(prefix));
+        }
         pidns::terminate(Selector::MarkPrefix(prefix.to_string()), None, grace).await;
         let _ = self.release(|m| m.starts_with(prefix));
     }

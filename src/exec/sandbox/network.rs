@@ -37,9 +37,14 @@ struct Pending {
     /// bwrap's report (`--info-fd`), read end; taken by [`Proxies::started`].
     info: Option<OwnedFd>,
     /// What lets bwrap run the command (`--block-fd`), write end. It stays here until
-    /// the proxy is up: bwrap also goes on when it is closed, so a failed or stopped
-    /// start leaves it to [`Proxies::release`], after the sandbox was ended.
+    /// the proxy is up: bwrap also goes on when it is closed, so a failed start
+    /// leaves it to [`Proxies::release`], after the sandbox was ended (the command
+    /// never runs). A command stopped meanwhile has it closed by
+    /// [`Proxies::abandon`]: it then runs without a proxy, so without any network,
+    /// and meets the stop's signal like any command.
     go: OwnedFd,
+    /// The start failed: `go` stays shut until the sandbox is gone.
+    failed: bool,
     gate: Arc<Recording>,
     owner: Option<String>,
 }
@@ -110,6 +115,7 @@ impl Proxies {
             Pending {
                 info: Some(info),
                 go,
+                failed: false,
                 gate: Arc::new(Recording::new(gate)),
                 owner: spec.task_id.clone().or_else(|| spec.call_id.clone()),
             },
@@ -127,18 +133,15 @@ impl Proxies {
         let Some(info) = info else {
             return Err("the sandbox's network was already being made".into());
         };
-        let made = tokio::task::spawn_blocking(move || {
-            let pid = first_process(info)?;
-            netns::loopback_listener(pid, PROXY_PORT)
-        });
-        let listener = match tokio::time::timeout(INFO_TIMEOUT, made).await {
-            Ok(Ok(made)) => made?,
-            Ok(Err(e)) => return Err(format!("the sandbox's network could not be made: {e}")),
-            Err(_) => return Err("bwrap did not report the sandbox it made in time".into()),
+        let server = match Self::serve(info, gate.clone()).await {
+            Ok(server) => server,
+            Err(why) => {
+                if let Some(pending) = lock(&self.pending).get_mut(mark) {
+                    pending.failed = true;
+                }
+                return Err(why);
+            }
         };
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .map_err(|e| format!("cannot serve the sandbox's proxy: {e}"))?;
-        let server = ProxyServer::start(listener, gate.clone(), CancellationToken::new());
         let Some(Pending { go, owner, .. }) = lock(&self.pending).remove(mark) else {
             return Err("the command was stopped while its network was made".into());
         };
@@ -154,6 +157,29 @@ impl Proxies {
         );
         nix::unistd::write(&go, b"x").map_err(|e| format!("cannot start the command: {e}"))?;
         Ok(())
+    }
+
+    /// Makes the listener in the sandbox bwrap reports on `info` and serves it.
+    async fn serve(info: OwnedFd, gate: Arc<Recording>) -> Result<ProxyServer, String> {
+        let made = tokio::task::spawn_blocking(move || {
+            let pid = first_process(info)?;
+            netns::loopback_listener(pid, PROXY_PORT)
+        });
+        let listener = match tokio::time::timeout(INFO_TIMEOUT, made).await {
+            Ok(Ok(made)) => made?,
+            Ok(Err(e)) => return Err(format!("the sandbox's network could not be made: {e}")),
+            Err(_) => return Err("bwrap did not report the sandbox it made in time".into()),
+        };
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| format!("cannot serve the sandbox's proxy: {e}"))?;
+        Ok(ProxyServer::start(listener, gate, CancellationToken::new()))
+    }
+
+    /// The commands `stopped` picks are being stopped: one still waiting for its
+    /// network (and whose start did not fail) is let go without it, so it runs with
+    /// no network at all and ends by the stop's signal, as any command does.
+    pub fn abandon(&self, stopped: &impl Fn(&str) -> bool) {
+        lock(&self.pending).retain(|mark, pending| pending.failed || !stopped(mark));
     }
 
     /// The proxied connections open now, by the task (or foreground call) whose
