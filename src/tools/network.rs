@@ -91,7 +91,7 @@ impl ConnectionJudge for NetworkJudge {
             origin,
             calls: self.calls.clone(),
             decided: Mutex::default(),
-            asking: tokio::sync::Mutex::new(()),
+            asking: Arc::default(),
         })
     }
 }
@@ -115,7 +115,7 @@ struct CommandGate {
     decided: Mutex<HashMap<(String, u16), Decision>>,
     /// Held while one of the command's hosts is judged: its questions reach the
     /// person one at a time, never 500 at once.
-    asking: tokio::sync::Mutex<()>,
+    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 #[async_trait::async_trait]
@@ -137,11 +137,17 @@ impl ConnectionGate for CommandGate {
             }
             decided.entry(key).or_default().clone()
         };
-        // A question whose asker went away is dropped unanswered (its cancel token
-        // withdraws it from the editor); the next connection asks again.
+        // The judgement runs as a task of its own: when the asker goes away (the
+        // command ended, the client hung up), the guard cancels the call, whose
+        // question is withdrawn and whose audit line is still written; the cell
+        // stays empty and the next connection asks again.
         cell.get_or_init(|| async {
-            let _one_at_a_time = self.asking.lock().await;
-            self.judge(request).await
+            let cancel = CancellationToken::new();
+            let _withdraw = cancel.clone().drop_guard();
+            let judged = tokio::spawn(self.judgement(request, cancel));
+            judged.await.unwrap_or_else(|e| Admission::Deny {
+                reason: format!("the judgement failed: {e}"),
+            })
         })
         .await
         .clone()
@@ -149,46 +155,70 @@ impl ConnectionGate for CommandGate {
 }
 
 impl CommandGate {
-    async fn judge(&self, request: &ConnectRequest) -> Admission {
-        let Some(registry) = self.registry.upgrade() else {
-            return Admission::Deny {
-                reason: "dsh is stopping".into(),
-            };
-        };
-        let mut arguments = serde_json::json!({
-            "host": request.destination.host.to_string(),
-            "port": request.destination.port,
-            "scheme": request.scheme.as_str(),
-            "command": self.origin.command,
-        });
-        if let Some(task) = &self.origin.task_id {
-            arguments["taskId"] = task.clone().into();
-        } else if let Some(call) = &self.origin.call_id {
-            arguments["callId"] = call.clone().into();
-        }
-        let cancel = CancellationToken::new();
-        let _withdraw = cancel.clone().drop_guard();
-        let call = ToolExecution::internal(
-            format!("net-{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1),
-            "network",
-            arguments,
+    /// The judgement of one host, owning what it needs (it outlives its asker).
+    fn judgement(
+        &self,
+        request: &ConnectRequest,
+        cancel: CancellationToken,
+    ) -> impl std::future::Future<Output = Admission> + Send + 'static {
+        let (registry, session, origin) = (
+            self.registry.clone(),
             self.session.clone(),
-            cancel,
+            self.origin.clone(),
         );
-        let out = registry.execute(&call).await;
-        if out.arguments_run.is_some() {
-            // The proxy connects where the command asked: a judgement of another
-            // host would not be about this connection.
-            return Admission::Deny {
-                reason: "a hook rewrote the network call; a connection cannot be redirected".into(),
-            };
-        }
-        if out.is_error || out.vetoed {
-            Admission::Deny {
-                reason: out.text.trim().to_string(),
+        let (asking, request) = (self.asking.clone(), request.clone());
+        let call_id = format!("net-{}", self.calls.fetch_add(1, Ordering::Relaxed) + 1);
+        async move {
+            let _one_at_a_time = asking.lock().await;
+            if cancel.is_cancelled() {
+                return Admission::Deny {
+                    reason: "the connection went away before it was judged".into(),
+                };
             }
-        } else {
-            Admission::Allow
+            judge(registry, session, origin, call_id, &request, cancel).await
         }
+    }
+}
+
+/// One `network` call through the registry's waterfall.
+async fn judge(
+    registry: Weak<ToolRegistry>,
+    session: Option<Arc<crate::registry::Session>>,
+    origin: CommandOrigin,
+    call_id: String,
+    request: &ConnectRequest,
+    cancel: CancellationToken,
+) -> Admission {
+    let Some(registry) = registry.upgrade() else {
+        return Admission::Deny {
+            reason: "dsh is stopping".into(),
+        };
+    };
+    let mut arguments = serde_json::json!({
+        "host": request.destination.host.to_string(),
+        "port": request.destination.port,
+        "scheme": request.scheme.as_str(),
+        "command": origin.command,
+    });
+    if let Some(task) = &origin.task_id {
+        arguments["taskId"] = task.clone().into();
+    } else if let Some(call) = &origin.call_id {
+        arguments["callId"] = call.clone().into();
+    }
+    let call = ToolExecution::internal(call_id, "network", arguments, session, cancel);
+    let out = registry.execute(&call).await;
+    if out.arguments_run.is_some() {
+        // The proxy connects where the command asked: a judgement of another
+        // host would not be about this connection.
+        return Admission::Deny {
+            reason: "a hook rewrote the network call; a connection cannot be redirected".into(),
+        };
+    }
+    if out.is_error || out.vetoed {
+        Admission::Deny {
+            reason: out.text.trim().to_string(),
+        }
+    } else {
+        Admission::Allow
     }
 }

@@ -529,8 +529,9 @@ async fn e10_network_calls_are_shadowed_and_replayed_like_any_call() {
 }
 
 /// E10: a connection waits while its question is open, bounded by the command's own
-/// timeout: unanswered, the command times out cleanly, and the next command's
-/// question is asked and answered as usual.
+/// timeout: unanswered, the command times out cleanly, the question is withdrawn and
+/// its audit line written, and the next command's question is asked and answered as
+/// usual.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e10_an_unanswered_question_ends_with_the_commands_timeout() {
     let port = http_server().await;
@@ -553,6 +554,10 @@ async fn e10_an_unanswered_question_ends_with_the_commands_timeout() {
     let (out, _) = c.bash(&s, &curl(port)).await;
     assert!(out.contains(&format!("hello from {port} 200")), "{out}");
     assert_eq!(c.permission_requests.len(), 2);
+    // The withdrawn question is on record too: two network calls, two audit lines.
+    let lines = network_audit(&dir.path().join("state"));
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_ne!(lines[0]["outcome"], "ok", "{}", lines[0]);
 }
 
 /// E10, bounded: a command that asks for host after host gets at most 256 judged (and
