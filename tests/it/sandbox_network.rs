@@ -97,7 +97,8 @@ async fn http_server() -> u16 {
 
 /// E10: an allowed host is reached through the proxy (by name: the proxy resolves
 /// it), a refused one gets the proxy's 403 with the reason, and the command's output
-/// ends with what was refused. The judge hears the command that asked.
+/// ends with what was refused. The judge hears the command that asked. Locally the
+/// same command reaches both hosts unasked (the attack without the defence).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e10_an_allowed_host_is_reached_and_a_refused_one_gets_the_reason() {
     let port = http_server().await;
@@ -116,6 +117,12 @@ async fn e10_an_allowed_host_is_reached_and_a_refused_one_gets_the_reason() {
         "NO_PROXY= no_proxy= curl -s http://localhost:{port}/; echo; \
          NO_PROXY= no_proxy= curl -s -w ' %{{http_code}}' http://localhost:{other}/"
     );
+    // Without the sandbox the command reaches both, and nobody is asked.
+    let state_local = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&common::test_config(state_local.path())).unwrap();
+    let out = run(&local, &command, dir.path()).await;
+    assert!(out.contains(&format!("hello from {other} 200")), "{out}");
+    local.shutdown().await;
     let out = run(&exec, &command, dir.path()).await;
     assert!(out.contains(&format!("hello from {port}\n")), "{out}");
     assert!(
@@ -594,4 +601,58 @@ async fn e10_a_flood_of_hosts_is_judged_up_to_a_bound_then_refused() {
     drop(c);
     assert!(d.wait().await.unwrap().success());
     assert_eq!(network_audit(&dir.path().join("state")).len(), 256);
+}
+
+/// Logs `enter PORT` and `exit PORT` around half a second of thinking, then answers
+/// allow_once: a permission hook standing in for the person.
+const SLOW_APPROVER: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+call = json.load(sys.stdin)
+port = call["arguments"]["port"]
+with open(os.environ["HOOK_LOG"], "a") as log:
+    log.write("enter %d\n" % port); log.flush()
+    time.sleep(0.5)
+    log.write("exit %d\n" % port)
+print(json.dumps({"answer": "allow_once", "reason": "the test approves"}))
+"#;
+
+/// E10: a command's questions come one at a time: two connections to two new hosts
+/// opened together are asked about one after the other (a permission hook that takes
+/// half a second never sees the second before it answered the first), and both go
+/// through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_a_commands_questions_come_one_at_a_time() {
+    let (a, b) = (http_server().await, http_server().await);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let hook = dir.path().join("approver");
+    std::fs::write(&hook, SLOW_APPROVER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = dir.path().join("hook.log");
+    let config = format!(
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n\
+         [[hooks.command]]\nargv = [{hook:?}]\nname = \"approver\"\nevent = \"permission\"\n\
+         env = [\"HOOK_LOG\"]\n"
+    );
+    let log_text = log.display().to_string();
+    let (_daemon, mut c) =
+        common::daemon::stdio_daemon(dir.path(), &config, &[("HOOK_LOG", log_text.as_str())]).await;
+    let s = c.new_session(&ws).await;
+    let (out, _) = c
+        .bash(&s, &format!("{} & {}; wait", curl(a), curl(b)))
+        .await;
+    assert!(out.contains(&format!("hello from {a} 200")), "{out}");
+    assert!(out.contains(&format!("hello from {b} 200")), "{out}");
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(' ').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        lines,
+        ["enter", "exit", "enter", "exit"],
+        "never two at once"
+    );
+    assert!(c.permission_requests.is_empty());
 }

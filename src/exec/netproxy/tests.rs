@@ -115,16 +115,22 @@ struct Proxy {
 
 impl Proxy {
     fn start(gate: Arc<dyn ConnectionGate>) -> Proxy {
+        Self::start_with(
+            gate,
+            ProxyOptions {
+                head_timeout: Duration::from_millis(500),
+                connect_timeout: Duration::from_secs(5),
+                resolver: Arc::new(TestResolver),
+                ..ProxyOptions::default()
+            },
+        )
+    }
+
+    fn start_with(gate: Arc<dyn ConnectionGate>, options: ProxyOptions) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("proxy.sock");
         let listener = UnixListener::bind(&path).unwrap();
         let cancel = CancellationToken::new();
-        let options = ProxyOptions {
-            head_timeout: Duration::from_millis(500),
-            connect_timeout: Duration::from_secs(5),
-            resolver: Arc::new(TestResolver),
-            ..ProxyOptions::default()
-        };
         let server = ProxyServer::start_with(listener, gate, cancel.clone(), options);
         Proxy {
             _dir: dir,
@@ -701,20 +707,11 @@ async fn a_name_resolving_to_this_machine_is_refused_unless_it_says_so() {
     }
     let port = echo_server().await;
     let gate = ListGate::allowing(&["allowed.example", "echo.localhost"]);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("proxy.sock");
-    let listener = UnixListener::bind(&path).unwrap();
     let options = ProxyOptions {
         resolver: Arc::new(Rebinding),
         ..ProxyOptions::default()
     };
-    let server = ProxyServer::start_with(listener, gate, CancellationToken::new(), options);
-    let proxy = Proxy {
-        _dir: dir,
-        path,
-        cancel: CancellationToken::new(),
-        server,
-    };
+    let proxy = Proxy::start_with(gate, options);
     let (_stream, head) = connect_through(&proxy, &format!("allowed.example:{port}")).await;
     assert!(head.starts_with("HTTP/1.1 502"), "{head}");
     let (mut stream, head) = connect_through(&proxy, &format!("echo.localhost:{port}")).await;
@@ -758,20 +755,11 @@ fn names_cannot_lead_to_this_machine_or_link_local_in_any_spelling() {
 async fn connections_past_the_bound_are_closed_and_the_others_keep_working() {
     let port = echo_server().await;
     let gate = ListGate::allowing(&["127.0.0.1"]);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("proxy.sock");
-    let listener = UnixListener::bind(&path).unwrap();
     let options = ProxyOptions {
         max_connections: 2,
         ..ProxyOptions::default()
     };
-    let server = ProxyServer::start_with(listener, gate, CancellationToken::new(), options);
-    let proxy = Proxy {
-        _dir: dir,
-        path,
-        cancel: CancellationToken::new(),
-        server,
-    };
+    let proxy = Proxy::start_with(gate, options);
     let target = format!("127.0.0.1:{port}");
     let (mut first, head) = connect_through(&proxy, &target).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");

@@ -246,15 +246,19 @@ fn holds_socket(path: &Path, depth: usize, budget: &mut usize) -> bool {
 /// A mask for whatever is at `path` now, at its real place: `None` when nothing is
 /// there (nothing to read, and a read-only parent keeps it so).
 fn mask(path: &Path, empty: &Path) -> Option<Mount> {
-    let real = path.canonicalize().ok()?;
-    Some(if real.is_dir() {
+    Some(mask_real(path.canonicalize().ok()?, empty))
+}
+
+/// [`mask`] of a path already canonical.
+fn mask_real(real: PathBuf, empty: &Path) -> Mount {
+    if real.is_dir() {
         Mount::EmptyDir(real)
     } else {
         Mount::EmptyFile {
             path: real,
             empty: empty.to_path_buf(),
         }
-    })
+    }
 }
 
 /// The floor's program in a memfd sealed against any change, made once.
@@ -494,6 +498,7 @@ impl SandboxLauncher {
             writable.push(real);
         }
         let mut watch = Watch::default();
+        // Resolved once: the pins below and the masks at the end both use them.
         let masked: Vec<PathBuf> = self
             .deny_read
             .iter()
@@ -566,8 +571,8 @@ impl SandboxLauncher {
                 }
             }
         }
-        for path in &self.deny_read {
-            layout.extend(mask(path, &self.empty));
+        for real in masked {
+            layout.extend(Some(mask_real(real, &self.empty)));
         }
         let real_workdir = workdir
             .canonicalize()

@@ -79,7 +79,7 @@ impl Watch {
             for (name, existed) in REDIRECTS.iter().zip(before) {
                 let path = gitdir.join(name);
                 if !existed && path.symlink_metadata().is_ok() {
-                    notes.extend(refuse(
+                    notes.push(refuse(
                         &path,
                         "a git redirect (git would read config and hooks elsewhere)",
                     ));
@@ -89,7 +89,7 @@ impl Watch {
         for (root, before) in &self.repositories {
             for git in repositories_now(root) {
                 if !before.contains(&git) {
-                    notes.extend(refuse(
+                    notes.push(refuse(
                         &git,
                         "a new repository (its hooks and config would run outside the sandbox; \
                          [exec.sandbox] allow_git_config allows it)",
@@ -102,7 +102,7 @@ impl Watch {
                 continue;
             }
             if link.symlink_metadata().is_ok() {
-                notes.extend(refuse(
+                notes.push(refuse(
                     link,
                     "a protected path that was a symlink and was replaced",
                 ));
@@ -116,7 +116,7 @@ impl Watch {
 }
 
 /// Renames `path` to the first free `<path>.dsh-refused[-N]`, logs it and says it.
-fn refuse(path: &Path, what: &str) -> Option<String> {
+fn refuse(path: &Path, what: &str) -> String {
     let mut name = path.as_os_str().to_owned();
     name.push(".dsh-refused");
     let first = PathBuf::from(name);
@@ -126,22 +126,29 @@ fn refuse(path: &Path, what: &str) -> Option<String> {
             name.push(format!("-{n}"));
             PathBuf::from(name)
         }))
-        .find(|p| p.symlink_metadata().is_err())?;
+        .find(|p| p.symlink_metadata().is_err());
+    let Some(free) = free else {
+        tracing::error!(path = %path.display(), "a sandboxed command made {what}; no free name to rename it to");
+        return format!(
+            "the sandbox could not refuse {} ({what}): every *.dsh-refused name is taken",
+            path.display()
+        );
+    };
     match std::fs::rename(path, &free) {
         Ok(()) => {
             tracing::warn!(path = %path.display(), "a sandboxed command made {what}; renamed to {}", free.display());
-            Some(format!(
+            format!(
                 "the sandbox renamed {} to {}: {what}",
                 path.display(),
                 free.display()
-            ))
+            )
         }
         Err(e) => {
             tracing::error!(path = %path.display(), "a sandboxed command made {what}, which cannot be renamed: {e}");
-            Some(format!(
+            format!(
                 "the sandbox could not refuse {} ({what}): {e}",
                 path.display()
-            ))
+            )
         }
     }
 }
