@@ -41,19 +41,38 @@ pub fn build_counted(
         vision,
         ..Builder::default()
     };
-    b.out.push(Message::System(system.to_string()));
+    b.out.push(Message::System(system.to_string()).into());
     for event in events {
         b.event(event);
     }
     b.flush();
     b.close_dangling();
     let shortened = shorten_to_budget(&mut b.out, budget_chars);
-    (b.out, shortened)
+    (
+        b.out.into_iter().map(|built| built.message).collect(),
+        shortened,
+    )
+}
+
+/// A message of the request and the spill files of the output it carries: what the
+/// shortener names when it shortens the message.
+struct Built {
+    message: Message,
+    spills: Vec<String>,
+}
+
+impl From<Message> for Built {
+    fn from(message: Message) -> Self {
+        Built {
+            message,
+            spills: Vec::new(),
+        }
+    }
 }
 
 #[derive(Default)]
 struct Builder {
-    out: Vec<Message>,
+    out: Vec<Built>,
     /// The assistant message being assembled: text, then its tool calls.
     pending: Option<(Option<String>, Vec<ToolCallRequest>)>,
     /// Model calls asked for but not yet answered.
@@ -61,7 +80,7 @@ struct Builder {
     /// User-originated calls by id: the command shown with their result.
     user_calls: HashMap<String, String>,
     /// User-role messages waiting for the open calls to be answered.
-    deferred: Vec<Message>,
+    deferred: Vec<Built>,
     /// The model reads images.
     vision: bool,
 }
@@ -71,7 +90,7 @@ impl Builder {
         match event {
             Event::UserMessage { text, content, .. } => {
                 if self.vision && super::prompt::has_image(content) {
-                    self.user_message(Message::UserParts(super::prompt::parts_of(content)));
+                    self.user_message(Message::UserParts(super::prompt::parts_of(content)).into());
                 } else {
                     self.user(text.clone());
                 }
@@ -114,21 +133,42 @@ impl Builder {
                     .unwrap_or_else(|| format!("{tool} {arguments}"));
                 self.user_calls.insert(call_id.clone(), shown);
             }
-            Event::ToolResult { call_id, text, .. } => {
+            Event::ToolResult {
+                call_id,
+                text,
+                spills,
+                ..
+            } => {
+                let spills = match spills {
+                    Some(paths) => paths
+                        .iter()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .collect(),
+                    None => legacy_spill_path(text)
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect(),
+                };
                 if let Some(pos) = self.open_calls.iter().position(|c| c == call_id) {
                     self.flush();
                     self.open_calls.remove(pos);
-                    self.out.push(Message::Tool {
-                        call_id: call_id.clone(),
-                        content: text.clone(),
+                    self.out.push(Built {
+                        message: Message::Tool {
+                            call_id: call_id.clone(),
+                            content: text.clone(),
+                        },
+                        spills,
                     });
                     if self.open_calls.is_empty() {
                         self.out.append(&mut self.deferred);
                     }
                 } else if let Some(shown) = self.user_calls.remove(call_id) {
-                    self.user(format!(
-                        "<context source=\"user-shell\">{shown}\n{text}</context>"
-                    ));
+                    self.user_message(Built {
+                        message: Message::User(format!(
+                            "<context source=\"user-shell\">{shown}\n{text}</context>"
+                        )),
+                        spills,
+                    });
                 }
             }
             Event::Notice { source, text, .. } => {
@@ -141,10 +181,10 @@ impl Builder {
 
     /// A user-role message, at its place or after the open calls' results.
     fn user(&mut self, text: String) {
-        self.user_message(Message::User(text));
+        self.user_message(Message::User(text).into());
     }
 
-    fn user_message(&mut self, message: Message) {
+    fn user_message(&mut self, message: Built) {
         if self.open_calls.is_empty() {
             self.flush();
             self.out.push(message);
@@ -155,10 +195,13 @@ impl Builder {
 
     fn flush(&mut self) {
         if let Some((content, tool_calls)) = self.pending.take() {
-            self.out.push(Message::Assistant {
-                content,
-                tool_calls,
-            });
+            self.out.push(
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                }
+                .into(),
+            );
         }
     }
 
@@ -166,10 +209,13 @@ impl Builder {
     /// so the request is well-formed.
     fn close_dangling(&mut self) {
         for call_id in std::mem::take(&mut self.open_calls) {
-            self.out.push(Message::Tool {
-                call_id,
-                content: "Error: the call was interrupted before it finished".into(),
-            });
+            self.out.push(
+                Message::Tool {
+                    call_id,
+                    content: "Error: the call was interrupted before it finished".into(),
+                }
+                .into(),
+            );
         }
         self.out.append(&mut self.deferred);
     }
@@ -199,8 +245,9 @@ fn size(m: &Message) -> usize {
     }
 }
 
-/// The spill path named in a tool output, if any.
-fn spill_path(text: &str) -> Option<&str> {
+/// The spill path named in a tool output of a log written before results kept their
+/// spill files as data (`spills`): the only place a path is read back from text.
+fn legacy_spill_path(text: &str) -> Option<&str> {
     let start = text.rfind("full output: ")? + "full output: ".len();
     let rest = &text[start..];
     let end = rest.find([']', ','])?;
@@ -208,14 +255,14 @@ fn spill_path(text: &str) -> Option<&str> {
 }
 
 /// Shortens the oldest outputs until the history fits; how many it shortened.
-fn shorten_to_budget(messages: &mut [Message], budget: usize) -> usize {
-    let mut total: usize = messages.iter().map(size).sum();
+fn shorten_to_budget(messages: &mut [Built], budget: usize) -> usize {
+    let mut total: usize = messages.iter().map(|b| size(&b.message)).sum();
     let mut shortened = 0;
-    for m in messages.iter_mut() {
+    for Built { message, spills } in messages.iter_mut() {
         if total <= budget {
             break;
         }
-        let text = match m {
+        let text = match message {
             Message::Tool { content, .. } => content,
             Message::User(t) if t.starts_with("<context source=\"user-shell\">") => t,
             _ => continue,
@@ -223,9 +270,10 @@ fn shorten_to_budget(messages: &mut [Message], budget: usize) -> usize {
         if text.len() <= SHORTENED.len() + 64 {
             continue;
         }
-        let marker = match spill_path(text) {
-            Some(path) => format!("{SHORTENED} (full output: {path})"),
-            None => SHORTENED.to_string(),
+        let marker = if spills.is_empty() {
+            SHORTENED.to_string()
+        } else {
+            format!("{SHORTENED} (full output: {})", spills.join(", "))
         };
         total -= text.len() - marker.len();
         *text = marker;
@@ -259,6 +307,7 @@ mod tests {
             status: ToolStatus::Completed,
             text: text.into(),
             is_error: false,
+            spills: Some(Vec::new()),
         }
     }
 
@@ -380,14 +429,23 @@ mod tests {
 
     #[test]
     fn over_budget_the_oldest_outputs_shrink_and_keep_the_spill_path() {
-        let big = format!(
-            "{}\n[output truncated; full output: /s/run-1.stdout]",
-            "x".repeat(5000)
-        );
+        // The path comes from the result's data, both streams of a `bash_output` read
+        // included (the text's own wording is not read).
+        let big = Event::ToolResult {
+            at_ms: 0,
+            call_id: "m1".into(),
+            status: ToolStatus::Completed,
+            text: format!(
+                "{}\n[some output was dropped from memory]",
+                "x".repeat(5000)
+            ),
+            is_error: false,
+            spills: Some(vec!["/s/run-1.stdout".into(), "/s/run-1.stderr".into()]),
+        };
         let events = [
             user("go"),
             call("m1", true, "a"),
-            result("m1", &big),
+            big,
             call("m2", true, "b"),
             result("m2", &"y".repeat(5000)),
         ];
@@ -397,11 +455,35 @@ mod tests {
         };
         assert_eq!(
             content,
-            &format!("{SHORTENED} (full output: /s/run-1.stdout)")
+            &format!("{SHORTENED} (full output: /s/run-1.stdout, /s/run-1.stderr)")
         );
         let Message::Tool { content, .. } = &m[5] else {
             panic!()
         };
         assert_eq!(content.len(), 5000, "the newest output is kept");
+    }
+
+    #[test]
+    fn a_result_logged_before_spills_were_kept_still_names_its_path() {
+        let big = Event::ToolResult {
+            at_ms: 0,
+            call_id: "m1".into(),
+            status: ToolStatus::Completed,
+            text: format!(
+                "{}\n[output truncated; full output: /s/run-1.stdout]",
+                "x".repeat(5000)
+            ),
+            is_error: false,
+            spills: None,
+        };
+        let events = [user("go"), call("m1", true, "a"), big];
+        let m = build(&events, "sys", 100);
+        let Message::Tool { content, .. } = &m[3] else {
+            panic!()
+        };
+        assert_eq!(
+            content,
+            &format!("{SHORTENED} (full output: /s/run-1.stdout)")
+        );
     }
 }

@@ -237,6 +237,7 @@ pub async fn run_tool(
         },
         text: out.text.clone(),
         is_error: out.is_error,
+        spills: Some(out.spills.clone()),
     });
     if let Some(original) = &out.original_text {
         ctx.append(Event::ToolResultReplaced {

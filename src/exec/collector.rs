@@ -30,6 +30,14 @@ pub enum Spill {
 }
 
 impl Spill {
+    /// The file holding every byte, when there is one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Spill::Written(p) => Some(p),
+            Spill::None | Spill::Unavailable(_) => None,
+        }
+    }
+
     /// The path to show for this spill: the file, or `(unavailable)`.
     pub fn display_path(&self) -> Option<String> {
         match self {

@@ -6,7 +6,8 @@
 //! so the file is created 0600 and never through a symlink.
 
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
-use serde_json::json;
+use crate::config::Decision;
+use crate::policy::audit::{AuditLine, ExecutionLine, Outcome, RefusalLine};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -44,17 +45,25 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends one record, stamped with the time. A write failure is logged and
-    /// never fails the call being audited.
-    pub fn write(&self, mut record: serde_json::Value) {
+    /// Appends one line, stamped with the time. A write failure is logged and never
+    /// fails the call being audited.
+    pub fn write(&self, mut record: AuditLine) {
         let ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or_default();
-        if let Some(obj) = record.as_object_mut() {
-            obj.insert("timeMs".into(), ms.into());
+        match &mut record {
+            AuditLine::Execution(line) => line.time_ms = ms,
+            AuditLine::Refusal(line) => line.time_ms = ms,
+            AuditLine::Other => return,
         }
-        let mut line = record.to_string();
+        let mut line = match serde_json::to_string(&record) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), "audit line not written: {e}");
+                return;
+            }
+        };
         line.push('\n');
         let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(file) = guard.as_mut()
@@ -66,13 +75,13 @@ impl AuditLog {
 
     /// Records a refused cross-session access (T13).
     pub fn refusal(&self, session: Option<&str>, call_id: &str, tool: &str, task_id: &str) {
-        self.write(json!({
-            "event": "refusal",
-            "session": session,
-            "callId": call_id,
-            "tool": tool,
-            "taskId": task_id,
-            "reason": "task belongs to another session",
+        self.write(AuditLine::Refusal(RefusalLine {
+            session: session.map(str::to_string),
+            call_id: call_id.to_string(),
+            tool: tool.to_string(),
+            task_id: task_id.to_string(),
+            reason: "task belongs to another session".into(),
+            time_ms: 0,
         }));
     }
 }
@@ -122,13 +131,12 @@ impl Hook for AuditHook {
         }
         let verdict = call.verdict();
         let outcome = if out.vetoed {
-            "vetoed"
+            Outcome::Vetoed
         } else if out.is_error {
-            "error"
+            Outcome::Error
         } else {
-            "ok"
+            Outcome::Ok
         };
-        let answer = verdict.answer.map(|a| format!("{a:?}"));
         let mode = call
             .judged()
             .map(|(mode, _)| mode)
@@ -141,38 +149,35 @@ impl Hook for AuditHook {
             Some(l) => format!("{}+{}", self.policy_version, l.version),
             None => self.policy_version.clone(),
         };
-        let mut line = json!({
-            "event": "execution",
-            "session": call.session_id(),
-            "callId": call.call_id,
-            "tool": call.tool,
-            "arguments": call.arguments,
-            "decision": if out.vetoed { crate::config::Decision::Deny } else { verdict.decision },
-            "decidedBy": verdict.decided_by,
-            "reason": verdict.reason,
-            "answer": answer,
-            "durationMs": started.elapsed().as_millis() as u64,
-            "outcome": outcome,
-            "mode": mode.map(crate::config::Mode::id),
-            "policyVersion": policy_version,
-            "trace": call.trace(),
-            "grants": call.grants_used(),
-        });
-        if let Some(layer) = &layer {
-            line["project"] = layer.project.file.to_string_lossy().into_owned().into();
-        }
-        // Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
-        if call.judged().is_some_and(|(_, j)| j.escalation.is_some()) {
-            line["outsideSandbox"] = true.into();
-        }
-        if let Some(original) = &call.original_arguments {
-            line["originalArguments"] = original.clone();
-        }
-        if let Some(original) = &out.original_text {
-            line["originalText"] = original.clone().into();
-            line["text"] = out.text.clone().into();
-        }
-        self.log.write(line);
+        let replaced = out.original_text.is_some();
+        let line = ExecutionLine {
+            session: call.session_id().map(str::to_string),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            decision: if out.vetoed {
+                Decision::Deny
+            } else {
+                verdict.decision
+            },
+            decided_by: verdict.decided_by,
+            reason: verdict.reason,
+            answer: verdict.answer,
+            duration_ms: started.elapsed().as_millis() as u64,
+            outcome,
+            mode,
+            policy_version,
+            trace: call.trace(),
+            grants: Some(call.grants_used()),
+            project: layer.as_ref().map(|l| l.project.file.clone()),
+            // Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
+            outside_sandbox: call.judged().is_some_and(|(_, j)| j.escalation.is_some()),
+            original_arguments: call.original_arguments.clone(),
+            original_text: out.original_text.clone(),
+            text: replaced.then(|| out.text.clone()),
+            time_ms: 0,
+        };
+        self.log.write(AuditLine::Execution(Box::new(line)));
         out
     }
 }

@@ -12,7 +12,7 @@ use super::external::HookSet;
 use super::external::protocol::PermissionReply;
 use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
-use crate::config::Decision;
+use crate::config::{Decision, HookEvent};
 use crate::registry::{PermissionAnswer, PermissionRequest};
 use std::sync::Arc;
 
@@ -123,8 +123,8 @@ impl Hook for PermissionGate {
         call.record_answer(answer);
         call.record(TraceEntry {
             name: "user".into(),
-            event: "permission",
-            decision: format!("{answer:?}"),
+            event: HookEvent::Permission,
+            decision: answer.into(),
             reason: String::new(),
             ms: 0,
             enforced: true,

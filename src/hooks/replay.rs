@@ -97,7 +97,7 @@ pub async fn replay_with_hooks(
                     .hooks
                     .entry(entry.name)
                     .or_default()
-                    .entry(entry.decision)
+                    .entry(entry.decision.to_string())
                     .or_default() += 1;
             }
         }

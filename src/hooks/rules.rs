@@ -3,7 +3,7 @@
 
 use super::project::ProjectLayers;
 use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
-use crate::config::{Decision, Mode};
+use crate::config::{Decision, HookEvent, Mode};
 use crate::policy::{Cause, Judgement, Place, Policy};
 use crate::registry::Session;
 use std::path::PathBuf;
@@ -115,8 +115,8 @@ impl Hook for PolicyHook {
         let judgement = policy.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
         call.record(TraceEntry {
             name: self.name().into(),
-            event: "pre_tool",
-            decision: crate::policy::action(judgement.decision).into(),
+            event: HookEvent::PreTool,
+            decision: judgement.decision.into(),
             reason: judgement.reason.clone(),
             ms: started.elapsed().as_millis() as u64,
             enforced: true,
@@ -127,8 +127,8 @@ impl Hook for PolicyHook {
             let judged = shadow.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
             call.record(TraceEntry {
                 name: "shadow policy".into(),
-                event: "pre_tool",
-                decision: crate::policy::action(judged.decision).into(),
+                event: HookEvent::PreTool,
+                decision: judged.decision.into(),
                 reason: judged.reason,
                 ms: started.elapsed().as_millis() as u64,
                 enforced: false,

@@ -44,27 +44,9 @@ pub struct ToolExecution {
     internal: bool,
 }
 
-/// One decider's word on a call, for the audit line and `explain`-like tools: a rule
-/// set, a hook or the person.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TraceEntry {
-    pub name: String,
-    /// The hook event it spoke at (`pre_tool`, `post_tool`, `permission`).
-    pub event: &'static str,
-    /// What it said: a decision, or `rewrite`, `context`, `replace`, `pass`.
-    pub decision: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub reason: String,
-    pub ms: u64,
-    /// `false` for a shadow (a hook with `enforce = false`, or the `[permissions] shadow`
-    /// rules): what it would have decided, which changed nothing.
-    #[serde(skip_serializing_if = "is_true")]
-    pub enforced: bool,
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
-}
+/// One decider's word on a call (a rule set, a hook or the person), as the audit line
+/// keeps it.
+pub use crate::policy::audit::{TraceDecision, TraceEntry};
 
 /// Watches a call for whoever shows it live (the turn loop): the moment the tool starts,
 /// once every hook and the person have let it through, and its output as it comes.
@@ -343,6 +325,9 @@ pub struct ToolOutput {
     pub context: Vec<(String, String)>,
     /// The arguments that ran, when a hook rewrote the caller's.
     pub arguments_run: Option<serde_json::Value>,
+    /// The files that hold output the text names as truncated or dropped (T6, T9): data
+    /// for hooks and the history, so nobody reads a path back out of the text.
+    pub spills: Vec<std::path::PathBuf>,
 }
 
 /// How a foreground command ended.

@@ -18,6 +18,7 @@
 //! it, and "allow always" grants one command prefix, never a whole compound command.
 
 pub mod argv;
+pub mod audit;
 pub mod escalation;
 pub mod explain;
 pub mod network;

@@ -3,7 +3,9 @@
 //! decision would change are reported, with a from -> to matrix. Pure: the caller reads
 //! the file and prints.
 
+use super::audit::{AuditLine, ExecutionLine, TraceDecision, shown_call};
 use super::{Grant, Policy, action};
+use crate::config::HookEvent;
 use crate::config::{Decision, Mode};
 use serde::Serialize;
 use serde_json::Value;
@@ -108,20 +110,23 @@ pub struct Audited {
 }
 
 /// The `execution` lines of an audit log with their line numbers, parsed; blank lines and
-/// other events (refusals, anything newer) are skipped, a line that is not JSON is an error.
-fn execution_lines(audit: &str) -> impl Iterator<Item = Result<(usize, Value), Unreadable>> + '_ {
+/// other events (refusals, anything newer) are skipped, a line that is not an audit line
+/// is an error.
+fn execution_lines(
+    audit: &str,
+) -> impl Iterator<Item = Result<(usize, ExecutionLine), Unreadable>> + '_ {
     audit
         .lines()
         .enumerate()
         .filter(|(_, text)| !text.trim().is_empty())
         .filter_map(|(i, text)| {
             let line = i + 1;
-            match serde_json::from_str::<Value>(text) {
+            match serde_json::from_str::<AuditLine>(text) {
                 Err(e) => Some(Err(Unreadable {
                     line,
-                    why: format!("not JSON: {e}"),
+                    why: format!("not an audit line: {e}"),
                 })),
-                Ok(record) if record["event"] == "execution" => Some(Ok((line, record))),
+                Ok(AuditLine::Execution(record)) => Some(Ok((line, *record))),
                 Ok(_) => None,
             }
         })
@@ -135,67 +140,42 @@ pub fn audited_calls(audit: &str) -> Result<Audited, Unreadable> {
     let mut audited = Audited::default();
     for item in execution_lines(audit) {
         let (line, record) = item?;
-        let unreadable = |why: &str| Unreadable {
-            line,
-            why: why.to_string(),
-        };
-        let tool = record["tool"]
-            .as_str()
-            .ok_or_else(|| unreadable("no `tool`"))?;
-        let arguments = &record["arguments"];
-        let trace = record["trace"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let last_policy = trace.iter().rposition(|e| e["name"] == "policy");
-        let by_policy = match last_policy.map(|i| &trace[i]) {
-            Some(entry) => (
-                decision(&entry["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
-                entry["reason"].as_str().unwrap_or_default().to_string(),
+        let last_policy = record.last_policy();
+        let by_policy = match last_policy {
+            Some((_, entry)) => (
+                entry.decision.decision().ok_or_else(|| Unreadable {
+                    line,
+                    why: format!("the policy said `{}`, not a decision", entry.decision),
+                })?,
+                entry.reason.clone(),
             ),
             None => (
-                decision(&record["decision"]).ok_or_else(|| unreadable("unknown decision"))?,
-                format!(
-                    "{}: {}",
-                    record["decidedBy"].as_str().unwrap_or("?"),
-                    record["reason"].as_str().unwrap_or_default()
-                ),
+                record.decision,
+                format!("{}: {}", record.decided_by, record.reason),
             ),
         };
-        if arguments.get("path").is_some() {
+        if record.arguments.get("path").is_some() {
             // A file tool is judged against the session's directories, which the line
             // does not keep: it cannot be judged again as it was.
             audited.skipped += 1;
             continue;
         }
-        let by_hooks = trace
+        let by_hooks = record.trace[last_policy.map_or(0, |(i, _)| i + 1)..]
             .iter()
-            .skip(last_policy.map_or(0, |i| i + 1))
-            .filter(|e| e["event"] == "pre_tool" && e["enforced"] != false)
-            .filter_map(|e| {
-                Some((
-                    e["name"].as_str()?.to_string(),
-                    decision(&e["decision"])?,
-                    e["reason"].as_str().unwrap_or_default().to_string(),
-                ))
-            })
+            .filter(|e| e.event == HookEvent::PreTool && e.enforced)
+            .filter_map(|e| Some((e.name.clone(), e.decision.decision()?, e.reason.clone())))
             .collect();
-        // A command grant is an array of words, a host grant `{"host": ...}`.
-        let grants: Option<Vec<Grant>> = record.get("grants").map(|g| {
-            g.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|grant| serde_json::from_value(grant.clone()).ok())
-                .collect()
-        });
         audited.calls.push(AuditedCall {
             line,
-            session: record["session"].as_str().map(str::to_string),
-            tool: tool.to_string(),
-            arguments: arguments.clone(),
-            mode: record["mode"].as_str().and_then(Mode::from_id),
-            grants,
+            session: record.session,
+            tool: record.tool,
+            arguments: record.arguments,
+            mode: record.mode,
+            grants: record.grants,
             by_policy,
             by_hooks,
-            project: record["project"].as_str().map(std::path::PathBuf::from),
-            outside_sandbox: record["outsideSandbox"] == true,
+            project: record.project,
+            outside_sandbox: record.outside_sandbox,
         });
     }
     Ok(audited)
@@ -273,28 +253,6 @@ pub fn replay_calls<'p>(
         report.record(call, false, judged.decision, judged.reason);
     }
     report
-}
-
-/// A call as a change shows it: the bash command, `host:port (by COMMAND)` for a
-/// connection, the arguments as JSON for other tools.
-fn shown_call(tool: &str, arguments: &Value) -> String {
-    if tool == super::NETWORK_TOOL
-        && let (Some(host), Some(port)) = (arguments["host"].as_str(), arguments["port"].as_u64())
-    {
-        let target = super::network::target(host, u16::try_from(port).unwrap_or(0));
-        return match arguments["command"].as_str().filter(|c| !c.is_empty()) {
-            Some(command) => format!("{target} (by `{command}`)"),
-            None => target,
-        };
-    }
-    arguments["command"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| arguments.to_string())
-}
-
-fn decision(v: &Value) -> Option<Decision> {
-    serde_json::from_value(v.clone()).ok()
 }
 
 /// The report as text: each change, then the matrix.
@@ -387,39 +345,27 @@ pub fn shadow_report(audit: &str) -> Result<ShadowReport, Unreadable> {
     let mut report = ShadowReport::default();
     for item in execution_lines(audit) {
         let (line, record) = item?;
-        let Some(enforced) = decision(&record["decision"]) else {
-            continue;
-        };
-        let shadows = record["trace"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|t| t["enforced"] == false);
-        for entry in shadows {
-            let name = entry["name"].as_str().unwrap_or("?").to_string();
-            let count = report.shadows.entry(name.clone()).or_default();
+        let enforced = record.decision;
+        for entry in record.trace.iter().filter(|t| !t.enforced) {
+            let count = report.shadows.entry(entry.name.clone()).or_default();
             count.calls += 1;
-            if entry["decision"] == "unfinished" {
+            if entry.decision == TraceDecision::Unfinished {
                 count.unfinished += 1;
                 continue;
             }
-            let Some(said) = decision(&entry["decision"]) else {
+            let Some(said) = entry.decision.decision() else {
                 continue;
             };
             if said != enforced {
                 count.differed += 1;
-                let arguments = &record["arguments"];
                 report.differences.push(ShadowDifference {
                     line,
-                    tool: record["tool"].as_str().unwrap_or("?").to_string(),
-                    call: arguments["command"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| arguments.to_string()),
-                    shadow: name,
+                    tool: record.tool.clone(),
+                    call: record.shown_call(),
+                    shadow: entry.name.clone(),
                     enforced,
                     shadow_decision: said,
-                    reason: entry["reason"].as_str().unwrap_or_default().to_string(),
+                    reason: entry.reason.clone(),
                 });
             }
         }

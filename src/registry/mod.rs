@@ -20,16 +20,9 @@ pub use user_grants::UserGrants;
 /// A session id (ACP `sessionId`): a random UUID for sessions created by dsh.
 pub type SessionId = String;
 
-/// How a user answered a permission question (ACP option kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermissionAnswer {
-    AllowOnce,
-    AllowAlways,
-    RejectOnce,
-    RejectAlways,
-    /// Nobody answered: the prompt was cancelled, the client went away, or it failed.
-    Cancelled,
-}
+/// How a user answered a permission question (ACP option kinds); defined beside the
+/// audit line that keeps it.
+pub use crate::policy::audit::PermissionAnswer;
 
 /// What the permission gate asks a session's user.
 #[derive(Debug, Clone)]

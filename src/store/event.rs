@@ -144,6 +144,10 @@ pub enum Event {
         status: ToolStatus,
         text: String,
         is_error: bool,
+        /// The files holding output `text` names as truncated or dropped. `None` in
+        /// logs from before it was kept (the history then finds the path in the text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spills: Option<Vec<std::path::PathBuf>>,
     },
     /// A pre_tool hook rewrote the arguments of the [`Event::ToolCall`] with the same
     /// `call_id`: these ran instead (the call keeps what was asked).

@@ -364,6 +364,7 @@ fn closing_events(events: &[Event], at_ms: u64) -> Vec<Event> {
             status: ToolStatus::Failed,
             text: INTERRUPTED_TEXT.to_string(),
             is_error: true,
+            spills: Some(Vec::new()),
         })
         .collect();
 

@@ -51,6 +51,7 @@ fn every_event() -> Vec<Event> {
             status: ToolStatus::Completed,
             text: "a\nb\n".into(),
             is_error: false,
+            spills: Some(vec!["/s/spill/run-1.stdout".into()]),
         },
         Event::Notice {
             at_ms: 6,
@@ -155,7 +156,7 @@ fn every_event_type_round_trips() {
     );
     assert_eq!(
         lines[5],
-        r#"{"type":"tool_result","atMs":5,"callId":"c1","status":"completed","text":"a\nb\n","isError":false}"#
+        r#"{"type":"tool_result","atMs":5,"callId":"c1","status":"completed","text":"a\nb\n","isError":false,"spills":["/s/spill/run-1.stdout"]}"#
     );
     assert_eq!(
         lines[6],
@@ -368,6 +369,7 @@ fn interrupted_turn_and_dangling_calls_are_closed_once() {
             status: ToolStatus::Completed,
             text: "ok".into(),
             is_error: false,
+            spills: None,
         },
         call("c3"),
     ];

@@ -254,6 +254,9 @@ impl Tool for Bash {
                     text.push_str(&terms.failure_note(&roots));
                 }
                 ToolOutput {
+                    spills: spilled(
+                        [&outcome.stdout, &outcome.stderr].map(|s| (s.truncated, &s.spill)),
+                    ),
                     exit: Some(CommandExit {
                         exit_code: outcome.exit_code,
                         signal: outcome.signal,
@@ -336,7 +339,10 @@ impl Tool for BashOutput {
             Err(out) => return *out,
         };
         match self.shared.exec.read(&task_id) {
-            Some(read) => ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status)),
+            Some(read) => ToolOutput {
+                spills: spilled([&read.stdout, &read.stderr].map(|s| (s.dropped, &s.spill))),
+                ..ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status))
+            },
             None => unknown_task(&task_id),
         }
     }
@@ -372,6 +378,16 @@ pub fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {signal}"))
+}
+
+/// The spill files of the streams whose text says bytes are missing (truncated, or
+/// dropped from memory): the paths the text names, as data.
+fn spilled(streams: [(bool, &Spill); 2]) -> Vec<std::path::PathBuf> {
+    streams
+        .into_iter()
+        .filter(|(missing, _)| *missing)
+        .filter_map(|(_, spill)| spill.file().map(std::path::Path::to_path_buf))
+        .collect()
 }
 
 /// One stream's section: its text, and the truncation note when it overflowed (T6).

@@ -14,7 +14,7 @@ mod claude;
 pub mod protocol;
 mod runner;
 
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
+use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
 use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
 use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
@@ -188,11 +188,11 @@ impl ExternalHook {
         .0
     }
 
-    fn trace(&self, call: &ToolExecution, decision: &str, reason: &str, ms: u64) {
+    fn trace(&self, call: &ToolExecution, decision: TraceDecision, reason: &str, ms: u64) {
         call.record(TraceEntry {
             name: self.name.clone(),
-            event: self.config.event.as_str(),
-            decision: decision.into(),
+            event: self.config.event,
+            decision,
             reason: reason.into(),
             ms,
             enforced: self.config.enforce,
@@ -230,27 +230,26 @@ impl ExternalHook {
         };
         let (decision, reason, ms) = match said {
             Some((Ok(answer), ms)) => {
+                // Only pre_tool hooks may be shadows, so a permission reply never
+                // comes here: it would be no opinion.
                 let decision = match (answer.decision, &answer.rewrite, &answer.replace) {
-                    (Some(d), _, _) => crate::policy::action(d).to_string(),
-                    (None, Some(_), _) => "rewrite".into(),
-                    (None, None, Some(_)) => "replace".into(),
-                    _ => answer
-                        .permission
-                        .map(|p| format!("{p:?}"))
-                        .unwrap_or_else(|| "none".into()),
+                    (Some(d), _, _) => d.into(),
+                    (None, Some(_), _) => TraceDecision::Rewrite,
+                    (None, None, Some(_)) => TraceDecision::Replace,
+                    _ => TraceDecision::NoOpinion,
                 };
                 (decision, answer.reason, ms)
             }
-            Some((Err(why), ms)) => ("deny".into(), why, ms),
+            Some((Err(why), ms)) => (TraceDecision::Deny, why, ms),
             None => (
-                "unfinished".into(),
+                TraceDecision::Unfinished,
                 "still running when the call ended".into(),
                 0,
             ),
         };
         call.record(TraceEntry {
             name: self.name.clone(),
-            event: event.as_str(),
+            event,
             decision,
             reason,
             ms,
@@ -264,14 +263,14 @@ impl ExternalHook {
         let answer = match answer {
             Ok(a) => a,
             Err(why) => {
-                self.trace(call, "deny", &why, ms);
+                self.trace(call, TraceDecision::Deny, &why, ms);
                 return call.veto(&self.name, &why);
             }
         };
         // A deny stands, whatever else the answer holds: a rewrite must not carry a call
         // past its own hook's refusal.
         if answer.decision == Some(Decision::Deny) {
-            self.trace(call, "deny", &answer.reason, ms);
+            self.trace(call, TraceDecision::Deny, &answer.reason, ms);
             return call.veto(&self.name, &answer.reason);
         }
         if let Some(arguments) = &answer.rewrite {
@@ -282,7 +281,7 @@ impl ExternalHook {
                 HookDialect::Dsh => arguments.clone(),
             };
             if call.request_rewrite(arguments) {
-                self.trace(call, "rewrite", &answer.reason, ms);
+                self.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
                 // The registry runs the call again, from the start, with the new
                 // arguments; this pass ends here.
                 return ToolOutput::default();
@@ -290,18 +289,13 @@ impl ExternalHook {
             // A rewrite of a rewrite is not followed: the call runs as rewritten once.
             self.trace(
                 call,
-                "rewrite ignored",
+                TraceDecision::RewriteIgnored,
                 "the call was already rewritten",
                 ms,
             );
         }
         let decision = answer.decision;
-        self.trace(
-            call,
-            decision.map(crate::policy::action).unwrap_or("none"),
-            &answer.reason,
-            ms,
-        );
+        self.trace(call, decision.into(), &answer.reason, ms);
         match decision {
             Some(Decision::Deny) => return call.veto(&self.name, &answer.reason),
             Some(d) => call.tighten(d, &self.name, &answer.reason, Vec::new()),
@@ -333,15 +327,15 @@ impl ExternalHook {
         };
         match answer {
             Err(why) => {
-                self.trace(call, "deny", &why, ms);
+                self.trace(call, TraceDecision::Deny, &why, ms);
                 withhold(&mut out, &why);
             }
             Ok(answer) => {
                 let said = match (&answer.decision, &answer.replace, &answer.context) {
-                    (Some(Decision::Deny), _, _) => "deny",
-                    (_, Some(_), _) => "replace",
-                    (_, None, Some(_)) => "context",
-                    _ => "none",
+                    (Some(Decision::Deny), _, _) => TraceDecision::Deny,
+                    (_, Some(_), _) => TraceDecision::Replace,
+                    (_, None, Some(_)) => TraceDecision::Context,
+                    _ => TraceDecision::NoOpinion,
                 };
                 self.trace(call, said, &answer.reason, ms);
                 if answer.decision == Some(Decision::Deny) {
@@ -499,9 +493,9 @@ impl HookSet {
                 Err(why) => (PermissionReply::Pass, why),
             };
             let said = match reply {
-                PermissionReply::AllowOnce => "allow_once",
-                PermissionReply::Reject => "reject",
-                PermissionReply::Pass => "pass",
+                PermissionReply::AllowOnce => TraceDecision::HookAllowOnce,
+                PermissionReply::Reject => TraceDecision::HookReject,
+                PermissionReply::Pass => TraceDecision::Pass,
             };
             hook.trace(call, said, &reason, ms);
             if reply != PermissionReply::Pass {

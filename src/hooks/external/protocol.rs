@@ -123,14 +123,9 @@ pub fn result_json(out: &ToolOutput) -> Value {
         v["signal"] = exit.signal.into();
         v["timedOut"] = exit.timed_out.into();
     }
-    let spills: Vec<&str> = out
-        .text
-        .lines()
-        .filter_map(|l| l.strip_prefix("[output truncated; full output: "))
-        .filter_map(|l| l.strip_suffix(']'))
-        .collect();
-    if !spills.is_empty() {
-        v["spillPaths"] = spills.into();
+    if !out.spills.is_empty() {
+        let paths: Vec<_> = out.spills.iter().map(|p| p.to_string_lossy()).collect();
+        v["spillPaths"] = paths.into();
     }
     v
 }

@@ -1,0 +1,429 @@
+//! The audit log's line (`state_dir/audit.jsonl`), as written and as read: one type, so
+//! the on-disk format is defined in one place and `dsh policy replay` and
+//! `shadow-report` read exactly what the audit hook wrote.
+//!
+//! Every name on disk is spelled out in a `serde` attribute, never derived from a Rust
+//! name through `Debug`: renaming a variant cannot silently change what older lines
+//! mean. Lines written before this type existed read back as they are (a test keeps one
+//! of each).
+
+use super::Grant;
+use crate::config::{Decision, HookEvent, Mode};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// One line of the audit log. Lines of an event this build does not know (a newer
+/// dsh's) read as [`AuditLine::Other`], so a reader skips them instead of failing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum AuditLine {
+    /// A tool execution, whatever happened to it.
+    Execution(Box<ExecutionLine>),
+    /// A refused cross-session access (T13).
+    Refusal(RefusalLine),
+    #[serde(other)]
+    Other,
+}
+
+/// How a judged call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The tool ran and succeeded.
+    #[default]
+    Ok,
+    /// The tool ran (or tried to) and failed.
+    Error,
+    /// A hook, a rule or the person refused it: it did not run.
+    Vetoed,
+}
+
+/// What the person answered to a permission question: kept on the call's verdict, in
+/// its trace and on its audit line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PermissionAnswer {
+    #[serde(rename = "AllowOnce")]
+    AllowOnce,
+    #[serde(rename = "AllowAlways")]
+    AllowAlways,
+    #[serde(rename = "RejectOnce")]
+    RejectOnce,
+    #[serde(rename = "RejectAlways")]
+    RejectAlways,
+    /// Nobody answered: the prompt was cancelled, the client went away, or it failed.
+    #[serde(rename = "Cancelled")]
+    Cancelled,
+}
+
+/// What one hook (or the policy, or the person) said about a call, as its trace entry
+/// names it. The spellings are those lines have always had, so old lines read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TraceDecision {
+    #[serde(rename = "allow")]
+    Allow,
+    #[serde(rename = "ask")]
+    Ask,
+    #[serde(rename = "deny")]
+    Deny,
+    /// It answered with no opinion on the decision.
+    #[serde(rename = "none")]
+    NoOpinion,
+    /// It rewrote the call's arguments (the call is judged again from the start).
+    #[serde(rename = "rewrite")]
+    Rewrite,
+    /// It asked for a rewrite of a call already rewritten: not followed.
+    #[serde(rename = "rewrite ignored")]
+    RewriteIgnored,
+    /// A post_tool hook replaced the result's text.
+    #[serde(rename = "replace")]
+    Replace,
+    /// A post_tool hook added context only.
+    #[serde(rename = "context")]
+    Context,
+    /// A permission hook left the question to the person.
+    #[serde(rename = "pass")]
+    Pass,
+    /// A permission hook answered "allow once" for the person.
+    #[serde(rename = "allow_once")]
+    HookAllowOnce,
+    /// A permission hook rejected for the person.
+    #[serde(rename = "reject")]
+    HookReject,
+    /// A shadow that had not answered when the call ended.
+    #[serde(rename = "unfinished")]
+    Unfinished,
+    /// The person's answer (trace entry `user`).
+    #[serde(rename = "AllowOnce")]
+    UserAllowOnce,
+    #[serde(rename = "AllowAlways")]
+    UserAllowAlways,
+    #[serde(rename = "RejectOnce")]
+    UserRejectOnce,
+    #[serde(rename = "RejectAlways")]
+    UserRejectAlways,
+    #[serde(rename = "Cancelled")]
+    UserCancelled,
+    /// A word a newer dsh wrote: read, counted under its own name nowhere, never a decision.
+    #[serde(other, rename = "unknown")]
+    Unknown,
+}
+
+impl TraceDecision {
+    /// The allow/ask/deny it stands for, if it is one (what replay and the shadow
+    /// report compare).
+    pub fn decision(self) -> Option<Decision> {
+        match self {
+            TraceDecision::Allow => Some(Decision::Allow),
+            TraceDecision::Ask => Some(Decision::Ask),
+            TraceDecision::Deny => Some(Decision::Deny),
+            _ => None,
+        }
+    }
+
+    /// Its name on disk and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceDecision::Allow => "allow",
+            TraceDecision::Ask => "ask",
+            TraceDecision::Deny => "deny",
+            TraceDecision::NoOpinion => "none",
+            TraceDecision::Rewrite => "rewrite",
+            TraceDecision::RewriteIgnored => "rewrite ignored",
+            TraceDecision::Replace => "replace",
+            TraceDecision::Context => "context",
+            TraceDecision::Pass => "pass",
+            TraceDecision::HookAllowOnce => "allow_once",
+            TraceDecision::HookReject => "reject",
+            TraceDecision::Unfinished => "unfinished",
+            TraceDecision::UserAllowOnce => "AllowOnce",
+            TraceDecision::UserAllowAlways => "AllowAlways",
+            TraceDecision::UserRejectOnce => "RejectOnce",
+            TraceDecision::UserRejectAlways => "RejectAlways",
+            TraceDecision::UserCancelled => "Cancelled",
+            TraceDecision::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<Decision> for TraceDecision {
+    fn from(decision: Decision) -> Self {
+        match decision {
+            Decision::Allow => TraceDecision::Allow,
+            Decision::Ask => TraceDecision::Ask,
+            Decision::Deny => TraceDecision::Deny,
+        }
+    }
+}
+
+impl From<Option<Decision>> for TraceDecision {
+    fn from(decision: Option<Decision>) -> Self {
+        decision.map_or(TraceDecision::NoOpinion, TraceDecision::from)
+    }
+}
+
+impl From<PermissionAnswer> for TraceDecision {
+    fn from(answer: PermissionAnswer) -> Self {
+        match answer {
+            PermissionAnswer::AllowOnce => TraceDecision::UserAllowOnce,
+            PermissionAnswer::AllowAlways => TraceDecision::UserAllowAlways,
+            PermissionAnswer::RejectOnce => TraceDecision::UserRejectOnce,
+            PermissionAnswer::RejectAlways => TraceDecision::UserRejectAlways,
+            PermissionAnswer::Cancelled => TraceDecision::UserCancelled,
+        }
+    }
+}
+
+impl std::fmt::Display for TraceDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One hook's (or the policy's, or the person's) word on a call, in the order spoken:
+/// what the audit line's `trace` holds and the call's trace keeps while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceEntry {
+    pub name: String,
+    /// The hook event it spoke at (`pre_tool`, `post_tool`, `permission`); every line
+    /// dsh wrote names it, hand-made ones may not (read as `pre_tool`).
+    #[serde(default)]
+    pub event: HookEvent,
+    pub decision: TraceDecision,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default)]
+    pub ms: u64,
+    /// `false` for a shadow (a hook with `enforce = false`, or the `[permissions] shadow`
+    /// rules): what it would have decided, which changed nothing.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enforced: bool,
+}
+
+fn lossy_path<S: serde::Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => s.serialize_str(&path.to_string_lossy()),
+        None => s.serialize_none(),
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// The line of one tool execution. Fields a line of an older dsh lacks read as their
+/// default (`None`: "not kept then"), so a replay can tell partial lines apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionLine {
+    pub session: Option<String>,
+    #[serde(default)]
+    pub call_id: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    /// The decision that stood (a veto's `deny` included).
+    pub decision: Decision,
+    #[serde(default)]
+    pub decided_by: String,
+    #[serde(default)]
+    pub reason: String,
+    /// The person's answer, when the call was asked about.
+    #[serde(default)]
+    pub answer: Option<PermissionAnswer>,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub outcome: Outcome,
+    /// The mode the call was judged in (absent on lines from before it was kept).
+    #[serde(default)]
+    pub mode: Option<Mode>,
+    /// The policy's version (`USER` or `USER+PROJECT`).
+    #[serde(default)]
+    pub policy_version: String,
+    #[serde(default)]
+    pub trace: Vec<TraceEntry>,
+    /// The grants it was judged with (absent on lines from before they were kept).
+    #[serde(default)]
+    pub grants: Option<Vec<Grant>>,
+    /// The project file whose rules the session was judged with too. Written lossily
+    /// (a path that is not UTF-8 must not cost the whole line).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "lossy_path"
+    )]
+    pub project: Option<PathBuf>,
+    /// Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_sandbox: bool,
+    /// A hook rewrote the call: the arguments it was made with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_arguments: Option<Value>,
+    /// A post_tool hook replaced the result: the text before and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// When the line was written, in milliseconds since the epoch.
+    #[serde(default)]
+    pub time_ms: u64,
+}
+
+impl ExecutionLine {
+    /// The trace entries of the policy's last word (a rewritten call's trace holds the
+    /// first pass's too) and where it stands in the trace.
+    pub fn last_policy(&self) -> Option<(usize, &TraceEntry)> {
+        self.trace
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| e.name == "policy")
+    }
+
+    /// The call as a person reads it: the bash command, `host:port (by COMMAND)` for a
+    /// connection, the arguments as JSON for other tools.
+    pub fn shown_call(&self) -> String {
+        shown_call(&self.tool, &self.arguments)
+    }
+}
+
+/// The line of a refused cross-session access (T13).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusalLine {
+    pub session: Option<String>,
+    pub call_id: String,
+    pub tool: String,
+    pub task_id: String,
+    pub reason: String,
+    #[serde(default)]
+    pub time_ms: u64,
+}
+
+/// A call as a report shows it: the bash command, `host:port (by COMMAND)` for a
+/// connection, the arguments as JSON for other tools.
+pub fn shown_call(tool: &str, arguments: &Value) -> String {
+    if tool == super::NETWORK_TOOL
+        && let (Some(host), Some(port)) = (arguments["host"].as_str(), arguments["port"].as_u64())
+    {
+        let target = super::network::target(host, u16::try_from(port).unwrap_or(0));
+        return match arguments["command"].as_str().filter(|c| !c.is_empty()) {
+            Some(command) => format!("{target} (by `{command}`)"),
+            None => target,
+        };
+    }
+    arguments["command"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| arguments.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines as dsh wrote them before this type (the `Debug` spelling of the answer, a
+    /// user trace entry, a shadow's `unfinished`, a permission hook's `allow_once`): each
+    /// still reads, with the meaning it had.
+    #[test]
+    fn lines_of_the_format_written_before_the_type_read_back() {
+        let old = r#"{"event":"execution","session":"s1","callId":"c1","tool":"bash","arguments":{"command":"rm x"},"decision":"allow","decidedBy":"user","reason":"allowed once","answer":"AllowOnce","durationMs":3,"outcome":"ok","mode":"ask","policyVersion":"abc","trace":[{"name":"policy","event":"pre_tool","decision":"ask","reason":"no rule","ms":0},{"name":"shadow policy","event":"pre_tool","decision":"deny","reason":"r","ms":0,"enforced":false},{"name":"slow","event":"pre_tool","decision":"unfinished","reason":"still running","ms":0,"enforced":false},{"name":"perm","event":"permission","decision":"allow_once","ms":1},{"name":"user","event":"permission","decision":"AllowOnce","ms":0}],"grants":[["git","push"],{"host":"crates.io"}],"timeMs":1700000000000}"#;
+        let AuditLine::Execution(line) = serde_json::from_str(old).expect("reads") else {
+            panic!("not an execution line");
+        };
+        assert_eq!(line.answer, Some(PermissionAnswer::AllowOnce));
+        assert_eq!(line.mode, Some(Mode::Ask));
+        assert_eq!(line.outcome, Outcome::Ok);
+        let said: Vec<_> = line.trace.iter().map(|e| e.decision).collect();
+        assert_eq!(
+            said,
+            [
+                TraceDecision::Ask,
+                TraceDecision::Deny,
+                TraceDecision::Unfinished,
+                TraceDecision::HookAllowOnce,
+                TraceDecision::UserAllowOnce
+            ]
+        );
+        assert!(!line.trace[1].enforced && line.trace[0].enforced);
+        assert_eq!(line.trace[3].event, HookEvent::Permission);
+        assert_eq!(
+            line.grants,
+            Some(vec![
+                Grant::Command(vec!["git".into(), "push".into()]),
+                Grant::host("crates.io").expect("a host")
+            ])
+        );
+        // Written again, it is the same line (field for field).
+        let again = serde_json::to_value(AuditLine::Execution(line)).expect("writes");
+        let before: Value = serde_json::from_str(old).expect("json");
+        assert_eq!(again, before);
+    }
+
+    /// The oldest lines kept no mode, grants or trace: they read, marked as such.
+    #[test]
+    fn a_line_from_before_mode_and_grants_were_kept_reads_as_partial() {
+        let oldest = r#"{"event":"execution","session":null,"callId":"c","tool":"bash","arguments":{"command":"ls"},"decision":"deny","decidedBy":"policy","reason":"r","timeMs":1}"#;
+        let AuditLine::Execution(line) = serde_json::from_str(oldest).expect("reads") else {
+            panic!("not an execution line");
+        };
+        assert_eq!((line.mode, line.grants, line.trace.len()), (None, None, 0));
+    }
+
+    /// A refusal, and an event a newer dsh may write, read; a word in a trace this build
+    /// does not know is no decision.
+    #[test]
+    fn refusals_and_unknown_events_and_words_read() {
+        let refusal = r#"{"event":"refusal","session":"a","callId":"c","tool":"bash_output","taskId":"bash-1","reason":"task belongs to another session","timeMs":5}"#;
+        assert!(matches!(
+            serde_json::from_str::<AuditLine>(refusal),
+            Ok(AuditLine::Refusal(r)) if r.task_id == "bash-1"
+        ));
+        let newer = r#"{"event":"handover","from":1}"#;
+        assert_eq!(
+            serde_json::from_str::<AuditLine>(newer).ok(),
+            Some(AuditLine::Other)
+        );
+        let word: TraceDecision = serde_json::from_str(r#""escalate""#).expect("reads");
+        assert_eq!((word, word.decision()), (TraceDecision::Unknown, None));
+    }
+
+    /// Each spelling is its own: no two variants share a name on disk, and each
+    /// reads back as itself.
+    #[test]
+    fn every_trace_word_reads_back_as_itself() {
+        use TraceDecision::*;
+        let all = [
+            Allow,
+            Ask,
+            Deny,
+            NoOpinion,
+            Rewrite,
+            RewriteIgnored,
+            Replace,
+            Context,
+            Pass,
+            HookAllowOnce,
+            HookReject,
+            Unfinished,
+            UserAllowOnce,
+            UserAllowAlways,
+            UserRejectOnce,
+            UserRejectAlways,
+            UserCancelled,
+        ];
+        for word in all {
+            let text = serde_json::to_string(&word).expect("writes");
+            assert_eq!(text, format!("\"{}\"", word.as_str()));
+            assert_eq!(
+                serde_json::from_str::<TraceDecision>(&text).ok(),
+                Some(word)
+            );
+        }
+    }
+}
