@@ -454,7 +454,7 @@ impl AcpService {
 }
 
 impl crate::agent::commands::SessionControl for AcpService {
-    fn tasks(&self, session: &str) -> Vec<(String, String, String)> {
+    fn tasks(&self, session: &str) -> Vec<crate::agent::commands::TaskLine> {
         let mut tasks: Vec<TaskSummary> = self
             .sessions
             .tasks_of(session)
@@ -471,7 +471,11 @@ impl crate::agent::commands::SessionControl for AcpService {
                     (_, Some(signal)) => format!("{} ({signal})", t.status),
                     _ => t.status.clone(),
                 };
-                (t.task_id, status, t.command)
+                crate::agent::commands::TaskLine {
+                    id: t.task_id,
+                    status,
+                    command: t.command,
+                }
             })
             .collect()
     }

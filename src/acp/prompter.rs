@@ -169,12 +169,12 @@ impl PermissionPrompter for AcpPrompter {
         };
         let network = network_question(&request.tool, &request.arguments);
         let kind = match &network {
-            Some(_) => "fetch",
+            Some(_) => crate::tools::ToolKind::Fetch,
             None => agent
                 .tools
                 .get_in(&self.session_id, &request.tool)
-                .map(|t| t.kind().as_str())
-                .unwrap_or("other"),
+                .map(|t| t.kind())
+                .unwrap_or(crate::tools::ToolKind::Other),
         };
         let session = agent.sessions.get(&self.session_id);
         let cwd = session.as_ref().map(|s| s.cwd.clone());

@@ -159,14 +159,15 @@ pub fn available_commands() -> SessionUpdate {
     ))
 }
 
-/// The ACP kind of one of our tools, by name.
-pub fn kind_of(kind: &str) -> ToolKind {
+/// The ACP kind of one of our tools.
+pub fn kind_of(kind: crate::tools::ToolKind) -> ToolKind {
+    use crate::tools::ToolKind as Ours;
     match kind {
-        "read" => ToolKind::Read,
-        "execute" => ToolKind::Execute,
-        "edit" => ToolKind::Edit,
-        "fetch" => ToolKind::Fetch,
-        _ => ToolKind::Other,
+        Ours::Read => ToolKind::Read,
+        Ours::Execute => ToolKind::Execute,
+        Ours::Edit => ToolKind::Edit,
+        Ours::Fetch => ToolKind::Fetch,
+        Ours::Other => ToolKind::Other,
     }
 }
 
@@ -218,7 +219,7 @@ fn meta(key: &str, value: Value) -> Meta {
 pub fn tool_call(
     call_id: &str,
     view: &CallView,
-    kind: &str,
+    kind: crate::tools::ToolKind,
     raw_input: &Value,
     display: ClientDisplay,
 ) -> SessionUpdate {
@@ -252,7 +253,7 @@ pub fn tool_call(
 pub fn permission_tool_call(
     call_id: &str,
     view: &CallView,
-    kind: &str,
+    kind: crate::tools::ToolKind,
     raw_input: &Value,
     reason: &str,
     escalation: Option<&crate::policy::Escalation>,

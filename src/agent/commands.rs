@@ -8,10 +8,18 @@ use serde_json::json;
 
 /// What slash commands need from the daemon beyond the turn (src/acp provides it).
 pub trait SessionControl: Send + Sync {
-    /// A session's background tasks, oldest first: (id, status, command).
-    fn tasks(&self, session: &str) -> Vec<(String, String, String)>;
+    /// A session's background tasks, oldest first.
+    fn tasks(&self, session: &str) -> Vec<TaskLine>;
     /// The daemon's state, in a few lines.
     fn status(&self) -> String;
+}
+
+/// One background task as `/tasks` lists it.
+pub struct TaskLine {
+    pub id: String,
+    /// Its status in words, with the exit code or signal once it ended.
+    pub status: String,
+    pub command: String,
 }
 
 /// One slash command as the editor lists it.
@@ -76,7 +84,7 @@ pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionContr
             } else {
                 let lines: Vec<String> = tasks
                     .iter()
-                    .map(|(id, status, command)| format!("{id}  {status}  {command}"))
+                    .map(|t| format!("{}  {}  {}", t.id, t.status, t.command))
                     .collect();
                 super::fenced(&lines.join("\n"))
             }

@@ -294,7 +294,7 @@ mod tests {
             call_id: id.into(),
             tool: "bash".into(),
             title: "t".into(),
-            kind: "execute".into(),
+            kind: crate::store::ToolKind::Execute,
             arguments: json!({"command": command, "description": "d"}),
             by_model,
         }

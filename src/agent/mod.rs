@@ -19,7 +19,7 @@ use crate::config::{AgentConfig, ModelConfig, SystemPromptMode, TitleSource};
 use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
 use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
-use crate::store::{Event, PromptBlock, SessionLog, ToolStatus, now_ms};
+use crate::store::{Event, PromptBlock, SessionLog, ToolKind, ToolStatus, now_ms};
 use crate::tools::{CallView, ToolRegistry};
 use agent_client_protocol_schema::v1::StopReason;
 use serde_json::Value;
@@ -42,7 +42,7 @@ pub enum TurnEvent<'a> {
     ToolCall {
         call_id: &'a str,
         view: &'a CallView,
-        kind: &'a str,
+        kind: ToolKind,
         arguments: &'a Value,
     },
     /// The tool started running.
@@ -178,8 +178,8 @@ pub async fn run_tool(
     let kind = ctx
         .tools
         .get_in(&ctx.session.id, tool)
-        .map(|t| t.kind().as_str())
-        .unwrap_or("other");
+        .map(|t| t.kind())
+        .unwrap_or(ToolKind::Other);
     // An edit or write shows its diff from the first update, before any question.
     let diff = if crate::tools::files::writes(tool) && ctx.tools.get(tool).is_some() {
         crate::tools::files::preview(Some(ctx.session), tool, &arguments).await
@@ -192,7 +192,7 @@ pub async fn run_tool(
         call_id: call_id.to_string(),
         tool: tool.to_string(),
         title: view.title.clone(),
-        kind: kind.to_string(),
+        kind,
         arguments: arguments.clone(),
         by_model,
     });

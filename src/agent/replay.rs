@@ -38,7 +38,7 @@ pub fn replay(events: &[Event], cwd: &Path, mut emit: impl FnMut(TurnEvent<'_>))
                 emit(TurnEvent::ToolCall {
                     call_id,
                     view: &view,
-                    kind,
+                    kind: *kind,
                     arguments,
                 });
                 views.insert(call_id, view);

@@ -28,8 +28,8 @@
 //! which kills what a dead owner left under the same state directory.
 
 use super::{
-    BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, RunOutcome,
-    Spill, StreamRead, TaskStatus,
+    BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, OutputStream,
+    RunOutcome, Spill, StreamRead, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::rpc::{self, Peer, RequestContext, RpcError, Service};
@@ -97,8 +97,7 @@ pub struct RunParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunOutputParams {
     pub run: u64,
-    /// `stdout` or `stderr`.
-    pub stream: String,
+    pub stream: OutputStream,
     pub data: String,
 }
 
@@ -291,23 +290,6 @@ pub struct DoneParams {
     pub status: WireStatus,
 }
 
-fn kill_outcome_name(k: KillOutcome) -> &'static str {
-    match k {
-        KillOutcome::Killed => "killed",
-        KillOutcome::AlreadyFinished => "already_finished",
-        KillOutcome::Unknown => "unknown",
-    }
-}
-
-/// Reads a `KillOutcome` name back; anything else is `Unknown`.
-pub fn kill_outcome_from(name: &str) -> KillOutcome {
-    match name {
-        "killed" => KillOutcome::Killed,
-        "already_finished" => KillOutcome::AlreadyFinished,
-        _ => KillOutcome::Unknown,
-    }
-}
-
 /// One background task as the helper tracks it: the local key, and how many
 /// bytes of each stream went out (to name the spill file once a stream outgrew
 /// the bound).
@@ -487,7 +469,7 @@ impl Helper {
             Some(id) => exec.kill(&id).await,
             None => KillOutcome::Unknown,
         };
-        Ok(json!(kill_outcome_name(outcome)))
+        serde_json::to_value(outcome).map_err(|e| RpcError::internal(e.to_string()))
     }
 
     async fn kill_scope(&self, p: ScopeParams) -> Result<Value, RpcError> {
@@ -784,7 +766,7 @@ impl Forward {
 
     /// Sends what waits; at the run's end (`last`), a character cut by the end too.
     fn send(&self, streams: &mut [Vec<u8>; 2], last: bool) {
-        for (index, name) in [(0, "stdout"), (1, "stderr")] {
+        for (index, stream) in [(0, OutputStream::Stdout), (1, OutputStream::Stderr)] {
             let buffer = &mut streams[index];
             let whole = if last {
                 buffer.len()
@@ -798,7 +780,7 @@ impl Forward {
             buffer.drain(..whole);
             let params = RunOutputParams {
                 run: self.run,
-                stream: name.into(),
+                stream,
                 data,
             };
             if let Ok(params) = serde_json::to_value(params) {

@@ -80,8 +80,9 @@ pub struct ExecSpec {
     pub task_id: Option<String>,
 }
 
-/// Which stream a piece of live output came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which stream a piece of live output came from (`stdout`/`stderr` on the helper's wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OutputStream {
     Stdout,
     Stderr,
@@ -154,8 +155,9 @@ pub struct TaskRead {
     pub status: TaskStatus,
 }
 
-/// What `kill` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What `kill` did (`killed`, `already_finished`, `unknown` on the helper's wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum KillOutcome {
     Killed,
     AlreadyFinished,

@@ -444,12 +444,7 @@ impl Service for ClientService {
                 };
                 let watch = lock(&self.shared.watches).get(&p.run).cloned();
                 if let Some(watch) = watch {
-                    let stream = if p.stream == "stderr" {
-                        super::OutputStream::Stderr
-                    } else {
-                        super::OutputStream::Stdout
-                    };
-                    watch(stream, p.data.as_bytes());
+                    watch(p.stream, p.data.as_bytes());
                 }
             }
             "done" => {
@@ -1055,14 +1050,12 @@ impl HelperClient {
         let live = self.live(task.generation).await;
         if task.finished.is_cancelled() {
             // Like the engine: a finished task's detached leftovers end too.
-            if let Some(conn) = live {
+            if let Some(conn) = live
+                && let Ok(params) = serde_json::to_value(KeyParams { key: task.key })
+            {
                 let _ = conn
                     .peer
-                    .request(
-                        "kill",
-                        json!({ "key": task.key }),
-                        &CancellationToken::new(),
-                    )
+                    .request("kill", params, &CancellationToken::new())
                     .await;
             }
             return KillOutcome::AlreadyFinished;

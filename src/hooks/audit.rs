@@ -160,7 +160,7 @@ impl Hook for AuditHook {
             } else {
                 verdict.decision
             },
-            decided_by: verdict.decided_by,
+            decided_by: verdict.decider().to_string(),
             reason: verdict.reason,
             answer: verdict.answer,
             duration_ms: started.elapsed().as_millis() as u64,

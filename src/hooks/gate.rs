@@ -55,7 +55,7 @@ impl Hook for PermissionGate {
         let verdict = call.verdict();
         match verdict.decision {
             Decision::Allow => return next.run(call).await,
-            Decision::Deny => return call.veto(&verdict.decided_by, &verdict.reason),
+            Decision::Deny => return call.veto(verdict.decider(), &verdict.reason),
             Decision::Ask => {}
         }
         let Some(session) = &call.session else {

@@ -110,7 +110,7 @@ pub async fn replay_with_hooks(
         let now = format!(
             "{} by {}: {}",
             action(to),
-            verdict.decided_by,
+            verdict.decider(),
             verdict.reason
         );
         report.record(call, true, to, now);

@@ -64,8 +64,9 @@ pub trait CallWatcher: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub decision: Decision,
-    /// The hook (or `user`) whose decision stands.
-    pub decided_by: String,
+    /// The hook (or `user`) whose decision stands; `None` while nothing has decided
+    /// (the starting allow, which any decider's word replaces).
+    pub decided_by: Option<String>,
     pub reason: String,
     /// What an "allow always" answer would grant (from the policy).
     pub grants: Vec<Grant>,
@@ -74,6 +75,13 @@ pub struct Verdict {
     /// The ask stands only because of the mode's default (no rule, hook or opaque
     /// segment asked): the one kind of ask a `permission` hook may answer.
     pub ask_from_mode_default: bool,
+}
+
+impl Verdict {
+    /// Who decided, as lines and hooks name it: `default` while nothing has.
+    pub fn decider(&self) -> &str {
+        self.decided_by.as_deref().unwrap_or("default")
+    }
 }
 
 impl ToolExecution {
@@ -93,7 +101,7 @@ impl ToolExecution {
             cancel,
             verdict: Mutex::new(Verdict {
                 decision: Decision::Allow,
-                decided_by: "default".into(),
+                decided_by: None,
                 reason: String::new(),
                 grants: Vec::new(),
                 answer: None,
@@ -245,15 +253,15 @@ impl ToolExecution {
     ) {
         let mut v = self.lock();
         if decision == Decision::Ask {
-            v.ask_from_mode_default = if v.decision == Decision::Ask && v.decided_by != "default" {
+            v.ask_from_mode_default = if v.decision == Decision::Ask && v.decided_by.is_some() {
                 v.ask_from_mode_default && from_mode_default
             } else {
                 from_mode_default
             };
         }
-        if decision > v.decision || (v.decided_by == "default" && decision == v.decision) {
+        if decision > v.decision || (v.decided_by.is_none() && decision == v.decision) {
             v.decision = decision;
-            v.decided_by = by.to_string();
+            v.decided_by = Some(by.to_string());
             v.reason = reason.to_string();
             if decision == Decision::Ask {
                 v.grants = grants;
@@ -272,7 +280,7 @@ impl ToolExecution {
     pub fn record_answer(&self, answer: PermissionAnswer) {
         let mut v = self.lock();
         v.answer = Some(answer);
-        v.decided_by = "user".into();
+        v.decided_by = Some("user".into());
     }
 
     /// The decision so far.
@@ -285,7 +293,7 @@ impl ToolExecution {
         {
             let mut v = self.lock();
             v.decision = Decision::Deny;
-            v.decided_by = hook.to_string();
+            v.decided_by = Some(hook.to_string());
             v.reason = reason.to_string();
         }
         ToolOutput {
@@ -556,7 +564,7 @@ mod tests {
         assert_eq!(out.text, "Error: vetoed by guard: said no");
         assert_eq!(*log.lock().unwrap(), ["a in", "guard in", "a out"]);
         assert_eq!(c.verdict().decision, Decision::Deny);
-        assert_eq!(c.verdict().decided_by, "guard");
+        assert_eq!(c.verdict().decider(), "guard");
     }
 
     #[tokio::test]
@@ -605,10 +613,10 @@ mod tests {
         c.tighten(Decision::Ask, "policy", "unmatched", vec![]);
         c.tighten(Decision::Allow, "hook", "fine", vec![]);
         assert_eq!(c.verdict().decision, Decision::Ask);
-        assert_eq!(c.verdict().decided_by, "policy");
+        assert_eq!(c.verdict().decider(), "policy");
         c.tighten(Decision::Deny, "hook", "no", vec![]);
         c.tighten(Decision::Ask, "other", "hm", vec![]);
         assert_eq!(c.verdict().decision, Decision::Deny);
-        assert_eq!(c.verdict().decided_by, "hook");
+        assert_eq!(c.verdict().decider(), "hook");
     }
 }

@@ -42,6 +42,35 @@ pub(super) enum HeaderLine {
     Header(Header),
 }
 
+/// What a tool does, as editors show it (ACP `ToolKind`): kept on each logged call so
+/// a replay shows it as it was shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    Execute,
+    Read,
+    Edit,
+    /// Reaches the network (the `network` tool's calls).
+    Fetch,
+    /// Anything else (an MCP server's tool that does not say it only reads), and any
+    /// kind a newer dsh logged that this build does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl ToolKind {
+    /// The ACP wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Execute => "execute",
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Fetch => "fetch",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -97,9 +126,9 @@ pub enum PromptBlock {
 /// One thing that happened in a session, in the order it happened. Every event
 /// carries `at_ms`, the unix time in milliseconds when it was recorded.
 ///
-/// String-valued fields such as `kind` and `stop_reason` are kept as strings, not
-/// enums, so that a value this build does not know still reads back instead of
-/// costing the whole line.
+/// A value this build does not know must still read back instead of costing the
+/// whole line: `stop_reason` is kept as a string, `kind` reads an unknown word as
+/// [`ToolKind::Other`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -128,7 +157,7 @@ pub enum Event {
         call_id: String,
         tool: String,
         title: String,
-        kind: String,
+        kind: ToolKind,
         arguments: serde_json::Value,
         /// The model asked for it (as opposed to the user: a `!` prompt or a
         /// client's `_dsh/tools/call`). Only model calls go back to the model as

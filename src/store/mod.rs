@@ -17,7 +17,7 @@ mod list;
 mod log;
 
 pub use event::{
-    Event, Header, INTERRUPTED_TEXT, PromptBlock, STOP_INTERRUPTED, ToolStatus, iso8601,
+    Event, Header, INTERRUPTED_TEXT, PromptBlock, STOP_INTERRUPTED, ToolKind, ToolStatus, iso8601,
     latest_title, now_ms,
 };
 pub use list::{SessionSummary, list};

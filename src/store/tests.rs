@@ -41,7 +41,7 @@ fn every_event() -> Vec<Event> {
             call_id: "c1".into(),
             tool: "bash".into(),
             title: "list files".into(),
-            kind: "execute".into(),
+            kind: super::ToolKind::Execute,
             arguments: serde_json::json!({"command": "ls", "run_in_background": false}),
             by_model: true,
         },
@@ -351,7 +351,7 @@ fn interrupted_turn_and_dangling_calls_are_closed_once() {
         call_id: id.into(),
         tool: "bash".into(),
         title: "t".into(),
-        kind: "execute".into(),
+        kind: super::ToolKind::Execute,
         arguments: serde_json::json!({}),
         by_model: false,
     };

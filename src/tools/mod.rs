@@ -28,30 +28,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-/// What a tool does, as editors show it (ACP `ToolKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolKind {
-    Execute,
-    Read,
-    Edit,
-    /// Reaches the network (the `network` tool's calls).
-    Fetch,
-    /// Anything else (an MCP server's tool that does not say it only reads).
-    Other,
-}
-
-impl ToolKind {
-    /// The ACP wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolKind::Execute => "execute",
-            ToolKind::Read => "read",
-            ToolKind::Edit => "edit",
-            ToolKind::Fetch => "fetch",
-            ToolKind::Other => "other",
-        }
-    }
-}
+/// What a tool does, as editors show it; defined with the session log that keeps it.
+pub use crate::store::ToolKind;
 
 /// One model-facing tool.
 #[async_trait::async_trait]

@@ -99,7 +99,7 @@ fn v2_input(e: &EventInput<'_>) -> Value {
         let verdict = call.verdict();
         v["verdict"] = json!({
             "decision": verdict.decision,
-            "decidedBy": verdict.decided_by,
+            "decidedBy": verdict.decider(),
             "reason": verdict.reason,
         });
     }
