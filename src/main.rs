@@ -4,10 +4,11 @@
 use clap::{Parser, Subcommand};
 use dsh::config::Config;
 use dsh::daemon::{Daemon, default_socket_path};
+use dsh::rpc::client::{ClientError, DaemonClient};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
 /// dsh: a per-user agent daemon for editors.
@@ -754,7 +755,8 @@ async fn acp(at: Where) -> Result<(), String> {
     Ok(())
 }
 
-/// A minimal JSON-RPC exchange with the daemon for `status` and `stop`.
+/// One question to the daemon (`status`, `kill`...), on a connection of its own, for a
+/// command that only reports what went wrong.
 async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, String> {
     ask_daemon_with(at, method, serde_json::json!({})).await
 }
@@ -764,44 +766,22 @@ async fn ask_daemon_with(
     method: &str,
     params: serde_json::Value,
 ) -> Result<serde_json::Value, String> {
-    let socket = at.socket();
-    let stream = UnixStream::connect(&socket)
+    ask_daemon_typed(at, method, params)
         .await
-        .map_err(|e| format!("no daemon answers on {}: {e}", socket.display()))?;
-    let (reader, mut writer) = stream.into_split();
-    let mut lines = BufReader::new(reader).lines();
-    let requests = [
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
-        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}),
-    ];
-    let mut answer = serde_json::Value::Null;
-    // One at a time: requests run concurrently, so the second must not overtake initialize.
-    for (id, request) in (1..).zip(requests) {
-        writer
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        answer = loop {
-            let line = lines
-                .next_line()
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("the daemon closed the connection without answering")?;
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            if message["id"] == id {
-                if let Some(error) = message.get("error") {
-                    return Err(match error["message"].as_str() {
-                        Some(text) => text.to_string(),
-                        None => format!("the daemon answered with an error: {error}"),
-                    });
-                }
-                break message["result"].clone();
-            }
-        };
-    }
-    Ok(answer)
+        .map_err(|e| e.to_string())
+}
+
+/// [`ask_daemon_with`] for a command that acts on why there was no answer (no daemon,
+/// a daemon that went away, a refusal).
+async fn ask_daemon_typed(
+    at: &Where,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, ClientError> {
+    DaemonClient::connect(&at.socket())
+        .await?
+        .request(method, params)
+        .await
 }
 
 async fn status(at: Where) -> Result<(), String> {
@@ -878,37 +858,35 @@ async fn reload(at: Where) -> Result<(), String> {
 /// `dsh policy grants [--revoke PREFIX]`: through the running daemon when one answers
 /// (it holds the list in memory and is the file's writer), else from the file itself.
 async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
-    let daemon = UnixStream::connect(at.socket()).await.is_ok();
     if let Some(prefix) = revoke {
-        if daemon {
-            ask_daemon_with(
-                &at,
-                "_dsh/user/revoke",
-                serde_json::json!({ "prefix": prefix }),
-            )
-            .await?;
-        } else {
-            let state_dir = at.config()?.exec.state_dir();
-            let grants = dsh::registry::UserGrants::open(&state_dir)?;
-            let mut found = false;
-            for grant in dsh::policy::Grant::named(&prefix) {
-                found |= grants.revoke(&grant)?;
+        let params = serde_json::json!({ "prefix": prefix });
+        match ask_daemon_typed(&at, "_dsh/user/revoke", params).await {
+            Ok(_) => {}
+            Err(ClientError::Io { .. }) => {
+                let state_dir = at.config()?.exec.state_dir();
+                let grants = dsh::registry::UserGrants::open(&state_dir)?;
+                let mut found = false;
+                for grant in dsh::policy::Grant::named(&prefix) {
+                    found |= grants.revoke(&grant)?;
+                }
+                if !found {
+                    return Err(format!("no user grant or rejection of `{prefix}`"));
+                }
             }
-            if !found {
-                return Err(format!("no user grant or rejection of `{prefix}`"));
-            }
+            Err(e) => return Err(e.to_string()),
         }
         println!("revoked: {prefix}");
         return Ok(());
     }
-    let lists = if daemon {
-        let answer = ask_daemon(&at, "_dsh/user/grants").await?;
-        serde_json::from_value(answer)
-            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?
-    } else {
-        let state_dir = at.config()?.exec.state_dir();
-        let grants = dsh::registry::UserGrants::open(&state_dir)?;
-        dsh::acp::GrantsResponse::of(&grants.allowed(), &grants.rejected())
+    let lists = match ask_daemon_typed(&at, "_dsh/user/grants", serde_json::json!({})).await {
+        Ok(answer) => serde_json::from_value(answer)
+            .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?,
+        Err(ClientError::Io { .. }) => {
+            let state_dir = at.config()?.exec.state_dir();
+            let grants = dsh::registry::UserGrants::open(&state_dir)?;
+            dsh::acp::GrantsResponse::of(&grants.allowed(), &grants.rejected())
+        }
+        Err(e) => return Err(e.to_string()),
     };
     for prefix in lists.allowed {
         println!("allow  {prefix}");
@@ -939,12 +917,11 @@ async fn stop(at: Where) -> Result<(), String> {
         .await
         .ok()
         .and_then(|s| s["pid"].as_i64());
-    match ask_daemon(&at, "_dsh/stop").await {
-        Ok(_) => {}
+    match ask_daemon_typed(&at, "_dsh/stop", serde_json::json!({})).await {
         // The daemon may close the connection as it starts shutting down, before
         // its answer is written; the socket going away below is the real proof.
-        Err(e) if e.contains("closed the connection") => {}
-        Err(e) => return Err(e),
+        Ok(_) | Err(ClientError::Closed) => {}
+        Err(e) => return Err(e.to_string()),
     }
     // The daemon removes its socket as the last step of a clean shutdown.
     let socket = at.socket();

@@ -280,7 +280,7 @@ mod tests {
             CancellationToken::new(),
         );
         let (queue, lines) = mpsc::channel(1024);
-        let ctx = RequestContext::new(Peer::new(queue, 1024, None), CancellationToken::new());
+        let ctx = RequestContext::new(Peer::new(queue, 1024, None, true), CancellationToken::new());
         let new: acp::NewSessionRequest =
             serde_json::from_value(json!({"cwd": state, "mcpServers": []})).unwrap();
         let answer = service.new_session(ctx.clone(), new).await.unwrap();

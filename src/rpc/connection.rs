@@ -63,7 +63,12 @@ pub async fn serve_connection<R, W>(
 {
     let queue_len = options.outgoing_queue.max(1);
     let (tx, rx) = mpsc::channel(queue_len);
-    let peer = Peer::new(tx, queue_len, options.request_timeout);
+    let peer = Peer::new(
+        tx,
+        queue_len,
+        options.request_timeout,
+        options.announce_withdrawals,
+    );
     tracing::debug!(peer = peer.id(), "connection opened");
     let writer_task = tokio::spawn(write_loop(writer, rx, peer.clone()));
     service.opened(&peer);

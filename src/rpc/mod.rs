@@ -24,6 +24,7 @@
 //!   one path: mark closed, cancel requests, fail our pending requests, wait
 //!   for request tasks, tell the service, return.
 
+pub mod client;
 mod codec;
 mod connection;
 mod error;
@@ -41,7 +42,7 @@ pub use error::{
     Closed, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError,
 };
-pub use peer::Peer;
+pub use peer::{Peer, RequestFailure};
 
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -130,6 +131,10 @@ pub struct Options {
     /// shutting down). The service's own list of connections reaches a peer only
     /// once it has made a request; this reaches every connection.
     pub stop: CancellationToken,
+    /// A request we withdraw (cancelled, timed out, dropped) is announced to the peer
+    /// with `$/cancel_request`, as ACP says. A hook server speaks plain JSON-RPC and
+    /// was never sent one: its connection turns this off.
+    pub announce_withdrawals: bool,
 }
 
 impl Default for Options {
@@ -142,6 +147,7 @@ impl Default for Options {
             outgoing_queue: 4096,
             request_timeout: None,
             stop: CancellationToken::new(),
+            announce_withdrawals: true,
         }
     }
 }

@@ -23,8 +23,37 @@ use tokio_util::sync::CancellationToken;
 /// Peer ids are unique for the life of the process, not per listener.
 static NEXT_PEER_ID: AtomicU64 = AtomicU64::new(1);
 
-/// What a waiting outgoing request is eventually told.
+/// What a waiting outgoing request is told when the peer answers.
 type Answer = Result<serde_json::Value, RpcError>;
+
+/// Why an outgoing request has no result: a caller that acts on the cause (the CLI
+/// telling a daemon that went away from one that refused) matches this, never text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestFailure {
+    /// The peer answered with an error object.
+    #[error("{}", .0.message)]
+    Answered(RpcError),
+    /// The connection ended before an answer came.
+    #[error("connection closed before the peer answered")]
+    Closed,
+    /// The caller's token fired first; the peer was told with `$/cancel_request`.
+    #[error("request cancelled")]
+    Cancelled,
+    /// `Options::request_timeout` elapsed first.
+    #[error("the peer did not answer `{method}` within {} ms", after.as_millis())]
+    TimedOut { method: String, after: Duration },
+}
+
+impl From<RequestFailure> for RpcError {
+    fn from(failure: RequestFailure) -> Self {
+        match failure {
+            RequestFailure::Answered(e) => e,
+            RequestFailure::Closed => RpcError::connection_closed(),
+            RequestFailure::Cancelled => RpcError::cancelled(),
+            RequestFailure::TimedOut { method, after } => RpcError::timed_out(&method, after),
+        }
+    }
+}
 
 /// Handle to one live connection: send to the peer, ask it things, learn when it
 /// ends. Cheap to clone; every clone addresses the same connection.
@@ -45,6 +74,8 @@ struct Shared {
     pending: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     next_request: AtomicU64,
     request_timeout: Option<Duration>,
+    /// A withdrawn request is announced with `$/cancel_request`.
+    announce_withdrawals: bool,
 }
 
 impl fmt::Debug for Peer {
@@ -63,10 +94,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Peer {
     /// A peer whose outgoing lines go to `queue`; used by `serve_connection`,
     /// which owns the other end.
+    /// `announce_withdrawals`: whether a withdrawn request is announced with
+    /// `$/cancel_request` (see [`super::Options::announce_withdrawals`]).
     pub(crate) fn new(
         queue: mpsc::Sender<String>,
         queue_len: usize,
         request_timeout: Option<Duration>,
+        announce_withdrawals: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Shared {
@@ -77,6 +111,7 @@ impl Peer {
                 pending: Mutex::new(HashMap::new()),
                 next_request: AtomicU64::new(1),
                 request_timeout,
+                announce_withdrawals,
             }),
         }
     }
@@ -148,13 +183,27 @@ impl Peer {
         params: serde_json::Value,
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value, RpcError> {
+        self.call(method, params, cancel)
+            .await
+            .map_err(RpcError::from)
+    }
+
+    /// [`Peer::request`] for a caller that acts on why there is no result: the peer's
+    /// error, or the connection's end, a cancel or the timeout, told apart.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: serde_json::Value,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, RequestFailure> {
         let shared = &self.inner;
         let id = format!(
             "dsh-{}",
             shared.next_request.fetch_add(1, Ordering::Relaxed)
         );
-        let line = message::call(Some(&id), method, &params)
-            .map_err(|e| RpcError::internal(format!("cannot serialize request: {e}")))?;
+        let line = message::call(Some(&id), method, &params).map_err(|e| {
+            RequestFailure::Answered(RpcError::internal(format!("cannot serialize request: {e}")))
+        })?;
 
         let (tx, rx) = oneshot::channel();
         lock(&shared.pending).insert(id.clone(), tx);
@@ -165,7 +214,7 @@ impl Peer {
             id: &id,
         };
         self.send_line(line)
-            .map_err(|Closed| RpcError::connection_closed())?;
+            .map_err(|Closed| RequestFailure::Closed)?;
 
         let timeout = async {
             match shared.request_timeout {
@@ -178,16 +227,23 @@ impl Peer {
         // request contexts that callers usually pass as `cancel`.
         tokio::select! {
             biased;
-            answer = rx => answer.unwrap_or_else(|_| Err(RpcError::connection_closed())),
-            () = shared.closed.cancelled() => Err(RpcError::connection_closed()),
+            // A dropped sender is the connection's end (`fail_pending`).
+            answer = rx => match answer {
+                Ok(answer) => answer.map_err(RequestFailure::Answered),
+                Err(_) => Err(RequestFailure::Closed),
+            },
+            () = shared.closed.cancelled() => Err(RequestFailure::Closed),
             () = cancel.cancelled() => {
                 tracing::debug!(peer = self.id(), id, method, "outgoing request cancelled");
-                Err(RpcError::cancelled())
+                Err(RequestFailure::Cancelled)
             }
             () = timeout => {
                 let after = shared.request_timeout.unwrap_or_default();
                 tracing::warn!(peer = self.id(), id, method, "peer did not answer in time");
-                Err(RpcError::timed_out(method, after))
+                Err(RequestFailure::TimedOut {
+                    method: method.to_string(),
+                    after,
+                })
             }
         }
     }
@@ -254,10 +310,8 @@ impl Peer {
     /// Fails every outgoing request still waiting; called once the connection
     /// has ended.
     pub(crate) fn fail_pending(&self) {
-        let waiters: Vec<_> = lock(&self.inner.pending).drain().collect();
-        for (_, waiter) in waiters {
-            drop(waiter.send(Err(RpcError::connection_closed())));
-        }
+        // Dropping each sender tells its waiter the connection ended.
+        drop(lock(&self.inner.pending).drain().collect::<Vec<_>>());
     }
 }
 
@@ -272,7 +326,7 @@ struct Withdraw<'a> {
 impl Drop for Withdraw<'_> {
     fn drop(&mut self) {
         let still_pending = lock(&self.peer.inner.pending).remove(self.id).is_some();
-        if still_pending && !self.peer.is_closed() {
+        if still_pending && self.peer.inner.announce_withdrawals && !self.peer.is_closed() {
             let params = serde_json::json!({ "requestId": self.id });
             // Best effort: if the queue refuses it, the connection is ending anyway.
             let _ = self.peer.notify("$/cancel_request", params);

@@ -661,3 +661,87 @@ async fn a_line_being_written_when_the_peer_stops_sending_is_finished() {
 fn start_default_with_pipe(pipe_bytes: usize) -> Harness {
     start(Options::default(), pipe_bytes)
 }
+
+/// A caller that acts on why a request failed gets the cause as a case: the peer's
+/// error object, the connection's end (the CLI's `dsh stop` relies on it), and, with
+/// withdrawals not announced (hook servers), no `$/cancel_request` on a dropped call.
+#[tokio::test]
+async fn an_asking_side_tells_a_refusal_from_a_closed_connection() {
+    let (ours, theirs) = duplex(64 * 1024);
+    let (our_read, our_write) = split(ours);
+    let options = Options {
+        announce_withdrawals: false,
+        ..Options::default()
+    };
+    let (peer, serve) = client::ask_only(our_read, our_write, options).await;
+    let (their_read, mut their_write) = split(theirs);
+    let mut lines = BufReader::new(their_read).lines();
+
+    let asking = tokio::spawn({
+        let peer = peer.clone();
+        async move {
+            peer.call(
+                "refuse",
+                json!({}),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+        }
+    });
+    let request: Value =
+        serde_json::from_str(&within(lines.next_line()).await.unwrap().unwrap()).unwrap();
+    let answer =
+        json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32000, "message": "no"}});
+    their_write
+        .write_all(format!("{answer}\n").as_bytes())
+        .await
+        .unwrap();
+    match within(asking).await.unwrap() {
+        Err(RequestFailure::Answered(e)) => {
+            assert_eq!((e.code, e.message.as_str()), (-32000, "no"))
+        }
+        other => panic!("not the peer's refusal: {other:?}"),
+    }
+
+    // A dropped call is not announced: the next line the other side reads is the next
+    // request, not a `$/cancel_request`.
+    let dropped = {
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            peer.call(
+                "slow",
+                json!({}),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+        })
+    };
+    let slow: Value =
+        serde_json::from_str(&within(lines.next_line()).await.unwrap().unwrap()).unwrap();
+    assert_eq!(slow["method"], "slow");
+    dropped.abort();
+    let _ = dropped.await;
+    let waiting = tokio::spawn({
+        let peer = peer.clone();
+        async move {
+            peer.call(
+                "last",
+                json!({}),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+        }
+    });
+    let next: Value =
+        serde_json::from_str(&within(lines.next_line()).await.unwrap().unwrap()).unwrap();
+    assert_eq!(next["method"], "last", "{next}");
+
+    // The other side goes away without answering: the call says the connection closed.
+    drop(their_write);
+    drop(lines);
+    assert!(matches!(
+        within(waiting).await.unwrap(),
+        Err(RequestFailure::Closed)
+    ));
+    within(serve).await.unwrap();
+}

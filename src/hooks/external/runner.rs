@@ -7,19 +7,18 @@
 use super::protocol::Reply;
 use crate::config::HookEvent;
 use crate::exec::children::{self, Child};
+use crate::rpc::{self, Peer};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::{Value, json};
-use std::collections::HashMap;
+use serde_json::Value;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
-use tokio::sync::oneshot;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
 /// How much of a spawned hook's stdout/stderr is read; an answer is a short JSON object.
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
@@ -145,10 +144,11 @@ pub async fn spawn_once(
     }
 }
 
-/// A long-lived hook process serving every call: `{"jsonrpc":"2.0","id":N,"method":EVENT,
+/// A long-lived hook process serving every call: `{"jsonrpc":"2.0","id":ID,"method":EVENT,
 /// "params":INPUT}` per line in, the answer as the result per line out, calls
-/// concurrent. A crash or a hang fails the calls in flight (they deny) and the next
-/// call starts it again, after a delay that doubles while it keeps failing.
+/// concurrent, over the daemon's own connection layer (`rpc::client::ask_only`). A
+/// crash or a hang fails the calls in flight (they deny) and the next call starts it
+/// again, after a delay that doubles while it keeps failing.
 pub struct Server {
     name: String,
     program: Program,
@@ -164,21 +164,24 @@ struct State {
     last_start: Option<Instant>,
 }
 
-type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>;
-
 struct Conn {
-    stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Arc<Pending>,
-    next_id: AtomicU64,
-    /// Set when its stdout ends: the process is gone or going.
-    dead: tokio_util::sync::CancellationToken,
+    /// Its end of the connection: closing it fails every call in flight.
+    peer: Peer,
+    _serve: tokio::task::JoinHandle<()>,
     _group: Group,
     _child: Child,
 }
 
 impl Conn {
+    /// Its stdout ended (or the connection was closed): the process is gone or going.
     fn is_dead(&self) -> bool {
-        self.dead.is_cancelled()
+        self.peer.is_closed()
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.peer.close();
     }
 }
 
@@ -223,25 +226,30 @@ impl Server {
             tracing::warn!(hook = %self.name, restarts = state.failures, "restarting the hook server");
         }
         state.last_start = Some(Instant::now());
-        let conn = Arc::new(self.launch()?);
+        let conn = Arc::new(self.launch().await?);
         state.conn = Some(conn.clone());
         Ok(conn)
     }
 
-    fn launch(&self) -> Result<Conn, String> {
+    async fn launch(&self) -> Result<Conn, String> {
         let mut child = children::spawn(&mut self.program.command(&self.cwd)?)
             .map_err(|e| format!("cannot start: {e}"))?;
         let group = Group(child.id().map(|id| id as i32));
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
-        let pending: Arc<Pending> = Arc::default();
-        let dead = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(read_answers(
-            stdout,
-            pending.clone(),
-            dead.clone(),
-            self.name.clone(),
-        ));
+        let options = rpc::Options {
+            max_line_bytes: MAX_SERVER_LINE,
+            // The hook protocol has no cancel: a call that gives up just stops waiting.
+            announce_withdrawals: false,
+            ..rpc::Options::default()
+        };
+        let (peer, serve) = rpc::client::ask_only(stdout, stdin, options).await;
+        let name = self.name.clone();
+        let gone = peer.closed();
+        tokio::spawn(async move {
+            gone.cancelled().await;
+            tracing::warn!(hook = %name, "the hook server exited");
+        });
         if let Some(stderr) = child.stderr.take() {
             let name = self.name.clone();
             tokio::spawn(async move {
@@ -252,10 +260,8 @@ impl Server {
             });
         }
         Ok(Conn {
-            stdin: tokio::sync::Mutex::new(stdin),
-            pending,
-            next_id: AtomicU64::new(1),
-            dead,
+            peer,
+            _serve: serve,
             _group: group,
             _child: child,
         })
@@ -276,20 +282,17 @@ impl Server {
             Err(_) => return Err(silent()),
         };
         let attempt = async {
-            let id = conn.next_id.fetch_add(1, Ordering::Relaxed);
-            let (tx, rx) = oneshot::channel();
-            lock(&conn.pending).insert(id, tx);
-            let mut line =
-                json!({"jsonrpc": "2.0", "id": id, "method": event.as_str(), "params": params})
-                    .to_string();
-            line.push('\n');
-            let written = conn.stdin.lock().await.write_all(line.as_bytes()).await;
-            if let Err(e) = written {
-                lock(&conn.pending).remove(&id);
-                return Err(format!("the hook server does not read its input: {e}"));
-            }
-            rx.await
-                .unwrap_or_else(|_| Err("the hook server exited".into()))
+            let asked = conn
+                .peer
+                .call(event.as_str(), params, &CancellationToken::new())
+                .await;
+            asked.map_err(|failure| match failure {
+                rpc::RequestFailure::Answered(e) => {
+                    format!("answered an error: {} ({})", e.message, e.code)
+                }
+                rpc::RequestFailure::Closed => "the hook server exited".to_string(),
+                other => other.to_string(),
+            })
         };
         match tokio::time::timeout_at(deadline, attempt).await {
             Ok(Ok(answer)) => {
@@ -305,67 +308,12 @@ impl Server {
                 let mut state = self.state.lock().await;
                 if state.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
                     state.conn = None;
-                    fail_all(&conn.pending, "the hook server hung and was stopped");
+                    // Fails the calls in flight now, not when the last of them lets go.
+                    conn.peer.close();
                     state.failures += 1;
                 }
                 Err(silent())
             }
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn fail_all(pending: &Pending, why: &str) {
-    for (_, tx) in lock(pending).drain() {
-        let _ = tx.send(Err(why.to_string()));
-    }
-}
-
-/// Routes each answer line to its call until the server's stdout ends; then every call
-/// still waiting fails.
-async fn read_answers(
-    stdout: tokio::process::ChildStdout,
-    pending: Arc<Pending>,
-    dead: tokio_util::sync::CancellationToken,
-    name: String,
-) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_SERVER_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) if line.len() > MAX_SERVER_LINE => {
-                tracing::warn!(hook = %name, "answer line too long; stopping the server");
-                break;
-            }
-            Ok(_) => {}
-        }
-        let Ok(message) = serde_json::from_slice::<Value>(&line) else {
-            tracing::warn!(hook = %name, "unreadable line from the hook server");
-            continue;
-        };
-        let Some(id) = message.get("id").and_then(Value::as_u64) else {
-            continue;
-        };
-        let Some(tx) = lock(&pending).remove(&id) else {
-            continue;
-        };
-        let answer = match (message.get("result"), message.get("error")) {
-            (Some(result), None) => Ok(result.clone()),
-            (_, Some(error)) => Err(format!("answered an error: {error}")),
-            _ => Err("answered neither a result nor an error".into()),
-        };
-        let _ = tx.send(answer);
-    }
-    dead.cancel();
-    fail_all(&pending, "the hook server exited");
-    tracing::warn!(hook = %name, "the hook server exited");
 }
