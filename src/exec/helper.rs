@@ -489,12 +489,22 @@ impl Helper {
         Ok(Value::Null)
     }
 
-    /// Sends what `id` printed since the last send; on its completion (`final`)
-    /// everything, then `done`.
+    /// Sends what `id` printed since the last send.
     async fn forward(&self, exec: &dyn BashExecutor, peer: &Peer, id: &str, tracked: &mut Tracked) {
-        let Some(read) = exec.read(id) else {
-            return;
-        };
+        if let Some(params) = self.unsent_output(exec, id, tracked) {
+            send_output(peer, params).await;
+        }
+    }
+
+    /// What `id` printed since the last send, as the `output` notification that
+    /// sends it (`None`: nothing new). Reading marks it sent, so it must be sent.
+    fn unsent_output(
+        &self,
+        exec: &dyn BashExecutor,
+        id: &str,
+        tracked: &mut Tracked,
+    ) -> Option<OutputParams> {
+        let read = exec.read(id)?;
         let max = self.hello.get().map(|h| h.max_output_bytes).unwrap_or(0) as u64;
         let mut streams = [
             self.wire_read(id, 0, &read.stdout, tracked, max),
@@ -508,18 +518,13 @@ impl Helper {
             && out.spill.is_none()
             && err.spill.is_none()
         {
-            return;
+            return None;
         }
-        let params = OutputParams {
+        Some(OutputParams {
             key: tracked.key,
             stdout: std::mem::take(out),
             stderr: std::mem::take(err),
-        };
-        if let Ok(v) = serde_json::to_value(params) {
-            let _ = peer
-                .notify_paced("output", v, Duration::from_secs(60))
-                .await;
-        }
+        })
     }
 
     /// One stream's read for the wire. Once the stream has carried more than the
@@ -584,14 +589,34 @@ impl Helper {
                     }
                 }
                 _ = tick.tick(), if !idle => {
-                    let mut tasks = self.tasks.lock().await;
-                    for (id, tracked) in tasks.iter_mut() {
-                        self.forward(exec.as_ref(), &peer, id, tracked).await;
+                    // Read under the lock, send after it: a paced send may wait up to a
+                    // minute for a slow channel, and `start` needs the lock meanwhile.
+                    let unsent: Vec<OutputParams> = {
+                        let mut tasks = self.tasks.lock().await;
+                        tasks
+                            .iter_mut()
+                            .filter_map(|(id, tracked)| {
+                                self.unsent_output(exec.as_ref(), id, tracked)
+                            })
+                            .collect()
+                    };
+                    for params in unsent {
+                        send_output(&peer, params).await;
                     }
                 }
             }
         }
         self.pump_done.cancel();
+    }
+}
+
+/// Sends one `output` notification, paced: a channel that is slow to drain holds the
+/// pump (never the tasks' lock), so output is not lost to a full queue.
+async fn send_output(peer: &Peer, params: OutputParams) {
+    if let Ok(v) = serde_json::to_value(params) {
+        let _ = peer
+            .notify_paced("output", v, Duration::from_secs(60))
+            .await;
     }
 }
 

@@ -136,19 +136,34 @@ impl Hook for PermissionGate {
                 // the whole compound command.
                 session.add_grants(&verdict.grants);
                 prompter.remember(&verdict.grants, true);
-                session.user_grants().remember(&verdict.grants, true);
+                remember_for_user(&session, &verdict.grants, true).await;
                 next.run(call).await
             }
             PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
                 prompter.remember(&verdict.grants, false);
-                session.user_grants().remember(&verdict.grants, false);
+                remember_for_user(&session, &verdict.grants, false).await;
                 call.veto(self.name(), "the user rejected this call")
             }
             PermissionAnswer::Cancelled => {
                 call.veto(self.name(), "the permission request was cancelled")
             }
         }
+    }
+}
+
+/// Keeps an "always" answer for the user (`remember = "user"`): the file is written
+/// (and synced) on a blocking thread, not on the async worker, and before the call
+/// goes on, so a grant the person gave is on disk when its command runs.
+async fn remember_for_user(
+    session: &crate::registry::Session,
+    grants: &[crate::policy::Grant],
+    allow: bool,
+) {
+    let user = session.user_grants().clone();
+    let grants = grants.to_vec();
+    if let Err(e) = tokio::task::spawn_blocking(move || user.remember(&grants, allow)).await {
+        tracing::error!("keeping the user's answer failed: {e}");
     }
 }

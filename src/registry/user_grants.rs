@@ -32,7 +32,12 @@ pub struct UserGrants {
     path: Option<PathBuf>,
     /// `remember = "user"`: new "always" answers are added here too.
     remember: AtomicBool,
-    lists: Mutex<Lists>,
+    /// The lists and their version (bumped on each change). Judgements read them, so
+    /// the lock is only ever held to read or swap, never across the file's I/O.
+    lists: Mutex<(Lists, u64)>,
+    /// Held while writing the file: the version last written, so a writer that lost
+    /// the race to a newer change never puts an older list back.
+    written: Mutex<u64>,
 }
 
 impl Default for UserGrants {
@@ -40,7 +45,8 @@ impl Default for UserGrants {
         Self {
             path: None,
             remember: AtomicBool::new(false),
-            lists: Mutex::new(Lists::default()),
+            lists: Mutex::new((Lists::default(), 0)),
+            written: Mutex::new(0),
         }
     }
 }
@@ -64,7 +70,8 @@ impl UserGrants {
         Ok(Self {
             path: Some(path),
             remember: AtomicBool::new(false),
-            lists: Mutex::new(lists),
+            lists: Mutex::new((lists, 0)),
+            written: Mutex::new(0),
         })
     }
 
@@ -83,7 +90,7 @@ impl UserGrants {
     /// user's (each once).
     pub fn applied_to(&self, session: &[Grant]) -> Vec<Grant> {
         let mut all = session.to_vec();
-        for grant in lock(&self.lists).allowed.iter() {
+        for grant in lock(&self.lists).0.allowed.iter() {
             if !all.contains(grant) {
                 all.push(grant.clone());
             }
@@ -98,48 +105,79 @@ impl UserGrants {
 
     /// The prefixes allowed for every session.
     pub fn allowed(&self) -> Vec<Grant> {
-        lock(&self.lists).allowed.clone()
+        lock(&self.lists).0.allowed.clone()
     }
 
     /// The prefixes rejected for every session.
     pub fn rejected(&self) -> Vec<Grant> {
-        lock(&self.lists).rejected.clone()
+        lock(&self.lists).0.rejected.clone()
     }
 
     /// Keeps an "always" answer for the user, when `remember = "user"` (else nothing).
-    /// A failed write is logged: the session still holds the answer.
+    /// A failed write is logged: the session still holds the answer. It writes the
+    /// file before it returns (blocking I/O: async callers run it on a blocking thread),
+    /// with judgements free to read the new lists meanwhile.
     pub fn remember(&self, prefixes: &[Grant], allow: bool) {
         if !self.remember.load(Ordering::SeqCst) || prefixes.is_empty() {
             return;
         }
-        let mut lists = lock(&self.lists);
-        let list = if allow {
-            &mut lists.allowed
-        } else {
-            &mut lists.rejected
-        };
-        for p in prefixes {
-            if !list.contains(p) {
-                list.push(p.clone());
+        let changed = self.change(|lists| {
+            let list = if allow {
+                &mut lists.allowed
+            } else {
+                &mut lists.rejected
+            };
+            let before = list.len();
+            for p in prefixes {
+                if !list.contains(p) {
+                    list.push(p.clone());
+                }
             }
-        }
-        if let Err(e) = self.save(&lists) {
+            list.len() != before
+        });
+        if changed && let Err(e) = self.persist() {
             tracing::error!("cannot write the user's grants: {e}");
         }
     }
 
     /// Forgets the grant or rejection of `prefix`; whether there was one.
     pub fn revoke(&self, prefix: &Grant) -> Result<bool, String> {
-        let mut lists = lock(&self.lists);
-        let before = lists.allowed.len() + lists.rejected.len();
-        lists.allowed.retain(|g| g != prefix);
-        lists.rejected.retain(|g| g != prefix);
-        if lists.allowed.len() + lists.rejected.len() == before {
+        let changed = self.change(|lists| {
+            let before = lists.allowed.len() + lists.rejected.len();
+            lists.allowed.retain(|g| g != prefix);
+            lists.rejected.retain(|g| g != prefix);
+            lists.allowed.len() + lists.rejected.len() != before
+        });
+        if !changed {
             return Ok(false);
         }
-        self.save(&lists)
+        self.persist()
             .map_err(|e| format!("cannot write the user's grants: {e}"))?;
         Ok(true)
+    }
+
+    /// Changes the lists in memory (a new version when `edit` says it changed them).
+    fn change(&self, edit: impl FnOnce(&mut Lists) -> bool) -> bool {
+        let mut guard = lock(&self.lists);
+        let (lists, version) = &mut *guard;
+        let changed = edit(lists);
+        if changed {
+            *version += 1;
+        }
+        changed
+    }
+
+    /// Writes the newest lists to the file unless a newer or equal version already is:
+    /// the lists' lock is held only to copy them, the writer's across the I/O.
+    fn persist(&self) -> std::io::Result<()> {
+        let mut written = lock(&self.written);
+        let (lists, version) = lock(&self.lists).clone();
+        if version <= *written {
+            return Ok(());
+        }
+        self.save(&lists)?;
+        *written = version;
+        Ok(())
     }
 
     /// Writes `lists` over the file at once: a temporary file (0600) renamed over it.
@@ -233,5 +271,37 @@ mod tests {
         std::fs::write(dir.path().join(FILE), "{not json").unwrap();
         let err = UserGrants::open(dir.path()).err().unwrap();
         assert!(err.contains("grants.json"), "{err}");
+    }
+
+    /// A slow write (a full disk, a stalled fsync) does not hold up judgements: while
+    /// the file is being written, readers see the new lists. (With the write under the
+    /// lists' lock, the reader below would wait for the writer.)
+    #[test]
+    fn judgements_read_the_lists_while_the_file_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let grants = std::sync::Arc::new(UserGrants::open(dir.path()).unwrap());
+        grants.set_remember(true);
+        let slow_write = lock(&grants.written);
+        let writer = std::thread::spawn({
+            let grants = grants.clone();
+            move || grants.remember(&[grant("make")], true)
+        });
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+        std::thread::spawn({
+            let grants = grants.clone();
+            move || {
+                while !grants.applied_to(&[]).contains(&grant("make")) {
+                    std::thread::yield_now();
+                }
+                let _ = seen_tx.send(());
+            }
+        });
+        seen_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a judgement waited for the file's write");
+        drop(slow_write);
+        writer.join().unwrap();
+        let again = UserGrants::open(dir.path()).unwrap();
+        assert_eq!(again.allowed(), [grant("make")]);
     }
 }
