@@ -111,7 +111,7 @@ impl AcpService {
         Self::check_cwd(&p.cwd)?;
         let session = self.sessions.create(p.cwd.clone());
         session.set_extra_roots(&p.additional_directories);
-        self.open_project(&ctx, &session);
+        self.open_project(&ctx, &session).await;
         let header = Header {
             id: session.id.clone(),
             cwd: p.cwd.clone(),
@@ -144,8 +144,10 @@ impl AcpService {
     /// Reads the project file of the session's cwd (src/project.rs): the session is judged
     /// by it from now on, starts in its mode when that applies, and what of it was left
     /// out is told to the person after the answer, as the session's first agent message.
-    fn open_project(&self, ctx: &RequestContext, session: &Session) {
-        let Some(layer) = self.tools.open_project(session) else {
+    async fn open_project(&self, ctx: &RequestContext, session: &Arc<Session>) {
+        let (tools, opened) = (self.tools.clone(), session.clone());
+        let layer = tokio::task::spawn_blocking(move || tools.open_project(&opened)).await;
+        let Ok(Some(layer)) = layer else {
             return;
         };
         if let Some(mode) = layer.project.default_mode {
@@ -276,27 +278,22 @@ impl AcpService {
                 "session {session_id} is in use by another connection"
             )));
         }
-        let (log, header, events) = match self.log_of(session_id) {
-            Some(log) => {
-                let (header, events) = log
-                    .replay()
-                    .map_err(|e| RpcError::internal(format!("cannot read the session log: {e}")))?;
-                (log, header, events)
-            }
+        let (header, events) = match self.log_of(session_id) {
+            Some(log) => log
+                .replay()
+                .map_err(|e| RpcError::internal(format!("cannot read the session log: {e}")))?,
             None => {
                 let (log, header, events) = SessionLog::open(&self.state_dir, session_id)
                     .map_err(|_| RpcError::not_found(format!("session {session_id} not found")))?;
-                let log = Arc::new(log);
-                self.logs.insert(session_id.to_string(), log.clone());
-                (log, header, events)
+                self.logs.insert(session_id.to_string(), Arc::new(log));
+                (header, events)
             }
         };
-        let _ = log;
         let session = self
             .sessions
             .insert(session_id.to_string(), header.cwd.clone());
         // Its project's mode first: the modes the log recorded come after it.
-        self.open_project(ctx, &session);
+        self.open_project(ctx, &session).await;
         for e in &events {
             match e {
                 Event::ModeChange { mode_id, .. } => {

@@ -136,14 +136,14 @@ impl Hook for PermissionGate {
                 // the whole compound command.
                 session.add_grants(&verdict.grants);
                 prompter.remember(&verdict.grants, true);
-                remember_for_user(&session, &verdict.grants, true).await;
+                remember_for_user(session, &verdict.grants, true).await;
                 next.run(call).await
             }
             PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
                 prompter.remember(&verdict.grants, false);
-                remember_for_user(&session, &verdict.grants, false).await;
+                remember_for_user(session, &verdict.grants, false).await;
                 call.veto(self.name(), "the user rejected this call")
             }
             PermissionAnswer::Cancelled => {

@@ -100,10 +100,16 @@ impl ProjectLayers {
     /// Reads the project file of a session working in `cwd`, if there is one, and keeps
     /// its layer for the session (replacing any it had). `None`: no project file.
     pub fn open(&self, session_id: &str, cwd: &Path) -> Option<Arc<SessionLayer>> {
-        let Some(file) = crate::project::find_for(cwd) else {
-            self.forget(session_id);
-            return None;
-        };
+        let layer = self.load(session_id, cwd);
+        self.put(session_id, layer.clone());
+        layer
+    }
+
+    /// The layer of a session working in `cwd` under this user config, read (the
+    /// project file, its hook programs hashed) but not kept: the slow half of
+    /// [`ProjectLayers::open`], which a caller runs off its locks.
+    pub fn load(&self, session_id: &str, cwd: &Path) -> Option<Arc<SessionLayer>> {
+        let file = crate::project::find_for(cwd)?;
         let mut project = crate::project::load(&file, &self.user);
         if self.pre_tool_only {
             project
@@ -113,10 +119,18 @@ impl ProjectLayers {
         for warning in &project.warnings {
             tracing::warn!(session = session_id, "{warning}");
         }
-        let layer = Arc::new(SessionLayer::new(project, &self.user));
-        self.sessions.insert(session_id.to_string(), layer.clone());
-        self.any.store(true, Ordering::Release);
-        Some(layer)
+        Some(Arc::new(SessionLayer::new(project, &self.user)))
+    }
+
+    /// Keeps `layer` as the session's (replacing any it had); `None` drops it.
+    pub fn put(&self, session_id: &str, layer: Option<Arc<SessionLayer>>) {
+        match layer {
+            Some(layer) => {
+                self.sessions.insert(session_id.to_string(), layer);
+                self.any.store(true, Ordering::Release);
+            }
+            None => self.forget(session_id),
+        }
     }
 
     /// The session's layer, if its project has a file.

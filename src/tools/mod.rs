@@ -293,9 +293,20 @@ impl ToolRegistry {
 
     /// Reads the project file of `session`'s cwd, if any, and judges the session by it
     /// from now on; the layer, for its warnings and mode. A reload reads it again.
+    ///
+    /// The file is read and its hooks hashed off the lock a reload takes; under it the
+    /// layer is only put in place, and only if no reload came meanwhile (then it is read
+    /// again, under the new config). Blocking I/O: async callers use a blocking thread.
     pub fn open_project(&self, session: &Session) -> Option<Arc<SessionLayer>> {
-        let _opening = self.projects_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.judges().projects.open(&session.id, &session.cwd)
+        loop {
+            let projects = self.judges().projects.clone();
+            let layer = projects.load(&session.id, &session.cwd);
+            let _opening = self.projects_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if Arc::ptr_eq(&self.judges().projects, &projects) {
+                projects.put(&session.id, layer.clone());
+                return layer;
+            }
+        }
     }
 
     /// The session's project layer in force, if its project has a file.
