@@ -286,14 +286,14 @@ impl AcpService {
             .sessions()
             .into_iter()
             .map(|s| SessionStatus {
-                state: if self.prompts.contains_key(&s.id) {
+                state: if self.live.prompting(&s.id) {
                     "prompting"
                 } else {
                     "idle"
                 }
                 .into(),
-                connected: self.bindings.contains_key(&s.id),
-                closed: self.closed.contains(&s.id),
+                connected: self.live.bound_to(&s.id).is_some(),
+                closed: self.live.is_closed(&s.id),
                 mode: s.mode().id().into(),
                 cwd: s.cwd.clone(),
                 session_id: s.id.clone(),

@@ -100,20 +100,25 @@ impl AcpService {
         if let Some(servers) = started {
             // The start took time: a close, delete or disconnect meanwhile found nothing to
             // stop, so these would run on for nobody.
-            let still_bound = self
-                .bindings
-                .get(&session.id)
-                .is_some_and(|peer| *peer == ctx.peer.id())
-                && !ctx.peer.is_closed()
-                && !self.closed.contains(&session.id);
-            if !still_bound {
-                servers.stop().await;
-                return;
-            }
-            self.tools.session_tools().set(&session.id, servers.tools());
-            // A second start for the session (two loads at once) replaces the first's.
-            if let Some(replaced) = self.mcp.insert(session.id.clone(), Arc::new(servers)) {
-                replaced.stop().await;
+            // Checked and put in place in one step of the session's entry.
+            let servers = Arc::new(servers);
+            let placed = self.live.update(&session.id, |e| {
+                let still_bound =
+                    e.bound_to == Some(ctx.peer.id()) && !ctx.peer.is_closed() && !e.closed;
+                // A second start for the session (two loads at once) replaces the first's.
+                still_bound.then(|| e.mcp.replace(servers.clone()))
+            });
+            match placed {
+                None => {
+                    servers.stop().await;
+                    return;
+                }
+                Some(replaced) => {
+                    self.tools.session_tools().set(&session.id, servers.tools());
+                    if let Some(replaced) = replaced {
+                        replaced.stop().await;
+                    }
+                }
             }
         }
         let failures = std::mem::take(&mut *failures.lock().unwrap_or_else(|p| p.into_inner()));
@@ -130,7 +135,7 @@ impl AcpService {
     /// tools; returns once they are gone.
     pub(super) async fn stop_mcp(&self, session_id: &str) {
         self.tools.session_tools().remove(session_id);
-        if let Some((_, servers)) = self.mcp.remove(session_id) {
+        if let Some(servers) = self.live.take_mcp(session_id) {
             servers.stop().await;
             // What a server detached (its own session, still marked) outlives the stop
             // of the server, even more so a server that had exited: the scope finds it.
@@ -142,8 +147,7 @@ impl AcpService {
 
     /// Ends every session's servers (daemon shutdown).
     pub async fn stop_all_mcp(&self) {
-        let ids: Vec<String> = self.mcp.iter().map(|e| e.key().clone()).collect();
-        for id in ids {
+        for id in self.live.with_mcp() {
             self.stop_mcp(&id).await;
         }
     }

@@ -9,6 +9,7 @@
 
 mod ext;
 mod files;
+mod live;
 mod mcp;
 mod prompter;
 mod prompts;
@@ -61,6 +62,17 @@ pub struct ReloadResponse {
     pub restart_needed: Vec<String>,
 }
 
+/// How a session's time on its connection ends (see [`AcpService::forget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Its connection ended: unbound, its tasks and log kept.
+    Disconnected,
+    /// `session/close`.
+    Closed,
+    /// `session/delete`.
+    Deleted,
+}
+
 /// Per-connection state.
 struct Connection {
     peer: Peer,
@@ -81,16 +93,9 @@ pub struct AcpService {
     executor: Option<Arc<dyn BashExecutor>>,
     sessions: Arc<SessionRegistry>,
     tools: Arc<ToolRegistry>,
-    logs: DashMap<String, Arc<SessionLog>>,
-    /// Session id -> id of the live connection it is bound to.
-    bindings: DashMap<String, u64>,
+    /// Each live session's log, binding, prompt, closed mark and MCP servers.
+    live: live::LiveSessions,
     connections: DashMap<u64, Arc<Connection>>,
-    /// Session id -> cancel token of its in-flight prompt.
-    prompts: DashMap<String, CancellationToken>,
-    /// Sessions closed by their client but kept (their tasks run on) until loaded again.
-    closed: dashmap::DashSet<String>,
-    /// Session id -> the MCP servers its client passed, running.
-    mcp: DashMap<String, Arc<crate::mcp::SessionServers>>,
     started: Instant,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
@@ -105,7 +110,7 @@ struct LogNotices(Weak<AcpService>);
 impl NoticeListener for LogNotices {
     fn notice(&self, session: &Session, notice: &Notice) {
         if let Some(agent) = self.0.upgrade()
-            && let Some(log) = agent.logs.get(&session.id)
+            && let Some(log) = agent.live.log(&session.id)
         {
             agent.append(
                 &log,
@@ -158,12 +163,8 @@ impl AcpService {
             executor,
             sessions: sessions.clone(),
             tools,
-            logs: DashMap::new(),
-            bindings: DashMap::new(),
+            live: live::LiveSessions::default(),
             connections: DashMap::new(),
-            prompts: DashMap::new(),
-            closed: dashmap::DashSet::new(),
-            mcp: DashMap::new(),
             started: Instant::now(),
             shutdown,
             this: this.clone(),
@@ -235,9 +236,7 @@ impl AcpService {
 
     /// Cancels every in-flight prompt (daemon shutdown).
     pub fn cancel_all_prompts(&self) {
-        for p in self.prompts.iter() {
-            p.value().cancel();
-        }
+        self.live.cancel_all_prompts();
     }
 
     /// Closes every connection.
@@ -254,7 +253,7 @@ impl AcpService {
     }
 
     fn log_of(&self, session_id: &str) -> Option<Arc<SessionLog>> {
-        self.logs.get(session_id).map(|l| l.clone())
+        self.live.log(session_id)
     }
 
     fn connection(&self, ctx: &RequestContext) -> Arc<Connection> {
@@ -285,7 +284,7 @@ impl AcpService {
         ctx: &RequestContext,
         session_id: &str,
     ) -> Result<Arc<Session>, RpcError> {
-        let bound = self.bindings.get(session_id).map(|b| *b);
+        let bound = self.live.bound_to(session_id);
         match (bound, self.sessions.get(session_id)) {
             (Some(peer), Some(session)) if peer == ctx.peer.id() => Ok(session),
             _ => Err(RpcError::not_found(format!(
@@ -326,7 +325,7 @@ impl AcpService {
         session_id: &str,
         update: impl FnOnce(updates::ClientDisplay) -> acp::SessionUpdate,
     ) {
-        let Some(peer) = self.bindings.get(session_id).map(|b| *b) else {
+        let Some(peer) = self.live.bound_to(session_id) else {
             return;
         };
         if let Some(conn) = self.connections.get(&peer) {
@@ -338,8 +337,11 @@ impl AcpService {
         }
     }
 
+    /// Binds `session` to the connection of `ctx` (a new session: nobody else holds it)
+    /// and gives it that client's prompter and files.
     fn bind(&self, ctx: &RequestContext, session: &Arc<Session>) {
-        self.bindings.insert(session.id.clone(), ctx.peer.id());
+        self.live
+            .update(&session.id, |e| e.bound_to = Some(ctx.peer.id()));
         session.set_prompter(Some(Arc::new(prompter::AcpPrompter::new(
             self.this.clone(),
             session.id.clone(),
@@ -398,32 +400,60 @@ impl AcpService {
 
     fn connection_closed(&self, peer: &Peer) {
         self.connections.remove(&peer.id());
-        let mine: Vec<String> = self
-            .bindings
-            .iter()
-            .filter(|b| *b.value() == peer.id())
-            .map(|b| b.key().clone())
-            .collect();
-        for id in mine {
-            self.bindings.remove(&id);
-            if let Some(prompt) = self.prompts.get(&id) {
-                prompt.cancel();
-            }
-            if let Some(session) = self.sessions.get(&id) {
-                session.set_prompter(None);
-                session.set_client_files(None);
-            }
-            // The servers were this client's: they go with it.
+        for id in self.live.bound_to_peer(peer.id()) {
+            // Unbound at once (a load from another connection may follow right away);
+            // the servers, this client's, go with it.
+            self.release(&id);
             if let Some(agent) = self.this.upgrade() {
-                tokio::spawn(async move { agent.stop_mcp(&id).await });
+                tokio::spawn(async move { agent.forget(&id, Ending::Disconnected).await });
             }
+        }
+    }
+
+    /// The part of ending a session that cannot wait: its prompt is cancelled (its
+    /// questions settle) and it is unbound from its client (prompter and files).
+    fn release(&self, id: &str) {
+        self.live.cancel_prompt(id);
+        self.live.update(id, |e| e.bound_to = None);
+        if let Some(session) = self.sessions.get(id) {
+            session.set_prompter(None);
+            session.set_client_files(None);
+        }
+    }
+
+    /// Ends a session's time on its connection, the one path for a close, a delete and
+    /// a connection's end: released, its MCP servers stopped; then, when `ending` kills
+    /// its tasks (a delete, a close under `close_kills_tasks`), the tasks, the session and
+    /// its log go too, and a close that keeps them marks it closed.
+    async fn forget(&self, id: &str, ending: Ending) {
+        // Unbound first: a start of its servers still in flight then stops what it started.
+        self.release(id);
+        self.stop_mcp(id).await;
+        let kill_tasks = match ending {
+            Ending::Disconnected => false,
+            Ending::Closed => self.settings().close_kills_tasks,
+            Ending::Deleted => true,
+        };
+        if kill_tasks {
+            if let Some(exec) = &self.executor {
+                exec.kill_scope(id).await;
+            }
+            self.sessions.close(id);
+            self.tools.forget_project(id);
+            // A turn still ending frees its prompt slot with its own guard.
+            self.live.update(id, |e| {
+                e.log = None;
+                e.closed = false;
+            });
+        } else if ending == Ending::Closed {
+            self.live.update(id, |e| e.closed = true);
         }
     }
 
     /// The peer a session is bound to now.
     /// The connection a session is bound to now, and how its client shows things.
     fn peer_of(&self, session_id: &str) -> Option<(Peer, updates::ClientDisplay)> {
-        let id = self.bindings.get(session_id).map(|b| *b)?;
+        let id = self.live.bound_to(session_id)?;
         self.connections.get(&id).map(|c| {
             let display = *c.display.lock().unwrap_or_else(|e| e.into_inner());
             (c.peer.clone(), display)

@@ -8,7 +8,6 @@ use crate::registry::Session;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::store::PromptBlock;
 use agent_client_protocol_schema::v1 as acp;
-use dashmap::DashMap;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -50,7 +49,7 @@ impl AcpService {
         // A child of the request's token: $/cancel_request and the connection
         // ending cancel the prompt too; session/cancel cancels just the prompt.
         let cancel = ctx.cancel.child_token();
-        let Some(_slot) = PromptSlot::take(&self.prompts, &session.id, &cancel) else {
+        let Some(_slot) = PromptSlot::take(&self.live, &session.id, &cancel) else {
             return Err(RpcError::invalid_request(
                 "a prompt is already running in this session",
             ));
@@ -105,10 +104,8 @@ impl AcpService {
             return;
         };
         // Only the connection the session is bound to can cancel it.
-        if self.bindings.get(id).map(|b| *b) == Some(peer.id())
-            && let Some(prompt) = self.prompts.get(id)
-        {
-            prompt.cancel();
+        if self.live.bound_to(id) == Some(peer.id()) {
+            self.live.cancel_prompt(id);
         }
     }
 }
@@ -118,35 +115,29 @@ impl AcpService {
 /// can end (an answer, an error, a panic, its future dropped) leaves the session
 /// refusing every later prompt.
 struct PromptSlot<'a> {
-    prompts: &'a DashMap<String, CancellationToken>,
+    live: &'a super::live::LiveSessions,
     session: String,
 }
 
 impl<'a> PromptSlot<'a> {
     /// The slot of `session`, or `None` when a prompt of it is already running.
     fn take(
-        prompts: &'a DashMap<String, CancellationToken>,
+        live: &'a super::live::LiveSessions,
         session: &str,
         cancel: &CancellationToken,
     ) -> Option<Self> {
-        use dashmap::mapref::entry::Entry;
-        match prompts.entry(session.to_string()) {
-            Entry::Occupied(_) => None,
-            Entry::Vacant(v) => {
-                v.insert(cancel.clone());
-                Some(Self {
-                    prompts,
-                    session: session.to_string(),
-                })
-            }
-        }
+        live.take_prompt(session, cancel)?;
+        Some(Self {
+            live,
+            session: session.to_string(),
+        })
     }
 }
 
 impl Drop for PromptSlot<'_> {
     fn drop(&mut self) {
-        // Only the holder inserted the entry, and nothing else removes it.
-        self.prompts.remove(&self.session);
+        // Only the holder took the slot, and nothing else frees it.
+        self.live.free_prompt(&self.session);
     }
 }
 
@@ -302,12 +293,9 @@ mod tests {
             answer = &mut first => panic!("the stuck model answered: {answer:?}"),
             _ = asked.notified() => {}
         }
-        assert!(service.prompts.contains_key(&id), "the turn holds the slot");
+        assert!(service.live.prompting(&id), "the turn holds the slot");
         drop(first);
-        assert!(
-            !service.prompts.contains_key(&id),
-            "a dropped turn frees it"
-        );
+        assert!(!service.live.prompting(&id), "a dropped turn frees it");
 
         // The next prompt of the session runs (it reaches the model) instead of
         // answering "a prompt is already running".
@@ -316,7 +304,7 @@ mod tests {
             answer = &mut second => panic!("the next prompt was not run: {answer:?}"),
             _ = asked.notified() => {}
         }
-        assert!(service.prompts.contains_key(&id));
+        assert!(service.live.prompting(&id));
         // While it runs, a third is refused as before.
         let third = service.prompt(ctx.clone(), prompt).await.unwrap_err();
         assert!(
@@ -335,7 +323,7 @@ mod tests {
             let turn = std::panic::AssertUnwindSafe(service.prompt(ctx.clone(), prompt.clone()));
             assert!(turn.catch_unwind().await.is_err(), "the turn panicked");
             asked.notified().await;
-            assert!(!service.prompts.contains_key(&id), "the slot is free again");
+            assert!(!service.live.prompting(&id), "the slot is free again");
         }
     }
 }

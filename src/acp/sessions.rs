@@ -120,7 +120,8 @@ impl AcpService {
         };
         let log = SessionLog::create(&self.state_dir, &header)
             .map_err(|e| RpcError::internal(format!("cannot create the session log: {e}")))?;
-        self.logs.insert(session.id.clone(), Arc::new(log));
+        self.live
+            .update(&session.id, |e| e.log = Some(Arc::new(log)));
         self.bind(&ctx, &session);
         self.start_mcp(&ctx, &session, &p.mcp_servers).await;
         self.session_start_hooks(&session, "new").await;
@@ -265,19 +266,33 @@ impl AcpService {
         session_id: &str,
         replay: bool,
     ) -> Result<Arc<Session>, RpcError> {
-        // A connection that has ended (even if its cleanup is still running) no
-        // longer holds its sessions.
-        if let Some(peer) = self.bindings.get(session_id).map(|b| *b)
-            && peer != ctx.peer.id()
-            && self
-                .connections
+        // Claimed for this connection in the same step as the check, so two attaching
+        // at once cannot both win. A connection that has ended (even if its cleanup is
+        // still running) no longer holds its sessions.
+        let live = |peer: u64| {
+            self.connections
                 .get(&peer)
                 .is_some_and(|c| !c.peer.is_closed())
-        {
+        };
+        if self.live.bind(session_id, ctx.peer.id(), live).is_err() {
             return Err(RpcError::invalid_request(format!(
                 "session {session_id} is in use by another connection"
             )));
         }
+        let attached = self.attach_claimed(ctx, session_id, replay).await;
+        if attached.is_err() {
+            self.live.unbind_from(session_id, ctx.peer.id());
+        }
+        attached
+    }
+
+    /// [`AcpService::attach`] once the session is claimed for this connection.
+    async fn attach_claimed(
+        &self,
+        ctx: &RequestContext,
+        session_id: &str,
+        replay: bool,
+    ) -> Result<Arc<Session>, RpcError> {
         let (header, events) = match self.log_of(session_id) {
             Some(log) => log
                 .replay()
@@ -285,7 +300,8 @@ impl AcpService {
             None => {
                 let (log, header, events) = SessionLog::open(&self.state_dir, session_id)
                     .map_err(|_| RpcError::not_found(format!("session {session_id} not found")))?;
-                self.logs.insert(session_id.to_string(), Arc::new(log));
+                self.live
+                    .update(session_id, |e| e.log = Some(Arc::new(log)));
                 (header, events)
             }
         };
@@ -342,7 +358,7 @@ impl AcpService {
                 }
             }
         }
-        self.closed.remove(session_id);
+        self.live.update(session_id, |e| e.closed = false);
         self.session_start_hooks(&session, "load").await;
         Ok(session)
     }
@@ -408,24 +424,8 @@ impl AcpService {
         p: acp::CloseSessionRequest,
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
-        let session = self.addressable(&ctx, &id)?;
-        if let Some(prompt) = self.prompts.get(&id) {
-            prompt.cancel();
-        }
-        self.bindings.remove(&id);
-        session.set_prompter(None);
-        session.set_client_files(None);
-        self.stop_mcp(&id).await;
-        if self.settings().close_kills_tasks {
-            if let Some(exec) = &self.executor {
-                exec.kill_scope(&id).await;
-            }
-            self.sessions.close(&id);
-            self.tools.forget_project(&id);
-            self.logs.remove(&id);
-        } else {
-            self.closed.insert(id);
-        }
+        self.addressable(&ctx, &id)?;
+        self.forget(&id, super::Ending::Closed).await;
         to_value(acp::CloseSessionResponse::new())
     }
 
@@ -442,7 +442,7 @@ impl AcpService {
         if !store::is_valid_session_id(&id) {
             return Err(not_found());
         }
-        if let Some(peer) = self.bindings.get(&id).map(|b| *b)
+        if let Some(peer) = self.live.bound_to(&id)
             && peer != ctx.peer.id()
             && self
                 .connections
@@ -456,19 +456,7 @@ impl AcpService {
         if !known && !path.exists() {
             return Err(not_found());
         }
-        if let Some(prompt) = self.prompts.get(&id) {
-            prompt.cancel();
-        }
-        // Unbound first: a start of its servers still in flight then stops what it started.
-        self.bindings.remove(&id);
-        self.stop_mcp(&id).await;
-        if let Some(exec) = &self.executor {
-            exec.kill_scope(&id).await;
-        }
-        self.sessions.close(&id);
-        self.tools.forget_project(&id);
-        self.closed.remove(&id);
-        self.logs.remove(&id);
+        self.forget(&id, super::Ending::Deleted).await;
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

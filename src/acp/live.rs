@@ -1,0 +1,199 @@
+//! What the ACP side keeps per live session, in one entry of one map: its log, the
+//! connection it is bound to, its prompt in flight, whether its client closed it, its
+//! MCP servers. Ending a session (a close, a delete, its connection's end) frees what it
+//! must in one place, so no path can forget a piece, and binding goes through the
+//! map's `entry()`, so two connections attaching at once cannot both win.
+
+use crate::mcp::SessionServers;
+use crate::store::SessionLog;
+use dashmap::DashMap;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// One live session's state on the ACP side.
+#[derive(Default)]
+pub(super) struct SessionEntry {
+    /// Its log, open for appending.
+    pub log: Option<Arc<SessionLog>>,
+    /// The id of the connection it is bound to.
+    pub bound_to: Option<u64>,
+    /// The cancel token of its prompt in flight.
+    pub prompt: Option<CancellationToken>,
+    /// Closed by its client but kept (its tasks run on) until loaded again.
+    pub closed: bool,
+    /// The MCP servers its client passed, running.
+    pub mcp: Option<Arc<SessionServers>>,
+}
+
+impl SessionEntry {
+    /// Nothing is left in it: the entry can go.
+    fn is_empty(&self) -> bool {
+        self.log.is_none()
+            && self.bound_to.is_none()
+            && self.prompt.is_none()
+            && !self.closed
+            && self.mcp.is_none()
+    }
+}
+
+/// The ACP side's sessions, by id.
+#[derive(Default)]
+pub(super) struct LiveSessions(DashMap<String, SessionEntry>);
+
+/// Why binding a session to a connection was refused.
+pub(super) struct InUse;
+
+impl LiveSessions {
+    /// Reads a session's entry (`None`: nothing kept for it).
+    pub fn with<T>(&self, id: &str, read: impl FnOnce(&SessionEntry) -> T) -> Option<T> {
+        self.0.get(id).map(|e| read(&e))
+    }
+
+    /// Changes a session's entry, made if missing; an entry left empty goes.
+    pub fn update<T>(&self, id: &str, change: impl FnOnce(&mut SessionEntry) -> T) -> T {
+        let mut entry = self.0.entry(id.to_string()).or_default();
+        let out = change(&mut entry);
+        let empty = entry.is_empty();
+        drop(entry);
+        if empty {
+            self.0.remove_if(id, |_, e| e.is_empty());
+        }
+        out
+    }
+
+    /// The session's log.
+    pub fn log(&self, id: &str) -> Option<Arc<SessionLog>> {
+        self.with(id, |e| e.log.clone()).flatten()
+    }
+
+    /// The connection the session is bound to.
+    pub fn bound_to(&self, id: &str) -> Option<u64> {
+        self.with(id, |e| e.bound_to).flatten()
+    }
+
+    /// Binds the session to connection `peer`, in one step with the check: refused when
+    /// it is bound to another connection that `live` says still is.
+    pub fn bind(&self, id: &str, peer: u64, live: impl Fn(u64) -> bool) -> Result<(), InUse> {
+        self.update(id, |e| match e.bound_to {
+            Some(other) if other != peer && live(other) => Err(InUse),
+            _ => {
+                e.bound_to = Some(peer);
+                Ok(())
+            }
+        })
+    }
+
+    /// Unbinds the session if `peer` holds it (a failed attach gives back its claim).
+    pub fn unbind_from(&self, id: &str, peer: u64) {
+        self.update(id, |e| {
+            if e.bound_to == Some(peer) {
+                e.bound_to = None;
+            }
+        });
+    }
+
+    /// The sessions bound to connection `peer`.
+    pub fn bound_to_peer(&self, peer: u64) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|e| e.bound_to == Some(peer))
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// Takes the session's prompt slot with `cancel`, or `None` when a prompt of it is
+    /// already running.
+    pub fn take_prompt(&self, id: &str, cancel: &CancellationToken) -> Option<()> {
+        self.update(id, |e| match e.prompt {
+            Some(_) => None,
+            None => {
+                e.prompt = Some(cancel.clone());
+                Some(())
+            }
+        })
+    }
+
+    /// Frees the session's prompt slot.
+    pub fn free_prompt(&self, id: &str) {
+        self.update(id, |e| e.prompt = None);
+    }
+
+    /// Cancels the session's prompt in flight, if any.
+    pub fn cancel_prompt(&self, id: &str) {
+        if let Some(prompt) = self.with(id, |e| e.prompt.clone()).flatten() {
+            prompt.cancel();
+        }
+    }
+
+    /// Cancels every prompt in flight (daemon shutdown).
+    pub fn cancel_all_prompts(&self) {
+        for e in self.0.iter() {
+            if let Some(prompt) = &e.prompt {
+                prompt.cancel();
+            }
+        }
+    }
+
+    /// Whether a prompt of the session is running.
+    pub fn prompting(&self, id: &str) -> bool {
+        self.with(id, |e| e.prompt.is_some()).unwrap_or(false)
+    }
+
+    /// Whether its client closed it (its tasks run on).
+    pub fn is_closed(&self, id: &str) -> bool {
+        self.with(id, |e| e.closed).unwrap_or(false)
+    }
+
+    /// Takes the session's MCP servers out (to stop them).
+    pub fn take_mcp(&self, id: &str) -> Option<Arc<SessionServers>> {
+        self.update(id, |e| e.mcp.take())
+    }
+
+    /// The sessions with MCP servers running.
+    pub fn with_mcp(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|e| e.mcp.is_some())
+            .map(|e| e.key().clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Binding is the check and the claim in one step: a second connection is refused
+    /// while the first is live, wins once it is not, and a failed attach gives back only
+    /// its own claim.
+    #[test]
+    fn a_session_is_bound_to_one_live_connection_at_a_time() {
+        let live = LiveSessions::default();
+        let alive = |peer: u64| peer == 1;
+        assert!(live.bind("s", 1, alive).is_ok());
+        assert!(live.bind("s", 2, alive).is_err(), "1 still holds it");
+        assert!(live.bind("s", 1, alive).is_ok(), "its own again");
+        live.unbind_from("s", 2);
+        assert_eq!(live.bound_to("s"), Some(1), "2 never held it");
+        let gone = |_: u64| false;
+        assert!(live.bind("s", 2, gone).is_ok(), "1 has gone");
+        assert_eq!(live.bound_to_peer(2), ["s"]);
+    }
+
+    /// What ending a session leaves behind is nothing: an entry with nothing in it goes,
+    /// and the prompt slot is one per session.
+    #[test]
+    fn an_entry_left_empty_goes() {
+        let live = LiveSessions::default();
+        let cancel = CancellationToken::new();
+        assert!(live.take_prompt("s", &cancel).is_some());
+        assert!(live.take_prompt("s", &cancel).is_none(), "one prompt at a time");
+        live.update("s", |e| e.closed = true);
+        live.cancel_prompt("s");
+        assert!(cancel.is_cancelled());
+        live.free_prompt("s");
+        assert!(live.is_closed("s") && !live.prompting("s"));
+        live.update("s", |e| e.closed = false);
+        assert_eq!(live.0.len(), 0);
+    }
+}
