@@ -187,7 +187,10 @@ mod tests {
         let live = LiveSessions::default();
         let cancel = CancellationToken::new();
         assert!(live.take_prompt("s", &cancel).is_some());
-        assert!(live.take_prompt("s", &cancel).is_none(), "one prompt at a time");
+        assert!(
+            live.take_prompt("s", &cancel).is_none(),
+            "one prompt at a time"
+        );
         live.update("s", |e| e.closed = true);
         live.cancel_prompt("s");
         assert!(cancel.is_cancelled());

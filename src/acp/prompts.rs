@@ -66,6 +66,7 @@ impl AcpService {
         prompt: &[PromptBlock],
         cancel: &CancellationToken,
     ) -> Result<acp::StopReason, RpcError> {
+        use agent::StopReason as Agent;
         let send = |event: agent::TurnEvent<'_>| self.send_turn_event(&session.id, event);
         let ctx = agent::TurnContext {
             session,
@@ -92,6 +93,13 @@ impl AcpService {
             later,
         )
         .await
+        .map(|stop| match stop {
+            Agent::EndTurn => acp::StopReason::EndTurn,
+            Agent::MaxTokens => acp::StopReason::MaxTokens,
+            Agent::MaxTurnRequests => acp::StopReason::MaxTurnRequests,
+            Agent::Refusal => acp::StopReason::Refusal,
+            Agent::Cancelled => acp::StopReason::Cancelled,
+        })
         .map_err(RpcError::internal)
     }
 

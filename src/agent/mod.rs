@@ -21,7 +21,6 @@ use crate::llm::{FinishReason, Model, ModelError, ModelEvent, ModelRequest};
 use crate::registry::Session;
 use crate::store::{Event, PromptBlock, SessionLog, ToolKind, ToolStatus, now_ms};
 use crate::tools::{CallView, ToolRegistry};
-use agent_client_protocol_schema::v1::StopReason;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -282,6 +281,35 @@ fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
 /// carries its settings), is answered with what to set. `Err` is a model failure, for
 /// the prompt's JSON-RPC error. `later` hears of what happens after the turn (a
 /// model-written title).
+/// Why a turn ended: the agent's own words (the session log keeps them), which the ACP
+/// side maps to the protocol's stop reasons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model answered without asking for a tool.
+    EndTurn,
+    /// The model's answer was cut at its length limit.
+    MaxTokens,
+    /// `[agent] max_steps` model requests were made in one turn.
+    MaxTurnRequests,
+    /// A prompt hook blocked the prompt.
+    Refusal,
+    /// The prompt was cancelled.
+    Cancelled,
+}
+
+impl StopReason {
+    /// Its name in the session log (`turn_end`'s `stop_reason`), the same words ACP uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::MaxTurnRequests => "max_turn_requests",
+            StopReason::Refusal => "refusal",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
 pub async fn run_prompt(
     ctx: &TurnContext<'_>,
     blocks: &[PromptBlock],
@@ -377,10 +405,7 @@ pub async fn run_prompt(
         }
     };
     let stop_reason = match &outcome {
-        Ok(stop) => serde_json::to_value(stop)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "end_turn".into()),
+        Ok(stop) => stop.as_str().to_string(),
         Err(_) => "error".into(),
     };
     ctx.append(Event::TurnEnd {

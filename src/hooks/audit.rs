@@ -5,7 +5,7 @@
 //! included. Arguments are logged as given (secrets in them are not special-cased),
 //! so the file is created 0600 and never through a symlink.
 
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use super::waterfall::{Hook, Next, Passed, ToolExecution};
 use crate::config::Decision;
 use crate::policy::audit::{AuditLine, ExecutionLine, Outcome, RefusalLine};
 use std::fs::File;
@@ -121,14 +121,14 @@ impl Hook for AuditHook {
         "audit"
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let started = Instant::now();
-        let out = next.run(call).await;
-        if call.rewrite_pending() {
+        let out = match next.run(call).await {
+            Passed::Output(out) => out,
             // A hook rewrote the call: the pass that runs the rewrite writes the line,
             // with both argument sets and the whole trace.
-            return out;
-        }
+            rewrite @ Passed::Rewrite(_) => return rewrite,
+        };
         let verdict = call.verdict();
         let outcome = if out.vetoed {
             Outcome::Vetoed
@@ -178,6 +178,6 @@ impl Hook for AuditHook {
             time_ms: 0,
         };
         self.log.write(AuditLine::Execution(Box::new(line)));
-        out
+        out.into()
     }
 }

@@ -11,7 +11,7 @@
 use super::external::HookSet;
 use super::external::protocol::PermissionReply;
 use super::project::ProjectLayers;
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
+use super::waterfall::{Hook, Next, Passed, ToolExecution, TraceEntry};
 use crate::config::{Decision, HookEvent};
 use crate::registry::{PermissionAnswer, PermissionRequest};
 use std::sync::Arc;
@@ -51,18 +51,20 @@ impl Hook for PermissionGate {
         "permission"
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let verdict = call.verdict();
         match verdict.decision {
             Decision::Allow => return next.run(call).await,
-            Decision::Deny => return call.veto(verdict.decider(), &verdict.reason),
+            Decision::Deny => return call.veto(verdict.decider(), &verdict.reason).into(),
             Decision::Ask => {}
         }
         let Some(session) = &call.session else {
-            return call.veto(
-                self.name(),
-                &format!("{} (no session to ask)", verdict.reason),
-            );
+            return call
+                .veto(
+                    self.name(),
+                    &format!("{} (no session to ask)", verdict.reason),
+                )
+                .into();
         };
         if !verdict.grants.is_empty() {
             let rejected = session.rejections();
@@ -72,10 +74,12 @@ impl Hook for PermissionGate {
                 } else {
                     "host"
                 };
-                return call.veto(
-                    self.name(),
-                    &format!("the user rejected this {what} for the session"),
-                );
+                return call
+                    .veto(
+                        self.name(),
+                        &format!("the user rejected this {what} for the session"),
+                    )
+                    .into();
             }
         }
         // A call asking to leave the sandbox is put to the person, and only once.
@@ -89,15 +93,17 @@ impl Hook for PermissionGate {
             && let Some((reply, hook, reason)) = hooks.answer_permission(call).await
         {
             return match reply {
-                PermissionReply::Reject => call.veto(&hook, &reason),
+                PermissionReply::Reject => call.veto(&hook, &reason).into(),
                 _ => next.run(call).await,
             };
         }
         let Some(prompter) = session.prompter() else {
-            return call.veto(
-                self.name(),
-                &format!("{} (no client connected to ask)", verdict.reason),
-            );
+            return call
+                .veto(
+                    self.name(),
+                    &format!("{} (no client connected to ask)", verdict.reason),
+                )
+                .into();
         };
         let request = PermissionRequest {
             session_id: session.id.clone(),
@@ -139,16 +145,18 @@ impl Hook for PermissionGate {
                 remember_for_user(session, &verdict.grants, true).await;
                 next.run(call).await
             }
-            PermissionAnswer::RejectOnce => call.veto(self.name(), "the user rejected this call"),
+            PermissionAnswer::RejectOnce => {
+                call.veto(self.name(), "the user rejected this call").into()
+            }
             PermissionAnswer::RejectAlways => {
                 session.add_rejections(&verdict.grants);
                 prompter.remember(&verdict.grants, false);
                 remember_for_user(session, &verdict.grants, false).await;
-                call.veto(self.name(), "the user rejected this call")
+                call.veto(self.name(), "the user rejected this call").into()
             }
-            PermissionAnswer::Cancelled => {
-                call.veto(self.name(), "the permission request was cancelled")
-            }
+            PermissionAnswer::Cancelled => call
+                .veto(self.name(), "the permission request was cancelled")
+                .into(),
         }
     }
 }

@@ -14,3 +14,24 @@ pub mod project;
 pub mod replay;
 pub mod rules;
 pub mod waterfall;
+
+use std::sync::Arc;
+
+/// The judging links of the waterfall in their one order: the policy, the user's hook
+/// programs, then a trusted project's. The live chain puts the audit and schema links in
+/// front of these and the gate behind; `dsh policy replay --hooks` runs exactly these, so
+/// a replay cannot judge in another order than a live call.
+pub fn judging_links(
+    policy: rules::PolicyHook,
+    hooks: &external::HookSet,
+    projects: &Arc<project::ProjectLayers>,
+) -> Vec<Arc<dyn waterfall::Hook>> {
+    let mut links: Vec<Arc<dyn waterfall::Hook>> = vec![Arc::new(policy)];
+    links.extend(
+        hooks
+            .waterfall_hooks()
+            .map(|hook| hook as Arc<dyn waterfall::Hook>),
+    );
+    links.push(Arc::new(project::ProjectHooks(projects.clone())));
+    links
+}

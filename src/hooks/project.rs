@@ -8,7 +8,7 @@
 //! have no layer: the policy hook and the link below then cost one atomic load.
 
 use super::external::HookSet;
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use super::waterfall::{Hook, Next, Passed, ToolExecution};
 use crate::config::{Config, Mode};
 use crate::policy::Policy;
 use crate::project::Project;
@@ -170,7 +170,7 @@ impl Hook for ProjectHooks {
         "project hooks"
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let layer = call.session.as_ref().and_then(|s| self.0.get(&s.id));
         match layer {
             Some(layer) if !layer.links.is_empty() => next.through(&layer.links, call).await,

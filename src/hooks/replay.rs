@@ -5,9 +5,9 @@
 //! report. `policy::replay` reads the log and keeps the tally; this only judges.
 
 use super::external::HookSet;
-use super::project::{ProjectHooks, ProjectLayers};
+use super::project::ProjectLayers;
 use super::rules::PolicyHook;
-use super::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfall};
+use super::waterfall::{Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::config::{Config, Decision, HookEvent};
 use crate::policy::replay::{Report, Unreadable, audited_calls};
 use crate::policy::{Policy, action};
@@ -48,13 +48,9 @@ pub async fn replay_with_hooks(
     // the candidate's trusted_projects), and a trusted project's hooks, as live.
     let projects = Arc::new(ProjectLayers::for_replay(config));
     let waterfall = Waterfall::new();
-    waterfall.push(Arc::new(
-        PolicyHook::new(Arc::new(Policy::of_config(config))).with_projects(projects.clone()),
-    ));
-    for hook in hooks.waterfall_hooks() {
-        waterfall.push(hook as Arc<dyn Hook>);
-    }
-    waterfall.push(Arc::new(ProjectHooks(projects.clone())));
+    let policy =
+        PolicyHook::new(Arc::new(Policy::of_config(config))).with_projects(projects.clone());
+    waterfall.replace(super::judging_links(policy, &hooks, &projects));
     let default_mode = config.permissions.default_mode;
     let mut report = Report::of(&audited);
     for call in &audited.calls {
@@ -83,13 +79,7 @@ pub async fn replay_with_hooks(
             Some(session),
             CancellationToken::new(),
         );
-        let mut out = waterfall.run(&first, &NotRun).await;
-        let rewritten = first
-            .take_rewrite()
-            .map(|arguments| first.rewritten(arguments));
-        if let Some(again) = &rewritten {
-            out = waterfall.run(again, &NotRun).await;
-        }
+        let (out, rewritten) = waterfall.execute(&first, &NotRun).await;
         let judged = rewritten.as_ref().unwrap_or(&first);
         for entry in judged.trace() {
             if entry.name != "policy" {

@@ -2,7 +2,7 @@
 //! call (see [`crate::hooks::policy`] for how a call is judged).
 
 use super::project::ProjectLayers;
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceEntry};
+use super::waterfall::{Hook, Next, Passed, ToolExecution, TraceEntry};
 use crate::config::{Decision, HookEvent, Mode};
 use crate::policy::{Cause, Judgement, Place, Policy};
 use crate::registry::Session;
@@ -77,7 +77,7 @@ impl Hook for PolicyHook {
         "policy"
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let started = std::time::Instant::now();
         let (mode, grants) = match &call.session {
             Some(s) => (s.mode(), s.grants()),
@@ -137,7 +137,7 @@ impl Hook for PolicyHook {
         let judgement = Arc::new(judgement);
         call.set_judged(mode, grants, judgement.clone());
         if judgement.decision == Decision::Deny {
-            return call.veto(self.name(), &judgement.reason);
+            return call.veto(self.name(), &judgement.reason).into();
         }
         call.tighten_as(
             judgement.decision,
@@ -229,6 +229,7 @@ fn asks_only_by_mode(judgement: &Judgement) -> bool {
 mod tests {
     use super::*;
     use crate::config::{PermissionRule, PermissionsConfig};
+    use crate::hooks::waterfall::ToolOutput;
     use crate::hooks::waterfall::{Terminal, Waterfall};
     use crate::registry::SessionRegistry;
     use tokio_util::sync::CancellationToken;
@@ -302,7 +303,7 @@ mod tests {
                     Some(session.clone()),
                     CancellationToken::new(),
                 );
-                let out = waterfall.run(&call, &Reached).await;
+                let out = waterfall.execute(&call, &Reached).await.0;
                 let verdict = call.verdict();
                 assert_eq!(verdict.decision, explained.decision, "{mode:?} {line:?}");
                 assert_eq!(out.vetoed, explained.decision == Decision::Deny, "{line:?}");
@@ -347,7 +348,7 @@ mod tests {
                     Some(session.clone()),
                     CancellationToken::new(),
                 );
-                let out = waterfall.run(&call, &Reached).await;
+                let out = waterfall.execute(&call, &Reached).await.0;
                 assert_eq!(
                     call.verdict().decision,
                     explained.decision,

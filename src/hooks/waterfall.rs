@@ -29,9 +29,6 @@ pub struct ToolExecution {
     watcher: Option<Arc<dyn CallWatcher>>,
     /// Everyone who spoke about the call, in order (the audit line's `trace`).
     trace: Mutex<Vec<TraceEntry>>,
-    /// New arguments a pre_tool hook asked for: the call goes through the waterfall again
-    /// with them (see [`ToolExecution::rewritten`]).
-    rewrite: Mutex<Option<serde_json::Value>>,
     /// The arguments the caller gave, when these are a hook's rewrite of them.
     pub original_arguments: Option<serde_json::Value>,
     /// The policy's judgement and the mode it judged in, once the policy hook ran: hooks
@@ -109,7 +106,6 @@ impl ToolExecution {
             }),
             watcher: None,
             trace: Mutex::new(Vec::new()),
-            rewrite: Mutex::new(None),
             original_arguments: None,
             judged: Mutex::new(None),
             grants_used: Mutex::new(Vec::new()),
@@ -155,24 +151,10 @@ impl ToolExecution {
         call
     }
 
-    /// Asks for the call to run with `arguments` instead (a pre_tool hook's rewrite).
-    /// Refused (false) for a call that is itself a rewrite.
-    pub fn request_rewrite(&self, arguments: serde_json::Value) -> bool {
-        if self.original_arguments.is_some() {
-            return false;
-        }
-        *lock(&self.rewrite) = Some(arguments);
-        true
-    }
-
-    /// The rewrite a hook asked for, taken once.
-    pub fn take_rewrite(&self) -> Option<serde_json::Value> {
-        lock(&self.rewrite).take()
-    }
-
-    /// Whether a rewrite waits (the pass that asked for it must not be audited as final).
-    pub fn rewrite_pending(&self) -> bool {
-        lock(&self.rewrite).is_some()
+    /// Whether a hook may rewrite the call ([`Passed::Rewrite`]): not when the call is
+    /// itself a rewrite.
+    pub fn may_rewrite(&self) -> bool {
+        self.original_arguments.is_none()
     }
 
     /// Keeps the policy's judgement of the call (the policy hook does).
@@ -367,13 +349,31 @@ impl ToolOutput {
     }
 }
 
+/// What a link hands back up the chain: the call's output, or a pre_tool hook's rewrite
+/// of its arguments. A rewrite ends the pass (nothing below it ran); the outer links see
+/// it as this variant, and [`Waterfall::execute`] alone acts on it, sending the call
+/// through once more from the start.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Passed {
+    /// The call ended here or below.
+    Output(ToolOutput),
+    /// Run the call again with these arguments.
+    Rewrite(serde_json::Value),
+}
+
+impl From<ToolOutput> for Passed {
+    fn from(out: ToolOutput) -> Self {
+        Passed::Output(out)
+    }
+}
+
 /// One link of the waterfall.
 #[async_trait::async_trait]
 pub trait Hook: Send + Sync {
     /// Named in vetoes and the audit log.
     fn name(&self) -> &str;
     /// Handles the call: run `next` to delegate, or return without it to veto.
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput;
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed;
 }
 
 /// What the waterfall ends in: the tool itself.
@@ -382,55 +382,69 @@ pub trait Terminal: Send + Sync {
     async fn execute(&self, call: &ToolExecution) -> ToolOutput;
 }
 
+/// Where a chain ends: the tool, or (for links a session adds) the rest of the chain
+/// those links were put in.
+#[async_trait::async_trait]
+trait Tail: Send + Sync {
+    async fn finish(&self, call: &ToolExecution) -> Passed;
+}
+
+/// The tool as a chain's end.
+struct ToolEnd<'a>(&'a dyn Terminal);
+
+#[async_trait::async_trait]
+impl Tail for ToolEnd<'_> {
+    async fn finish(&self, call: &ToolExecution) -> Passed {
+        self.0.execute(call).await.into()
+    }
+}
+
 /// The rest of the chain after the current hook.
 pub struct Next<'a> {
     hooks: &'a [Arc<dyn Hook>],
-    terminal: &'a dyn Terminal,
+    tail: &'a dyn Tail,
 }
 
 impl Next<'_> {
     /// Runs the remaining hooks and then the tool.
-    pub async fn run(self, call: &ToolExecution) -> ToolOutput {
+    pub async fn run(self, call: &ToolExecution) -> Passed {
         match self.hooks.split_first() {
             Some((hook, rest)) => {
                 hook.handle(
                     call,
                     Next {
                         hooks: rest,
-                        terminal: self.terminal,
+                        tail: self.tail,
                     },
                 )
                 .await
             }
-            None => self.terminal.execute(call).await,
+            None => self.tail.finish(call).await,
         }
     }
 
     /// Runs `hooks` first and then the rest of this chain: links a session adds to the
     /// shared chain (a trusted project's hooks) without a chain of its own.
-    pub async fn through(self, hooks: &[Arc<dyn Hook>], call: &ToolExecution) -> ToolOutput {
+    pub async fn through(self, hooks: &[Arc<dyn Hook>], call: &ToolExecution) -> Passed {
         let rest = Rest(Mutex::new(Some(self)));
-        Next {
-            hooks,
-            terminal: &rest,
-        }
-        .run(call)
-        .await
+        Next { hooks, tail: &rest }.run(call).await
     }
 }
 
-/// The rest of a chain as the terminal of an inner one ([`Next::through`]); it runs once.
+/// The rest of a chain as the end of an inner one ([`Next::through`]); it runs once.
 struct Rest<'a>(Mutex<Option<Next<'a>>>);
 
 #[async_trait::async_trait]
-impl Terminal for Rest<'_> {
-    async fn execute(&self, call: &ToolExecution) -> ToolOutput {
+impl Tail for Rest<'_> {
+    async fn finish(&self, call: &ToolExecution) -> Passed {
         let next = lock(&self.0).take();
         match next {
             Some(next) => next.run(call).await,
             // An inner hook can only run its `next` once (it is moved), so this is
             // unreachable; a call that got here anyway must not run.
-            None => call.veto("waterfall", "the rest of the chain already ran"),
+            None => call
+                .veto("waterfall", "the rest of the chain already ran")
+                .into(),
         }
     }
 }
@@ -472,14 +486,38 @@ impl Waterfall {
 
     /// Runs `call` through every hook and then `terminal`. The chain is a
     /// snapshot: hooks added meanwhile apply to later calls.
-    pub async fn run(&self, call: &ToolExecution, terminal: &dyn Terminal) -> ToolOutput {
+    pub async fn run(&self, call: &ToolExecution, terminal: &dyn Terminal) -> Passed {
         let hooks = self.snapshot();
         Next {
             hooks: &hooks,
-            terminal,
+            tail: &ToolEnd(terminal),
         }
         .run(call)
         .await
+    }
+
+    /// Runs a call through the chain and the tool, the one place a rewrite is acted on:
+    /// the call goes through again from the start with the new arguments, once (a
+    /// rewritten call cannot be rewritten again). Its output, and the rewritten call
+    /// when there was one (whose trace and verdict are the ones that stood).
+    pub async fn execute(
+        &self,
+        call: &ToolExecution,
+        terminal: &dyn Terminal,
+    ) -> (ToolOutput, Option<ToolExecution>) {
+        let arguments = match self.run(call, terminal).await {
+            Passed::Output(out) => return (out, None),
+            Passed::Rewrite(arguments) => arguments,
+        };
+        let again = call.rewritten(arguments);
+        again.report_rewrite();
+        let mut out = match self.run(&again, terminal).await {
+            Passed::Output(out) => out,
+            // A hook that rewrote a rewrite without asking (`may_rewrite`) is refused.
+            Passed::Rewrite(_) => again.veto("waterfall", "a rewritten call was rewritten again"),
+        };
+        out.arguments_run = Some(again.arguments.clone());
+        (out, Some(again))
     }
 
     fn snapshot(&self) -> Arc<Vec<Arc<dyn Hook>>> {
@@ -505,10 +543,10 @@ mod tests {
         fn name(&self) -> &str {
             self.0
         }
-        async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+        async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
             self.1.lock().unwrap().push(format!("{} in", self.0));
             if self.2 {
-                return call.veto(self.0, "said no");
+                return call.veto(self.0, "said no").into();
             }
             let out = next.run(call).await;
             self.1.lock().unwrap().push(format!("{} out", self.0));
@@ -543,7 +581,7 @@ mod tests {
         w.push(Arc::new(Tag("b", log.clone(), false)));
         w.put_first(Arc::new(Tag("first", log.clone(), false)));
         assert_eq!(w.names(), ["first", "a", "b"]);
-        let out = w.run(&call(), &Echo).await;
+        let out = w.execute(&call(), &Echo).await.0;
         assert_eq!(out, ToolOutput::ok("ran"));
         assert_eq!(
             *log.lock().unwrap(),
@@ -559,7 +597,7 @@ mod tests {
         w.push(Arc::new(Tag("guard", log.clone(), true)));
         w.push(Arc::new(Tag("never", log.clone(), false)));
         let c = call();
-        let out = w.run(&c, &Echo).await;
+        let out = w.execute(&c, &Echo).await.0;
         assert!(out.is_error && out.vetoed);
         assert_eq!(out.text, "Error: vetoed by guard: said no");
         assert_eq!(*log.lock().unwrap(), ["a in", "guard in", "a out"]);
@@ -575,7 +613,7 @@ mod tests {
             fn name(&self) -> &str {
                 "inner"
             }
-            async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+            async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
                 next.through(&self.0, call).await
             }
         }
@@ -587,7 +625,7 @@ mod tests {
             Arc::new(Tag("y", log.clone(), false)),
         ])));
         w.push(Arc::new(Tag("b", log.clone(), false)));
-        assert_eq!(w.run(&call(), &Echo).await, ToolOutput::ok("ran"));
+        assert_eq!(w.execute(&call(), &Echo).await.0, ToolOutput::ok("ran"));
         assert_eq!(
             *log.lock().unwrap(),
             [
@@ -603,7 +641,7 @@ mod tests {
             true,
         ))])));
         w.push(Arc::new(Tag("never", log.clone(), false)));
-        assert!(w.run(&call(), &Echo).await.vetoed);
+        assert!(w.execute(&call(), &Echo).await.0.vetoed);
         assert_eq!(*log.lock().unwrap(), ["no in"]);
     }
 
@@ -618,5 +656,54 @@ mod tests {
         c.tighten(Decision::Ask, "other", "hm", vec![]);
         assert_eq!(c.verdict().decision, Decision::Deny);
         assert_eq!(c.verdict().decider(), "hook");
+    }
+
+    /// A rewrite is what a link returns, and only `execute` acts on it: the pass that
+    /// asked ends (the tool does not run in it), the call goes through again from the
+    /// start with the new arguments, and a second rewrite is refused.
+    #[tokio::test]
+    async fn a_rewrite_ends_the_pass_and_the_call_runs_again_once() {
+        struct Rewriter(bool);
+        #[async_trait::async_trait]
+        impl Hook for Rewriter {
+            fn name(&self) -> &str {
+                "rewriter"
+            }
+            async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+                // `self.0`: rewrite even a rewritten call (a hook that does not ask).
+                if self.0 || call.may_rewrite() {
+                    return Passed::Rewrite(serde_json::json!({"command": "safe"}));
+                }
+                next.run(call).await
+            }
+        }
+        struct Arguments;
+        #[async_trait::async_trait]
+        impl Terminal for Arguments {
+            async fn execute(&self, call: &ToolExecution) -> ToolOutput {
+                ToolOutput::ok(call.arguments.to_string())
+            }
+        }
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = Waterfall::new();
+        w.push(Arc::new(Tag("outer", log.clone(), false)));
+        w.push(Arc::new(Rewriter(false)));
+        let first = call();
+        assert!(matches!(
+            w.run(&first, &Arguments).await,
+            Passed::Rewrite(_)
+        ));
+        let (out, again) = w.execute(&first, &Arguments).await;
+        assert_eq!(out.text, r#"{"command":"safe"}"#);
+        assert_eq!(
+            out.arguments_run,
+            Some(serde_json::json!({"command": "safe"}))
+        );
+        let again = again.expect("the rewritten call");
+        assert_eq!(again.original_arguments, Some(serde_json::json!({})));
+        let w = Waterfall::new();
+        w.push(Arc::new(Rewriter(true)));
+        let (out, _) = w.execute(&call(), &Arguments).await;
+        assert!(out.vetoed, "{out:?}");
     }
 }

@@ -17,7 +17,7 @@ use crate::exec::BashExecutor;
 use crate::hooks::audit::{AuditHook, AuditLog};
 use crate::hooks::external::HookSet;
 use crate::hooks::gate::PermissionGate;
-use crate::hooks::project::{ProjectHooks, ProjectLayers, SessionLayer};
+use crate::hooks::project::{ProjectLayers, SessionLayer};
 use crate::hooks::rules::PolicyHook;
 use crate::hooks::waterfall::{Hook, Terminal, ToolExecution, ToolOutput, Waterfall};
 use crate::policy::Policy;
@@ -246,11 +246,11 @@ impl ToolRegistry {
         if let Some(sandbox) = &self.sandbox {
             policy_hook = policy_hook.sandboxed(sandbox.writable.clone());
         }
-        chain.push(Arc::new(policy_hook));
-        for hook in judges.hooks.waterfall_hooks() {
-            chain.push(hook);
-        }
-        chain.push(Arc::new(ProjectHooks(judges.projects.clone())));
+        chain.extend(crate::hooks::judging_links(
+            policy_hook,
+            &judges.hooks,
+            &judges.projects,
+        ));
         chain.push(Arc::new(
             PermissionGate::new(judges.hooks.clone()).with_projects(judges.projects.clone()),
         ));
@@ -419,15 +419,7 @@ impl ToolRegistry {
     /// Runs one call through the waterfall and the tool. A pre_tool hook's rewrite sends
     /// the call through again, from the start, with the new arguments (once).
     pub async fn execute(&self, call: &ToolExecution) -> ToolOutput {
-        let out = self.waterfall.run(call, self).await;
-        let Some(arguments) = call.take_rewrite() else {
-            return out;
-        };
-        let again = call.rewritten(arguments);
-        again.report_rewrite();
-        let mut out = self.waterfall.run(&again, self).await;
-        out.arguments_run = Some(again.arguments.clone());
-        out
+        self.waterfall.execute(call, self).await.0
     }
 }
 

@@ -1,7 +1,7 @@
 //! Tool schemas: embedded from `proto/tools/*.json`, the single source of what
 //! the model is told, and checked against every call's arguments (T1).
 
-use crate::hooks::waterfall::{Hook, Next, ToolExecution, ToolOutput};
+use crate::hooks::waterfall::{Hook, Next, Passed, ToolExecution, ToolOutput};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -180,11 +180,11 @@ impl Hook for SchemaHook {
         "schema"
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         // A model (or a client) naming an internal tool must not reach the person
         // with a question it wrote ("`cargo build` wants to reach ...").
         if !call.is_internal() && self.internal.contains(&call.tool) {
-            return ToolOutput::error(format!("unknown tool `{}`", call.tool));
+            return ToolOutput::error(format!("unknown tool `{}`", call.tool)).into();
         }
         let session_tool = match (self.schemas.contains_key(&call.tool), &call.session) {
             (false, Some(session)) => self.session_tools.get(&session.id, &call.tool),
@@ -195,11 +195,11 @@ impl Hook for SchemaHook {
             .get(&call.tool)
             .or(session_tool.as_ref().map(|t| t.schema()))
         else {
-            return ToolOutput::error(format!("unknown tool `{}`", call.tool));
+            return ToolOutput::error(format!("unknown tool `{}`", call.tool)).into();
         };
         match schema.check(&call.arguments) {
             Ok(()) => next.run(call).await,
-            Err(message) => ToolOutput::error(message),
+            Err(message) => ToolOutput::error(message).into(),
         }
     }
 }

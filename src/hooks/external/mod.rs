@@ -14,7 +14,7 @@ mod claude;
 pub mod protocol;
 mod runner;
 
-use super::waterfall::{Hook, Next, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
+use super::waterfall::{Hook, Next, Passed, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
 use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
 use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
@@ -206,7 +206,7 @@ impl ExternalHook {
     /// A hook with `enforce = false`: asked beside the call, never before it; what it
     /// says is traced and nothing else. A shadow still running when the call ends is
     /// stopped (dropping it kills its process group) and traced as unfinished.
-    async fn shadow(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn shadow(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let event = self.config.event;
         // Only pre_tool hooks may be shadows (the config refuses others): a post_tool
         // shadow could only run after the call, holding up its result.
@@ -258,20 +258,20 @@ impl ExternalHook {
         out
     }
 
-    async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let (answer, ms) = self.consult_call(HookEvent::PreTool, call, None).await;
         let answer = match answer {
             Ok(a) => a,
             Err(why) => {
                 self.trace(call, TraceDecision::Deny, &why, ms);
-                return call.veto(&self.name, &why);
+                return call.veto(&self.name, &why).into();
             }
         };
         // A deny stands, whatever else the answer holds: a rewrite must not carry a call
         // past its own hook's refusal.
         if answer.decision == Some(Decision::Deny) {
             self.trace(call, TraceDecision::Deny, &answer.reason, ms);
-            return call.veto(&self.name, &answer.reason);
+            return call.veto(&self.name, &answer.reason).into();
         }
         if let Some(arguments) = &answer.rewrite {
             let arguments = match self.config.dialect {
@@ -280,11 +280,11 @@ impl ExternalHook {
                 }
                 HookDialect::Dsh => arguments.clone(),
             };
-            if call.request_rewrite(arguments) {
+            if call.may_rewrite() {
                 self.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
-                // The registry runs the call again, from the start, with the new
-                // arguments; this pass ends here.
-                return ToolOutput::default();
+                // The call runs again, from the start, with the new arguments
+                // (`Waterfall::execute`); this pass ends here.
+                return Passed::Rewrite(arguments);
             }
             // A rewrite of a rewrite is not followed: the call runs as rewritten once.
             self.trace(
@@ -297,24 +297,27 @@ impl ExternalHook {
         let decision = answer.decision;
         self.trace(call, decision.into(), &answer.reason, ms);
         match decision {
-            Some(Decision::Deny) => return call.veto(&self.name, &answer.reason),
+            Some(Decision::Deny) => return call.veto(&self.name, &answer.reason).into(),
             Some(d) => call.tighten(d, &self.name, &answer.reason, Vec::new()),
             None => {}
         }
-        let mut out = next.run(call).await;
+        let mut out = match next.run(call).await {
+            Passed::Output(out) => out,
+            rewrite @ Passed::Rewrite(_) => return rewrite,
+        };
         if let Some(context) = answer.context
             && !out.vetoed
         {
             out.context.push((self.context_source(), context));
         }
-        out
+        out.into()
     }
 
-    async fn post_tool(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
-        let mut out = next.run(call).await;
-        if out.vetoed || call.rewrite_pending() {
-            return out;
-        }
+    async fn post_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+        let mut out = match next.run(call).await {
+            Passed::Output(out) if !out.vetoed => out,
+            passed => return passed,
+        };
         let (answer, ms) = self
             .consult_call(HookEvent::PostTool, call, Some(&out))
             .await;
@@ -349,7 +352,7 @@ impl ExternalHook {
                 }
             }
         }
-        out
+        out.into()
     }
 }
 
@@ -359,7 +362,7 @@ impl Hook for ExternalHook {
         &self.name
     }
 
-    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> ToolOutput {
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         if !self.applies_to(call) {
             return next.run(call).await;
         }
