@@ -7,6 +7,7 @@
 //! in-flight prompt of each session, and each session's log. Everything about
 //! running tools is delegated to the ToolRegistry (and so the waterfall).
 
+mod auth;
 mod ext;
 mod files;
 mod mcp;
@@ -381,11 +382,12 @@ impl AcpService {
                     // The sandbox executor makes them writable (ExecRequest.writable_roots).
                     .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
+            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()))
             .meta(meta);
         to_value(
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(caps)
-                .auth_methods(vec![])
+                .auth_methods(auth::methods())
                 .agent_info(
                     acp::Implementation::new("dsh", env!("CARGO_PKG_VERSION")).title("dsh"),
                 ),
@@ -456,6 +458,8 @@ impl Service for AcpService {
         };
         let mut m = jsonrpsee::RpcModule::from_arc(agent);
         register!(m, "initialize", initialize);
+        register!(m, "authenticate", authenticate);
+        register!(m, "logout", logout);
         register!(m, "session/new", new_session);
         register!(m, "session/load", load_session);
         register!(m, "session/resume", resume_session);

@@ -13,6 +13,7 @@ mod prompt;
 mod replay;
 mod titles;
 
+pub use prompt::text_of;
 pub use replay::replay;
 
 use crate::config::{AgentConfig, ModelConfig, SystemPromptMode, TitleSource};

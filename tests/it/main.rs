@@ -28,6 +28,8 @@ mod policy_cli;
 mod policy_lifecycle;
 mod policy_walkaround;
 mod prompt_replay;
+mod registry_auth;
+mod registry_bare_env;
 mod sandbox_escalation;
 mod sandbox_escape;
 mod sandbox_network;
