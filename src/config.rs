@@ -137,6 +137,11 @@ pub struct ModelConfig {
     /// server), false for any other (src/auth.rs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keyless: Option<bool>,
+    /// The model that reasons longer (DeepSeek: `deepseek-reasoner`): with it set, each
+    /// session has a "Think harder" switch (a boolean config option) that sends its
+    /// requests there while on. Unset: no switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think_harder_model: Option<String>,
 }
 
 impl Default for ModelConfig {
@@ -156,6 +161,7 @@ impl Default for ModelConfig {
             models: Vec::new(),
             vision: false,
             keyless: None,
+            think_harder_model: None,
         }
     }
 }

@@ -62,7 +62,7 @@ pub(super) fn config_options_update(agent: &AcpService, session: &Session) -> ac
     ))
 }
 
-fn modes_state(current: Mode) -> acp::SessionModeState {
+pub(super) fn modes_state(current: Mode) -> acp::SessionModeState {
     let describe = |m: Mode| match m {
         Mode::Ask => "Rules decide; anything they do not cover is asked",
         Mode::Auto => "Rules decide; anything they do not cover runs (deny rules still apply)",
@@ -134,11 +134,13 @@ impl AcpService {
 
     pub(super) fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
         let settings = self.settings();
-        config_options(
+        let mut options = config_options(
             &settings.model_config.models,
             &settings.model_config.model,
             session,
-        )
+        );
+        options.extend(self.switches(session));
+        options
     }
 
     /// Reads the project file of the session's cwd (src/project.rs): the session is judged
@@ -160,7 +162,7 @@ impl AcpService {
     }
 
     /// What a client learns right after a session is its: the slash commands.
-    fn after_answer(&self, ctx: &RequestContext, session_id: &str) {
+    pub(super) fn after_answer(&self, ctx: &RequestContext, session_id: &str) {
         ctx.notify_after(
             "session/update",
             &updates::notification(session_id, updates::available_commands()),
@@ -175,6 +177,11 @@ impl AcpService {
         p: acp::SetSessionConfigOptionRequest,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id.0)?;
+        if self.set_switch(&session, &p.config_id.0, &p.value)? {
+            return to_value(acp::SetSessionConfigOptionResponse::new(
+                self.config_options_of(&session),
+            ));
+        }
         let acp::SessionConfigOptionValue::ValueId { value } = &p.value else {
             return Err(RpcError::invalid_params("this option takes a value id"));
         };
@@ -305,6 +312,9 @@ impl AcpService {
                     }
                 }
                 Event::ModelChange { model, .. } => session.set_model(Some(model.clone())),
+                Event::OptionSet { option, value, .. } => {
+                    super::options::restore(&session, option, *value)
+                }
                 Event::Grant {
                     prefixes, allow, ..
                 } => {

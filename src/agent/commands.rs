@@ -134,10 +134,6 @@ pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionContr
         }
         _ => return false,
     };
-    ctx.append(Event::AgentMessage {
-        at_ms: now_ms(),
-        text: answer.clone(),
-    });
-    (ctx.events)(TurnEvent::AgentText(&answer));
+    super::say(ctx, &answer);
     true
 }

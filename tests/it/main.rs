@@ -30,6 +30,7 @@ mod policy_walkaround;
 mod prompt_replay;
 mod registry_auth;
 mod registry_bare_env;
+mod registry_features;
 mod sandbox_escalation;
 mod sandbox_escape;
 mod sandbox_network;
