@@ -268,6 +268,7 @@ fn main() -> ExitCode {
             idle_exit,
         } => {
             limit_malloc_arenas();
+            default_path();
             dsh::exec::lineage::untraceable()
                 .and_then(|()| runtime())
                 .and_then(|rt| {
@@ -328,6 +329,21 @@ fn logout(config: Option<&Path>) -> Result<(), String> {
     let (config, _) = Config::load_layered(config).map_err(|e| e.to_string())?;
     println!("{}", dsh::login::logout(&config.model)?);
     Ok(())
+}
+
+/// A daemon started with no PATH at all (`env -i`, as the ACP Registry's check starts
+/// agents) gives its commands the usual system one: bash's own fallback when PATH is
+/// unset ends in `.`, which would run a program of the command's directory by name.
+fn default_path() {
+    if std::env::var_os("PATH").is_none() {
+        // SAFETY: called first thing in main for `serve`, before any thread exists.
+        unsafe {
+            std::env::set_var(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+        };
+    }
 }
 
 /// A long-lived daemon must give memory back after a burst. glibc gives every
