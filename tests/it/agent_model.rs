@@ -71,7 +71,8 @@ async fn prompt_tool_call_result_with_its_id_then_the_answer() {
             "bash_kill",
             "read_file",
             "edit_file",
-            "write_file"
+            "write_file",
+            "todo_write"
         ]
     );
     let m = messages(&first);
