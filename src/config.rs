@@ -42,6 +42,26 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// The editor's MCP servers: see [`McpConfig`].
     pub mcp: McpConfig,
+    /// The daemon process itself: see [`DaemonConfig`].
+    pub daemon: DaemonConfig,
+}
+
+/// `[daemon]`: the daemon process's own life.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// A daemon that `dsh acp` started exits by itself after this many seconds with no
+    /// connection and no running task, so a one-off client (a registry check, an editor
+    /// tried once) leaves nothing behind; 0: never. `dsh serve` run by a person ignores it.
+    pub idle_exit_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            idle_exit_secs: 600,
+        }
+    }
 }
 
 /// `[mcp]`: the MCP servers an editor passes in `session/new` (and load/resume).
@@ -112,6 +132,16 @@ pub struct ModelConfig {
     /// image blocks of a prompt go to it as image parts. Off, an image prompt is refused
     /// (a client may send only what was advertised).
     pub vision: bool,
+    /// The endpoint takes requests without a key: no auth-required error, no key sent
+    /// unless one is found. Unset: true for an endpoint on a loopback address (a local
+    /// server), false for any other (src/auth.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyless: Option<bool>,
+    /// The model that reasons longer (DeepSeek: `deepseek-reasoner`): with it set, each
+    /// session has a "Think harder" switch (a boolean config option) that sends its
+    /// requests there while on. Unset: no switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think_harder_model: Option<String>,
 }
 
 impl Default for ModelConfig {
@@ -130,6 +160,8 @@ impl Default for ModelConfig {
             currency: "USD".into(),
             models: Vec::new(),
             vision: false,
+            keyless: None,
+            think_harder_model: None,
         }
     }
 }

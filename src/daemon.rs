@@ -24,12 +24,42 @@ use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Where the daemon listens unless told otherwise: `$XDG_RUNTIME_DIR/dsh/dsh.sock`,
-/// else `/tmp/dsh-<uid>/dsh.sock`.
+/// Where the daemon listens unless told otherwise: `$XDG_RUNTIME_DIR/dsh/dsh.sock`, else
+/// `/tmp/dsh-<uid>/dsh.sock`. A daemon serves one HOME's config and state, so a process
+/// whose HOME is not the user's own home (an isolated HOME, as the ACP Registry's check
+/// starts agents with) gets a socket of its own without XDG_RUNTIME_DIR:
+/// `/tmp/dsh-<uid>-<hash of HOME>/dsh.sock`, which it can always create.
 pub fn default_socket_path() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("dsh/dsh.sock"),
-        None => PathBuf::from(format!("/tmp/dsh-{}/dsh.sock", nix::unistd::getuid())),
+    socket_path_for(
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+        nix::unistd::getuid(),
+    )
+}
+
+/// [`default_socket_path`] for a given environment and user (tests find the socket of
+/// a daemon started in an environment of their making with it).
+pub fn socket_path_for(
+    runtime_dir: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+    uid: nix::unistd::Uid,
+) -> PathBuf {
+    if let Some(dir) = runtime_dir.filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("dsh/dsh.sock");
+    }
+    let own_home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.dir);
+    match home.filter(|h| !h.is_empty()) {
+        Some(home) if own_home.as_deref() != Some(Path::new(home)) => {
+            use sha2::Digest;
+            use std::os::unix::ffi::OsStrExt;
+            let digest = sha2::Sha256::digest(home.as_bytes());
+            let tag: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+            PathBuf::from(format!("/tmp/dsh-{uid}-{tag}/dsh.sock"))
+        }
+        _ => PathBuf::from(format!("/tmp/dsh-{uid}/dsh.sock")),
     }
 }
 
@@ -50,6 +80,9 @@ pub struct Daemon {
     /// Cancelled by [`Daemon::stop`] right after it closed the service's connections:
     /// ends those the service does not know yet (no request made), at the same point.
     closing: CancellationToken,
+    /// Stop after this long with no connection and no running task (a daemon `dsh acp`
+    /// started); `None`: serve until told to stop.
+    idle_exit: Option<std::time::Duration>,
 }
 
 impl Daemon {
@@ -104,7 +137,59 @@ impl Daemon {
             tools,
             shutdown,
             closing: CancellationToken::new(),
+            idle_exit: None,
         })
+    }
+
+    /// Stop by itself after `after` with no connection and no running task: for a daemon
+    /// `dsh acp` started, so a one-off client leaves nothing behind. `None` or zero: never.
+    pub fn idle_exit(mut self, after: Option<std::time::Duration>) -> Self {
+        self.idle_exit = after.filter(|d| !d.is_zero());
+        self
+    }
+
+    /// Watches for idleness (see [`Daemon::idle_exit`]) and pulls the shutdown trigger
+    /// once it has lasted long enough. It looks at most every 5 s (and at least twice
+    /// per period), which bounds how late the exit comes: the cost of a timer, not a
+    /// hook into every place a connection or task ends.
+    fn watch_idle(&self, connections: &TaskTracker) {
+        let Some(after) = self.idle_exit else {
+            return;
+        };
+        let (connections, executor, shutdown) = (
+            connections.clone(),
+            self.executor.clone(),
+            self.shutdown.clone(),
+        );
+        let tick = (after / 2).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(5),
+        );
+        tokio::spawn(async move {
+            let mut idle_since: Option<tokio::time::Instant> = None;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(tick) => {}
+                    () = shutdown.cancelled() => return,
+                }
+                let running = executor
+                    .as_ref()
+                    .is_some_and(|e| e.list().iter().any(|t| !t.status.is_finished()));
+                if !connections.is_empty() || running {
+                    idle_since = None;
+                    continue;
+                }
+                let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() + tick > after {
+                    tracing::info!(
+                        after_secs = after.as_secs(),
+                        "idle with no connection and no task: stopping"
+                    );
+                    shutdown.cancel();
+                    return;
+                }
+            }
+        });
     }
 
     /// The config to read again on a reload (SIGHUP, `dsh reload`, `_dsh/config/reload`).
@@ -166,6 +251,7 @@ impl Daemon {
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
         let me = nix::unistd::getuid().as_raw();
         let connections = TaskTracker::new();
+        self.watch_idle(&connections);
         loop {
             tokio::select! {
                 accepted = listener.accept() => {

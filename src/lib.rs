@@ -4,12 +4,14 @@
 
 pub mod acp;
 pub mod agent;
+pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod fsutil;
 pub mod hooks;
 pub mod llm;
+pub mod login;
 pub mod mcp;
 pub mod policy;
 pub mod project;

@@ -59,11 +59,32 @@ enum Command {
         /// Serve exactly one connection on stdin/stdout instead of a socket.
         #[arg(long)]
         stdio: bool,
+        /// Stop after `[daemon] idle_exit_secs` with no connection and no running task:
+        /// how `dsh acp` starts a daemon (not for people; theirs stays).
+        #[arg(long, hide = true)]
+        idle_exit: bool,
     },
     /// What an editor launches: connect stdin/stdout to the daemon, starting it if needed.
     Acp {
         #[command(flatten)]
         at: Where,
+        /// `login`: the same as `dsh login`. ACP's terminal auth appends its arguments
+        /// to the agent's command in some clients, which makes `dsh acp login`.
+        #[arg(hide = true, value_parser = ["login"])]
+        then: Option<String>,
+    },
+    /// Ask for the model endpoint's API key on the terminal (not echoed), check it with one
+    /// cheap request when the endpoint answers, and keep it 0600 in the config directory.
+    Login {
+        /// Config file (default: your own), for the endpoint to check the key against.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Remove the key `dsh login` stored.
+    Logout {
+        /// Config file (default: your own).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Show the daemon's connections, sessions and running tasks.
     Status {
@@ -242,12 +263,17 @@ fn main() -> ExitCode {
             },
             json,
         ),
-        Command::Serve { at, stdio } => {
+        Command::Serve {
+            at,
+            stdio,
+            idle_exit,
+        } => {
             limit_malloc_arenas();
+            default_path();
             dsh::exec::lineage::untraceable()
                 .and_then(|()| runtime())
                 .and_then(|rt| {
-                    let result = rt.block_on(serve(at, stdio));
+                    let result = rt.block_on(serve(at, stdio, idle_exit));
                     // `serve` returns once the daemon has stopped and waited for all of its
                     // work; only the stdin reader of `--stdio` may still sit in a blocking
                     // read that only the editor can end, and it must not keep the process.
@@ -255,7 +281,13 @@ fn main() -> ExitCode {
                     result
                 })
         }
-        Command::Acp { at } => dsh::exec::lineage::untraceable()
+        Command::Login { config }
+        | Command::Acp {
+            at: Where { config, .. },
+            then: Some(_),
+        } => runtime().and_then(|rt| rt.block_on(login(config.as_deref()))),
+        Command::Logout { config } => logout(config.as_deref()),
+        Command::Acp { at, then: None } => dsh::exec::lineage::untraceable()
             .and_then(|()| runtime())
             .and_then(|rt| {
                 let result = rt.block_on(acp(at));
@@ -283,6 +315,35 @@ fn main() -> ExitCode {
             eprintln!("dsh: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `dsh login` (and `dsh acp login`): prints what was done.
+async fn login(config: Option<&Path>) -> Result<(), String> {
+    let (config, _) = Config::load_layered(config).map_err(|e| e.to_string())?;
+    println!("{}", dsh::login::login(&config.model).await?);
+    Ok(())
+}
+
+/// `dsh logout`: prints what was done.
+fn logout(config: Option<&Path>) -> Result<(), String> {
+    let (config, _) = Config::load_layered(config).map_err(|e| e.to_string())?;
+    println!("{}", dsh::login::logout(&config.model)?);
+    Ok(())
+}
+
+/// A daemon started with no PATH at all (`env -i`, as the ACP Registry's check starts
+/// agents) gives its commands the usual system one: bash's own fallback when PATH is
+/// unset ends in `.`, which would run a program of the command's directory by name.
+fn default_path() {
+    if std::env::var_os("PATH").is_none() {
+        // SAFETY: called first thing in main for `serve`, before any thread exists.
+        unsafe {
+            std::env::set_var(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+        };
     }
 }
 
@@ -621,7 +682,7 @@ fn init_logging(state_dir: &Path) {
     }
 }
 
-async fn serve(at: Where, stdio: bool) -> Result<(), String> {
+async fn serve(at: Where, stdio: bool, idle_exit: bool) -> Result<(), String> {
     let config = at.config()?;
     check_rules(&config)?;
     init_logging(&config.exec.state_dir());
@@ -640,7 +701,10 @@ async fn serve(at: Where, stdio: bool) -> Result<(), String> {
         let at = at.clone();
         std::sync::Arc::new(move || at.config())
     };
-    let daemon = Daemon::build(config, &at.socket())?.reload_from(source);
+    let idle = idle_exit.then(|| Duration::from_secs(config.daemon.idle_exit_secs));
+    let daemon = Daemon::build(config, &at.socket())?
+        .reload_from(source)
+        .idle_exit(idle);
     if stdio {
         daemon.serve_stdio().await;
         Ok(())
@@ -680,7 +744,11 @@ async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the dsh binary: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("serve").arg("--socket").arg(&socket);
+    // It stops by itself once nothing uses it ([daemon] idle_exit_secs).
+    cmd.arg("serve")
+        .arg("--idle-exit")
+        .arg("--socket")
+        .arg(&socket);
     if let Some(dir) = &at.state_dir {
         cmd.arg("--state-dir").arg(dir);
     }

@@ -158,6 +158,7 @@ async fn client_killed_mid_prompt_mid_permission_and_mid_load_the_daemon_goes_on
             log.append(&dsh::store::Event::AgentMessage {
                 at_ms: 2,
                 text: format!("line {i:05} {}", "x".repeat(100)),
+                message_id: None,
             })
             .unwrap();
         }

@@ -7,10 +7,13 @@
 //! in-flight prompt of each session, and each session's log. Everything about
 //! running tools is delegated to the ToolRegistry (and so the waterfall).
 
+mod auth;
 mod ext;
 mod files;
+mod fork;
 mod live;
 mod mcp;
+mod options;
 mod prompter;
 mod prompts;
 mod sessions;
@@ -112,10 +115,11 @@ impl NoticeListener for LogNotices {
         if let Some(agent) = self.0.upgrade()
             && let Some(log) = agent.live.log(&session.id)
         {
+            let at_ms = now_ms();
             agent.append(
                 &log,
                 Event::Notice {
-                    at_ms: now_ms(),
+                    at_ms,
                     source: notice.source.to_string(),
                     task_id: notice.task_id.clone(),
                     text: notice.text.clone(),
@@ -123,7 +127,14 @@ impl NoticeListener for LogNotices {
             );
             agent.send_turn_event(
                 &session.id,
-                agent::TurnEvent::UserText(&agent::context_text(notice.source, &notice.text)),
+                agent::TurnEvent::UserText {
+                    text: &agent::context_text(notice.source, &notice.text),
+                    message_id: &crate::store::notice_message_id(
+                        at_ms,
+                        notice.source,
+                        &notice.text,
+                    ),
+                },
             );
         }
     }
@@ -364,7 +375,7 @@ impl AcpService {
                                "_dsh/status", "_dsh/stop", "_dsh/policy/explain",
                                "_dsh/config/reload", "_dsh/session/grants",
                                "_dsh/session/revoke", "_dsh/user/grants",
-                               "_dsh/user/revoke"],
+                               "_dsh/user/revoke", "_dsh/session/fork"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -383,15 +394,19 @@ impl AcpService {
                     // The sandbox executor makes them writable (ExecRequest.writable_roots).
                     .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             )
+            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()))
             .meta(meta);
-        to_value(
+        let mut answer = to_value(
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(caps)
-                .auth_methods(vec![])
+                .auth_methods(auth::methods())
                 .agent_info(
                     acp::Implementation::new("dsh", env!("CARGO_PKG_VERSION")).title("dsh"),
                 ),
-        )
+        )?;
+        // `session/fork` is a draft the schema crate keeps behind a feature: said here.
+        answer["agentCapabilities"]["sessionCapabilities"]["fork"] = json!({});
+        Ok(answer)
     }
 
     fn executor_kind(&self) -> &'static str {
@@ -486,6 +501,8 @@ impl Service for AcpService {
         };
         let mut m = jsonrpsee::RpcModule::from_arc(agent);
         register!(m, "initialize", initialize);
+        register!(m, "authenticate", authenticate);
+        register!(m, "logout", logout);
         register!(m, "session/new", new_session);
         register!(m, "session/load", load_session);
         register!(m, "session/resume", resume_session);
@@ -506,6 +523,8 @@ impl Service for AcpService {
         register!(m, "_dsh/user/grants", user_grants);
         register!(m, "_dsh/user/revoke", user_revoke);
         register!(m, "_dsh/policy/explain", policy_explain);
+        register!(m, "_dsh/session/fork", fork_session);
+        register!(m, "session/fork", fork_session);
         m.into()
     }
 

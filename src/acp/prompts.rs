@@ -46,6 +46,7 @@ impl AcpService {
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id.0)?;
         let blocks = prompt_blocks(&p.prompt, self.settings().model_config.vision)?;
+        self.require_key(&crate::agent::text_of(&blocks))?;
         // A child of the request's token: $/cancel_request and the connection
         // ending cancel the prompt too; session/cancel cancels just the prompt.
         let cancel = ctx.cancel.child_token();
@@ -270,6 +271,8 @@ mod tests {
         });
         let mut config = Config::default();
         config.exec.state_dir = Some(state.to_path_buf());
+        // The stuck model needs no key (the default endpoint would).
+        config.model.keyless = Some(true);
         let service = AcpService::new(
             config,
             Some(model),

@@ -62,7 +62,7 @@ pub(super) fn config_options_update(agent: &AcpService, session: &Session) -> ac
     ))
 }
 
-fn modes_state(current: Mode) -> acp::SessionModeState {
+pub(super) fn modes_state(current: Mode) -> acp::SessionModeState {
     let describe = |m: Mode| match m {
         Mode::Ask => "Rules decide; anything they do not cover is asked",
         Mode::Auto => "Rules decide; anything they do not cover runs (deny rules still apply)",
@@ -135,11 +135,13 @@ impl AcpService {
 
     pub(super) fn config_options_of(&self, session: &Session) -> Vec<acp::SessionConfigOption> {
         let settings = self.settings();
-        config_options(
+        let mut options = config_options(
             &settings.model_config.models,
             &settings.model_config.model,
             session,
-        )
+        );
+        options.extend(self.switches(session));
+        options
     }
 
     /// Reads the project file of the session's cwd (src/project.rs): the session is judged
@@ -163,7 +165,7 @@ impl AcpService {
     }
 
     /// What a client learns right after a session is its: the slash commands.
-    fn after_answer(&self, ctx: &RequestContext, session_id: &str) {
+    pub(super) fn after_answer(&self, ctx: &RequestContext, session_id: &str) {
         ctx.notify_after(
             "session/update",
             &updates::notification(session_id, updates::available_commands()),
@@ -178,6 +180,11 @@ impl AcpService {
         p: acp::SetSessionConfigOptionRequest,
     ) -> Result<Value, RpcError> {
         let session = self.addressable(&ctx, &p.session_id.0)?;
+        if self.set_switch(&session, &p.config_id.0, &p.value)? {
+            return to_value(acp::SetSessionConfigOptionResponse::new(
+                self.config_options_of(&session),
+            ));
+        }
         let acp::SessionConfigOptionValue::ValueId { value } = &p.value else {
             return Err(RpcError::invalid_params("this option takes a value id"));
         };
@@ -318,6 +325,9 @@ impl AcpService {
                     }
                 }
                 Event::ModelChange { model, .. } => session.set_model(Some(model.clone())),
+                Event::OptionSet { option, value, .. } => {
+                    super::options::restore(&session, option, *value)
+                }
                 Event::Grant {
                     prefixes, allow, ..
                 } => {

@@ -90,6 +90,47 @@ pub fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(text_chunk(text))
 }
 
+/// The model's plan as ACP `plan` entries (the whole list: a client replaces what it
+/// showed).
+pub fn plan(entries: &[crate::store::PlanItem]) -> SessionUpdate {
+    use crate::store::{PlanPriority, PlanStatus};
+    use agent_client_protocol_schema::v1::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
+    SessionUpdate::Plan(Plan::new(
+        entries
+            .iter()
+            .map(|e| {
+                PlanEntry::new(
+                    e.content.clone(),
+                    match e.priority {
+                        PlanPriority::High => PlanEntryPriority::High,
+                        PlanPriority::Medium => PlanEntryPriority::Medium,
+                        PlanPriority::Low => PlanEntryPriority::Low,
+                    },
+                    match e.status {
+                        PlanStatus::Pending => PlanEntryStatus::Pending,
+                        PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                        PlanStatus::Completed => PlanEntryStatus::Completed,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// A message chunk as part of the message `message_id` (ACP's `messageId`: every chunk
+/// of one message carries the same; a new id starts a new message).
+fn in_message(update: SessionUpdate, message_id: &str) -> SessionUpdate {
+    match update {
+        SessionUpdate::UserMessageChunk(chunk) => {
+            SessionUpdate::UserMessageChunk(chunk.message_id(message_id))
+        }
+        SessionUpdate::AgentMessageChunk(chunk) => {
+            SessionUpdate::AgentMessageChunk(chunk.message_id(message_id))
+        }
+        other => other,
+    }
+}
+
 pub fn agent_thought(text: &str) -> SessionUpdate {
     SessionUpdate::AgentThoughtChunk(text_chunk(text))
 }
@@ -110,6 +151,9 @@ pub struct ClientDisplay {
     pub fs_read: bool,
     /// It offers `fs/write_text_file`: the file tools write through it.
     pub fs_write: bool,
+    /// It shows boolean config options (`clientCapabilities.session.configOptions
+    /// .boolean`); without it a switch is offered as a select of `off` and `on`.
+    pub boolean_options: bool,
 }
 
 impl ClientDisplay {
@@ -126,10 +170,14 @@ impl ClientDisplay {
                 .and_then(Value::as_bool)
                 == Some(true)
         };
+        let boolean = capabilities
+            .and_then(|c| c.pointer("/session/configOptions/boolean"))
+            .is_some_and(|b| !b.is_null());
         Self {
             terminal_output: flag == Some(true),
             fs_read: fs("readTextFile"),
             fs_write: fs("writeTextFile"),
+            boolean_options: boolean,
         }
     }
 
@@ -167,6 +215,7 @@ pub fn kind_of(kind: crate::tools::ToolKind) -> ToolKind {
         Ours::Execute => ToolKind::Execute,
         Ours::Edit => ToolKind::Edit,
         Ours::Fetch => ToolKind::Fetch,
+        Ours::Think => ToolKind::Think,
         Ours::Other => ToolKind::Other,
     }
 }
@@ -406,8 +455,8 @@ pub fn tool_done(
 pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate {
     use TurnEvent as E;
     match event {
-        E::UserText(text) => user_text(text),
-        E::UserBlock(block) => user_block(block),
+        E::UserText { text, message_id } => in_message(user_text(text), message_id),
+        E::UserBlock { block, message_id } => in_message(user_block(block), message_id),
         E::ToolCall {
             call_id,
             view,
@@ -433,9 +482,10 @@ pub fn from_turn(event: TurnEvent<'_>, display: ClientDisplay) -> SessionUpdate 
             is_error,
             exit,
         } => tool_done(call_id, view, text, is_error, exit, display),
-        E::AgentText(text) => agent_text(text),
+        E::AgentText { text, message_id } => in_message(agent_text(text), message_id),
         E::AgentThought(text) => agent_thought(text),
         E::ModeChanged(mode_id) => mode(mode_id),
+        E::Plan(entries) => plan(entries),
         E::TitleChanged(title) => SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new()
                 .title(title.to_string())

@@ -64,6 +64,20 @@ pub const COMMANDS: &[CommandInfo] = &[
     },
 ];
 
+/// Whether `prompt` goes to the model: neither a `!` command nor a known slash command,
+/// which dsh answers itself (so they work without a model or a key).
+pub fn goes_to_model(prompt: &str) -> bool {
+    let text = prompt.trim_start();
+    if text.starts_with('!') {
+        return false;
+    }
+    let Some(rest) = text.strip_prefix('/') else {
+        return true;
+    };
+    let name = rest.split(char::is_whitespace).next().unwrap_or("");
+    !COMMANDS.iter().any(|c| c.name == name)
+}
+
 /// Runs `prompt` when it is a known slash command: `true` if it was one (answered).
 pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionControl) -> bool {
     let Some(rest) = prompt.trim_start().strip_prefix('/') else {
@@ -128,10 +142,6 @@ pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionContr
         }
         _ => return false,
     };
-    ctx.append(Event::AgentMessage {
-        at_ms: now_ms(),
-        text: answer.clone(),
-    });
-    (ctx.events)(TurnEvent::AgentText(&answer));
+    super::say(ctx, &answer);
     true
 }

@@ -325,6 +325,7 @@ mod tests {
             at_ms: 0,
             text: text.into(),
             content: Vec::new(),
+            message_id: None,
         }
     }
 
@@ -338,6 +339,7 @@ mod tests {
             Event::AgentMessage {
                 at_ms: 0,
                 text: "Let me look.".into(),
+                message_id: None,
             },
             call("m1", true, "cat a"),
             result("m1", "hello\n"),
@@ -402,6 +404,7 @@ mod tests {
             at_ms: 0,
             text: "what is this?\n[image: image/png]".into(),
             content,
+            message_id: None,
         }];
         let (m, _) = build_counted(&events, "sys", 1 << 20, true);
         assert_eq!(

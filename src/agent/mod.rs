@@ -9,11 +9,13 @@
 pub mod commands;
 pub mod history;
 pub mod live;
+pub mod plan;
 mod prompt;
 mod replay;
 mod titles;
 
-pub use replay::replay;
+pub use prompt::text_of;
+pub use replay::{message_id_of, replay};
 
 use crate::config::{AgentConfig, ModelConfig, SystemPromptMode, TitleSource};
 use crate::hooks::waterfall::{CommandExit, ToolExecution, ToolOutput};
@@ -32,10 +34,14 @@ use tokio_util::sync::CancellationToken;
 /// for replays of the session log alike.
 #[derive(Debug, Clone, Copy)]
 pub enum TurnEvent<'a> {
-    /// What the user said (a prompt, or a notice shown where it arrived).
-    UserText(&'a str),
+    /// What the user said (a prompt, or a notice shown where it arrived), as part of
+    /// the message `message_id` (ACP's `messageId`: stable, the same on every replay).
+    UserText { text: &'a str, message_id: &'a str },
     /// One block of a user's prompt as it was sent (a replay shows a prompt so).
-    UserBlock(&'a PromptBlock),
+    UserBlock {
+        block: &'a PromptBlock,
+        message_id: &'a str,
+    },
     /// A tool call begins: pending until every hook and the person have let it
     /// through.
     ToolCall {
@@ -72,14 +78,17 @@ pub enum TurnEvent<'a> {
         /// How the command ended, when one ran in the foreground.
         exit: Option<CommandExit>,
     },
-    /// A piece of the model's answer.
-    AgentText(&'a str),
+    /// A piece of the model's answer, part of the message `message_id` (logged with
+    /// the answer, so a replay shows it under the same id).
+    AgentText { text: &'a str, message_id: &'a str },
     /// A piece of the model's reasoning.
     AgentThought(&'a str),
     /// The session's mode changed.
     ModeChanged(&'a str),
     /// The session got a title.
     TitleChanged(&'a str),
+    /// The model's plan as it now stands (`todo_write`; each replaces the last).
+    Plan(&'a [crate::store::PlanItem]),
     /// What the context holds after a model request, against the window, and what the
     /// session has cost so far (amount, currency) when prices are configured.
     Usage {
@@ -261,17 +270,46 @@ pub async fn run_tool(
     out
 }
 
+/// The model a session's next request names: the "Think harder" model while its switch
+/// is on (and one is configured), else the one the person picked, else the config's
+/// (`None`).
+pub fn requested_model(session: &Session, config: &ModelConfig) -> Option<String> {
+    match &config.think_harder_model {
+        Some(model) if session.think_harder() => Some(model.clone()),
+        _ => session.model(),
+    }
+}
+
+/// A whole agent message of dsh's own (not the model's): logged and shown under one
+/// fresh `messageId`.
+pub(crate) fn say(ctx: &TurnContext<'_>, text: &str) {
+    let message_id = crate::store::new_message_id();
+    ctx.append(Event::AgentMessage {
+        at_ms: now_ms(),
+        text: text.to_string(),
+        message_id: Some(message_id.clone()),
+    });
+    (ctx.events)(TurnEvent::AgentText {
+        text,
+        message_id: &message_id,
+    });
+}
+
 /// Context hooks added for the model: logged as notices at their place (the model
 /// sees each as `<context source="hook:NAME">` after what it belongs to) and shown.
 fn add_context(ctx: &TurnContext<'_>, context: &[(String, String)]) {
     for (source, text) in context {
+        let at_ms = now_ms();
         ctx.append(Event::Notice {
-            at_ms: now_ms(),
+            at_ms,
             source: source.clone(),
             task_id: String::new(),
             text: text.clone(),
         });
-        (ctx.events)(TurnEvent::UserText(&context_text(source, text)));
+        (ctx.events)(TurnEvent::UserText {
+            text: &context_text(source, text),
+            message_id: &crate::store::notice_message_id(at_ms, source, text),
+        });
     }
 }
 
@@ -328,6 +366,7 @@ pub async fn run_prompt(
         at_ms: now_ms(),
         text: text.to_string(),
         content: prompt::blocks_to_log(blocks),
+        message_id: Some(crate::store::new_message_id()),
     });
     let first_prompt = ctx.session.title().is_none();
     if first_prompt && let Some(title) = title_of(text) {
@@ -346,11 +385,7 @@ pub async fn run_prompt(
     add_context(ctx, &said.context);
     let outcome = if let Some((hook, reason)) = said.blocked {
         let text = format!("The prompt was blocked by {hook}: {reason}");
-        ctx.append(Event::AgentMessage {
-            at_ms: now_ms(),
-            text: text.clone(),
-        });
-        (ctx.events)(TurnEvent::AgentText(&text));
+        say(ctx, &text);
         Ok(StopReason::Refusal)
     } else if let Some(control) = ctx.control
         && commands::run(ctx, text, control).await
@@ -395,11 +430,7 @@ pub async fn run_prompt(
             }
             None => {
                 let text = crate::llm::openai::not_configured_text(model_config);
-                ctx.append(Event::AgentMessage {
-                    at_ms: now_ms(),
-                    text: text.clone(),
-                });
-                (ctx.events)(TurnEvent::AgentText(&text));
+                say(ctx, &text);
                 Ok(StopReason::EndTurn)
             }
         }
@@ -519,20 +550,29 @@ pub async fn run_model_turn(
             .sum();
         let request = ModelRequest {
             messages,
-            tools: ctx.tools.definitions_for(&ctx.session.id),
-            model: ctx.session.model(),
+            tools: {
+                let mut tools = ctx.tools.definitions_for(&ctx.session.id);
+                tools.extend(plan::definition());
+                tools
+            },
+            model: requested_model(ctx.session, model_config),
             max_tokens: None,
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stream = model.stream(&request, tx, &ctx.cancel);
         tokio::pin!(stream);
         let (mut text, mut thought) = (String::new(), String::new());
+        // The answer's text is one message: its deltas and its log line share the id.
+        let message_id = crate::store::new_message_id();
         let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
         let mut finish = None;
         let mut usage = None;
         let mut handle = |event: ModelEvent| match event {
             ModelEvent::Text(t) => {
-                (ctx.events)(TurnEvent::AgentText(&t));
+                (ctx.events)(TurnEvent::AgentText {
+                    text: &t,
+                    message_id: &message_id,
+                });
                 text.push_str(&t);
             }
             ModelEvent::Reasoning(t) => {
@@ -573,9 +613,7 @@ pub async fn run_model_turn(
         if let Some((prompt_tokens, completion_tokens)) = usage {
             ctx.append(Event::Usage {
                 at_ms: now_ms(),
-                model: ctx
-                    .session
-                    .model()
+                model: requested_model(ctx.session, model_config)
                     .unwrap_or_else(|| model_config.model.clone()),
                 prompt_tokens,
                 completion_tokens,
@@ -598,6 +636,7 @@ pub async fn run_model_turn(
             ctx.append(Event::AgentMessage {
                 at_ms: now_ms(),
                 text,
+                message_id: Some(message_id),
             });
         }
         match result {
@@ -627,6 +666,10 @@ pub async fn run_model_turn(
             } else {
                 call.name
             };
+            if name == plan::NAME {
+                plan::run(ctx, &call_id, arguments);
+                continue;
+            }
             run_tool(ctx, &call_id, &name, arguments, true).await;
         }
         if ctx.cancel.is_cancelled() {

@@ -33,8 +33,10 @@ pub struct OpenAiModel {
     url: Result<Uri, String>,
     base_url: String,
     model: String,
-    /// Never printed: not in `Debug`, errors or logs.
-    api_key: Option<String>,
+    /// Where the API key comes from (the key file is read at each request, so a
+    /// `dsh login` reaches a running daemon). The key is never printed: not in
+    /// `Debug`, errors or logs.
+    key: crate::auth::KeySource,
     /// `Proxy-Authorization` for a plain `http` endpoint reached through a proxy.
     proxy_auth: Option<HeaderValue>,
     max_retries: u32,
@@ -66,9 +68,10 @@ pub fn configured(config: &ModelConfig) -> Result<Option<std::sync::Arc<dyn Mode
 }
 
 impl OpenAiModel {
-    /// The model the daemon should use, or `None` when none is configured: the
-    /// default endpoint (DeepSeek) needs a key; an explicitly chosen endpoint
-    /// (a local server) may run without one.
+    /// The model the daemon should use. It is built even without a key: the key file
+    /// may appear later (`dsh login`), and a prompt that needs a key and finds none is
+    /// refused before it gets here (auth-required, src/acp/auth.rs). The `Option` stays
+    /// for callers that build no model at all.
     pub fn from_config(
         config: &ModelConfig,
         env: impl Fn(&str) -> Option<String>,
@@ -76,11 +79,7 @@ impl OpenAiModel {
         let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let base_url = nonempty("DSH_MODEL_BASE_URL").unwrap_or_else(|| config.base_url.clone());
         let model = nonempty("DSH_MODEL").unwrap_or_else(|| config.model.clone());
-        let api_key = nonempty("DSH_API_KEY").or_else(|| nonempty(&config.api_key_env));
-        let default_endpoint = base_url == crate::config::DEFAULT_MODEL_BASE_URL;
-        if api_key.is_none() && default_endpoint {
-            return Ok(None);
-        }
+        let key = crate::auth::KeySource::resolve(config, &env);
         let base_url = base_url.trim_end_matches('/').to_string();
         let url = format!("{base_url}/chat/completions")
             .parse()
@@ -100,7 +99,7 @@ impl OpenAiModel {
             url,
             base_url,
             model,
-            api_key,
+            key,
             proxy_auth,
             max_retries: config.max_retries,
             retry_base: Duration::from_millis(config.retry_base_ms),
@@ -146,7 +145,7 @@ impl OpenAiModel {
         let mut post = hyper::Request::post(url)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream");
-        if let Some(key) = &self.api_key {
+        if let Some(key) = self.key.key() {
             let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| {
                 ModelError::Connect("the API key is not a valid header value".into())
             })?;
@@ -158,6 +157,65 @@ impl OpenAiModel {
         }
         post.body(Full::new(body))
             .map_err(|e| ModelError::Connect(format!("cannot build the request: {e}")))
+    }
+}
+
+/// What one cheap request said about a key (`dsh login` checks before it stores).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// The endpoint answered 2xx to a request carrying it.
+    Accepted,
+    /// The endpoint answered 401 or 403: the key is wrong.
+    Rejected(String),
+    /// Nothing conclusive (unreachable, another status): said, not judged.
+    Unverified(String),
+}
+
+impl OpenAiModel {
+    /// Sends `key` to `<base_url>/models` (a GET every OpenAI-compatible server has,
+    /// which costs no tokens) and says what the answer means for the key.
+    pub async fn check_key(&self, key: &str, timeout: Duration) -> KeyCheck {
+        let url = match format!("{}/models", self.base_url).parse::<Uri>() {
+            Ok(url) => url,
+            Err(e) => return KeyCheck::Unverified(format!("the base_url is not a URL: {e}")),
+        };
+        let Ok(mut auth) = HeaderValue::try_from(format!("Bearer {key}")) else {
+            return KeyCheck::Rejected("the key holds characters no header can carry".into());
+        };
+        auth.set_sensitive(true);
+        let mut get = hyper::Request::get(url).header(AUTHORIZATION, auth);
+        if let Some(proxy) = &self.proxy_auth {
+            get = get.header(PROXY_AUTHORIZATION, proxy.clone());
+        }
+        let Ok(request) = get.body(Full::new(Bytes::new())) else {
+            return KeyCheck::Unverified("cannot build the request".into());
+        };
+        match tokio::time::timeout(timeout, self.client.request(request)).await {
+            Err(_) => KeyCheck::Unverified(format!(
+                "{} did not answer within {} s",
+                self.base_url,
+                timeout.as_secs()
+            )),
+            Ok(Err(e)) => KeyCheck::Unverified(format!(
+                "cannot reach {}: {}",
+                self.base_url,
+                http::error_text(&e)
+            )),
+            Ok(Ok(answer)) => {
+                let status = answer.status();
+                if status.is_success() {
+                    KeyCheck::Accepted
+                } else if status.as_u16() == 401 || status.as_u16() == 403 {
+                    let cancel = CancellationToken::new();
+                    let body = error_body(answer.into_body(), timeout, &cancel)
+                        .await
+                        .unwrap_or_default();
+                    KeyCheck::Rejected(format!("{status}: {}", server_message(&body)))
+                } else {
+                    KeyCheck::Unverified(format!("{} answered {status}", self.base_url))
+                }
+            }
+        }
     }
 }
 
@@ -543,18 +601,19 @@ mod tests {
     }
 
     #[test]
-    fn default_endpoint_needs_a_key_and_env_overrides_config() {
+    fn every_endpoint_builds_a_model_and_env_overrides_config() {
         let config = ModelConfig::default();
-        assert!(
-            OpenAiModel::from_config(&config, |_| None)
-                .unwrap()
-                .is_none()
-        );
+        // Without a key too: the key file may appear later (src/auth.rs).
+        let m = OpenAiModel::from_config(&config, |_| None)
+            .unwrap()
+            .unwrap();
+        assert!(!matches!(m.key, crate::auth::KeySource::Env { .. }));
         let m =
             OpenAiModel::from_config(&config, |k| (k == "DEEPSEEK_API_KEY").then(|| "sk".into()))
                 .unwrap()
                 .unwrap();
         assert_eq!(m.describe(), "deepseek-chat at https://api.deepseek.com");
+        assert_eq!(m.key.key().as_deref(), Some("sk"));
         let m = OpenAiModel::from_config(&config, |k| match k {
             "DSH_MODEL_BASE_URL" => Some("http://127.0.0.1:9/v1/".into()),
             "DSH_MODEL" => Some("local".into()),
@@ -563,7 +622,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(m.describe(), "local at http://127.0.0.1:9/v1");
-        assert!(m.api_key.is_none());
+        assert!(!matches!(m.key, crate::auth::KeySource::Env { .. }));
     }
 
     /// A model on a local address nothing listens on: for tests of request bodies.

@@ -103,6 +103,8 @@ pub struct Session {
     title: Mutex<Option<String>>,
     /// The model its requests name, when the person picked one (`None`: the config's).
     model: Mutex<Option<String>>,
+    /// Its "Think harder" switch: requests go to `[model] think_harder_model` while on.
+    think_harder: AtomicBool,
     /// The user's own "always" answers, which apply to every session.
     user: Arc<UserGrants>,
 }
@@ -138,6 +140,16 @@ impl Session {
     /// Picks the model its next requests name.
     pub fn set_model(&self, model: Option<String>) {
         *lock(&self.model) = model;
+    }
+
+    /// Whether its "Think harder" switch is on.
+    pub fn think_harder(&self) -> bool {
+        self.think_harder.load(Ordering::SeqCst)
+    }
+
+    /// Turns its "Think harder" switch on or off (its next requests follow).
+    pub fn set_think_harder(&self, on: bool) {
+        self.think_harder.store(on, Ordering::SeqCst);
     }
 
     /// Records the directories the editor granted besides the cwd; only absolute
@@ -324,6 +336,7 @@ impl SessionRegistry {
                     closed: AtomicBool::new(false),
                     title: Mutex::new(None),
                     model: Mutex::new(None),
+                    think_harder: AtomicBool::new(false),
                     user: self.user_grants.clone(),
                 })
             })

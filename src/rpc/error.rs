@@ -26,6 +26,8 @@ pub const INTERNAL_ERROR: i32 = -32603;
 pub const REQUEST_CANCELLED: i32 = -32800;
 /// ACP: a resource (e.g. a session) does not exist, or may not be addressed.
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
+/// ACP: the request needs credentials the agent does not have (`authenticate` first).
+pub const AUTH_REQUIRED: i32 = -32000;
 
 /// A JSON-RPC error object (code, message, optional data) that handlers return.
 ///
@@ -93,6 +95,12 @@ impl RpcError {
     /// from this connection; the message must not reveal which).
     pub fn not_found(msg: impl Into<String>) -> Self {
         Self::new(RESOURCE_NOT_FOUND, msg)
+    }
+
+    /// -32000: the agent lacks the credentials this request needs; the message says how
+    /// to provide them (ACP's auth-required, which clients answer with their login UI).
+    pub fn auth_required(msg: impl Into<String>) -> Self {
+        Self::new(AUTH_REQUIRED, msg)
     }
 
     /// What an outgoing request resolves to when the connection ends first.

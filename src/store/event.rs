@@ -52,6 +52,8 @@ pub enum ToolKind {
     Edit,
     /// Reaches the network (the `network` tool's calls).
     Fetch,
+    /// Plans or reasons, touching nothing (`todo_write`).
+    Think,
     /// Anything else (an MCP server's tool that does not say it only reads), and any
     /// kind a newer dsh logged that this build does not know.
     #[serde(other)]
@@ -66,6 +68,7 @@ impl ToolKind {
             ToolKind::Read => "read",
             ToolKind::Edit => "edit",
             ToolKind::Fetch => "fetch",
+            ToolKind::Think => "think",
             ToolKind::Other => "other",
         }
     }
@@ -145,9 +148,19 @@ pub enum Event {
         text: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         content: Vec<PromptBlock>,
+        /// The ACP `messageId` its chunks carry on replay (absent in older logs: a
+        /// replay then derives one from the event's place, the same at every load).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
     },
     /// Text the model answered with.
-    AgentMessage { at_ms: u64, text: String },
+    AgentMessage {
+        at_ms: u64,
+        text: String,
+        /// The ACP `messageId` its chunks carried live, and carry again on replay.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
     /// Reasoning text the model streamed.
     AgentThought { at_ms: u64, text: String },
     /// The model asked for a tool. `kind` is the ACP tool kind (`execute`,
@@ -237,6 +250,42 @@ pub enum Event {
         at_ms: u64,
         prefix: crate::policy::Grant,
     },
+    /// The model's plan (`todo_write`) as it now stands: each one replaces the last.
+    Plan { at_ms: u64, entries: Vec<PlanItem> },
+    /// A session config option that is a switch was turned on or off (`think_harder`).
+    OptionSet {
+        at_ms: u64,
+        option: String,
+        value: bool,
+    },
+}
+
+/// One step of a plan, in the log's own words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub content: String,
+    pub status: PlanStatus,
+    #[serde(default)]
+    pub priority: PlanPriority,
+}
+
+/// Where a plan's step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// How much a plan's step matters (the model may say; medium when it does not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    High,
+    #[default]
+    Medium,
+    Low,
 }
 
 impl Event {
@@ -258,7 +307,9 @@ impl Event {
             | Event::Usage { at_ms, .. }
             | Event::ModelChange { at_ms, .. }
             | Event::Grant { at_ms, .. }
-            | Event::Revoke { at_ms, .. } => *at_ms,
+            | Event::Revoke { at_ms, .. }
+            | Event::Plan { at_ms, .. }
+            | Event::OptionSet { at_ms, .. } => *at_ms,
         }
     }
 }
@@ -306,6 +357,24 @@ pub fn iso8601(ms: u64) -> String {
         rem % 60,
         ms % 1000
     )
+}
+
+/// A fresh ACP `messageId` for a message about to be shown (and logged with it).
+pub fn new_message_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The `messageId` of a notice: derived from what its log line keeps (time, source,
+/// text), so the live message and every replay of it carry the same one.
+pub fn notice_message_id(at_ms: u64, source: &str, text: &str) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    hash.update(source.as_bytes());
+    hash.update([0]);
+    hash.update(text.as_bytes());
+    let digest = hash.finalize();
+    let tag: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("notice-{at_ms}-{tag}")
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ mod list;
 mod log;
 
 pub use event::{
-    Event, Header, INTERRUPTED_TEXT, PromptBlock, STOP_INTERRUPTED, ToolKind, ToolStatus, iso8601,
-    latest_title, now_ms,
+    Event, Header, INTERRUPTED_TEXT, PlanItem, PlanPriority, PlanStatus, PromptBlock,
+    STOP_INTERRUPTED, ToolKind, ToolStatus, iso8601, latest_title, new_message_id,
+    notice_message_id, now_ms,
 };
 pub use list::{SessionSummary, list};
 pub use log::SessionLog;

@@ -18,6 +18,7 @@ fn msg(text: &str) -> Event {
         at_ms: 1,
         text: text.to_string(),
         content: Vec::new(),
+        message_id: None,
     }
 }
 
@@ -27,10 +28,12 @@ fn every_event() -> Vec<Event> {
             at_ms: 1,
             text: "hello\nworld".into(),
             content: Vec::new(),
+            message_id: None,
         },
         Event::AgentMessage {
             at_ms: 2,
             text: "hi".into(),
+            message_id: None,
         },
         Event::AgentThought {
             at_ms: 3,
@@ -101,6 +104,20 @@ fn every_event() -> Vec<Event> {
                     blob: None,
                 },
             ],
+            message_id: Some("m-11".into()),
+        },
+        Event::Plan {
+            at_ms: 12,
+            entries: vec![crate::store::PlanItem {
+                content: "a step".into(),
+                status: crate::store::PlanStatus::InProgress,
+                priority: crate::store::PlanPriority::High,
+            }],
+        },
+        Event::OptionSet {
+            at_ms: 13,
+            option: "think_harder".into(),
+            value: true,
         },
     ]
 }
@@ -141,7 +158,7 @@ fn every_event_type_round_trips() {
     // The wire shape: tagged, camelCase, one line per record.
     let text = std::fs::read_to_string(log.path()).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 12);
+    assert_eq!(lines.len(), 14);
     assert_eq!(
         lines[0],
         r#"{"type":"header","id":"s1","cwd":"/work","createdMs":1700000000000,"title":"first"}"#
@@ -177,8 +194,17 @@ fn every_event_type_round_trips() {
             r#"{"type":"text","text":"see"},"#,
             r#"{"type":"resource_link","uri":"file:///w/a.rs","name":"a.rs"},"#,
             r#"{"type":"image","mimeType":"image/png","data":"iVBO"},"#,
-            r#"{"type":"resource","uri":"file:///w/b.rs","mimeType":"text/rust","text":"fn b() {}"}]}"#
+            r#"{"type":"resource","uri":"file:///w/b.rs","mimeType":"text/rust","text":"fn b() {}"}],"#,
+            r#""messageId":"m-11"}"#
         )
+    );
+    assert_eq!(
+        lines[12],
+        r#"{"type":"plan","atMs":12,"entries":[{"content":"a step","status":"in_progress","priority":"high"}]}"#
+    );
+    assert_eq!(
+        lines[13],
+        r#"{"type":"option_set","atMs":13,"option":"think_harder","value":true}"#
     );
 }
 

@@ -92,6 +92,18 @@ pub struct FakeModel {
     seen: Arc<Mutex<Vec<Value>>>,
     /// Signalled when a client disconnects from a held stream.
     pub released: Arc<Notify>,
+    /// The one key it takes (`Authorization: Bearer <key>`), like a hosted endpoint;
+    /// `None`: it takes any request, like a local server.
+    key: Arc<Mutex<Option<String>>>,
+    /// The `Authorization` header of every chat request (empty when none was sent).
+    pub authorizations: Arc<Mutex<Vec<String>>>,
+}
+
+/// What the server checks of a request's credentials, and what it saw of them.
+#[derive(Clone)]
+struct Gate {
+    key: Arc<Mutex<Option<String>>>,
+    authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 impl FakeModel {
@@ -102,11 +114,19 @@ impl FakeModel {
         turns.script.lock().unwrap().extend(script);
         let (titles, title_requests) = Lane::new();
         let released = Arc::new(Notify::new());
-        let (lanes, rel) = ((turns.clone(), titles.clone()), released.clone());
+        let gate = Gate {
+            key: Arc::new(Mutex::new(None)),
+            authorizations: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (lanes, rel, g) = (
+            (turns.clone(), titles.clone()),
+            released.clone(),
+            gate.clone(),
+        );
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (lanes, rel) = (lanes.clone(), rel.clone());
-                tokio::spawn(async move { serve(stream, lanes, rel).await });
+                let (lanes, rel, g) = (lanes.clone(), rel.clone(), g.clone());
+                tokio::spawn(async move { serve(stream, lanes, rel, g).await });
             }
         });
         Self {
@@ -117,7 +137,15 @@ impl FakeModel {
             title_requests,
             seen: turns.seen,
             released,
+            key: gate.key,
+            authorizations: gate.authorizations,
         }
+    }
+
+    /// From now on, only requests carrying `key` are answered (others get 401), as a
+    /// hosted endpoint does; `GET <base>/models` answers 200 to it.
+    pub fn require_key(&self, key: &str) {
+        *self.key.lock().unwrap() = Some(key.to_string());
     }
 
     pub fn push(&self, reply: Reply) {
@@ -144,7 +172,12 @@ impl FakeModel {
     }
 }
 
-async fn serve(mut stream: TcpStream, (turns, titles): (Lane, Lane), released: Arc<Notify>) {
+async fn serve(
+    mut stream: TcpStream,
+    (turns, titles): (Lane, Lane),
+    released: Arc<Notify>,
+    gate: Gate,
+) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let header_end = loop {
@@ -172,6 +205,51 @@ async fn serve(mut stream: TcpStream, (turns, titles): (Lane, Lane), released: A
     }
     let body: Value =
         serde_json::from_slice(&buf[header_end..header_end + length]).unwrap_or(Value::Null);
+    // Header names were lowercased with the rest; the key's case is kept from `buf`.
+    let raw_head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let authorization = raw_head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("authorization")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default();
+    let wanted = gate.key.lock().unwrap().clone();
+    let allowed = wanted.is_none_or(|k| authorization == format!("Bearer {k}"));
+    let answer = |code: u16, body: Value| {
+        let body = body.to_string();
+        format!(
+            "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    if head.starts_with("get ") && head.lines().next().is_some_and(|l| l.contains("/models ")) {
+        let out = if allowed {
+            answer(
+                200,
+                json!({"object": "list", "data": [{"id": "fake", "object": "model"}]}),
+            )
+        } else {
+            answer(
+                401,
+                json!({"error": {"message": "Authentication Fails (invalid key)"}}),
+            )
+        };
+        let _ = stream.write_all(out.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
+    gate.authorizations.lock().unwrap().push(authorization);
+    if !allowed {
+        let out = answer(
+            401,
+            json!({"error": {"message": "Authentication Fails (invalid key)"}}),
+        );
+        let _ = stream.write_all(out.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
     let lane = if is_title_request(&body) {
         titles
     } else {

@@ -30,7 +30,9 @@ async fn stdio_daemon_on(dir: &Path, state: &Path) -> (Child, Client) {
             .args(["serve", "--stdio", "--state-dir"])
             .arg(state)
             .arg("--config")
-            .arg(config),
+            .arg(config)
+            // The key file `dsh login` writes lives there: never the developer's own.
+            .env("XDG_CONFIG_HOME", dir.join("conf")),
     );
     (child, client)
 }
@@ -121,7 +123,7 @@ async fn session_new_rejects_a_relative_or_missing_cwd() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bang_prompt_runs_bash_with_tool_call_updates_and_other_prompts_say_no_model() {
+async fn bang_prompt_runs_bash_with_tool_call_updates_and_other_prompts_need_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let (_child, mut c) = stdio_daemon(dir.path()).await;
     c.initialize().await;
@@ -151,15 +153,13 @@ async fn bang_prompt_runs_bash_with_tool_call_updates_and_other_prompts_say_no_m
         done["content"][1]["content"]["text"],
         format!("```\n{text}```")
     );
-    let r = c.prompt(&s, "what is in this directory?").await.unwrap();
-    assert_eq!(r["stopReason"], "end_turn");
-    let said = c.updates_of(&s, "agent_message_chunk");
-    assert!(
-        said[0]["content"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("No model is configured")
-    );
+    // The default endpoint needs a key and there is none: ACP's auth-required.
+    let e = c
+        .prompt(&s, "what is in this directory?")
+        .await
+        .unwrap_err();
+    assert_eq!(e["code"], -32000, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("dsh login"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,9 @@ use std::path::Path;
 use tokio::process::Child;
 
 async fn daemon(dir: &Path, config: &str) -> (Child, Client) {
-    common::daemon::stdio_daemon(dir, config, &[]).await
+    // The key file `dsh login` writes lives there: never the developer's own.
+    let conf = dir.join("conf");
+    common::daemon::stdio_daemon(dir, config, &[("XDG_CONFIG_HOME", conf.to_str().unwrap())]).await
 }
 
 fn agent_said(c: &Client, s: &str) -> String {
@@ -261,9 +263,10 @@ async fn slash_commands_are_listed_and_each_answers_without_a_model() {
     assert_eq!(modes.last().unwrap()["currentModeId"], "read-only");
     let (out, is_error) = c.bash(&s, "touch nope").await;
     assert!(is_error, "{out}");
-    // An unknown /word is an ordinary prompt (here: no model, so it says what to set).
-    c.prompt(&s, "/etc/hosts is odd").await.unwrap();
-    assert!(agent_said(&c, &s).contains("No model is configured"));
+    // An unknown /word is an ordinary prompt (here: no key for the default endpoint, so
+    // it is refused as auth-required, saying what to do).
+    let e = c.prompt(&s, "/etc/hosts is odd").await.unwrap_err();
+    assert_eq!(e["code"], -32000, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -756,3 +756,43 @@ async fn a_host_that_cannot_sandbox_refuses_commands_with_why_even_in_auto_mode(
     assert!(!state.path().join("ran").exists());
     exec.shutdown().await;
 }
+
+/// The first contact with a given build of dsh as the helper, for BENCHMARKS.md
+/// (issue 31): how long the first call takes when the helper must be uploaded (hashed,
+/// gzip on the wire, unpacked and checked remotely, started), against a fresh cache on
+/// a loopback sshd. Needs a build to measure, so it runs only when asked:
+/// `DSH_HELPER_BIN=target/x86_64-unknown-linux-gnu/dist/dsh cargo test --test it --
+/// --ignored first_contact_of_a_build --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: needs DSH_HELPER_BIN"]
+async fn first_contact_of_a_build() {
+    let bin = PathBuf::from(std::env::var_os("DSH_HELPER_BIN").expect("DSH_HELPER_BIN"));
+    let state = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let mut cfg = config(state.path(), &sshd);
+    cfg.ssh.helper = HelperMode::Required;
+    cfg.ssh.helper_dir = cache.path().join("dsh").display().to_string();
+    let exec = SshExecutor::with_helper(&cfg, bin.clone()).unwrap();
+    let started = std::time::Instant::now();
+    let out = exec
+        .run(
+            exec.resolve(req("true", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let first_call = started.elapsed();
+    assert_eq!(out.exit_code, Some(0));
+    let report = exec.install_report().unwrap();
+    assert!(report.uploaded, "{report:?}");
+    eprintln!(
+        "first contact with {}: {} bytes, {} sent, install {:?}, first call {:?}",
+        bin.display(),
+        report.size,
+        report.sent,
+        report.elapsed,
+        first_call
+    );
+    exec.shutdown().await;
+}
