@@ -100,6 +100,21 @@ const fn data(name: &'static str) -> Row {
     }
 }
 
+/// tar's short options that take a value.
+const TAR_VALUES: &str = "bCfFgHIKLNTVX";
+
+const TAR_SPOTS: &[Spot] = &[
+    spot(None, "to-command", COMMAND),
+    spot(Some('I'), "use-compress-program", COMMAND),
+    spot(None, "rsh-command", COMMAND),
+    Spot {
+        prefix: "exec=",
+        ..spot(None, "checkpoint-action", COMMAND)
+    },
+    spot(Some('F'), "info-script", FILE),
+    spot(None, "new-volume-script", FILE),
+];
+
 const SSH_SPOTS: &[Spot] = &[
     spot(Some('o'), "", Holds::SshOption),
     spot(Some('F'), "", FILE),
@@ -109,21 +124,10 @@ const SSH_SPOTS: &[Spot] = &[
 /// OpenSSH 9.2, rsync 3.2, git 2.39, tmux 3.3, gdb 13, GNU parallel, screen 4.9); the
 /// walk-around table runs each form against the real program.
 static ROWS: &[Row] = &[
-    options(
-        "tar",
-        "bCfFgHIKLNTVX",
-        &[
-            spot(None, "to-command", COMMAND),
-            spot(Some('I'), "use-compress-program", COMMAND),
-            spot(None, "rsh-command", COMMAND),
-            Spot {
-                prefix: "exec=",
-                ..spot(None, "checkpoint-action", COMMAND)
-            },
-            spot(Some('F'), "info-script", FILE),
-            spot(None, "new-volume-script", FILE),
-        ],
-    ),
+    Row {
+        reads: Reads::Custom(tar),
+        ..options("tar", TAR_VALUES, TAR_SPOTS)
+    },
     Row {
         reads: Reads::Custom(ssh),
         ..options("ssh", "BbcDEeFIiJLlmOoPpQRSWw", SSH_SPOTS)
@@ -374,6 +378,31 @@ const SSH_KEYS: &[(&str, Holds)] = &[
     ("pkcs11provider", FILE),
     ("securitykeyprovider", FILE),
 ];
+
+/// `tar [-]LETTERS [VALUES...] [OPTIONS] [FILES]`: a first word without a dash is the
+/// traditional form, each letter that takes a value taking the next word in turn (`tar cIf
+/// PROG a.tar f` is `tar -c -I PROG -f a.tar f`); it is read as that, then as usual.
+fn tar(row: &Row, args: &[Word]) -> Vec<InnerCommand> {
+    let Some(first) = args
+        .first()
+        .filter(|w| !w.text.starts_with('-') && !w.dynamic)
+    else {
+        return scan(row, args).found;
+    };
+    let mut rewritten = Vec::new();
+    let mut next = 1;
+    for letter in first.text.chars() {
+        rewritten.push(Word::literal(&format!("-{letter}")));
+        if row.short_values.contains(letter)
+            && let Some(value) = args.get(next)
+        {
+            rewritten.push(value.clone());
+            next += 1;
+        }
+    }
+    rewritten.extend(args[next.min(args.len())..].iter().cloned());
+    scan(row, &rewritten).found
+}
 
 /// `-o Key=Value` or `-o "Key Value"`.
 fn ssh_option(how: &str, word: &Word, text: &str) -> Option<InnerCommand> {
@@ -1089,6 +1118,11 @@ mod tests {
         assert!(found(&["tar", "--checkpoint-action=echo", "-cf", "a", "f"]).is_empty());
         assert!(found(&["tar", "-F", "s.sh", "-cf", "a"])[0].starts_with("-F -> opaque"));
         assert!(found(&["tar", "-czf", "a.tgz", "src"]).is_empty());
+        assert_eq!(
+            found(&["tar", "cIf", "rm x", "a.tar", "f"]),
+            ["-I -> script: rm x"]
+        );
+        assert!(found(&["tar", "czf", "a.tgz", "src"]).is_empty());
     }
 
     #[test]

@@ -303,7 +303,10 @@ impl Walker {
                         parts.env.extend(env_command(&assigned));
                     }
                 } else {
+                    // `export PAGER=...`, `declare -x GIT_SSH_COMMAND=...`: the variable
+                    // reaches the commands after it, which run its value (P3b).
                     let word = self.word(word)?;
+                    parts.env.extend(env_command(&word));
                     parts.words.push(word);
                 }
             }
