@@ -196,6 +196,18 @@ pub fn inline_code(words: &[String]) -> Option<Code> {
     }
 }
 
+/// Whether `name` is an interpreter this file reads (its code is P8's, so P3b's safety net
+/// for unknown programs leaves its arguments alone: `sed 's/rm -f/rm -rf/'` is a script,
+/// not a command line).
+pub fn is_interpreter(name: &str) -> bool {
+    matches!(
+        name,
+        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" | "sed" | "gsed"
+    ) || INTERPRETERS
+        .iter()
+        .any(|i| i.names.iter().any(|n| is_version_of(name, n)))
+}
+
 /// `python3`, `python3.12`, `perl5.36` are versions of `python` and `perl`.
 fn is_version_of(name: &str, base: &str) -> bool {
     name.strip_prefix(base)

@@ -1323,7 +1323,10 @@ impl Policy {
     /// holding a deny rule's first word are parsed, so lines without one cost nothing.
     fn runs_denied_argument(&self, words: &[String]) -> Option<Verdict> {
         let program = base_name(words.first()?);
-        if wrappers::is_wrapper(program) || embedded::has_row(program) {
+        if wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+        {
             return None;
         }
         let firsts: Vec<&str> = self
