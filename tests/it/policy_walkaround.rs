@@ -39,7 +39,7 @@
 //! procps (watch), time (/usr/bin/time), sudo, login (sg), dpkg
 //! (start-stop-daemon), openssh-client (ssh-agent, ssh, scp, sftp), strace,
 //! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
-//! valgrind, gdb, dbus (dbus-run-session), xdg-utils, python3, perl, nodejs,
+//! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
 //! ruby, php-cli, lua5.4, mawk, sed.
 
 use crate::common;
