@@ -1320,7 +1320,8 @@ impl Policy {
     /// P3b's safety net: for a program with no row (neither a wrapper nor in
     /// `embedded.rs`), an argument (or the value of `--opt=value`, `key=value`) that parses
     /// as a command line in which a deny rule names a segment, as an ask. Only arguments
-    /// holding a deny rule's first word are parsed, so lines without one cost nothing.
+    /// holding a deny rule's first word as a word are parsed, so lines without one cost
+    /// nothing.
     fn runs_denied_argument(&self, words: &[String]) -> Option<Verdict> {
         let program = base_name(words.first()?);
         if wrappers::is_wrapper(program)
@@ -1346,7 +1347,14 @@ impl Policy {
             [Some(word.as_str()), value]
                 .into_iter()
                 .flatten()
-                .filter(|text| firsts.iter().any(|f| text.contains(f)))
+                // A first word standing as a word (`'rm x'`, `--run=/bin/rm`), not inside
+                // one (`--format`): only then is the text worth parsing.
+                .filter(|text| {
+                    firsts.iter().any(|f| text.contains(f))
+                        && inline::code_words(text)
+                            .iter()
+                            .any(|w| firsts.contains(&base_name(w)))
+                })
                 .find_map(|text| {
                     let segments = shell::segments(text).ok()?;
                     let rule = segments.iter().find_map(|s| {
