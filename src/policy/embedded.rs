@@ -255,19 +255,23 @@ fn scan_spots(short_values: &str, spots: &[Spot], args: &[Word], stop_at_operand
                 Some((name, value)) => (name, Some(value)),
                 None => (long, None),
             };
-            for spot in spots
+            // Every spot the prefix names (the real program refuses an ambiguous one; reading
+            // it as each only judges more), all with the one value the word has.
+            let named: Vec<&Spot> = spots
                 .iter()
                 .filter(|s| !s.long.is_empty() && !name.is_empty() && s.long.starts_with(name))
-            {
-                let value = match attached {
-                    Some(value) => Some(Value::of(word, value)),
-                    None if spot.optional => None,
-                    None => {
-                        i += 1;
-                        args.get(i - 1).map(|w| Value::of(w, &w.text))
-                    }
-                };
-                if let Some(value) = value {
+                .collect();
+            let takes_next = attached.is_none() && named.iter().any(|s| !s.optional);
+            let value = match attached {
+                Some(value) => Some(Value::of(word, value)),
+                None if takes_next => {
+                    i += 1;
+                    args.get(i - 1).map(|w| Value::of(w, &w.text))
+                }
+                None => None,
+            };
+            if let Some(value) = value {
+                for spot in named.iter().filter(|s| attached.is_some() || !s.optional) {
                     out.found
                         .extend(held(spot, &format!("--{}", spot.long), value));
                 }
@@ -314,6 +318,7 @@ fn scan(row: &Row, args: &[Word]) -> Scanned {
 }
 
 /// An option's value: its text and whether it is known before the line runs.
+#[derive(Clone, Copy)]
 struct Value<'a> {
     text: &'a str,
     known: bool,
@@ -431,9 +436,14 @@ fn ssh_option(how: &str, word: &Word, text: &str) -> Option<InnerCommand> {
 /// command line for the remote user's shell. The remote host may be this one, so it is
 /// judged like any command line.
 fn ssh(row: &Row, args: &[Word]) -> Vec<InnerCommand> {
-    let scanned = scan_from(row, args, true);
-    let mut found = scanned.found;
-    let remote: Vec<&Word> = scanned.operands.iter().skip(1).map(|&i| &args[i]).collect();
+    let before = scan_from(row, args, true);
+    let mut found = before.found;
+    // ssh reads options again right after the host (`ssh h -o ProxyCommand=...`).
+    let after_host = before.operands.first().map_or(args.len(), |&host| host + 1);
+    let rest = &args[after_host.min(args.len())..];
+    let after = scan_from(row, rest, true);
+    found.extend(after.found);
+    let remote: Vec<&Word> = after.operands.iter().map(|&i| &rest[i]).collect();
     if !remote.is_empty() {
         let inner = if remote.iter().any(|w| w.dynamic) {
             InnerCommand::Opaque {
@@ -1190,6 +1200,17 @@ mod tests {
             ["remote command -> script: rm x"]
         );
         assert!(found(&["ssh", "-o", "BatchMode=yes", "h"]).is_empty());
+        assert_eq!(
+            found(&["ssh", "h", "-oProxyCommand=rm x", "ls"]),
+            [
+                "-o proxycommand -> script: rm x",
+                "remote command -> script: ls"
+            ]
+        );
+        assert_eq!(
+            found(&["rsync", "--r", "rm x", "a", "b"]),
+            ["--rsh -> script: rm x", "--rsync-path -> script: rm x"]
+        );
         assert_eq!(
             found(&["scp", "-S", "rm", "a", "h:b"]),
             ["-S -> script: rm"]
