@@ -202,18 +202,14 @@ pub fn has_row(name: &str) -> bool {
     ROWS.iter().any(|row| row.name == name)
 }
 
-/// The names of every row, for tests and the fuzzer's seeds.
-pub fn names() -> impl Iterator<Item = &'static str> {
-    ROWS.iter().map(|row| row.name)
-}
-
 /// The commands that `words` (a simple command) runs from its options, config keys and
 /// arguments, each found [`InnerCommand::Through`] the place that holds it.
 pub fn commands_in(words: &[Word]) -> Vec<InnerCommand> {
     let Some(name) = words.first().filter(|name| name.is_known_name()) else {
         return Vec::new();
     };
-    let Some(row) = ROWS.iter().find(|row| row.name == name.base_name()) else {
+    let base = name.base_name();
+    let Some(row) = ROWS.iter().find(|row| row.name == base) else {
         return Vec::new();
     };
     let args = &words[1..];

@@ -136,9 +136,7 @@ static INTERPRETERS: &[Interpreter] = &[
     },
     // Shells whose syntax is not bash's: their `-c` string is read as words, not walked.
     Interpreter {
-        names: &[
-            "fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh", "busybox",
-        ],
+        names: &["fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh"],
         language: "shell",
         code_letters: "c",
         code_long: &["command"],

@@ -284,6 +284,10 @@ pub struct Policy {
     /// What mode `auto` does with a host nothing else decides (`[exec.sandbox.network]
     /// default`).
     network_default: NetworkDefault,
+    /// The command names of the deny rules for bash (their first word, not `*`): what P3b's
+    /// safety net and P8's reading look for, kept once so that a line without them costs
+    /// nothing more.
+    denied_names: Vec<String>,
 }
 
 /// The tool each outbound connection of a sandboxed command is a call of (E10).
@@ -659,7 +663,21 @@ impl Policy {
                 .filter(|words| !words.is_empty())
                 .collect(),
             network_default: NetworkDefault::default(),
+            denied_names: Vec::new(),
         }
+        .with_denied_names()
+    }
+
+    /// Fills `denied_names` from the rules.
+    fn with_denied_names(mut self) -> Self {
+        let mut names: Vec<String> = self
+            .naming_deny_rules()
+            .filter_map(|r| r.prefix.as_ref().and_then(|p| p.first()).cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        self.denied_names = names;
+        self
     }
 
     /// The policy a whole config judges with: its `[permissions]` and its
@@ -1330,15 +1348,7 @@ impl Policy {
         {
             return None;
         }
-        let firsts: Vec<&str> = self
-            .naming_deny_rules()
-            .filter_map(|r| {
-                r.prefix
-                    .as_ref()
-                    .and_then(|p| p.first())
-                    .map(String::as_str)
-            })
-            .collect();
+        let firsts = &self.denied_names;
         if firsts.is_empty() {
             return None;
         }
@@ -1350,10 +1360,10 @@ impl Policy {
                 // A first word standing as a word (`'rm x'`, `--run=/bin/rm`), not inside
                 // one (`--format`): only then is the text worth parsing.
                 .filter(|text| {
-                    firsts.iter().any(|f| text.contains(f))
+                    firsts.iter().any(|f| text.contains(f.as_str()))
                         && inline::code_words(text)
                             .iter()
-                            .any(|w| firsts.contains(&base_name(w)))
+                            .any(|w| firsts.iter().any(|f| f == base_name(w)))
                 })
                 .find_map(|text| {
                     let segments = shell::segments(text).ok()?;
@@ -1385,6 +1395,10 @@ impl Policy {
     /// `auto` when it calls a shell and a deny rule exists (in mode `ask` everything no
     /// rule allows is asked already; read-only mode refuses interpreters).
     fn inline_code(&self, words: &[String], mode: Mode) -> Option<Verdict> {
+        // Without a deny rule naming a command there is nothing to find and no one to ask.
+        if self.denied_names.is_empty() {
+            return None;
+        }
         let code = inline::inline_code(words)?;
         let tokens: Vec<&str> = code.words.iter().map(String::as_str).collect();
         let program = base_name(words.first()?);
@@ -1407,7 +1421,7 @@ impl Policy {
                 },
             ));
         }
-        (code.calls_shell && mode == Mode::Auto && self.naming_deny_rules().next().is_some())
+        (code.calls_shell && mode == Mode::Auto)
             .then(|| {
                 Verdict::new(
                     Decision::Ask,
@@ -2087,6 +2101,7 @@ mod tests {
             "lockrun --cmd='rm x'",
             "mytool run 'cd /tmp && rm -rf x'",
             "daemonize -c 'nice rm x'",
+            "busybox sh -c 'rm x'",
         ] {
             let j = bash(&p, line, Mode::Auto);
             assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -2137,6 +2152,7 @@ mod tests {
             "awk 'BEGIN{system(\"ls\")}'",
             "sed '1e date' f",
             "perl -e 'print `date`'",
+            "fish -c 'echo hi'",
         ] {
             let j = bash(&p, line, Mode::Auto);
             assert_eq!(j.decision, Ask, "{line}: {}", j.reason);

@@ -887,7 +887,9 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let Some(name) = words.first().filter(|name| name.is_known_name()) else {
         return Vec::new();
     };
-    let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name.base_name()) else {
+    // The base name once, not per row: finding it is a scan of the word.
+    let base = name.base_name();
+    let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == base) else {
         // Not a wrapper: it may still run commands from its options or config (P3b).
         return super::embedded::commands_in(words);
     };
