@@ -11,12 +11,18 @@
 //! - read-only mode allows only lines whose every segment is a known reader
 //!   (or runs nothing), with no writing redirection and no name known only at
 //!   run time;
-//! - judging is deterministic.
+//! - judging is deterministic;
+//! - P8: a segment whose inline interpreter code holds the word `rm` (the deny rule's
+//!   word) makes the line denied in every mode;
+//! - P3b: a segment found through a program's option, config key or environment variable
+//!   (its chain names the place, `tar --to-command`, `env PAGER`) is judged like any other:
+//!   the checks above hold for it too, and explaining it never fails.
 
 #![no_main]
 
 use dsh::config::{Decision, Mode, PermissionRule, PermissionsConfig};
 use dsh::policy::Policy;
+use dsh::policy::inline::inline_code;
 use dsh::policy::shell;
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
@@ -85,6 +91,17 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
                 judged.decision,
                 Decision::Deny,
                 "a segment named by a deny rule was not denied ({mode:?}): {command:?} -> {segments:?}"
+            );
+        }
+        // P8: inline code naming the denied command as a word denies, in every mode.
+        if segments.iter().any(|s| {
+            s.opaque.is_none()
+                && inline_code(&s.words).is_some_and(|code| code.words.iter().any(|w| w == "rm"))
+        }) {
+            assert_eq!(
+                judged.decision,
+                Decision::Deny,
+                "inline code naming `rm` was not denied ({mode:?}): {command:?}"
             );
         }
         // P5: a segment whose command cannot be known is never allowed (no rule here

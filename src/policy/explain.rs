@@ -99,6 +99,26 @@ fn cause(cause: &Cause) -> String {
             "not a known wrapper, and its argument `{word}` is what {} names",
             at(index, rule, origin)
         ),
+        Cause::CommandInArgument {
+            argument,
+            index,
+            rule,
+            origin,
+        } => format!(
+            "no row in the tables, and its argument `{argument}` is a command line that {} names",
+            at(index, rule, origin)
+        ),
+        Cause::InlineCode {
+            language,
+            rule: Some(r),
+            ..
+        } => format!(
+            "{language} program: words of {}",
+            at(&r.index, &r.rule, &r.origin)
+        ),
+        Cause::InlineCode { language, .. } => {
+            format!("{language} program: calls a shell, which a deny rule cannot see into")
+        }
         Cause::RunsNothing => "runs nothing".into(),
         Cause::Escalation => "outside the sandbox, which only a rule naming it allows".into(),
         Cause::Call => "the call as a whole".into(),

@@ -19,8 +19,10 @@
 
 pub mod argv;
 pub mod audit;
+pub mod embedded;
 pub mod escalation;
 pub mod explain;
+pub mod inline;
 pub mod network;
 pub mod read_only;
 pub mod replay;
@@ -157,6 +159,23 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         origin: Option<String>,
     },
+    /// An argument of a program with no row (not a wrapper, not in `embedded.rs`) parses as
+    /// a command line with a segment that a deny rule names (P3b's safety net).
+    CommandInArgument {
+        argument: String,
+        index: usize,
+        rule: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
+    },
+    /// Inline code given to an interpreter (P8): a deny rule's words stand in it (then
+    /// `rule` says which), or it calls a shell while a deny rule exists (`rule` absent).
+    InlineCode {
+        language: String,
+        calls_shell: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleRef>,
+    },
     /// It runs nothing (only assignments or input redirections).
     RunsNothing,
     /// The call asks to run outside the sandbox (issue 27), and neither a mode nor a
@@ -164,6 +183,15 @@ pub enum Cause {
     Escalation,
     /// The call as a whole: a tool other than bash, or a bash call without a command.
     Call,
+}
+
+/// A configured rule as a cause names it: its place, its text and its file:line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleRef {
+    pub index: usize,
+    pub rule: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// One segment's verdict, with what it was judged as.
@@ -257,6 +285,10 @@ pub struct Policy {
     /// What mode `auto` does with a host nothing else decides (`[exec.sandbox.network]
     /// default`).
     network_default: NetworkDefault,
+    /// The command names of the deny rules for bash (their first word, not `*`): what P3b's
+    /// safety net and P8's reading look for, kept once so that a line without them costs
+    /// nothing more.
+    denied_names: Vec<String>,
 }
 
 /// The tool each outbound connection of a sandboxed command is a call of (E10).
@@ -632,7 +664,21 @@ impl Policy {
                 .filter(|words| !words.is_empty())
                 .collect(),
             network_default: NetworkDefault::default(),
+            denied_names: Vec::new(),
         }
+        .with_denied_names()
+    }
+
+    /// Fills `denied_names` from the rules.
+    fn with_denied_names(mut self) -> Self {
+        let mut names: Vec<String> = self
+            .naming_deny_rules()
+            .filter_map(|r| r.prefix.as_ref().and_then(|p| p.first()).cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        self.denied_names = names;
+        self
     }
 
     /// The policy a whole config judges with: its `[permissions]` and its
@@ -1188,10 +1234,23 @@ impl Policy {
                 )
             });
         }
+        // P8: inline code given to an interpreter is read: a deny rule's words in it deny,
+        // and a shell call in it asks in mode auto when a deny rule exists.
+        if let Some(flagged) = named
+            .then(|| self.inline_code(&segment.words, mode))
+            .flatten()
+            .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
+        {
+            return flagged;
+        }
         // P6: under a program that is not a known wrapper, an argument that names what a
-        // deny rule names may be run by it (`flock F rm x`): never less than ask.
+        // deny rule names may be run by it (`flock F rm x`): never less than ask. P3b: so
+        // may an argument that parses as a command line naming it (`lockrun f 'rm x'`).
         let unknown_wrapper = named
-            .then(|| self.names_denied_command(&segment.words))
+            .then(|| {
+                self.names_denied_command(&segment.words)
+                    .or_else(|| self.runs_denied_argument(&segment.words))
+            })
             .flatten();
         match (matched, unknown_wrapper) {
             (Some(matched), Some(flagged)) if matched.decision < Decision::Ask => return flagged,
@@ -1262,6 +1321,122 @@ impl Policy {
                 },
             ))
         })
+    }
+
+    /// The deny rules for bash that name a command (their first word is not `*`): what P3b's
+    /// safety net and P8's reading look for.
+    fn naming_deny_rules(&self) -> impl Iterator<Item = &Rule> {
+        self.rules.iter().filter(|r| {
+            r.covers_tool("bash")
+                && r.action == Decision::Deny
+                && r.prefix
+                    .as_ref()
+                    .and_then(|p| p.first())
+                    .is_some_and(|first| first != "*")
+        })
+    }
+
+    /// P3b's safety net: for a program with no row (neither a wrapper nor in
+    /// `embedded.rs`), an argument (or the value of `--opt=value`, `key=value`) that parses
+    /// as a command line in which a deny rule names a segment, as an ask. Only arguments
+    /// holding a deny rule's first word as a word are parsed, so lines without one cost
+    /// nothing.
+    fn runs_denied_argument(&self, words: &[String]) -> Option<Verdict> {
+        let program = base_name(words.first()?);
+        if wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+        {
+            return None;
+        }
+        let firsts = &self.denied_names;
+        if firsts.is_empty() {
+            return None;
+        }
+        words[1..].iter().find_map(|word| {
+            let value = word.split_once('=').map(|(_, v)| v);
+            [Some(word.as_str()), value]
+                .into_iter()
+                .flatten()
+                // A first word standing as a word (`'rm x'`, `--run=/bin/rm`), not inside
+                // one (`--format`): only then is the text worth parsing.
+                .filter(|text| {
+                    firsts.iter().any(|f| text.contains(f.as_str()))
+                        && inline::code_words(text)
+                            .iter()
+                            .any(|w| firsts.iter().any(|f| f == base_name(w)))
+                })
+                .find_map(|text| {
+                    let segments = shell::segments(text).ok()?;
+                    let rule = segments.iter().find_map(|s| {
+                        let opaque = s.opaque.as_ref().map(|_| tokens(&s.words));
+                        self.naming_deny_rules()
+                            .find(|r| r.applies(&s.words, opaque.as_deref()))
+                    })?;
+                    Some(Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "`{program}` has no row in the tables, and its argument `{}` is a command line that {} names",
+                            shorten(word),
+                            rule.describe()
+                        ),
+                        Cause::CommandInArgument {
+                            argument: word.clone(),
+                            index: rule.index,
+                            rule: rule.describe(),
+                            origin: rule.origin.clone(),
+                        },
+                    ))
+                })
+        })
+    }
+
+    /// P8: the verdict on inline code given to an interpreter, if the segment holds some
+    /// and it matters: deny when a deny rule's words stand in it as words, ask in mode
+    /// `auto` when it calls a shell and a deny rule exists (in mode `ask` everything no
+    /// rule allows is asked already; read-only mode refuses interpreters).
+    fn inline_code(&self, words: &[String], mode: Mode) -> Option<Verdict> {
+        // Without a deny rule naming a command there is nothing to find and no one to ask.
+        if self.denied_names.is_empty() {
+            return None;
+        }
+        let code = inline::inline_code(words)?;
+        let tokens: Vec<&str> = code.words.iter().map(String::as_str).collect();
+        let program = base_name(words.first()?);
+        if let Some(rule) = self.naming_deny_rules().find(|r| r.appears_in(&tokens)) {
+            return Some(Verdict::new(
+                Decision::Deny,
+                format!(
+                    "the {} code given to `{program}` holds the words of {}",
+                    code.language,
+                    rule.describe()
+                ),
+                Cause::InlineCode {
+                    language: code.language.into(),
+                    calls_shell: code.calls_shell,
+                    rule: Some(RuleRef {
+                        index: rule.index,
+                        rule: rule.describe(),
+                        origin: rule.origin.clone(),
+                    }),
+                },
+            ));
+        }
+        (code.calls_shell && mode == Mode::Auto)
+            .then(|| {
+                Verdict::new(
+                    Decision::Ask,
+                    format!(
+                        "the {} code given to `{program}` calls a shell or starts a process, which a deny rule cannot see into",
+                        code.language
+                    ),
+                    Cause::InlineCode {
+                        language: code.language.into(),
+                        calls_shell: true,
+                        rule: None,
+                    },
+                )
+            })
     }
 
     /// Why `segment` is not known to be read-only (and what decided so), or `None` when it
@@ -1828,7 +2003,7 @@ mod tests {
     #[test]
     fn p6_an_unknown_wrappers_argument_naming_a_denied_command_is_asked() {
         let p = policy(&[(Some("rm"), Deny), (Some("lockrun"), Allow)]);
-        for line in ["lockrun f rm x", "parallel rm ::: x", "lockrun f /bin/rm x"] {
+        for line in ["lockrun f rm x", "lockrun f /bin/rm x"] {
             let j = bash(&p, line, Mode::Auto);
             assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
             assert!(
@@ -1838,9 +2013,166 @@ mod tests {
             );
             assert!(j.grants_on_allow_always.is_empty());
         }
-        // A known wrapper's command is judged itself.
+        // A known wrapper's command is judged itself, and so is a row's (P3b).
         assert_eq!(bash(&p, "nice rm x", Mode::Auto).decision, Deny);
+        assert_eq!(bash(&p, "parallel rm ::: x", Mode::Auto).decision, Deny);
         assert_eq!(bash(&p, "ls -l", Mode::Auto).decision, Allow);
+    }
+
+    /// P3b: a command in an option, config key, argument or environment variable that the
+    /// program runs is judged as the command line it is; a deny inside denies, and the
+    /// chain names the place.
+    #[test]
+    fn p3b_commands_in_options_config_and_environment_are_judged() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for (line, chain) in [
+            (
+                "tar -xf a.tar --to-command='rm x'",
+                "tar --to-command -> rm",
+            ),
+            ("tar -I 'rm x' -cf a.tar f", "tar -I -> rm"),
+            (
+                "git -c core.fsmonitor='rm x' status",
+                "git -c core.fsmonitor -> rm",
+            ),
+            ("git -c alias.x='!rm x' x", "git -c alias.x -> rm"),
+            (
+                "git -c diff.external='rm x' diff",
+                "git -c diff.external -> rm",
+            ),
+            (
+                "ssh -o ProxyCommand='rm x' host",
+                "ssh -o proxycommand -> rm",
+            ),
+            ("tmux new -d 'rm x'", "tmux new-session -> rm"),
+            ("rsync -e 'rm x' a h:b", "rsync -e -> rm"),
+            (
+                "GIT_SSH_COMMAND='rm x' git fetch",
+                "env GIT_SSH_COMMAND -> rm",
+            ),
+            ("env PAGER='rm x' git log", "env PAGER -> rm"),
+            ("LESSOPEN='|rm x %s' less f", "env LESSOPEN -> rm"),
+            ("sudo EDITOR='rm x' visudo", "sudo -> env EDITOR -> rm"),
+            (
+                "timeout 5 tar --to-c 'rm x' -xf a",
+                "timeout -> tar --to-command -> rm",
+            ),
+            (
+                "git -c core.pager='nice rm x' log",
+                "git -c core.pager -> nice -> rm",
+            ),
+        ] {
+            let j = bash(&p, line, Mode::Auto);
+            assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+            assert!(
+                j.segments
+                    .iter()
+                    .any(|s| s.decision == Deny && s.chain() == chain),
+                "{line}: {:?}",
+                j.segments.iter().map(|s| s.chain()).collect::<Vec<_>>()
+            );
+        }
+        // A file of commands is opaque: asked in auto, denied in read-only.
+        for line in [
+            "ssh -F ./cfg host",
+            "BASH_ENV=./x bash -c :",
+            "git -c core.hooksPath=h commit",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+            assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+        }
+        // Messages and data run nothing.
+        for line in [
+            "git commit -m 'rm old files'",
+            "grep 'rm -rf' notes.md",
+            "echo 'rm x'",
+            "git -c user.name='rm x' commit -m x",
+            "tar -czf a.tgz src",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+    }
+
+    /// P3b's safety net: for a program with no row, an argument that parses as a command
+    /// line naming a denied command is asked about; anything else is not.
+    #[test]
+    fn p3b_an_unknown_programs_argument_holding_a_denied_command_line_is_asked() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "lockrun --cmd='rm x'",
+            "mytool run 'cd /tmp && rm -rf x'",
+            "daemonize -c 'nice rm x'",
+            "busybox sh -c 'rm x'",
+        ] {
+            let j = bash(&p, line, Mode::Auto);
+            assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+            assert!(
+                matches!(j.cause, Cause::CommandInArgument { index: 0, .. }),
+                "{line}: {:?}",
+                j.cause
+            );
+        }
+        for line in [
+            "mytool 'rmdir x'",
+            "mytool 'perform x'",
+            "mytool --name='a b'",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+        // Without a deny rule there is nothing to look for.
+        let open = policy(&[]);
+        assert_eq!(bash(&open, "mytool 'rm x'", Mode::Auto).decision, Allow);
+    }
+
+    /// P8: inline code is read: a deny rule's words in it deny; a shell call without them
+    /// asks in auto when a deny rule exists; a script file is judged by its name only.
+    #[test]
+    fn p8_inline_code_is_read_for_denied_words_and_shell_calls() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "python3 -c \"import os; os.system('rm x')\"",
+            "perl -e 'system(\"rm x\")'",
+            "node -e \"require('child_process').execSync('rm x')\"",
+            "ruby -e '`rm x`'",
+            "awk 'BEGIN{system(\"rm x\")}'",
+            "sed 's/.*/rm x/e' f",
+            "timeout 5 python3 -c 'import subprocess; subprocess.run([\"rm\", \"x\"])'",
+        ] {
+            let j = bash(&p, line, Mode::Auto);
+            assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+            assert!(
+                j.segments.iter().any(|s| matches!(
+                    &s.cause,
+                    Cause::InlineCode { rule: Some(r), .. } if r.index == 0
+                )),
+                "{line}"
+            );
+        }
+        for line in [
+            "python3 -c 'import os; os.system(\"ls\")'",
+            "awk 'BEGIN{system(\"ls\")}'",
+            "sed '1e date' f",
+            "perl -e 'print `date`'",
+            "fish -c 'echo hi'",
+        ] {
+            let j = bash(&p, line, Mode::Auto);
+            assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        }
+        for line in [
+            "python3 -c 'import os; os.rmdir(\"x\")'",
+            "python3 -c 'print(1)'",
+            "awk '{print $1}' f",
+            "sed -i 's/rm/del/g' f",
+            "python3 x.py",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+        // No deny rule: a shell call is the mode's to decide.
+        let open = policy(&[]);
+        assert_eq!(
+            bash(&open, "awk 'BEGIN{system(\"ls\")}'", Mode::Auto).decision,
+            Allow
+        );
     }
 
     #[test]

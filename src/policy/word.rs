@@ -107,3 +107,63 @@ pub fn changes_code(name: &str) -> bool {
     const PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_"];
     NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
+
+/// What a program does with the value of an environment variable it reads (P3b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvRuns {
+    /// The value is a command line (or a program) that the program runs: `GIT_SSH_COMMAND`,
+    /// `PAGER`, `EDITOR`, `LESSOPEN` after its `|`.
+    CommandLine,
+    /// The value names a file whose code runs: `BASH_ENV` and `ENV` (sourced by a shell),
+    /// `LD_PRELOAD` and `LD_AUDIT` (loaded into every program). What is in the file cannot be
+    /// seen from the line (P5).
+    File,
+}
+
+/// The variables whose value a program runs, and how (P3b). A table, like the wrappers':
+/// adding one is adding a row. `GIT_SSH`, `GIT_ASKPASS` and `SSH_ASKPASS` name a program
+/// rather than a command line; judged as a line, a program's path is that program.
+const ENV_RUNS: &[(&str, EnvRuns)] = &[
+    ("BASH_ENV", EnvRuns::File),
+    ("ENV", EnvRuns::File),
+    ("LD_PRELOAD", EnvRuns::File),
+    ("LD_AUDIT", EnvRuns::File),
+    ("PROMPT_COMMAND", EnvRuns::CommandLine),
+    ("GIT_SSH_COMMAND", EnvRuns::CommandLine),
+    ("GIT_SSH", EnvRuns::CommandLine),
+    ("GIT_EXTERNAL_DIFF", EnvRuns::CommandLine),
+    ("GIT_EDITOR", EnvRuns::CommandLine),
+    ("GIT_SEQUENCE_EDITOR", EnvRuns::CommandLine),
+    ("GIT_PAGER", EnvRuns::CommandLine),
+    ("GIT_ASKPASS", EnvRuns::CommandLine),
+    ("GIT_PROXY_COMMAND", EnvRuns::CommandLine),
+    ("SSH_ASKPASS", EnvRuns::CommandLine),
+    ("EDITOR", EnvRuns::CommandLine),
+    ("VISUAL", EnvRuns::CommandLine),
+    ("PAGER", EnvRuns::CommandLine),
+    ("MANPAGER", EnvRuns::CommandLine),
+    ("SYSTEMD_PAGER", EnvRuns::CommandLine),
+    ("LESSOPEN", EnvRuns::CommandLine),
+    ("LESSCLOSE", EnvRuns::CommandLine),
+    ("RSYNC_RSH", EnvRuns::CommandLine),
+    ("BROWSER", EnvRuns::CommandLine),
+];
+
+/// How a program runs the value of the variable `name`, if it runs it (P3b).
+pub fn env_runs(name: &str) -> Option<EnvRuns> {
+    ENV_RUNS
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, runs)| *runs)
+}
+
+/// The command line in the value of a variable from [`ENV_RUNS`]: `LESSOPEN` and
+/// `LESSCLOSE` mark a pipe with a leading `|` (`||` and `|-` too), which is not part of the
+/// command.
+pub fn command_value<'a>(name: &str, value: &'a str) -> &'a str {
+    if name.starts_with("LESS") {
+        value.trim_start_matches(['|', '-'])
+    } else {
+        value
+    }
+}

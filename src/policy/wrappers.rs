@@ -14,7 +14,7 @@
 //! something the table did not foresee, and neither may pass as harmless.
 
 use super::argv::{self, Arg, Grammar, Opt, Parsed, Value, alias, both, long, short};
-use super::word::{Word, assigned_name, changes_code};
+use super::word::{EnvRuns, Word, assigned_name, changes_code, command_value, env_runs};
 use Value::{No, Optional, Required};
 
 /// A command that another command runs.
@@ -30,6 +30,23 @@ pub enum InnerCommand {
     Script(String),
     /// Only known at run time: `bash -c "$X"`, `sudo $OPTS rm`, `source f`.
     Opaque { words: Vec<Word>, why: String },
+    /// Found in an option, a config key, an argument or an environment variable that the
+    /// program runs as a command (P3b): `how` names the place for the chain, so that
+    /// `explain` shows `tar --to-command -> rm` or `git -c core.fsmonitor -> rm`.
+    Through {
+        how: String,
+        inner: Box<InnerCommand>,
+    },
+}
+
+impl InnerCommand {
+    /// `inner`, found through the option, key or variable `how` (P3b).
+    pub fn through(how: impl Into<String>, inner: InnerCommand) -> InnerCommand {
+        InnerCommand::Through {
+            how: how.into(),
+            inner: Box::new(inner),
+        }
+    }
 }
 
 /// What a command's standard input holds, as far as the line says.
@@ -520,6 +537,83 @@ static WRAPPERS: &[Wrapper] = &[
             WORDS,
         )
     },
+    // Programs that run a command after their options (issue 29's list; before, only P6
+    // asked about them).
+    Wrapper {
+        runs_nothing_with: &["pid"],
+        ..row(
+            "prlimit",
+            Grammar::stopping(&[
+                both('p', "pid", Required),
+                both('o', "output", Required),
+                long("noheadings", No),
+                long("raw", No),
+                long("verbose", No),
+                both('c', "core", Optional),
+                both('d', "data", Optional),
+                both('e', "nice", Optional),
+                both('f', "fsize", Optional),
+                both('i', "sigpending", Optional),
+                both('l', "memlock", Optional),
+                both('m', "rss", Optional),
+                both('n', "nofile", Optional),
+                both('q', "msgqueue", Optional),
+                both('r', "rtprio", Optional),
+                both('s', "stack", Optional),
+                both('t', "cpu", Optional),
+                both('u', "nproc", Optional),
+                both('v', "as", Optional),
+                both('x', "locks", Optional),
+                both('y', "rttime", Optional),
+                HELP,
+                VERSION,
+            ]),
+            WORDS,
+        )
+    },
+    Wrapper {
+        runs_nothing_with: &["pid"],
+        ..row(
+            "choom",
+            Grammar::permuting(&[
+                both('n', "adjust", Required),
+                both('p', "pid", Required),
+                HELP,
+                VERSION,
+            ]),
+            WORDS,
+        )
+    },
+    Wrapper {
+        shell_without_command: true,
+        ..row("linux64", Grammar::stopping(SETARCH_FLAGS), WORDS)
+    },
+    Wrapper {
+        shell_without_command: true,
+        ..row("linux32", Grammar::stopping(SETARCH_FLAGS), WORDS)
+    },
+    own("setarch", setarch),
+    row(
+        "sshpass",
+        Grammar::stopping(&[
+            short('f', Required),
+            short('d', Required),
+            short('p', Required),
+            short('e', No),
+            short('P', Required),
+            short('v', No),
+            short('h', No),
+            short('V', No),
+        ]),
+        WORDS,
+    ),
+    own("fakeroot", fakeroot),
+    own("ssh-agent", ssh_agent),
+    own("dbus-run-session", dbus_run_session),
+    own("strace", strace),
+    own("ltrace", ltrace),
+    own("valgrind", valgrind),
+    own("start-stop-daemon", start_stop_daemon),
     // Shell builtins that run a command. Their options are bash's own, not getopt_long's
     // (no long options, no abbreviations).
     Wrapper {
@@ -607,6 +701,147 @@ static SUDO: Grammar = Grammar::stopping(&[
     both('v', "validate", No),
 ]);
 
+/// setarch's options after its architecture operand (`--list` is only read in its place).
+static SETARCH: Grammar = Grammar::stopping(&[
+    both('B', "32bit", No),
+    both('F', "fdpic-funcptrs", No),
+    both('I', "short-inode", No),
+    both('L', "addr-compat-layout", No),
+    both('R', "addr-no-randomize", No),
+    both('S', "whole-seconds", No),
+    both('T', "sticky-timeouts", No),
+    both('X', "read-implies-exec", No),
+    both('Z', "mmap-page-zero", No),
+    both('3', "3gb", No),
+    long("4gb", No),
+    long("uname-2.6", No),
+    both('v', "verbose", No),
+    long("list", No),
+    HELP,
+    VERSION,
+]);
+
+/// The options of linux32 and linux64 (setarch under another name, without the
+/// architecture operand, which refuses `--list`).
+const SETARCH_FLAGS: &[Opt] = &[
+    both('B', "32bit", No),
+    both('F', "fdpic-funcptrs", No),
+    both('I', "short-inode", No),
+    both('L', "addr-compat-layout", No),
+    both('R', "addr-no-randomize", No),
+    both('S', "whole-seconds", No),
+    both('T', "sticky-timeouts", No),
+    both('X', "read-implies-exec", No),
+    both('Z', "mmap-page-zero", No),
+    both('3', "3gb", No),
+    long("4gb", No),
+    long("uname-2.6", No),
+    both('v', "verbose", No),
+    HELP,
+    VERSION,
+];
+
+/// fakeroot's options (a shell script reading them with util-linux getopt, `+l:f:i:s:ub:vh`).
+static FAKEROOT: Grammar = Grammar::stopping(&[
+    both('l', "lib", Required),
+    both('f', "faked", Required),
+    short('i', Required),
+    short('s', Required),
+    both('u', "unknown-is-real", No),
+    both('b', "fd-base", Required),
+    both('v', "version", No),
+    both('h', "help", No),
+]);
+
+/// ssh-agent's options (OpenSSH's getopt, `cDdksE:a:O:P:t:`).
+static SSH_AGENT: Grammar = Grammar::stopping(&[
+    short('c', No),
+    short('D', No),
+    short('d', No),
+    short('k', No),
+    short('s', No),
+    short('E', Required),
+    short('a', Required),
+    short('O', Required),
+    short('P', Required),
+    short('t', Required),
+]);
+
+/// ltrace's options (`ltrace --help`, 0.7).
+static LTRACE: Grammar = Grammar::stopping(&[
+    both('a', "align", Required),
+    short('A', Required),
+    short('b', No),
+    both('c', "summary", No),
+    both('C', "demangle", No),
+    both('D', "debug", Required),
+    short('e', Required),
+    short('f', No),
+    short('F', Required),
+    both('h', "help", No),
+    both('i', "instruction-pointer", No),
+    both('l', "library", Required),
+    short('L', No),
+    short('n', Required),
+    alias("indent", "n", Required),
+    both('o', "output", Required),
+    short('p', Required),
+    short('r', No),
+    both('s', "string-limit", Required),
+    both('S', "syscalls", No),
+    short('t', No),
+    short('T', No),
+    short('u', Required),
+    both('w', "where", Required),
+    short('x', Required),
+    both('V', "version", No),
+    long("no-signals", No),
+]);
+
+/// strace's options that take a value (strace 6.1): a short letter in a cluster ends it
+/// and takes the rest or the next word; a long option takes `=value` or the next word.
+/// The rest are flags. An option this misreads leaves a word where the command would be:
+/// that word is then judged as the command, and a denied name after it as P6 says.
+const STRACE_SHORT_VALUES: &str = "abeEIoOpPsSuUX";
+const STRACE_LONG_VALUES: &[&str] = &[
+    "columns",
+    "trace",
+    "trace-path",
+    "signal",
+    "status",
+    "abbrev",
+    "verbose",
+    "raw",
+    "read",
+    "write",
+    "fault",
+    "inject",
+    "kvm",
+    "quiet",
+    "silent",
+    "silence",
+    "decode-fds",
+    "decode-pids",
+    "env",
+    "output",
+    "attach",
+    "string-limit",
+    "user",
+    "const-print-style",
+    "summary-sort-by",
+    "summary-columns",
+    "absolute-timestamps",
+    "timestamps",
+    "syscall-times",
+    "instruction-pointer",
+    "stack-traces",
+    "secontext",
+    "trace-fds",
+    "summary-syscall-overhead",
+    "tips",
+    "argv0",
+];
+
 /// su's and runuser's options (the same program in util-linux).
 const SU_OPTIONS: &[Opt] = &[
     both('c', "command", Required),
@@ -652,8 +887,11 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let Some(name) = words.first().filter(|name| name.is_known_name()) else {
         return Vec::new();
     };
-    let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == name.base_name()) else {
-        return Vec::new();
+    // The base name once, not per row: finding it is a scan of the word.
+    let base = name.base_name();
+    let Some(wrapper) = WRAPPERS.iter().find(|w| w.name == base) else {
+        // Not a wrapper: it may still run commands from its options or config (P3b).
+        return super::embedded::commands_in(words);
     };
     let args = &words[1..];
     let parsed = match wrapper.grammar.as_ref().map(|g| argv::parse(g, args)) {
@@ -702,25 +940,56 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
 /// The command in `args` from `start` on (after `NAME=value` words when `assignments`).
 fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCommand> {
     let mut risky_env = false;
+    let mut found = Vec::new();
     if assignments {
         while let Some(word) = args.get(start) {
             if !word.known() {
                 return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
             }
             match assigned_name(&word.text) {
-                Some(name) => risky_env |= changes_code(name),
+                Some(name) => {
+                    risky_env |= changes_code(name);
+                    found.extend(env_command(word));
+                }
                 None => break,
             }
             start += 1;
         }
     }
-    match args.get(start..) {
-        Some(rest) if !rest.is_empty() => vec![InnerCommand::Command {
-            words: rest.to_vec(),
-            risky_env,
-        }],
-        _ => Vec::new(),
+    if let Some(rest) = args.get(start..).filter(|rest| !rest.is_empty()) {
+        found.insert(
+            0,
+            InnerCommand::Command {
+                words: rest.to_vec(),
+                risky_env,
+            },
+        );
     }
+    found
+}
+
+/// What an assignment `NAME=value` given to a command runs, when NAME is a variable whose
+/// value a program runs (P3b): its value as a command line, or opaque when it names a file
+/// of code (`BASH_ENV`, `LD_PRELOAD`). Shared by the shell walk (assignments before a
+/// command) and the `env`/`sudo` rows (assignments they are given).
+pub fn env_command(assignment: &Word) -> Option<InnerCommand> {
+    let (name, value) = assignment.text.split_once('=')?;
+    let runs = env_runs(name)?;
+    let how = format!("env {name}");
+    let inner = match runs {
+        _ if !assignment.known() => opaque(
+            std::slice::from_ref(assignment),
+            format!(
+                "`{name}` is run by the program, and its value is known only when the line runs"
+            ),
+        ),
+        EnvRuns::File => opaque(
+            std::slice::from_ref(assignment),
+            format!("`{name}` names a file whose code the program runs"),
+        ),
+        EnvRuns::CommandLine => InnerCommand::Script(command_value(name, value).to_owned()),
+    };
+    Some(InnerCommand::through(how, inner))
 }
 
 fn opaque(words: &[Word], why: String) -> InnerCommand {
@@ -815,6 +1084,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut parsed = parsed.clone();
     let mut offset = 0;
     let mut risky_env = false;
+    let mut env_found = Vec::new();
     loop {
         let start = offset + parsed.first_operand(args.len() - offset);
         let after_dashes = start > 0 && args[start - 1].known() && args[start - 1].text == "--";
@@ -832,6 +1102,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
             assigned_name(&word.text).filter(|_| !after_dashes && !word.text.starts_with('/'));
         if let Some(name) = assigned {
             risky_env |= changes_code(name);
+            env_found.extend(env_command(word));
             offset = start + 1;
             parsed = match argv::parse(&SUDO, &args[offset..]) {
                 Ok(parsed) => parsed,
@@ -847,10 +1118,12 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
                 "`sudo -s`/`-i` hands `$` to the target user's shell to expand".into(),
             )];
         }
-        return vec![InnerCommand::Command {
+        let mut found = vec![InnerCommand::Command {
             words: args[start..].to_vec(),
             risky_env,
         }];
+        found.append(&mut env_found);
+        return found;
     }
 }
 
@@ -935,6 +1208,246 @@ fn join_script(words: &[Word]) -> Vec<InnerCommand> {
                 .collect::<Vec<_>>()
                 .join(" "),
         )]
+    }
+}
+
+/// The command after options read with `grammar` (a private one: the program is not a
+/// getopt_long program the grammar test can ask, or has too many options to list), or
+/// what it runs without one.
+fn after_options(
+    grammar: &Grammar,
+    name: &str,
+    args: &[Word],
+    stdin: &Stdin,
+    shell_without_command: bool,
+) -> Vec<InnerCommand> {
+    let parsed = match argv::parse(grammar, args) {
+        Ok(parsed) => parsed,
+        Err(why) => return vec![opaque(args, format!("`{name}`: {why}"))],
+    };
+    let command = command_at(args, parsed.first_operand(args.len()), false);
+    if command.is_empty() && shell_without_command {
+        return vec![shell_reading(
+            stdin,
+            args,
+            &format!("`{name}` starts a shell that reads its commands from stdin"),
+        )];
+    }
+    command
+}
+
+/// `setarch ARCH [OPTIONS] [COMMAND [ARGS]]`: the architecture comes first, then options;
+/// with no command it starts a shell.
+fn setarch(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
+    match args.first() {
+        Some(arch) if !arch.known() => vec![opaque(args, COMMAND_NOT_KNOWN.into())],
+        Some(arch) if arch.text.starts_with('-') => Vec::new(),
+        Some(_) => {
+            let rest = &args[1..];
+            if argv::parse(&SETARCH, rest).is_ok_and(|p| p.has("list")) {
+                return Vec::new();
+            }
+            after_options(&SETARCH, "setarch", rest, stdin, true)
+        }
+        None => Vec::new(),
+    }
+}
+
+/// `fakeroot [OPTIONS] [--] [COMMAND]`: with no command it starts `$SHELL`.
+fn fakeroot(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
+    after_options(&FAKEROOT, "fakeroot", args, stdin, true)
+}
+
+/// `ssh-agent [OPTIONS] [COMMAND [ARGS]]`: `-k` kills an agent and runs nothing; with no
+/// command it prints the agent's variables.
+fn ssh_agent(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
+    if argv::parse(&SSH_AGENT, args).is_ok_and(|p| p.has("k")) {
+        return Vec::new();
+    }
+    after_options(&SSH_AGENT, "ssh-agent", args, stdin, false)
+}
+
+/// `dbus-run-session [--config-file=F] [--dbus-daemon=BINARY] [--] PROGRAM [ARGS]`: its
+/// own parsing, options only with `=`; BINARY is a program it runs too.
+fn dbus_run_session(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    while let Some(word) = args.get(start) {
+        if !word.known() {
+            return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
+        }
+        if word.text == "--" {
+            start += 1;
+            break;
+        }
+        if let Some(daemon) = word.text.strip_prefix("--dbus-daemon=") {
+            found.push(InnerCommand::through(
+                "--dbus-daemon",
+                InnerCommand::Command {
+                    words: vec![Word::literal(daemon)],
+                    risky_env: false,
+                },
+            ));
+        } else if !word.text.starts_with("--") {
+            break;
+        }
+        start += 1;
+    }
+    let mut command = command_at(args, start, false);
+    command.append(&mut found);
+    command
+}
+
+/// `strace [OPTIONS] COMMAND [ARGS]` (or `-p PID`, which runs nothing): options read with
+/// [`STRACE_SHORT_VALUES`] and [`STRACE_LONG_VALUES`].
+fn strace(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
+    let mut i = 0;
+    let mut attaches = false;
+    while let Some(word) = args.get(i) {
+        if !word.known() {
+            return vec![opaque(&args[i..], COMMAND_NOT_KNOWN.into())];
+        }
+        let text = word.text.as_str();
+        if text == "--" {
+            i += 1;
+            break;
+        }
+        if !text.starts_with('-') || text == "-" {
+            break;
+        }
+        i += 1;
+        if let Some(long) = text.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or_default();
+            attaches |= "attach".starts_with(name) && name.len() >= 2;
+            if !long.contains('=')
+                && STRACE_LONG_VALUES
+                    .iter()
+                    .any(|v| !name.is_empty() && v.starts_with(name))
+            {
+                i += 1;
+            }
+            continue;
+        }
+        for (at, letter) in text.char_indices().skip(1) {
+            attaches |= letter == 'p';
+            if STRACE_SHORT_VALUES.contains(letter) {
+                if text[at + letter.len_utf8()..].is_empty() {
+                    i += 1;
+                }
+                break;
+            }
+        }
+    }
+    let command = command_at(args, i, false);
+    if command.is_empty() && attaches {
+        return Vec::new();
+    }
+    command
+}
+
+/// `ltrace [OPTIONS] [--] COMMAND [ARGS]` (or `-p PID`).
+fn ltrace(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
+    after_options(&LTRACE, "ltrace", args, stdin, false)
+}
+
+/// `valgrind [OPTIONS] COMMAND [ARGS]`: its options are single words (`--tool=memcheck`,
+/// `-q`, `-v`); the first word that is not one is the command.
+fn valgrind(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        if !word.known() {
+            return vec![opaque(&args[i..], COMMAND_NOT_KNOWN.into())];
+        }
+        if !word.text.starts_with('-') {
+            break;
+        }
+        i += 1;
+    }
+    command_at(args, i, false)
+}
+
+/// `start-stop-daemon --start [OPTIONS] [-- ARGS]`: starts the program of `--startas`, else
+/// of `--exec`, with ARGS. Without `--start` it stops, tests or checks: runs nothing.
+fn start_stop_daemon(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
+    const VALUES: &[(char, &str)] = &[
+        ('p', "pidfile"),
+        ('x', "exec"),
+        ('n', "name"),
+        ('u', "user"),
+        ('g', "group"),
+        ('c', "chuid"),
+        ('s', "signal"),
+        ('a', "startas"),
+        ('r', "chroot"),
+        ('d', "chdir"),
+        ('N', "nicelevel"),
+        ('P', "procsched"),
+        ('I', "iosched"),
+        ('k', "umask"),
+        ('O', "output"),
+        ('R', "retry"),
+    ];
+    let mut start = false;
+    let mut program: Option<Word> = None;
+    let mut startas: Option<Word> = None;
+    let mut i = 0;
+    while let Some(word) = args.get(i) {
+        i += 1;
+        if !word.known() {
+            return vec![opaque(&args[i - 1..], COMMAND_NOT_KNOWN.into())];
+        }
+        let text = word.text.as_str();
+        if text == "--" {
+            break;
+        }
+        let (key, attached): (String, Option<String>) = if let Some(long) = text.strip_prefix("--")
+        {
+            let (name, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            let full = ["start", "pid", "ppid", "notify-timeout"]
+                .iter()
+                .chain(VALUES.iter().map(|(_, l)| l))
+                .find(|l| !name.is_empty() && l.starts_with(name))
+                .map_or(name.to_owned(), |l| (*l).to_owned());
+            (full, value.map(str::to_owned))
+        } else if let Some(cluster) = text.strip_prefix('-') {
+            let mut chars = cluster.chars();
+            let Some(letter) = chars.next() else { continue };
+            let rest: String = chars.collect();
+            let key = VALUES
+                .iter()
+                .find(|(s, _)| *s == letter)
+                .map_or(letter.to_string(), |(_, l)| (*l).to_owned());
+            (key, (!rest.is_empty()).then_some(rest))
+        } else {
+            continue;
+        };
+        let takes_value = VALUES.iter().any(|(_, l)| *l == key)
+            || matches!(key.as_str(), "pid" | "ppid" | "notify-timeout");
+        let value = if takes_value {
+            attached.or_else(|| {
+                i += 1;
+                args.get(i - 1).map(|w| w.text.clone())
+            })
+        } else {
+            None
+        };
+        match key.as_str() {
+            "start" | "S" => start = true,
+            "exec" => program = value.map(|v| Word::literal(&v)),
+            "startas" => startas = value.map(|v| Word::literal(&v)),
+            _ => {}
+        }
+    }
+    match (start, startas.or(program)) {
+        (true, Some(program)) => {
+            let words: Vec<Word> = std::iter::once(program)
+                .chain(args[i.min(args.len())..].iter().cloned())
+                .collect();
+            command_at(&words, 0, false)
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -1153,15 +1666,18 @@ fn shell(_parsed: &Parsed, words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
 
 /// What `texts` says of a wrapper's inner command, for messages and tests.
 #[cfg(test)]
-fn shown(inner: &[InnerCommand]) -> Vec<String> {
-    inner
-        .iter()
-        .map(|i| match i {
-            InnerCommand::Command { words, .. } => super::word::texts(words).join(" "),
-            InnerCommand::Script(s) => format!("script: {s}"),
-            InnerCommand::Opaque { why, .. } => format!("opaque: {why}"),
-        })
-        .collect()
+pub(super) fn shown(inner: &[InnerCommand]) -> Vec<String> {
+    inner.iter().map(shown_one).collect()
+}
+
+#[cfg(test)]
+fn shown_one(inner: &InnerCommand) -> String {
+    match inner {
+        InnerCommand::Command { words, .. } => super::word::texts(words).join(" "),
+        InnerCommand::Script(s) => format!("script: {s}"),
+        InnerCommand::Opaque { why, .. } => format!("opaque: {why}"),
+        InnerCommand::Through { how, inner } => format!("{how} -> {}", shown_one(inner)),
+    }
 }
 
 #[cfg(test)]
@@ -1528,14 +2044,100 @@ mod tests {
     #[test]
     fn every_row_is_a_wrapper_and_others_are_not() {
         for name in [
-            "env", "nice", "nohup", "setsid", "timeout", "stdbuf", "xargs", "flock", "ionice",
-            "chrt", "taskset", "time", "command", "exec", "builtin", "sudo", "doas", "su",
-            "runuser", "unshare", "nsenter", "chroot", "setpriv", "script", "watch", "find", "sh",
-            "bash", "dash", "zsh", "eval", "source", ".", "trap", "alias",
+            "env",
+            "nice",
+            "nohup",
+            "setsid",
+            "timeout",
+            "stdbuf",
+            "xargs",
+            "flock",
+            "ionice",
+            "chrt",
+            "taskset",
+            "time",
+            "command",
+            "exec",
+            "builtin",
+            "sudo",
+            "doas",
+            "su",
+            "runuser",
+            "unshare",
+            "nsenter",
+            "chroot",
+            "setpriv",
+            "script",
+            "watch",
+            "find",
+            "sh",
+            "bash",
+            "dash",
+            "zsh",
+            "eval",
+            "source",
+            ".",
+            "trap",
+            "alias",
+            "prlimit",
+            "choom",
+            "setarch",
+            "linux64",
+            "sshpass",
+            "fakeroot",
+            "ssh-agent",
+            "dbus-run-session",
+            "strace",
+            "ltrace",
+            "valgrind",
+            "start-stop-daemon",
         ] {
             assert!(is_wrapper(name), "{name}");
         }
         assert!(!is_wrapper("rm"));
         assert!(!is_wrapper("git"));
+    }
+
+    /// Issue 29's programs that run a command after their options (P6 only asked before).
+    #[test]
+    fn programs_that_run_a_command_after_their_options() {
+        runs("prlimit --nofile=1024 rm x", "rm x");
+        runs("prlimit -n1024 rm x", "rm x");
+        runs("prlimit -n 1024 rm x", "1024 rm x");
+        assert!(inner("prlimit -p 1 -n1024").is_empty());
+        runs("choom -n 0 -- rm x", "rm x");
+        runs("setarch x86_64 -R rm x", "rm x");
+        runs("setarch $(uname) rm x", "rm x");
+        runs("linux64 rm x", "rm x");
+        is_opaque("linux64");
+        runs("sshpass -p pw rm x", "rm x");
+        runs("fakeroot -- rm x", "rm x");
+        runs("fakeroot -u rm x", "rm x");
+        runs("ssh-agent rm x", "rm x");
+        runs("ssh-agent -s -t 60 rm x", "rm x");
+        assert!(inner("ssh-agent -k").is_empty());
+        assert_eq!(
+            inner("dbus-run-session --dbus-daemon=rm -- ls"),
+            ["ls", "--dbus-daemon -> rm"]
+        );
+        runs("strace -o /dev/null rm x", "rm x");
+        runs("strace -f -e trace=file rm x", "rm x");
+        runs("strace --output=f -ff rm x", "rm x");
+        assert!(inner("strace -p 1").is_empty());
+        runs("ltrace -o f rm x", "rm x");
+        runs("valgrind --tool=memcheck -q rm x", "rm x");
+        runs(
+            "start-stop-daemon --start --pidfile p --exec /usr/bin/rm -- x",
+            "/usr/bin/rm x",
+        );
+        runs(
+            "start-stop-daemon -S -p p -x /usr/bin/rm -- x",
+            "/usr/bin/rm x",
+        );
+        runs(
+            "start-stop-daemon -S -x /bin/true --startas /usr/bin/rm -- x",
+            "/usr/bin/rm x",
+        );
+        assert!(inner("start-stop-daemon --stop --exec /usr/bin/rm").is_empty());
     }
 }

@@ -7,10 +7,10 @@
 //! of it and of its file argument. Each shape runs in a directory of its own
 //! holding a file `canary`:
 //!
-//! * pass 1 (`p1_p6_deny_rule_on_rm_survives_every_walk_around`): mode `auto`,
+//! * pass 1 (`p1_p6_p3b_p8_deny_rule_on_rm_survives_every_walk_around`): mode `auto`,
 //!   the rule `rm` -> deny, every permission question rejected; the inner command
 //!   is `rm canary`; the canary must survive.
-//! * pass 2 (`p5_p7_read_only_mode_creates_nothing_through_any_walk_around`):
+//! * pass 2 (`p3b_p5_p7_p8_read_only_mode_creates_nothing_through_any_walk_around`):
 //!   mode `read-only`; the inner command is `touch canary.new`; the canary must
 //!   survive, and nothing may appear next to it.
 //!
@@ -21,16 +21,26 @@
 //! nothing through dsh. Shapes marked `root` need root (sudo, su, runuser,
 //! chroot, namespaces); the control skips them when not root.
 //!
-//! Not in the table (P8): interpreters and compilers given code (`python3 -c`,
-//! `perl -e`, `make`), and programs that delete without running a command
-//! (`find -delete`, `rsync --remove-source-files`): rules judge what a line
-//! says, not what a program does.
+//! Issue 29 added commands hidden in options, config keys and environment
+//! variables (P3b: `tar --to-command`, `git -c core.fsmonitor`, `ssh -o
+//! ProxyCommand`, `GIT_SSH_COMMAND=`...) and inline interpreter code (P8:
+//! `python3 -c`, `perl -e`, `awk`, `sed e`...), where the code names the command
+//! or calls a shell. Not in the table (P8): a script file (`python3 x.py`,
+//! `make`), code that deletes without a shell or the command's name
+//! (`os.remove`), and programs that delete without running a command (`find
+//! -delete`, `rsync --remove-source-files`): rules judge what a line says, not
+//! what a program does. Nor are forms that need a terminal or a server to run
+//! their command (`PAGER`, `LESSOPEN`, `ssh -o LocalCommand`): the unit tests
+//! in src/policy hold those.
 //!
 //! Debian packages the shapes need (for scripts/test): bash, dash, coreutils,
 //! findutils, util-linux (setsid, flock, ionice, chrt, taskset, su, runuser,
 //! unshare, nsenter, setpriv, prlimit, choom, setarch), bsdutils (script),
 //! procps (watch), time (/usr/bin/time), sudo, login (sg), dpkg
-//! (start-stop-daemon), openssh-client (ssh-agent), strace, fakeroot.
+//! (start-stop-daemon), openssh-client (ssh-agent, ssh, scp, sftp), strace,
+//! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
+//! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
+//! ruby, php-cli, lua5.4, mawk, sed.
 
 use crate::common;
 
@@ -347,7 +357,9 @@ const SHAPES: &[Shape] = &[
     s("P2 tilde path", "~root/../usr/bin/%V %F"),
     s("P2 quoted path", r#""/usr/bin/%V" %F"#),
     s("P2 path with quoted name", "/usr/bin/'%V' %F"),
-    s("P2 P5 glob ?", "/usr/bin/%0?%S %F"),
+    // Not `/usr/bin/r?`: it also matches ruby's `ri` (installed for P8's shapes), which
+    // sorts first and would run instead.
+    s("P2 P5 glob negated bracket", "/usr/bin/%0[!i]%S %F"),
     s("P2 P5 glob bracket", "/usr/bin/%0[%1]%S %F"),
     s("P2 P5 glob bracket first", "/usr/bin/[%0]%1%S %F"),
     s("P2 P5 glob in the directory", "/usr/b?n/%V %F"),
@@ -475,7 +487,113 @@ const SHAPES: &[Shape] = &[
     s("P4 trap USR1", "trap '%V %F' USR1; kill -USR1 $$"),
     s("P4 trap calling a function", "f(){ %V %F; }; trap f EXIT"),
     s("P4 P5 trap of a command substitution", r#"trap "$(echo %V %F)" EXIT"#),
+
+    // ---- issue 29: commands in options and config keys (P3b) ----
+    s("P3b tar --to-command=", "tar -cf %D.tar -C / etc/hostname; tar -xf %D.tar --to-command='%V %F'"),
+    s("P3b tar --to-c abbreviated", "tar -cf %D.tar -C / etc/hostname; tar -xf %D.tar --to-c '%V %F'"),
+    s("P3b tar -I", "tar -I '%V %F' -cf %D.tar -C / etc/hostname"),
+    s("P3b tar --use-compress-program=", "tar --use-compress-program='%V %F' -cf %D.tar -C / etc/hostname"),
+    s("P3b tar --checkpoint-action=exec=", "tar -cf /dev/null --checkpoint=1 --checkpoint-action=exec='%V %F' -C / etc/hostname"),
+    s("P3b tar traditional cIf", "tar cIf '%V %F' %D.tar -C / etc/hostname"),
+    s("P3b timeout tar --checkpoint-action", "timeout 5 tar -cf /dev/null --checkpoint=1 --checkpoint-action=exec='%V %F' -C / etc/hostname"),
+    s("P3b git -c core.fsmonitor=", "git init -q; git -c core.fsmonitor='%V %F; false' status"),
+    s("P3b git -c alias.x=!", "git -c alias.x='!%V %F' x"),
+    s("P3b git -c alias in sh -c", r#"sh -c "git -c alias.x='!%V %F' x""#),
+    s("P3b git -c diff.external=", "git init -q; echo a > f; git add f; echo b > f; git -c diff.external='%V %F;:' diff"),
+    s("P3b git -c core.editor=", "git init -q; git -c user.name=a -c user.email=a@b -c core.editor='%V %F;:' commit -q --allow-empty"),
+    s("P3b git alias setting core.editor", r#"git init -q; git -c alias.c='-c core.editor="%V %F;:" -c user.name=a -c user.email=a@b commit -q --allow-empty' c"#),
+    s("P3b git -c core.sshCommand=", "git -c core.sshCommand='%V %F;:' ls-remote ssh://h/x"),
+    s("P3b git grep -O", "git init -q; echo x > g; git add g; git grep -O'%V %F;:' x"),
+    s("P3b git config alias then the alias", "git init -q; git config alias.x '!%V %F'; git x"),
+    s("P3b ssh -o ProxyCommand=", "ssh -o ProxyCommand='%V %F' -o BatchMode=yes x"),
+    s("P3b ssh -oProxyCommand= attached", "ssh -oProxyCommand='%V %F' -o BatchMode=yes x"),
+    s("P3b ssh -o after the host", "ssh -o BatchMode=yes x -o ProxyCommand='%V %F'"),
+    s("P3b ssh -o 'ProxyCommand CMD'", "ssh -o 'ProxyCommand %V %F' -o BatchMode=yes x"),
+    s("P3b scp -o ProxyCommand=", "scp -o ProxyCommand='%V %F' -o BatchMode=yes x:a %D.b"),
+    s("P3b sftp -o ProxyCommand=", "sftp -o ProxyCommand='%V %F' -o BatchMode=yes x"),
+    s("P3b rsync -e", "rsync -e '%V %F --' x:a %D.b"),
+    s("P3b rsync --rsh=", "rsync --rsh='%V %F --' x:a %D.b"),
+    s("P3b tmux new -d", "tmux -S %D.sock new -d '%V %F'; sleep 1"),
+    s("P3b tmux new-session -d", "tmux -S %D.sock new-session -d '%V %F'; sleep 1"),
+    s("P3b tmux -c", "tmux -S %D.sock -c '%V %F'"),
+    s("P3b tmux run-shell", r"tmux -S %D.sock new -d sleep 3 \; run-shell '%V %F'; tmux -S %D.sock kill-server"),
+    s("P3b tmux new-window", r"tmux -S %D.sock new -d sleep 3 \; new-window -d '%V %F'; sleep 1; tmux -S %D.sock kill-server"),
+    s("P3b tmux if-shell", r"tmux -S %D.sock new -d sleep 3 \; if-shell '%V %F' ''; sleep 1; tmux -S %D.sock kill-server"),
+    s("P3b tmux split-window", r"tmux -S %D.sock new -d sleep 3 \; split-window -d '%V %F'; sleep 1; tmux -S %D.sock kill-server"),
+    s("P3b screen -dm", "screen -dm %V %F; sleep 1"),
+    s("P3b parallel command", "parallel %V ::: %F"),
+    s("P3b parallel inputs as commands", "parallel ::: '%V %F'"),
+    s("P3b parallel with a replacement string", "parallel '%V {}' ::: %F"),
+    s("P3b sshpass", "sshpass -p x %V %F"),
+    s("P3b ltrace", "ltrace -o /dev/null %V %F"),
+    s("P3b valgrind", "valgrind -q %V %F"),
+    s("P3b strace -f", "strace -f -o /dev/null %V %F"),
+    s("P3b gdb -ex shell", "gdb -batch -ex 'shell %V %F'"),
+    s("P3b gdb -ex !", "gdb -batch -ex '!%V %F'"),
+    s("P3b gdb --args", "gdb -batch -ex run --args %V %F"),
+    s("P3b dbus-run-session", "dbus-run-session -- %V %F"),
+
+    // ---- issue 29: environment that runs commands (P3b) ----
+    s("P3b BASH_ENV file", "echo '%V %F' > %D.env; BASH_ENV=%D.env bash -c :"),
+    s("P3b env BASH_ENV file", "echo '%V %F' > %D.env; env BASH_ENV=%D.env bash -c :"),
+    s("P3b ENV file for sh -i", "echo '%V %F' > %D.env; ENV=%D.env sh -i -c :"),
+    s("P3b PROMPT_COMMAND", "PROMPT_COMMAND='%V %F' bash -i <<< ''"),
+    s("P3b GIT_SSH_COMMAND", "GIT_SSH_COMMAND='%V %F;:' git ls-remote ssh://h/x"),
+    s("P3b env GIT_SSH_COMMAND", "env GIT_SSH_COMMAND='%V %F;:' git ls-remote ssh://h/x"),
+    s("P3b export GIT_SSH_COMMAND", "export GIT_SSH_COMMAND='%V %F;:'; git ls-remote ssh://h/x"),
+    s("P3b GIT_EXTERNAL_DIFF", "git init -q; echo a > f; git add f; echo b > f; GIT_EXTERNAL_DIFF='%V %F;:' git diff"),
+    s("P3b GIT_EDITOR", "git init -q; GIT_EDITOR='%V %F;:' git -c user.name=a -c user.email=a@b commit -q --allow-empty"),
+    s("P3b EDITOR", "git init -q; EDITOR='%V %F;:' git -c user.name=a -c user.email=a@b commit -q --allow-empty"),
+    // git ignores VISUAL on a dumb terminal.
+    s("P3b VISUAL", "git init -q; TERM=xterm VISUAL='%V %F;:' git -c user.name=a -c user.email=a@b commit -q --allow-empty"),
+    s("P3b BROWSER for xdg-open", "BROWSER='%V %F' xdg-open http://x"),
+    s("P3b env BROWSER for xdg-open", "env BROWSER='%V %F' xdg-open http://x"),
+
+    // ---- issue 29: inline code given to an interpreter (P8) ----
+    s("P8 python3 -c os.system", r#"python3 -c "import os; os.system('%V %F')""#),
+    s("P8 python3 -c subprocess list", r#"python3 -c "import subprocess; subprocess.run(['%V', '%F'])""#),
+    s("P8 python3 -c a name built from pieces", r#"python3 -c "import os; os.system('%0'+'%1%S %F')""#),
+    s("P8 perl -e system", r#"perl -e 'system("%V %F")'"#),
+    s("P8 perl -e backticks", "perl -e '`%V %F`'"),
+    s("P8 perl -E qx", "perl -E 'qx(%V %F)'"),
+    s("P8 node -e child_process", r#"node -e "require('child_process').execSync('%V %F')""#),
+    s("P8 node -p child_process", r#"node -p "require('child_process').execSync('%V %F')+''""#),
+    s("P8 ruby -e system", r#"ruby -e 'system("%V %F")'"#),
+    s("P8 php -r system", r#"php -r 'system("%V %F");'"#),
+    s("P8 lua -e os.execute", r#"lua5.4 -e 'os.execute("%V %F")'"#),
+    s("P8 awk system", r#"awk 'BEGIN{system("%V %F")}'"#),
+    s("P8 awk print to a pipe", r#"awk 'BEGIN{print "x" | "%V %F"}'"#),
+    s("P8 awk system of a name built from pieces", r#"awk 'BEGIN{c="%0" "%1%S %F"; system(c)}'"#),
+    s("P8 sed s///e", "echo x | sed 's/.*/%V %F/e'"),
+    s("P8 sed e command", "echo x | sed '1e %V %F'"),
+    s("P8 sed -n e", "sed -n 'e %V %F' /etc/hostname"),
+    s("P8 sed s///e of a name built from pieces", "echo x | sed -e 's/x/%0%1%S %F/e'"),
 ];
+
+/// Issue 29's families that are asked about rather than denied: the command is in a file
+/// (P3b: opaque, P5) or built from pieces the code joins (P8: it calls a shell, so it is
+/// asked in mode auto).
+const ISSUE_29_ASKED: &[&str] = &[
+    "P3b BASH_ENV file",
+    "P3b env BASH_ENV file",
+    "P3b ENV file for sh -i",
+    "P8 python3 -c a name built from pieces",
+    "P8 awk system of a name built from pieces",
+];
+
+/// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
+/// `deny` when the line shows the command, `ask` for [`ISSUE_29_ASKED`]; `None` for the
+/// other families.
+fn issue_29_decision(family: &str) -> Option<&'static str> {
+    if !(family.starts_with("P3b ") || family.starts_with("P8 ")) {
+        return None;
+    }
+    Some(if ISSUE_29_ASKED.contains(&family) {
+        "ask"
+    } else {
+        "deny"
+    })
+}
 
 /// The inner command of a pass: its name and the suffix of its file argument.
 struct Verb {
@@ -688,10 +806,10 @@ async fn run_shape(client: &mut Client, session: &str, workdir: &str, line: &str
     format!("{}{text}", if is_error { "error: " } else { "ran: " })
 }
 
-/// P1-P6 (P8 limits the table): with the rule `rm` -> deny in mode `auto` and
+/// P1-P6, P3b, P8 (P8 limits the table): with the rule `rm` -> deny in mode `auto` and
 /// every question rejected, no shape deletes the canary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
+async fn p1_p6_p3b_p8_deny_rule_on_rm_survives_every_walk_around() {
     let dir = tempfile::tempdir().unwrap();
     let (_daemon, mut c, s) = daemon_session(dir.path(), "auto", "touch alive").await;
     assert!(
@@ -701,6 +819,7 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
     let ws = dir.path().join("ws");
     let mut holes = Vec::new();
     let mut disagreements = Vec::new();
+    let mut weaker = Vec::new();
     for (i, shape) in SHAPES.iter().enumerate() {
         let (name, shape_dir, lock) = prepare(&ws, i);
         let line = expand(shape.line, &RM, &shape_dir, &lock);
@@ -728,6 +847,14 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
         if real != explained {
             disagreements.push(format!("{line:?}: explain {explained}, the call {real}"));
         }
+        if let Some(expected) = issue_29_decision(shape.family)
+            && explained != expected
+        {
+            weaker.push(format!(
+                "{:?}: {line:?}: {explained}, not {expected}",
+                shape.family
+            ));
+        }
         if !shape_dir.join("canary").exists() {
             holes.push(format!("{:?}: {line:?}\n    {result}", shape.family));
         }
@@ -739,6 +866,12 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
         SHAPES.len(),
         holes.join("\n")
     );
+    // P3b, P8: a command the line shows is denied, not only asked about.
+    assert!(
+        weaker.is_empty(),
+        "issue 29's forms not judged as promised:\n{}",
+        weaker.join("\n")
+    );
     // The explain method and the waterfall call one function: they never disagree.
     assert!(
         disagreements.is_empty(),
@@ -749,7 +882,7 @@ async fn p1_p6_deny_rule_on_rm_survives_every_walk_around() {
 
 /// P5, P7: in mode `read-only`, no shape creates a file (or deletes the canary).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn p5_p7_read_only_mode_creates_nothing_through_any_walk_around() {
+async fn p3b_p5_p7_p8_read_only_mode_creates_nothing_through_any_walk_around() {
     let dir = tempfile::tempdir().unwrap();
     let (_daemon, mut c, s) = daemon_session(dir.path(), "read-only", "ls").await;
     let ws = dir.path().join("ws");
@@ -775,5 +908,201 @@ async fn p5_p7_read_only_mode_creates_nothing_through_any_walk_around() {
         holes.len(),
         SHAPES.len(),
         holes.join("\n")
+    );
+}
+
+/// Everyday command lines from projects' CI scripts and READMEs, with the decision each
+/// got before issue 29 under [`CONFIG`]'s rule (`rm` -> deny) in modes auto, ask and
+/// read-only. Reading commands in options, config, environment and inline code (P3b, P8)
+/// must not change any of them: a `git commit -m "rm old files"` is a message, a `sed`
+/// script without `e` runs nothing.
+#[rustfmt::skip]
+const EVERYDAY: &[(&str, [&str; 3])] = &[
+    (r#"cargo build"#, ["allow", "ask", "deny"]),
+    (r#"cargo build --release --locked"#, ["allow", "ask", "deny"]),
+    (r#"cargo test --all-features"#, ["allow", "ask", "deny"]),
+    (r#"cargo clippy --all-targets -- -D warnings"#, ["allow", "ask", "deny"]),
+    (r#"cargo fmt --check"#, ["allow", "ask", "deny"]),
+    (r#"cargo run --release -- --help"#, ["allow", "ask", "deny"]),
+    (r#"cargo doc --no-deps --document-private-items"#, ["allow", "ask", "deny"]),
+    (r#"cargo update -p serde"#, ["allow", "ask", "deny"]),
+    (r#"cargo add tokio --features full"#, ["allow", "ask", "deny"]),
+    (r#"cargo install cargo-nextest --locked"#, ["allow", "ask", "deny"]),
+    (r#"rustup component add clippy rustfmt"#, ["allow", "ask", "deny"]),
+    (r#"git status"#, ["allow", "ask", "allow"]),
+    (r#"git status --short"#, ["allow", "ask", "allow"]),
+    (r#"git diff --stat"#, ["allow", "ask", "allow"]),
+    (r#"git log --oneline -20"#, ["allow", "ask", "allow"]),
+    (r#"git add -A"#, ["allow", "ask", "deny"]),
+    (r#"git commit -m "Fix parser bug""#, ["allow", "ask", "deny"]),
+    (r#"git commit -m "rm old files""#, ["allow", "ask", "deny"]),
+    (r#"git commit -am "remove rm -rf usage from scripts""#, ["allow", "ask", "deny"]),
+    (r#"git push origin main"#, ["allow", "ask", "deny"]),
+    (r#"git pull --rebase"#, ["allow", "ask", "deny"]),
+    (r#"git checkout -b feature/login"#, ["allow", "ask", "deny"]),
+    (r#"git stash pop"#, ["allow", "ask", "deny"]),
+    (r#"git fetch --all --prune"#, ["allow", "ask", "deny"]),
+    (r#"git tag -a v1.0.0 -m "Release 1.0.0""#, ["allow", "ask", "deny"]),
+    (r#"git clone https://github.com/org/repo.git"#, ["allow", "ask", "deny"]),
+    (r#"git submodule update --init --recursive"#, ["allow", "ask", "deny"]),
+    (r#"git config user.email "ci@example.com""#, ["allow", "ask", "deny"]),
+    (r#"git config --global core.autocrlf input"#, ["allow", "ask", "deny"]),
+    (r#"git -c color.ui=always log --graph"#, ["allow", "ask", "deny"]),
+    (r#"git -c core.pager=cat log -5"#, ["allow", "ask", "deny"]),
+    (r#"git log --grep="rm -rf" --oneline"#, ["allow", "ask", "allow"]),
+    (r#"git grep -n "rm -rf""#, ["allow", "ask", "deny"]),
+    (r#"git show HEAD:README.md"#, ["allow", "ask", "allow"]),
+    (r#"git blame src/main.rs"#, ["allow", "ask", "allow"]),
+    (r#"git reset --hard origin/main"#, ["allow", "ask", "deny"]),
+    (r#"git clean -fdx"#, ["allow", "ask", "deny"]),
+    (r#"git rm --cached secrets.env"#, ["ask", "ask", "deny"]),
+    (r#"git diff HEAD~1 -- src/"#, ["allow", "ask", "allow"]),
+    (r#"npm install"#, ["allow", "ask", "deny"]),
+    (r#"npm ci"#, ["allow", "ask", "deny"]),
+    (r#"npm run build"#, ["allow", "ask", "deny"]),
+    (r#"npm test -- --coverage"#, ["allow", "ask", "deny"]),
+    (r#"npm run lint -- --fix"#, ["allow", "ask", "deny"]),
+    (r#"npx prettier --check ."#, ["allow", "ask", "deny"]),
+    (r#"npx eslint . --ext .ts,.tsx"#, ["allow", "ask", "deny"]),
+    (r#"yarn install --frozen-lockfile"#, ["allow", "ask", "deny"]),
+    (r#"pnpm install --frozen-lockfile"#, ["allow", "ask", "deny"]),
+    (r#"node scripts/build.js"#, ["allow", "ask", "deny"]),
+    (r#"node -e "console.log(process.version)""#, ["allow", "ask", "deny"]),
+    (r#"node -p "require('./package.json').version""#, ["allow", "ask", "deny"]),
+    (r#"pip install -r requirements.txt"#, ["allow", "ask", "deny"]),
+    (r#"pip install -e ".[dev]""#, ["allow", "ask", "deny"]),
+    (r#"python -m pip install --upgrade pip"#, ["allow", "ask", "deny"]),
+    (r#"python3 -m pytest -q tests/"#, ["allow", "ask", "deny"]),
+    (r#"python3 -m venv .venv"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c "import sys; print(sys.version)""#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])' < package.json"#, ["allow", "ask", "deny"]),
+    (r#"python -m black --check ."#, ["allow", "ask", "deny"]),
+    (r#"make"#, ["allow", "ask", "deny"]),
+    (r#"make -j4"#, ["allow", "ask", "deny"]),
+    (r#"make test"#, ["allow", "ask", "deny"]),
+    (r#"make install PREFIX=$HOME/.local"#, ["allow", "ask", "deny"]),
+    (r#"make clean && make"#, ["allow", "ask", "deny"]),
+    (r#"cmake -S . -B build -DCMAKE_BUILD_TYPE=Release"#, ["allow", "ask", "deny"]),
+    (r#"cmake --build build -j 4"#, ["allow", "ask", "deny"]),
+    (r#"docker build -t app:latest ."#, ["allow", "ask", "deny"]),
+    (r#"docker run --rm -it app:latest"#, ["allow", "ask", "deny"]),
+    (r#"docker run --rm -v "$PWD":/src -w /src rust:1 cargo test"#, ["allow", "ask", "deny"]),
+    (r#"docker compose up -d"#, ["allow", "ask", "deny"]),
+    (r#"docker ps -a"#, ["allow", "ask", "deny"]),
+    (r#"docker logs -f web"#, ["allow", "ask", "deny"]),
+    (r#"docker exec web sh -c "ls /app""#, ["allow", "ask", "deny"]),
+    (r#"kubectl get pods -A"#, ["allow", "ask", "deny"]),
+    (r#"kubectl apply -f k8s/"#, ["allow", "ask", "deny"]),
+    (r#"kubectl describe pod web-0"#, ["allow", "ask", "deny"]),
+    (r#"kubectl logs -f deploy/web"#, ["allow", "ask", "deny"]),
+    (r#"kubectl rollout restart deploy/web"#, ["allow", "ask", "deny"]),
+    (r#"kubectl exec -it web-0 -- sh"#, ["allow", "ask", "deny"]),
+    (r#"kubectl config use-context prod"#, ["allow", "ask", "deny"]),
+    (r#"helm upgrade --install web ./chart -f values.yaml"#, ["allow", "ask", "deny"]),
+    (r#"terraform plan -out plan.tfplan"#, ["allow", "ask", "deny"]),
+    (r#"sed -i 's/foo/bar/g' src/lib.rs"#, ["allow", "ask", "deny"]),
+    (r#"sed -n '1,20p' README.md"#, ["allow", "ask", "deny"]),
+    (r#"sed -e 's/^v//' VERSION"#, ["allow", "ask", "deny"]),
+    (r#"sed -E 's/([0-9]+)\.([0-9]+)/\2.\1/' versions.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed '/^$/d' notes.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed 's/#.*//' config.ini"#, ["allow", "ask", "deny"]),
+    (r#"sed -i -e 's/rm -f/rm -rf/' Makefile"#, ["allow", "ask", "deny"]),
+    (r#"awk '{print $1}' access.log"#, ["allow", "ask", "deny"]),
+    (r#"awk -F: '{print $1}' /etc/passwd"#, ["allow", "ask", "deny"]),
+    (r#"awk 'NR==2{print}' data.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk '{s+=$2} END {print s}' data.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk '/error/ {c++} END {print c}' app.log"#, ["allow", "ask", "deny"]),
+    (r#"awk -v OFS=, '{$1=$1; print}' data.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk 'length > 100' src/main.rs"#, ["allow", "ask", "deny"]),
+    (r#"awk '!seen[$0]++' list.txt"#, ["allow", "ask", "deny"]),
+    (r#"grep -rn TODO src/"#, ["allow", "ask", "allow"]),
+    (r#"grep -E "rm -rf|sudo" scripts/install.sh"#, ["allow", "ask", "allow"]),
+    (r#"rg -n "fn main" src"#, ["allow", "ask", "allow"]),
+    (r#"find . -name '*.rs' -newer Cargo.toml"#, ["allow", "ask", "allow"]),
+    (r#"find . -type f -name '*.log' -mtime +7"#, ["allow", "ask", "allow"]),
+    (r#"ls -la"#, ["allow", "ask", "allow"]),
+    (r#"cat Cargo.toml"#, ["allow", "ask", "allow"]),
+    (r#"head -n 50 src/lib.rs"#, ["allow", "ask", "allow"]),
+    (r#"tail -n 100 log/app.log"#, ["allow", "ask", "allow"]),
+    (r#"wc -l src/*.rs"#, ["allow", "ask", "allow"]),
+    (r#"du -sh target"#, ["allow", "ask", "allow"]),
+    (r#"curl -fsSL https://sh.rustup.rs -o rustup.sh"#, ["allow", "ask", "deny"]),
+    (r#"tar -xzf release.tar.gz"#, ["allow", "ask", "deny"]),
+    (r#"tar -czf dist.tgz dist/"#, ["allow", "ask", "deny"]),
+    (r#"tar -tf archive.tar"#, ["allow", "ask", "deny"]),
+    (r#"tar xzf node.tar.gz -C /tmp"#, ["allow", "ask", "deny"]),
+    (r#"unzip -o pkg.zip -d out"#, ["allow", "ask", "deny"]),
+    (r#"ssh deploy@host uptime"#, ["allow", "ask", "deny"]),
+    (r#"ssh -i ~/.ssh/id_ed25519 host 'systemctl status nginx'"#, ["allow", "ask", "deny"]),
+    (r#"scp build.tgz host:/tmp/"#, ["allow", "ask", "deny"]),
+    (r#"rsync -avz --delete dist/ host:/var/www/"#, ["allow", "ask", "deny"]),
+    (r#"rsync -az -e "ssh -p 2222" dist/ host:/srv/app/"#, ["allow", "ask", "deny"]),
+    (r#"tmux ls"#, ["allow", "ask", "deny"]),
+    (r#"tmux attach -t main"#, ["allow", "ask", "deny"]),
+    (r#"go build ./..."#, ["allow", "ask", "deny"]),
+    (r#"go test ./... -race"#, ["allow", "ask", "deny"]),
+    (r#"go mod tidy"#, ["allow", "ask", "deny"]),
+    (r#"jq -r '.version' package.json"#, ["allow", "ask", "deny"]),
+    (r#"echo "rm -rf is dangerous""#, ["allow", "ask", "allow"]),
+    (r#"printf '%s\n' "rm the file""#, ["allow", "ask", "allow"]),
+    (r#"env RUST_LOG=debug cargo run"#, ["allow", "ask", "deny"]),
+    (r#"RUST_BACKTRACE=1 cargo test"#, ["allow", "ask", "deny"]),
+    (r#"timeout 60 cargo test"#, ["allow", "ask", "deny"]),
+    (r#"nice -n 10 make -j8"#, ["allow", "ask", "deny"]),
+    (r#"find . -name '*.o' | xargs ls -l"#, ["allow", "ask", "deny"]),
+    (r#"mkdir -p build && cd build && cmake .."#, ["allow", "ask", "deny"]),
+    (r#"cp -r assets dist/"#, ["allow", "ask", "deny"]),
+    (r#"perl -pi -e 's/foo/bar/g' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"perl -ne 'print if /version/' Cargo.toml"#, ["allow", "ask", "deny"]),
+    (r#"bash scripts/ci.sh"#, ["ask", "ask", "deny"]),
+    (r#"sh -c 'cargo build && cargo test'"#, ["allow", "ask", "deny"]),
+    (r#"./gradlew build --no-daemon"#, ["allow", "ask", "deny"]),
+    (r#"mvn -B package --file pom.xml"#, ["allow", "ask", "deny"]),
+    (r#"bundle exec rspec"#, ["allow", "ask", "deny"]),
+    (r#"journalctl -u nginx --since today"#, ["allow", "ask", "deny"]),
+    (r#"gh pr create --title "Fix login" --body "Closes #12""#, ["allow", "ask", "deny"]),
+    (r#"gh run watch"#, ["allow", "ask", "deny"]),
+];
+
+/// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the
+/// judge read options, config keys, environment and inline code.
+#[test]
+fn p3b_p8_everyday_command_lines_keep_their_decision() {
+    let config = dsh::config::Config::from_toml(CONFIG, Path::new("walkaround.toml"))
+        .expect("the walk-around config");
+    let policy = dsh::policy::Policy::of_config(&config);
+    let modes = [
+        dsh::config::Mode::Auto,
+        dsh::config::Mode::Ask,
+        dsh::config::Mode::ReadOnly,
+    ];
+    let mut changed = Vec::new();
+    let mut distinct = std::collections::HashSet::new();
+    for (line, before) in EVERYDAY {
+        assert!(distinct.insert(*line), "repeated line: {line}");
+        for (mode, before) in modes.iter().zip(before) {
+            let judged = policy.judge("bash", &json!({"command": line}), *mode, &[]);
+            let now = dsh::policy::action(judged.decision);
+            if now != *before {
+                changed.push(format!(
+                    "{line:?} in mode {}: {before} before, {now} now ({})",
+                    mode.id(),
+                    judged.reason
+                ));
+            }
+        }
+    }
+    println!(
+        "{} everyday command lines, {} judgements: {} changed",
+        EVERYDAY.len(),
+        EVERYDAY.len() * modes.len(),
+        changed.len()
+    );
+    assert!(EVERYDAY.len() >= 100, "only {} lines", EVERYDAY.len());
+    assert!(
+        changed.is_empty(),
+        "{} judgements changed:\n{}",
+        changed.len(),
+        changed.join("\n")
     );
 }

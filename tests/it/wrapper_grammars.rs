@@ -175,7 +175,8 @@ fn debian_package(name: &str) -> &'static str {
     match name {
         "env" | "nice" | "nohup" | "timeout" | "stdbuf" | "chroot" => "coreutils",
         "setsid" | "flock" | "ionice" | "chrt" | "taskset" | "su" | "runuser" | "unshare"
-        | "nsenter" | "setpriv" => "util-linux",
+        | "nsenter" | "setpriv" | "prlimit" | "choom" | "linux64" | "linux32" => "util-linux",
+        "sshpass" => "sshpass",
         "script" => "bsdutils",
         "xargs" => "findutils",
         "watch" => "procps",
@@ -380,6 +381,7 @@ const ACTS_AT_ONCE: &[(&str, char, &str)] = &[
         "reads the PID from the last word, and exits on a bad one",
     ),
     ("doas", 'L', "clears its persisted authentication and exits"),
+    ("sshpass", 'V', "prints its version and exits"),
 ];
 
 /// Whether the short option `word` (`-X`) is one of [`ACTS_AT_ONCE`], or help or version.

@@ -6,7 +6,7 @@ use super::words::{
 };
 use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
 use crate::policy::word::{Word, changes_code, texts};
-use crate::policy::wrappers::{InnerCommand, Stdin, inner_commands};
+use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
 };
@@ -260,6 +260,17 @@ impl Walker {
             writes_redirect: parts.writes,
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
+        // What the assignments before it run comes after the command, as a wrapper's
+        // would, found through the environment (`env PAGER -> less`).
+        if !parts.env.is_empty() {
+            self.via.push("env".into());
+            let env = std::mem::take(&mut parts.env);
+            let result = env
+                .into_iter()
+                .try_for_each(|inner| self.nested(|w| w.inner(&parts.words, inner, &stdin)));
+            self.via.pop();
+            result?;
+        }
         self.unwrap(&parts.words, &stdin)
     }
 
@@ -279,10 +290,23 @@ impl Walker {
             // as `export X=1` or `declare a=(1 2)`.
             I::AssignmentWord(assignment, word) => {
                 if in_prefix {
-                    self.assignment(assignment)?;
-                    parts.risky_env |= changes_code(assignment_name(assignment));
+                    let value = self.assignment(assignment)?;
+                    let name = assignment_name(assignment);
+                    parts.risky_env |= changes_code(name);
+                    // P3b: a variable whose value the command will run (`PAGER=`,
+                    // `GIT_SSH_COMMAND=`, `BASH_ENV=`) is judged as what it runs.
+                    if let Some(value) = value {
+                        let assigned = Word {
+                            text: format!("{name}={}", value.text),
+                            ..value
+                        };
+                        parts.env.extend(env_command(&assigned));
+                    }
                 } else {
+                    // `export PAGER=...`, `declare -x GIT_SSH_COMMAND=...`: the variable
+                    // reaches the commands after it, which run its value (P3b).
                     let word = self.word(word)?;
+                    parts.env.extend(env_command(&word));
                     parts.words.push(word);
                 }
             }
@@ -306,13 +330,14 @@ impl Walker {
         Ok(())
     }
 
-    fn assignment(&mut self, assignment: &ast::Assignment) -> Result<(), String> {
+    /// Walks an assignment's words; returns its value when it is a scalar.
+    fn assignment(&mut self, assignment: &ast::Assignment) -> Result<Option<Word>, String> {
         if let ast::AssignmentName::ArrayElementName(name, index) = &assignment.name {
             self.arithmetic(index, &format!("{name}[{index}]="))?;
         }
         match &assignment.value {
             ast::AssignmentValue::Scalar(value) => {
-                self.word(value)?;
+                return self.word(value).map(Some);
             }
             ast::AssignmentValue::Array(elements) => {
                 for (key, value) in elements {
@@ -323,7 +348,7 @@ impl Walker {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Walks a redirection's words. Says whether it writes to a file, and what it gives the
@@ -615,10 +640,21 @@ impl Walker {
         });
     }
 
-    /// Adds the commands that the command `words` runs through a wrapper (P3, P4), each
-    /// with the wrapper added to its chain.
+    /// Adds the commands that the command `words` runs through a wrapper (P3, P4), or in
+    /// its options, config keys and arguments (P3b), each with the program added to its
+    /// chain.
     fn unwrap(&mut self, words: &[Word], stdin: &Stdin) -> Result<(), String> {
         let inner = inner_commands(words, stdin);
+        self.found(words, inner, stdin)
+    }
+
+    /// Adds `inner`, found in or through the command `words`, as more segments.
+    fn found(
+        &mut self,
+        words: &[Word],
+        inner: Vec<InnerCommand>,
+        stdin: &Stdin,
+    ) -> Result<(), String> {
         if inner.is_empty() {
             return Ok(());
         }
@@ -627,35 +663,62 @@ impl Walker {
             .map(|w| w.base_name().to_owned())
             .unwrap_or_default();
         self.via.push(name);
-        let result = inner.into_iter().try_for_each(|inner| {
-            self.nested(|w| match inner {
-                InnerCommand::Command { words, risky_env } => {
-                    w.out.push(Segment {
-                        words: texts(&words),
-                        via: w.via.clone(),
-                        opaque: opaque_name(&words, risky_env),
-                        writes_redirect: false,
-                    });
-                    // What a wrapper runs inherits the wrapper's stdin.
-                    w.unwrap(&words, stdin)
-                }
-                InnerCommand::Script(script) => w.line(&script),
-                InnerCommand::Opaque { words: inner, why } => {
-                    // With no words of its own (`bash` reading stdin) it stands for the
-                    // wrapper's whole line.
-                    let shown = if inner.is_empty() { words } else { &inner[..] };
-                    w.out.push(Segment {
-                        words: texts(shown),
-                        via: w.via.clone(),
-                        opaque: Some(why),
-                        writes_redirect: false,
-                    });
-                    Ok(())
-                }
-            })
-        });
+        let result = inner
+            .into_iter()
+            .try_for_each(|inner| self.nested(|w| w.inner(words, inner, stdin)));
         self.via.pop();
         result
+    }
+
+    /// One command that the command `words` runs; the last entry of `via` is its program.
+    fn inner(&mut self, words: &[Word], inner: InnerCommand, stdin: &Stdin) -> Result<(), String> {
+        match inner {
+            InnerCommand::Command { words, risky_env } => {
+                self.out.push(Segment {
+                    words: texts(&words),
+                    via: self.via.clone(),
+                    opaque: opaque_name(&words, risky_env),
+                    writes_redirect: false,
+                });
+                // What a wrapper runs inherits the wrapper's stdin.
+                self.unwrap(&words, stdin)
+            }
+            InnerCommand::Script(script) => self.line(&script),
+            InnerCommand::Opaque { words: inner, why } => {
+                // With no words of its own (`bash` reading stdin) it stands for the
+                // wrapper's whole line.
+                let shown = if inner.is_empty() { words } else { &inner[..] };
+                self.out.push(Segment {
+                    words: texts(shown),
+                    via: self.via.clone(),
+                    opaque: Some(why),
+                    writes_redirect: false,
+                });
+                Ok(())
+            }
+            // The chain names the place: `tar --to-command -> rm`, `env PAGER -> less`.
+            // A variable set by `env` (or before the command) is `env NAME`; one set by
+            // another wrapper follows it: `sudo -> env EDITOR -> rm`.
+            InnerCommand::Through { how, inner } => {
+                let program = self.via.last().cloned().unwrap_or_default();
+                let variable = how.starts_with("env ");
+                let replace = !variable || program == "env";
+                if replace {
+                    self.via.pop();
+                }
+                self.via.push(if variable {
+                    how
+                } else {
+                    format!("{program} {how}")
+                });
+                let result = self.nested(|w| w.inner(words, *inner, stdin));
+                self.via.pop();
+                if replace {
+                    self.via.push(program);
+                }
+                result
+            }
+        }
     }
 }
 
@@ -671,6 +734,8 @@ struct Parts {
     risky_env: bool,
     /// What its own redirections give it as stdin, if any.
     stdin: Option<Stdin>,
+    /// What the variables assigned before it run (P3b).
+    env: Vec<InnerCommand>,
 }
 
 /// Why a command named by `words` cannot be known before it runs, if it cannot (P5).

@@ -1,0 +1,1 @@
+python3 -c "import os; os.system('rm x')"; perl -le 'print `rm y`'; node -e "require('child_process').execSync('rm z')"; awk 'BEGIN{system("rm w")}'; sed 's/.*/rm v/e' f; sed -n '1e rm u' f; awk '/a|b/ || /c/ {n++}'; sed 's|a|b|; y/ab/ba/' f; ruby -e '`rm t`'; python3 -c 'os.rmdir("x")'
