@@ -120,6 +120,20 @@ pub struct TurnContext<'a> {
     pub control: Option<&'a dyn commands::SessionControl>,
 }
 
+impl TurnEvent<'_> {
+    /// Part of a tool call's card (its start, progress, rewrite, output and end).
+    fn is_tool_card(&self) -> bool {
+        matches!(
+            self,
+            TurnEvent::ToolCall { .. }
+                | TurnEvent::ToolRunning { .. }
+                | TurnEvent::ToolRewritten { .. }
+                | TurnEvent::ToolOutput { .. }
+                | TurnEvent::ToolDone { .. }
+        )
+    }
+}
+
 impl TurnContext<'_> {
     fn append(&self, event: Event) {
         if let Some(log) = &self.log
@@ -183,6 +197,34 @@ pub async fn run_tool(
     arguments: Value,
     by_model: bool,
 ) -> ToolOutput {
+    if tool == plan::NAME {
+        // The plan is how a `todo_write` call shows (as the editors' own agents do):
+        // through the waterfall like any call, but without a tool card.
+        let events = |event: TurnEvent<'_>| {
+            if !event.is_tool_card() {
+                (ctx.events)(event)
+            }
+        };
+        let quiet = TurnContext {
+            session: ctx.session,
+            log: ctx.log.clone(),
+            tools: ctx.tools,
+            events: &events,
+            cancel: ctx.cancel.clone(),
+            control: ctx.control,
+        };
+        return run_any_tool(&quiet, call_id, tool, arguments, by_model).await;
+    }
+    run_any_tool(ctx, call_id, tool, arguments, by_model).await
+}
+
+async fn run_any_tool(
+    ctx: &TurnContext<'_>,
+    call_id: &str,
+    tool: &str,
+    arguments: Value,
+    by_model: bool,
+) -> ToolOutput {
     let kind = ctx
         .tools
         .get_in(&ctx.session.id, tool)
@@ -195,6 +237,8 @@ pub async fn run_tool(
         None
     };
     let view = CallView::of(tool, &arguments, Some(&ctx.session.cwd)).with_diff(diff);
+    // The plan is shown from the arguments that ran, once the call has.
+    let planned = (tool == plan::NAME).then(|| arguments.clone());
     ctx.append(Event::ToolCall {
         at_ms: now_ms(),
         call_id: call_id.to_string(),
@@ -228,6 +272,9 @@ pub async fn run_tool(
             live::watch(ctx, call_id, tool, &view, &live, ctx.tools.execute(&call)).await
         }
     };
+    if let Some(planned) = &planned {
+        plan::show(ctx, out.arguments_run.as_ref().unwrap_or(planned), &out);
+    }
     if let Some(arguments) = &out.arguments_run {
         ctx.append(Event::ToolRewritten {
             at_ms: now_ms(),
@@ -550,11 +597,7 @@ pub async fn run_model_turn(
             .sum();
         let request = ModelRequest {
             messages,
-            tools: {
-                let mut tools = ctx.tools.definitions_for(&ctx.session.id);
-                tools.extend(plan::definition());
-                tools
-            },
+            tools: ctx.tools.definitions_for(&ctx.session.id),
             model: requested_model(ctx.session, model_config),
             max_tokens: None,
         };
@@ -666,10 +709,6 @@ pub async fn run_model_turn(
             } else {
                 call.name
             };
-            if name == plan::NAME {
-                plan::run(ctx, &call_id, arguments);
-                continue;
-            }
             run_tool(ctx, &call_id, &name, arguments, true).await;
         }
         if ctx.cancel.is_cancelled() {

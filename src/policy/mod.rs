@@ -874,6 +874,8 @@ impl Policy {
         // that was itself allowed, but changes state, so read-only mode refuses it.
         let (default, kind) = match (tool, mode) {
             ("bash_output", _) => (Decision::Allow, "reads command output"),
+            // The model's plan: it changes nothing but what the editor shows.
+            ("todo_write", _) => (Decision::Allow, "changes only the session's plan"),
             ("bash_kill", Mode::ReadOnly) => (Decision::Deny, "stops a command"),
             ("bash_kill", _) => (Decision::Allow, "stops a command"),
             (_, Mode::Ask) => (Decision::Ask, "is not covered by any rule"),

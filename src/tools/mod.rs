@@ -11,6 +11,7 @@ pub mod files;
 pub mod network;
 pub mod notices;
 pub mod schema;
+pub mod todo;
 
 use crate::config::Config;
 use crate::exec::BashExecutor;
@@ -186,6 +187,9 @@ impl ToolRegistry {
             }
         }
         for tool in files::tools() {
+            registry.register(tool);
+        }
+        if let Some(tool) = todo::tool() {
             registry.register(tool);
         }
         if registry
@@ -511,6 +515,7 @@ impl CallView {
             ("bash", Some(command), _) => one_line(command, TITLE_CHARS),
             ("bash_output", _, Some(id)) => format!("output of {}", one_line(id, 60)),
             ("bash_kill", _, Some(id)) => format!("kill {}", one_line(id, 60)),
+            (todo::NAME, _, _) => "Update the plan".to_string(),
             ("read_file" | "edit_file" | "write_file", _, _) if arg("path").is_some() => {
                 let verb = match tool {
                     "read_file" => "Read",

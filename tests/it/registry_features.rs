@@ -156,7 +156,8 @@ fn todo_call(id: &str, todos: Value) -> common::fake_model::Reply {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn todo_write_shows_a_plan_that_replaces_the_last_is_logged_and_replayed() {
+async fn todo_write_goes_through_the_waterfall_shows_a_plan_that_replaces_the_last_is_logged_and_replayed()
+ {
     let dir = tempfile::tempdir().unwrap();
     let too_many: Vec<Value> = (0..51)
         .map(|i| json!({"content": format!("step {i}"), "status": "pending"}))
@@ -215,7 +216,18 @@ async fn todo_write_shows_a_plan_that_replaces_the_last_is_logged_and_replayed()
         .as_str()
         .unwrap()
         .to_string();
-    assert!(refused.starts_with("The plan was not changed"), "{refused}");
+    // The schema refuses it before the tool runs: a todo_write call goes through the
+    // waterfall like any, and each of the three has its audit line.
+    assert!(
+        refused.starts_with("Error: invalid arguments") && refused.ends_with("more than 50 items"),
+        "{refused}"
+    );
+    let audit = std::fs::read_to_string(dir.path().join("state/audit.jsonl")).unwrap();
+    let audited = audit
+        .lines()
+        .filter(|l| l.contains(r#""tool":"todo_write""#))
+        .count();
+    assert_eq!(audited, 3, "{audit}");
     c.updates.clear();
     c.load_session(&s, &ws).await;
     let replayed = c.updates_of(&s, "plan");
