@@ -786,13 +786,28 @@ async fn first_contact_of_a_build() {
     assert_eq!(out.exit_code, Some(0));
     let report = exec.install_report().unwrap();
     assert!(report.uploaded, "{report:?}");
+    exec.shutdown().await;
+    // The same against the filled cache: what a contact costs without the upload.
+    let again = SshExecutor::with_helper(&cfg, bin.clone()).unwrap();
+    let started = std::time::Instant::now();
+    again
+        .run(
+            again.resolve(req("true", state.path())),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let cached_call = started.elapsed();
+    assert!(!again.install_report().unwrap().uploaded);
+    again.shutdown().await;
     eprintln!(
-        "first contact with {}: {} bytes, {} sent, install {:?}, first call {:?}",
+        "first contact with {}: {} bytes, {} sent, install {:?}, first call {:?}; \
+         with the helper cached: first call {:?}",
         bin.display(),
         report.size,
         report.sent,
         report.elapsed,
-        first_call
+        first_call,
+        cached_call
     );
-    exec.shutdown().await;
 }
