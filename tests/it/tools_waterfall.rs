@@ -238,7 +238,8 @@ async fn tools_are_offered_in_order_and_the_bash_tools_not_at_all_without_an_exe
             "bash_kill",
             "read_file",
             "edit_file",
-            "write_file"
+            "write_file",
+            "todo_write"
         ]
     );
     let defs = h.tools.definitions();
@@ -252,9 +253,12 @@ async fn tools_are_offered_in_order_and_the_bash_tools_not_at_all_without_an_exe
         h.sessions.clone(),
         Arc::new(AuditLog::disabled()),
     );
-    // The file tools need no executor: they stay.
-    assert_eq!(none.names(), ["read_file", "edit_file", "write_file"]);
-    assert_eq!(none.definitions().len(), 3);
+    // The file tools and the plan need no executor: they stay.
+    assert_eq!(
+        none.names(),
+        ["read_file", "edit_file", "write_file", "todo_write"]
+    );
+    assert_eq!(none.definitions().len(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
