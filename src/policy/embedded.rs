@@ -20,8 +20,8 @@
 //! A whole word known only at run time (`tar $OPTS`) is not read as an option; a word that
 //! starts as one of ours and holds an expansion (`--to-command=$X`) is opaque.
 
+use super::inner::InnerCommand;
 use super::word::Word;
-use super::wrappers::InnerCommand;
 
 /// What the value in one of a program's places is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ pub mod embedded;
 pub mod escalation;
 pub mod explain;
 pub mod inline;
+pub mod inner;
 pub mod network;
 pub mod read_only;
 pub mod replay;

@@ -17,37 +17,7 @@ use super::argv::{self, Arg, Grammar, Opt, Parsed, Value, alias, both, long, sho
 use super::word::{EnvRuns, Word, assigned_name, changes_code, command_value, env_runs};
 use Value::{No, Optional, Required};
 
-/// A command that another command runs.
-#[derive(Debug, Clone)]
-pub enum InnerCommand {
-    /// Given as words: `sudo rm x` runs `rm x`.
-    Command {
-        words: Vec<Word>,
-        /// The wrapper sets a variable that changes what code runs (`env PATH=. ls`).
-        risky_env: bool,
-    },
-    /// Given as a command line: `bash -c 'rm x'`, `eval "rm x"`.
-    Script(String),
-    /// Only known at run time: `bash -c "$X"`, `sudo $OPTS rm`, `source f`.
-    Opaque { words: Vec<Word>, why: String },
-    /// Found in an option, a config key, an argument or an environment variable that the
-    /// program runs as a command (P3b): `how` names the place for the chain, so that
-    /// `explain` shows `tar --to-command -> rm` or `git -c core.fsmonitor -> rm`.
-    Through {
-        how: String,
-        inner: Box<InnerCommand>,
-    },
-}
-
-impl InnerCommand {
-    /// `inner`, found through the option, key or variable `how` (P3b).
-    pub fn through(how: impl Into<String>, inner: InnerCommand) -> InnerCommand {
-        InnerCommand::Through {
-            how: how.into(),
-            inner: Box::new(inner),
-        }
-    }
-}
+pub use super::inner::InnerCommand;
 
 /// What a command's standard input holds, as far as the line says.
 #[derive(Debug, Clone, PartialEq, Eq)]

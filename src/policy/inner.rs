@@ -1,0 +1,38 @@
+//! What a command runs inside it: the one vocabulary of the wrapper table
+//! (`wrappers.rs`) and the table of commands in options, config and arguments
+//! (`embedded.rs`), which the walk follows. Its own module so neither table imports
+//! the other's.
+
+use super::word::Word;
+
+/// A command that another command runs.
+#[derive(Debug, Clone)]
+pub enum InnerCommand {
+    /// Given as words: `sudo rm x` runs `rm x`.
+    Command {
+        words: Vec<Word>,
+        /// The wrapper sets a variable that changes what code runs (`env PATH=. ls`).
+        risky_env: bool,
+    },
+    /// Given as a command line: `bash -c 'rm x'`, `eval "rm x"`.
+    Script(String),
+    /// Only known at run time: `bash -c "$X"`, `sudo $OPTS rm`, `source f`.
+    Opaque { words: Vec<Word>, why: String },
+    /// Found in an option, a config key, an argument or an environment variable that the
+    /// program runs as a command (P3b): `how` names the place for the chain, so that
+    /// `explain` shows `tar --to-command -> rm` or `git -c core.fsmonitor -> rm`.
+    Through {
+        how: String,
+        inner: Box<InnerCommand>,
+    },
+}
+
+impl InnerCommand {
+    /// `inner`, found through the option, key or variable `how` (P3b).
+    pub fn through(how: impl Into<String>, inner: InnerCommand) -> InnerCommand {
+        InnerCommand::Through {
+            how: how.into(),
+            inner: Box::new(inner),
+        }
+    }
+}
