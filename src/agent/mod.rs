@@ -533,12 +533,63 @@ fn cost_of(config: &ModelConfig, prompt_tokens: u64, completion_tokens: u64) -> 
     Some((prompt_tokens as f64 * p_in + completion_tokens as f64 * p_out) / 1e6)
 }
 
-/// A tool call being assembled from stream fragments.
+/// A tool call as the model streams it: its pieces, put together by index.
 #[derive(Default)]
 struct PartialCall {
     id: Option<String>,
     name: String,
     arguments: String,
+}
+
+/// What one model step streamed, folded: its text (one message, one id), its
+/// reasoning, its tool calls, its usage and why it finished.
+#[derive(Default)]
+struct StepFold {
+    text: String,
+    thought: String,
+    message_id: String,
+    calls: BTreeMap<usize, PartialCall>,
+    usage: Option<(u64, u64)>,
+    finish: Option<FinishReason>,
+}
+
+impl StepFold {
+    /// Folds one event in, showing text and reasoning as they come.
+    fn add(&mut self, ctx: &TurnContext<'_>, event: ModelEvent) {
+        match event {
+            ModelEvent::Text(t) => {
+                (ctx.events)(TurnEvent::AgentText {
+                    text: &t,
+                    message_id: &self.message_id,
+                });
+                self.text.push_str(&t);
+            }
+            ModelEvent::Reasoning(t) => {
+                (ctx.events)(TurnEvent::AgentThought(&t));
+                self.thought.push_str(&t);
+            }
+            ModelEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let call = self.calls.entry(index).or_default();
+                if id.is_some() {
+                    call.id = id;
+                }
+                if let Some(name) = name {
+                    call.name.push_str(&name);
+                }
+                call.arguments.push_str(&arguments);
+            }
+            ModelEvent::Usage {
+                prompt_tokens,
+                completion_tokens,
+            } => self.usage = Some((prompt_tokens, completion_tokens)),
+            ModelEvent::Finish(reason) => self.finish = Some(reason),
+        }
+    }
 }
 
 /// Runs model steps until the turn ends. The user's prompt is already in the
@@ -562,124 +613,32 @@ pub async fn run_model_turn(
             events.extend(added);
             read_to = to;
         }
-        // The notices are in the log at their place; the inbox only mirrors them.
-        ctx.session.take_notices();
-        let (messages, shortened) = history::build_counted(
-            &events,
-            &system,
-            config.history_budget_chars,
-            model_config.vision,
-        );
-        if shortened > 0 && !told_shortened {
-            told_shortened = true;
-            let note = format!(
-                "The conversation is over its history budget ({} characters): the model now sees \
-                 the {shortened} oldest tool output(s) shortened to a marker. The session log and \
-                 the spill files keep everything.",
-                config.history_budget_chars
-            );
-            ctx.append(Event::AgentThought {
-                at_ms: now_ms(),
-                text: note.clone(),
-            });
-            (ctx.events)(TurnEvent::AgentThought(&note));
-        }
-        let spent: f64 = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Usage {
-                    prompt_tokens,
-                    completion_tokens,
-                    ..
-                } => cost_of(model_config, *prompt_tokens, *completion_tokens),
-                _ => None,
-            })
-            .sum();
         let request = ModelRequest {
-            messages,
+            messages: history_messages(
+                ctx,
+                &events,
+                &system,
+                model_config,
+                config,
+                &mut told_shortened,
+            ),
             tools: ctx.tools.definitions_for(&ctx.session.id),
             model: requested_model(ctx.session, model_config),
             max_tokens: None,
         };
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let stream = model.stream(&request, tx, &ctx.cancel);
-        tokio::pin!(stream);
-        let (mut text, mut thought) = (String::new(), String::new());
-        // The answer's text is one message: its deltas and its log line share the id.
-        let message_id = crate::store::new_message_id();
-        let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
-        let mut finish = None;
-        let mut usage = None;
-        let mut handle = |event: ModelEvent| match event {
-            ModelEvent::Text(t) => {
-                (ctx.events)(TurnEvent::AgentText {
-                    text: &t,
-                    message_id: &message_id,
-                });
-                text.push_str(&t);
-            }
-            ModelEvent::Reasoning(t) => {
-                (ctx.events)(TurnEvent::AgentThought(&t));
-                thought.push_str(&t);
-            }
-            ModelEvent::ToolCallDelta {
-                index,
-                id,
-                name,
-                arguments,
-            } => {
-                let call = calls.entry(index).or_default();
-                if id.is_some() {
-                    call.id = id;
-                }
-                if let Some(name) = name {
-                    call.name.push_str(&name);
-                }
-                call.arguments.push_str(&arguments);
-            }
-            ModelEvent::Usage {
-                prompt_tokens,
-                completion_tokens,
-            } => usage = Some((prompt_tokens, completion_tokens)),
-            ModelEvent::Finish(reason) => finish = Some(reason),
-        };
-        let result = loop {
-            tokio::select! {
-                biased;
-                Some(event) = rx.recv() => handle(event),
-                r = &mut stream => break r,
-            }
-        };
-        while let Ok(event) = rx.try_recv() {
-            handle(event);
-        }
-        if let Some((prompt_tokens, completion_tokens)) = usage {
-            ctx.append(Event::Usage {
-                at_ms: now_ms(),
-                model: requested_model(ctx.session, model_config)
-                    .unwrap_or_else(|| model_config.model.clone()),
-                prompt_tokens,
-                completion_tokens,
-            });
-            let cost = cost_of(model_config, prompt_tokens, completion_tokens)
-                .map(|c| (spent + c, model_config.currency.as_str()));
-            (ctx.events)(TurnEvent::Usage {
-                used: prompt_tokens + completion_tokens,
-                size: model_config.context_window,
-                cost,
-            });
-        }
-        if !thought.is_empty() {
+        let (step, result) = stream_step(ctx, model, &request).await;
+        log_usage(ctx, model_config, &events, step.usage);
+        if !step.thought.is_empty() {
             ctx.append(Event::AgentThought {
                 at_ms: now_ms(),
-                text: thought,
+                text: step.thought,
             });
         }
-        if !text.is_empty() {
+        if !step.text.is_empty() {
             ctx.append(Event::AgentMessage {
                 at_ms: now_ms(),
-                text,
-                message_id: Some(message_id),
+                text: step.text,
+                message_id: Some(step.message_id),
             });
         }
         match result {
@@ -687,33 +646,140 @@ pub async fn run_model_turn(
             Err(e) => return Err(e),
             Ok(()) => {}
         }
-        if calls.is_empty() {
-            return Ok(match finish {
+        if step.calls.is_empty() {
+            return Ok(match step.finish {
                 Some(FinishReason::Length) => StopReason::MaxTokens,
                 _ => StopReason::EndTurn,
             });
         }
-        for (index, call) in calls {
-            if ctx.cancel.is_cancelled() {
-                break;
-            }
-            let call_id = call
-                .id
-                .unwrap_or_else(|| format!("call-{}-{index}", uuid::Uuid::new_v4().simple()));
-            let arguments = match serde_json::from_str::<Value>(&call.arguments) {
-                Ok(v @ Value::Object(_)) => v,
-                _ => Value::String(call.arguments),
-            };
-            let name = if call.name.is_empty() {
-                "(none)".to_string()
-            } else {
-                call.name
-            };
-            run_tool(ctx, &call_id, &name, arguments, true).await;
-        }
+        dispatch_calls(ctx, step.calls).await;
         if ctx.cancel.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
     }
     Ok(StopReason::MaxTurnRequests)
+}
+
+/// The request's messages from the log's events, shortened to the budget; the first
+/// time a turn shortens, the person is told (and the log keeps the note).
+fn history_messages(
+    ctx: &TurnContext<'_>,
+    events: &[Event],
+    system: &str,
+    model_config: &ModelConfig,
+    config: &AgentConfig,
+    told_shortened: &mut bool,
+) -> Vec<crate::llm::Message> {
+    // The notices are in the log at their place; the inbox only mirrors them.
+    ctx.session.take_notices();
+    let (messages, shortened) = history::build_counted(
+        events,
+        system,
+        config.history_budget_chars,
+        model_config.vision,
+    );
+    if shortened > 0 && !*told_shortened {
+        *told_shortened = true;
+        let note = format!(
+            "The conversation is over its history budget ({} characters): the model now sees \
+             the {shortened} oldest tool output(s) shortened to a marker. The session log and \
+             the spill files keep everything.",
+            config.history_budget_chars
+        );
+        ctx.append(Event::AgentThought {
+            at_ms: now_ms(),
+            text: note.clone(),
+        });
+        (ctx.events)(TurnEvent::AgentThought(&note));
+    }
+    messages
+}
+
+/// One model request, streamed: what it said, folded, and how the stream ended.
+async fn stream_step(
+    ctx: &TurnContext<'_>,
+    model: &dyn Model,
+    request: &ModelRequest,
+) -> (StepFold, Result<(), ModelError>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stream = model.stream(request, tx, &ctx.cancel);
+    tokio::pin!(stream);
+    // The answer's text is one message: its deltas and its log line share the id.
+    let mut step = StepFold {
+        message_id: crate::store::new_message_id(),
+        ..StepFold::default()
+    };
+    let result = loop {
+        tokio::select! {
+            biased;
+            Some(event) = rx.recv() => step.add(ctx, event),
+            r = &mut stream => break r,
+        }
+    };
+    while let Ok(event) = rx.try_recv() {
+        step.add(ctx, event);
+    }
+    (step, result)
+}
+
+/// Logs a step's usage and shows it with the session's cost so far (`events`: the log
+/// before this step, whose usage lines are the cost already spent).
+fn log_usage(
+    ctx: &TurnContext<'_>,
+    model_config: &ModelConfig,
+    events: &[Event],
+    usage: Option<(u64, u64)>,
+) {
+    let Some((prompt_tokens, completion_tokens)) = usage else {
+        return;
+    };
+    let spent: f64 = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Usage {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => cost_of(model_config, *prompt_tokens, *completion_tokens),
+            _ => None,
+        })
+        .sum();
+    ctx.append(Event::Usage {
+        at_ms: now_ms(),
+        model: requested_model(ctx.session, model_config)
+            .unwrap_or_else(|| model_config.model.clone()),
+        prompt_tokens,
+        completion_tokens,
+    });
+    let cost = cost_of(model_config, prompt_tokens, completion_tokens)
+        .map(|c| (spent + c, model_config.currency.as_str()));
+    (ctx.events)(TurnEvent::Usage {
+        used: prompt_tokens + completion_tokens,
+        size: model_config.context_window,
+        cost,
+    });
+}
+
+/// Runs a step's tool calls in the order the model gave them, until the turn is
+/// cancelled. A call without an id gets one; arguments that are not a JSON object go
+/// to the tool as their raw text (it refuses them with the reason).
+async fn dispatch_calls(ctx: &TurnContext<'_>, calls: BTreeMap<usize, PartialCall>) {
+    for (index, call) in calls {
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        let call_id = call
+            .id
+            .unwrap_or_else(|| format!("call-{}-{index}", uuid::Uuid::new_v4().simple()));
+        let arguments = match serde_json::from_str::<Value>(&call.arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => Value::String(call.arguments),
+        };
+        let name = if call.name.is_empty() {
+            "(none)".to_string()
+        } else {
+            call.name
+        };
+        run_tool(ctx, &call_id, &name, arguments, true).await;
+    }
 }
