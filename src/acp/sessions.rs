@@ -317,33 +317,19 @@ impl AcpService {
             .insert(session_id.to_string(), header.cwd.clone());
         // Its project's mode first: the modes the log recorded come after it.
         self.open_project(ctx, &session).await;
-        for e in &events {
-            match e {
-                Event::ModeChange { mode_id, .. } => {
-                    if let Some(mode) = Mode::from_id(mode_id) {
-                        session.set_mode(mode);
-                    }
-                }
-                Event::ModelChange { model, .. } => session.set_model(Some(model.clone())),
-                Event::OptionSet { option, value, .. } => {
-                    super::options::restore(&session, option, *value)
-                }
-                Event::Grant {
-                    prefixes, allow, ..
-                } => {
-                    if *allow {
-                        session.add_grants(prefixes);
-                    } else {
-                        session.add_rejections(prefixes);
-                    }
-                }
-                Event::Revoke { prefix, .. } => {
-                    session.revoke(prefix);
-                }
-                _ => {}
-            }
+        let state = store::SessionState::from_events(&header, &events);
+        if let Some(mode) = state.mode {
+            session.set_mode(mode);
         }
-        session.set_title(store::latest_title(&header, &events).map(str::to_string));
+        if let Some(model) = state.model {
+            session.set_model(Some(model));
+        }
+        for (option, value) in &state.options {
+            super::options::restore(&session, option, *value);
+        }
+        session.add_grants(&state.grants);
+        session.add_rejections(&state.rejections);
+        session.set_title(state.title);
         self.bind(ctx, &session);
         if replay {
             // Replayed before the answer (spec/acp.md), paced to the socket so a

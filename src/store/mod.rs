@@ -15,6 +15,7 @@
 mod event;
 mod list;
 mod log;
+mod state;
 
 pub use event::{
     Event, Header, INTERRUPTED_TEXT, PlanItem, PlanPriority, PlanStatus, PromptBlock,
@@ -23,6 +24,7 @@ pub use event::{
 };
 pub use list::{SessionSummary, list};
 pub use log::SessionLog;
+pub use state::SessionState;
 
 use std::io;
 use std::path::{Path, PathBuf};
