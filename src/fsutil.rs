@@ -10,7 +10,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Creates `dir` (and its parents) as a 0700 directory, or checks that an existing one is a
 /// real directory (not a symlink) owned by us, and tightens its mode. Errors name the path.
@@ -71,6 +71,29 @@ pub fn open_regular(path: &Path, append: bool) -> io::Result<File> {
         ));
     }
     Ok(file)
+}
+
+/// Where `path` (absolute, cleaned) really is: its deepest existing ancestor with every
+/// symbolic link followed, and the rest as written. Callers of the policy resolve paths
+/// with it (the policy itself touches no disk), so a link inside the cwd that points
+/// elsewhere is judged by where it points (F1).
+pub fn real_path(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut base = path.to_path_buf();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&base) {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                base = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -203,7 +203,7 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
         {
             // At the directory's real path: the policy judges a file tool's path with
             // every link followed, so a cwd reached through a link must not dodge it.
-            let base = crate::policy::real_path(&project.dir);
+            let base = crate::fsutil::real_path(&project.dir);
             let anchor = |p: &str| format!("{}/{}", base.display(), p.trim_start_matches("./"));
             *glob = anchor(glob);
             for example in rule.examples.iter_mut().chain(rule.not_examples.iter_mut()) {
@@ -460,7 +460,7 @@ argv = ["./hook.sh"]
         // The editor opened the link; the policy hook judges real paths.
         let p = load(&link.join(PROJECT_FILE), &Config::default());
         let policy = crate::policy::Policy::new(&p.permissions);
-        let real = crate::policy::real_path(&root);
+        let real = crate::fsutil::real_path(&root);
         let place = crate::policy::Place {
             cwd: &real,
             roots: std::slice::from_ref(&real),

@@ -93,7 +93,7 @@ impl Hook for PolicyHook {
         let (arguments, at) = match file_path {
             Some(raw) => {
                 let at = at.real();
-                let path = crate::policy::real_path(&crate::policy::resolve_path(&at.cwd, raw));
+                let path = crate::fsutil::real_path(&crate::policy::resolve_path(&at.cwd, raw));
                 let mut arguments = call.arguments.clone();
                 if let Some(args) = arguments.as_object_mut() {
                     args.insert("path".into(), path.to_string_lossy().into_owned().into());
@@ -192,7 +192,7 @@ impl SessionPlace {
     /// The same place with every symbolic link followed (a file tool is judged by where
     /// its path really is, against the roots as they really are).
     fn real(self) -> Self {
-        let real = |p: &PathBuf| crate::policy::real_path(p);
+        let real = |p: &PathBuf| crate::fsutil::real_path(p);
         Self {
             cwd: real(&self.cwd),
             roots: self.roots.iter().map(real).collect(),

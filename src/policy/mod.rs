@@ -474,28 +474,6 @@ pub struct Place<'a> {
     pub read_only_tool: bool,
 }
 
-/// Where `path` (absolute, cleaned) really is: its deepest existing ancestor with every
-/// symbolic link followed, and the rest as written. The policy judges this, so a link
-/// inside the cwd that points elsewhere is judged by where it points (F1).
-pub fn real_path(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut base = path.to_path_buf();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&base) {
-            let mut out = real;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (base.file_name().map(|n| n.to_os_string()), base.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                base = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
-}
-
 /// `path` made absolute against `cwd` and cleaned without touching the disk (`.` dropped,
 /// `..` taken back), so `a/../secrets/x` is judged as `secrets/x`.
 pub fn resolve_path(cwd: &Path, path: &str) -> PathBuf {

@@ -634,14 +634,14 @@ mod tests {
         std::fs::create_dir(real.join("out")).unwrap();
         std::os::unix::fs::symlink(real.join("out"), real.join("in")).unwrap();
         assert_eq!(
-            crate::policy::real_path(&real.join("in/new/f")),
+            crate::fsutil::real_path(&real.join("in/new/f")),
             real.join("out/new/f")
         );
         assert_eq!(
-            crate::policy::real_path(&real.join("plain")),
+            crate::fsutil::real_path(&real.join("plain")),
             real.join("plain")
         );
-        assert_eq!(crate::policy::real_path(Path::new("/")), PathBuf::from("/"));
+        assert_eq!(crate::fsutil::real_path(Path::new("/")), PathBuf::from("/"));
     }
 
     #[tokio::test]
