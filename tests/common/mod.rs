@@ -90,20 +90,27 @@ pub fn token() -> String {
     format!("{:09}", n % 1_000_000_000)
 }
 
-/// The live processes whose command line holds `sleep 1000.<token>`.
-pub fn with_token(token: &str) -> Vec<i32> {
-    let wanted = format!("1000.{token}");
+/// The live processes whose arguments (`/proc/PID/cmdline`, split at NULs) `wanted`
+/// accepts: the one walk of the process table the tests share.
+pub fn live_pids_where(wanted: impl Fn(&[&[u8]]) -> bool) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == wanted.as_bytes()))
-                && alive(*pid)
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                wanted(&args)
+            }) && alive(*pid)
         })
         .collect()
+}
+
+/// The live processes whose command line holds `sleep 1000.<token>`.
+pub fn with_token(token: &str) -> Vec<i32> {
+    let wanted = format!("1000.{token}");
+    live_pids_where(|args| args.contains(&wanted.as_bytes()))
 }
 
 /// A script that starts one process by each escape pattern (each writes a line to

@@ -137,15 +137,11 @@ async fn directories_are_mapped(helper: HelperMode) {
 fn master_pid(state: &Path) -> Option<i32> {
     let control = state.join("ssh").join("control");
     let wanted = format!("ControlPath={}", control.display());
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .find(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            args.contains(&b"-M".as_slice()) && args.contains(&wanted.as_bytes()) && alive(*pid)
-        })
+    common::live_pids_where(|args| {
+        args.contains(&b"-M".as_slice()) && args.contains(&wanted.as_bytes())
+    })
+    .first()
+    .copied()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,20 +14,11 @@ const INITIALIZE: &str = r#"{"jsonrpc": "2.0", "id": 1, "method": "initialize", 
 /// the daemons `dsh acp` started on that socket.
 fn daemons_on(socket: &Path) -> Vec<i32> {
     let socket = socket.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                args.contains(&&b"serve"[..])
-                    && args.contains(&&b"--idle-exit"[..])
-                    && args.contains(&socket)
-            }) && crate::common::alive(*pid)
-        })
-        .collect()
+    crate::common::live_pids_where(|args| {
+        args.contains(&&b"serve"[..])
+            && args.contains(&&b"--idle-exit"[..])
+            && args.contains(&socket)
+    })
 }
 
 /// Waits until process `pid` (not our child) has exited: a pidfd becomes readable then.
