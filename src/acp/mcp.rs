@@ -134,8 +134,26 @@ impl AcpService {
     /// Ends `session_id`'s servers (and everything they started) and withdraws their
     /// tools; returns once they are gone.
     pub(super) async fn stop_mcp(&self, session_id: &str) {
+        let servers = self.live.take_mcp(session_id);
+        self.stop_taken_mcp(session_id, servers).await;
+    }
+
+    /// [`AcpService::stop_mcp`] for a session no connection holds, checked and taken in
+    /// one step: a session another connection took meanwhile keeps the servers (and
+    /// tools) its own client started.
+    pub(super) async fn stop_unbound_mcp(&self, session_id: &str) {
+        let taken = self
+            .live
+            .update(session_id, |e| e.bound_to.is_none().then(|| e.mcp.take()));
+        if let Some(servers) = taken {
+            self.stop_taken_mcp(session_id, servers).await;
+        }
+    }
+
+    /// Withdraws the session's server tools and stops `servers`, taken from its entry.
+    async fn stop_taken_mcp(&self, session_id: &str, servers: Option<Arc<SessionServers>>) {
         self.tools.session_tools().remove(session_id);
-        if let Some(servers) = self.live.take_mcp(session_id) {
+        if let Some(servers) = servers {
             servers.stop().await;
             // What a server detached (its own session, still marked) outlives the stop
             // of the server, even more so a server that had exited: the scope finds it.

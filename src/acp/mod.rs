@@ -416,24 +416,37 @@ impl AcpService {
     fn connection_closed(&self, peer: &Peer) {
         self.connections.remove(&peer.id());
         for id in self.live.bound_to_peer(peer.id()) {
-            // Unbound at once (a load from another connection may follow right away);
-            // the servers, this client's, go with it.
-            self.release(&id);
-            if let Some(agent) = self.this.upgrade() {
+            // Unbound at once, and only if still this connection's: a load from another
+            // connection may have taken the session since the list was made.
+            if self.release(&id, Some(peer.id()))
+                && let Some(agent) = self.this.upgrade()
+            {
+                // The servers, this client's, go with it.
                 tokio::spawn(async move { agent.forget(&id, Ending::Disconnected).await });
             }
         }
     }
 
-    /// The part of ending a session that cannot wait: its prompt is cancelled (its
-    /// questions settle) and it is unbound from its client (prompter and files).
-    fn release(&self, id: &str) {
-        self.live.cancel_prompt(id);
-        self.live.update(id, |e| e.bound_to = None);
-        if let Some(session) = self.sessions.get(id) {
+    /// The part of ending a session that cannot wait, in one step of its entry: it is
+    /// unbound and its prompt cancelled (its questions settle), then its client's
+    /// prompter and files go. With `from`, only if connection `from` still holds it;
+    /// whether it was released.
+    fn release(&self, id: &str, from: Option<u64>) -> bool {
+        let released = self.live.update(id, |e| {
+            let ours = from.is_none_or(|peer| e.bound_to == Some(peer));
+            if ours {
+                e.bound_to = None;
+                if let Some(prompt) = &e.prompt {
+                    prompt.cancel();
+                }
+            }
+            ours
+        });
+        if released && let Some(session) = self.sessions.get(id) {
             session.set_prompter(None);
             session.set_client_files(None);
         }
+        released
     }
 
     /// Ends a session's time on its connection, the one path for a close, a delete and
@@ -442,8 +455,11 @@ impl AcpService {
     /// its log go too, and a close that keeps them marks it closed.
     async fn forget(&self, id: &str, ending: Ending) {
         // Unbound first: a start of its servers still in flight then stops what it started.
-        self.release(id);
-        self.stop_mcp(id).await;
+        // A disconnect released it already, only if it was still that connection's.
+        if ending != Ending::Disconnected {
+            self.release(id, None);
+        }
+        self.stop_unbound_mcp(id).await;
         let kill_tasks = match ending {
             Ending::Disconnected => false,
             Ending::Closed => self.settings().close_kills_tasks,
@@ -465,7 +481,6 @@ impl AcpService {
         }
     }
 
-    /// The peer a session is bound to now.
     /// The connection a session is bound to now, and how its client shows things.
     fn peer_of(&self, session_id: &str) -> Option<(Peer, updates::ClientDisplay)> {
         let id = self.live.bound_to(session_id)?;
