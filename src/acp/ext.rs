@@ -395,11 +395,19 @@ impl AcpService {
         _ctx: RequestContext,
         p: UserRevokeParams,
     ) -> Result<Value, RpcError> {
-        let user = self.sessions.user_grants();
-        let mut found = false;
-        for grant in crate::policy::Grant::named(&p.prefix) {
-            found |= user.revoke(&grant).map_err(RpcError::internal)?;
-        }
+        // The file is rewritten and synced: on a blocking thread, as an "always" answer is.
+        let user = self.sessions.user_grants().clone();
+        let prefix = p.prefix.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let mut found = false;
+            for grant in crate::policy::Grant::named(&prefix) {
+                found |= user.revoke(&grant)?;
+            }
+            Ok::<bool, String>(found)
+        })
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))?
+        .map_err(RpcError::internal)?;
         if found {
             Ok(json!({}))
         } else {
