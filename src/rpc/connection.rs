@@ -53,11 +53,59 @@ const KEEP_BUFFER: usize = 1024 * 1024;
 /// soon after their [`RequestContext::cancel`] fires, as this waits for them.
 /// jsonrpsee subscriptions are not supported (their notifications are dropped).
 pub async fn serve_connection<R, W>(
-    mut reader: R,
+    reader: R,
     writer: W,
     service: Arc<dyn Service>,
     options: Options,
 ) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    // Never frozen: `options.freeze` of a connection served this way is not
+    // meant to be cancelled, and if it were, the connection just ends.
+    let _ = serve_freezable(reader, writer, service, options, None).await;
+}
+
+/// What a connection was when [`Options::freeze`] took it out of service: its two
+/// ends, the bytes read from the peer but not yet handled, and what the service
+/// said about it ([`Service::freeze`]). Served again by [`serve_freezable`] with
+/// these (in this process, or in the next program this one executes), the peer
+/// notices nothing: every request it sent is answered once.
+pub struct Frozen<R, W> {
+    pub reader: R,
+    pub writer: W,
+    /// Whole requests that arrived after the freeze (deferred, not handled), then
+    /// the start of a line not yet complete.
+    pub unread: Vec<u8>,
+    pub state: serde_json::Value,
+}
+
+/// What a connection served again starts from (see [`Frozen`]).
+pub struct Resumed {
+    pub unread: Vec<u8>,
+    pub state: serde_json::Value,
+}
+
+/// [`serve_connection`], which can also freeze the connection and resume a frozen one.
+///
+/// Freezing (`options.freeze` cancelled) is the daemon's upgrade: from then on, a
+/// request that arrives is kept unread instead of handled, while answers to our own
+/// requests (a permission question) and notifications (`session/cancel`) are still
+/// taken, so the requests in flight can finish. Once none is left, the queued output
+/// is written and flushed, and this returns the connection as a [`Frozen`] instead of
+/// ending it: the peer sees no end. The teardown still runs (the service is told the
+/// connection closed), so nothing of this side of it is left.
+///
+/// With `resumed`, [`Service::resume`] runs before the first line is read, and the
+/// unread bytes are handled first.
+pub async fn serve_freezable<R, W>(
+    mut reader: R,
+    writer: W,
+    service: Arc<dyn Service>,
+    options: Options,
+    resumed: Option<Resumed>,
+) -> Option<Frozen<R, W>>
+where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -70,8 +118,14 @@ pub async fn serve_connection<R, W>(
         options.announce_withdrawals,
     );
     tracing::debug!(peer = peer.id(), "connection opened");
-    let writer_task = tokio::spawn(write_loop(writer, rx, peer.clone()));
+    let release = CancellationToken::new();
+    let writer_task = tokio::spawn(write_loop(writer, rx, peer.clone(), release.clone()));
     service.opened(&peer);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    if let Some(resumed) = resumed {
+        service.resume(&peer, resumed.state).await;
+        buf.extend_from_slice(&resumed.unread);
+    }
 
     let conn = Connection {
         peer: peer.clone(),
@@ -80,10 +134,30 @@ pub async fn serve_connection<R, W>(
         in_flight: Arc::new(Mutex::new(HashMap::new())),
         next_seq: AtomicU64::new(0),
         tasks: TaskTracker::new(),
+        freeze: options.freeze.clone(),
+        deferred: Mutex::new(Vec::new()),
     };
-    tokio::select! {
-        () = conn.read_loop(&mut reader, options.max_line_bytes) => {}
-        () = options.stop.cancelled() => {}
+    let ended = tokio::select! {
+        ended = conn.read_loop(&mut reader, buf, options.max_line_bytes) => ended,
+        () = options.stop.cancelled() => ReadEnd::Closed,
+    };
+    // A frozen connection's writer first writes what is queued and gives itself back;
+    // only then may the teardown below close the peer (which drops queued lines).
+    let (frozen, mut writer_task) = match ended {
+        ReadEnd::Frozen(rest) => {
+            let mut unread = std::mem::take(&mut *lock(&conn.deferred));
+            unread.extend_from_slice(&rest);
+            let state = service.freeze(&peer);
+            release.cancel();
+            (Some((unread, state)), Some(writer_task))
+        }
+        ReadEnd::Closed => (None, Some(writer_task)),
+    };
+    let mut writer = None;
+    if frozen.is_some()
+        && let Some(task) = writer_task.take()
+    {
+        writer = task.await.ok().flatten();
     }
 
     // Teardown; see the module docs.
@@ -91,11 +165,32 @@ pub async fn serve_connection<R, W>(
     peer.fail_pending();
     conn.tasks.close();
     conn.tasks.wait().await;
-    if let Err(e) = writer_task.await {
+    if let Some(task) = writer_task
+        && let Err(e) = task.await
+    {
         tracing::error!(peer = peer.id(), "writer task failed: {e}");
     }
     service.closed(&peer);
-    tracing::debug!(peer = peer.id(), "connection closed");
+    tracing::debug!(
+        peer = peer.id(),
+        frozen = frozen.is_some(),
+        "connection closed"
+    );
+    let ((unread, state), writer) = (frozen?, writer?);
+    Some(Frozen {
+        reader,
+        writer,
+        unread,
+        state,
+    })
+}
+
+/// How the read loop ended.
+enum ReadEnd {
+    /// EOF, an error, or the connection closed: the ordinary end.
+    Closed,
+    /// Frozen with nothing in flight: these bytes were read but not handled.
+    Frozen(BytesMut),
 }
 
 /// A request being handled: the peer's id in canonical form (for
@@ -117,6 +212,10 @@ struct Connection {
     in_flight: InFlightMap,
     next_seq: AtomicU64,
     tasks: TaskTracker,
+    /// [`Options::freeze`].
+    freeze: CancellationToken,
+    /// Request lines that arrived after the freeze, each with its newline.
+    deferred: Mutex<Vec<u8>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -133,15 +232,20 @@ fn id_key(raw: &str) -> Option<String> {
 
 impl Connection {
     /// Reads and handles messages until EOF, a read error, or the connection
-    /// being closed from elsewhere.
-    async fn read_loop<R: AsyncRead + Unpin>(&self, reader: &mut R, max_line_bytes: usize) {
+    /// being closed from elsewhere; or, once frozen, until no request is in flight.
+    async fn read_loop<R: AsyncRead + Unpin>(
+        &self,
+        reader: &mut R,
+        mut buf: BytesMut,
+        max_line_bytes: usize,
+    ) -> ReadEnd {
         let closed = self.peer.closed_token();
         let mut codec = LineCodec::new(max_line_bytes);
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut eof = false;
+        let mut frozen = false;
         loop {
             if closed.is_cancelled() {
-                return;
+                return ReadEnd::Closed;
             }
             let next = if eof {
                 codec.decode_eof(&mut buf)
@@ -155,13 +259,13 @@ impl Connection {
                 }
                 Ok(None) if eof => {
                     tracing::debug!(peer = self.peer.id(), "peer closed its side");
-                    return;
+                    return ReadEnd::Closed;
                 }
                 Ok(None) => {}
                 // Our decoder has no error of its own; kept total all the same.
                 Err(e) => {
                     tracing::warn!(peer = self.peer.id(), "framing failed: {e}");
-                    return;
+                    return ReadEnd::Closed;
                 }
             }
             // Checked after `reserve`, which may take back the whole allocation a
@@ -170,14 +274,24 @@ impl Connection {
             if buf.is_empty() && buf.capacity() > KEEP_BUFFER {
                 buf = BytesMut::with_capacity(READ_CHUNK);
             }
+            // Every whole line in `buf` was handled (or deferred) above: what is left is
+            // the start of one, which the next server of the connection reads first.
             tokio::select! {
-                () = closed.cancelled() => return,
+                biased;
+                () = closed.cancelled() => return ReadEnd::Closed,
+                () = self.freeze.cancelled(), if !frozen => {
+                    frozen = true;
+                    // From here no request starts, so the tracker's wait below ends
+                    // once those in flight have.
+                    self.tasks.close();
+                }
+                () = self.tasks.wait(), if frozen => return ReadEnd::Frozen(buf),
                 read = reader.read_buf(&mut buf) => match read {
                     Ok(0) => eof = true,
                     Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(peer = self.peer.id(), "read failed: {e}");
-                        return;
+                        return ReadEnd::Closed;
                     }
                 },
             }
@@ -211,6 +325,13 @@ impl Connection {
             return;
         }
         match message::classify(text) {
+            // Checked per line, not when the loop sees the token: a request read in the
+            // same chunk as an answer the freeze let out is still kept for later.
+            Incoming::Request { .. } if self.freeze.is_cancelled() => {
+                let mut deferred = lock(&self.deferred);
+                deferred.extend_from_slice(&line);
+                deferred.push(b'\n');
+            }
             Incoming::Request { id, method, params } => self.on_request(id, &method, params),
             Incoming::Notification { method, params } => self.on_notification(&method, params),
             Incoming::Response { id, outcome } => self.on_response(id, outcome),
@@ -419,12 +540,15 @@ impl<F: Future> Future for CatchUnwind<F> {
 }
 
 /// Owns the output: writes queued lines, flushing whenever the queue runs dry,
-/// until the connection ends. A write error ends the connection.
+/// until the connection ends. A write error ends the connection. Once `release` is
+/// cancelled (a frozen connection), it writes what is queued, flushes, and gives the
+/// writer back.
 async fn write_loop<W: AsyncWrite + Unpin>(
     writer: W,
     mut queue: mpsc::Receiver<String>,
     peer: Peer,
-) {
+    release: CancellationToken,
+) -> Option<W> {
     let closed = peer.closed_token().clone();
     let mut out = BufWriter::new(writer);
     loop {
@@ -432,6 +556,20 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         // the module docs).
         let first = tokio::select! {
             biased;
+            () = release.cancelled() => {
+                let mut batch = Vec::new();
+                while let Ok(line) = queue.try_recv() {
+                    batch.push(line);
+                }
+                for line in batch {
+                    if out.write_all(line.as_bytes()).await.is_err()
+                        || out.write_all(b"\n").await.is_err()
+                    {
+                        return None;
+                    }
+                }
+                return out.flush().await.ok().map(|()| out.into_inner());
+            }
             () = closed.cancelled() => break,
             line = queue.recv() => match line {
                 Some(line) => line,
@@ -453,6 +591,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             break;
         }
     }
+    None
 }
 
 /// Writes `first` and whatever else is already queued (until the connection

@@ -37,7 +37,7 @@ pub mod stdio;
 #[cfg(test)]
 mod tests;
 
-pub use connection::serve_connection;
+pub use connection::{Frozen, Resumed, serve_connection, serve_freezable};
 pub use error::{
     Closed, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     REQUEST_CANCELLED, RESOURCE_NOT_FOUND, RpcError,
@@ -113,6 +113,25 @@ pub trait Service: Send + Sync + 'static {
     /// The connection has ended and all of its request tasks have finished.
     /// Called exactly once per connection, last.
     fn closed(&self, peer: &Peer);
+
+    /// The connection is being frozen ([`serve_freezable`]), nothing of it in flight:
+    /// what the service must know to serve it again, given back to [`Service::resume`]
+    /// (perhaps in the next program). [`Service::closed`] follows as for any end.
+    fn freeze(&self, peer: &Peer) -> serde_json::Value {
+        let _ = peer;
+        serde_json::Value::Null
+    }
+
+    /// A frozen connection is served again as `peer`, with what [`Service::freeze`]
+    /// said of it; runs to its end before the connection's first line is read.
+    fn resume(
+        &self,
+        peer: &Peer,
+        state: serde_json::Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let _ = (peer, state);
+        Box::pin(async {})
+    }
 }
 
 /// Limits of one connection.
@@ -135,6 +154,10 @@ pub struct Options {
     /// with `$/cancel_request`, as ACP says. A hook server speaks plain JSON-RPC and
     /// was never sent one: its connection turns this off.
     pub announce_withdrawals: bool,
+    /// Cancelled to take the connection out of service without ending it, for an
+    /// upgrade of the daemon (see [`serve_freezable`]); [`serve_connection`] ends
+    /// the connection instead.
+    pub freeze: CancellationToken,
 }
 
 impl Default for Options {
@@ -148,6 +171,7 @@ impl Default for Options {
             request_timeout: None,
             stop: CancellationToken::new(),
             announce_withdrawals: true,
+            freeze: CancellationToken::new(),
         }
     }
 }

@@ -745,3 +745,92 @@ async fn an_asking_side_tells_a_refusal_from_a_closed_connection() {
     ));
     within(serve).await.unwrap();
 }
+
+/// An upgrade's freeze: the request in flight (waiting for the client's answer to a
+/// question) finishes, a request that arrives meanwhile is kept unread, and the
+/// connection served again from what the freeze gave back answers it and the rest:
+/// the client sees each request answered once and no end.
+#[tokio::test]
+async fn a_frozen_connection_finishes_what_is_in_flight_and_resumes_with_the_rest() {
+    let (asked_tx, mut asked) = mpsc::unbounded_channel();
+    let (flooded_tx, _flooded) = mpsc::unbounded_channel();
+    let (notes_tx, _notes) = mpsc::unbounded_channel();
+    let service = Arc::new(TestService {
+        methods: module(Probe {
+            asked: asked_tx,
+            flooded: flooded_tx,
+        }),
+        notes: Mutex::new(notes_tx),
+        closed: AtomicUsize::new(0),
+        closed_peer: Mutex::new(None),
+    });
+    let (client_end, server_end) = duplex(64 * 1024);
+    let (server_read, server_write) = split(server_end);
+    let freeze = CancellationToken::new();
+    let options = Options {
+        freeze: freeze.clone(),
+        ..Options::default()
+    };
+    let server = tokio::spawn(serve_freezable(
+        server_read,
+        server_write,
+        service.clone(),
+        options,
+        None,
+    ));
+    let (client_read, client_write) = split(client_end);
+    let mut c = Client {
+        reader: BufReader::new(client_read),
+        writer: client_write,
+    };
+
+    c.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": {"q": 1}}))
+        .await;
+    let question = c.recv().await;
+    assert_eq!(question["method"], "client/question");
+    freeze.cancel();
+    c.send(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":[2]}"#)
+        .await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": question["id"], "result": "yes"}))
+        .await;
+    assert_eq!(
+        c.recv().await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": "yes"}),
+        "the request in flight finishes through the freeze"
+    );
+    assert_eq!(within(asked.recv()).await.unwrap(), Ok(json!("yes")));
+    let frozen = within(server).await.unwrap().expect("frozen, not ended");
+    assert!(
+        frozen
+            .unread
+            .starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"echo\""),
+        "the request that came during the freeze is kept: {:?}",
+        String::from_utf8_lossy(&frozen.unread)
+    );
+    assert_eq!(service.closed.load(Ordering::SeqCst), 1);
+
+    // Served again, half a line arriving in two parts on top of what was kept.
+    let resumed = tokio::spawn(serve_freezable(
+        frozen.reader,
+        frozen.writer,
+        service.clone(),
+        Options::default(),
+        Some(Resumed {
+            unread: frozen.unread,
+            state: frozen.state,
+        }),
+    ));
+    c.send_raw(br#"{"jsonrpc":"2.0","id":3,"meth"#).await;
+    assert_eq!(
+        c.recv().await,
+        json!({"jsonrpc": "2.0", "id": 2, "result": [2]})
+    );
+    c.send(r#"od":"echo","params":[3]}"#).await;
+    assert_eq!(
+        c.recv().await,
+        json!({"jsonrpc": "2.0", "id": 3, "result": [3]})
+    );
+    drop(c);
+    assert!(within(resumed).await.unwrap().is_none());
+    assert_eq!(service.closed.load(Ordering::SeqCst), 2);
+}
