@@ -54,12 +54,16 @@ pub struct DaemonConfig {
     /// connection and no running task, so a one-off client (a registry check, an editor
     /// tried once) leaves nothing behind; 0: never. `dsh serve` run by a person ignores it.
     pub idle_exit_secs: u64,
+    /// `dsh upgrade` lets turns in flight finish for this many seconds (new prompts wait
+    /// meanwhile); past it they are cancelled, and the upgrade goes on.
+    pub upgrade_drain_secs: u64,
 }
 
 impl Default for DaemonConfig {
     fn default() -> Self {
         Self {
             idle_exit_secs: 600,
+            upgrade_drain_secs: 30,
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::hooks::audit::AuditLog;
 use crate::registry::SessionRegistry;
 use crate::rpc::{self, Options, Service};
 use crate::tools::ToolRegistry;
+use crate::upgrade::{self, CarriedConnection, Ends, Handover};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,6 +85,8 @@ pub struct Daemon {
     /// Stop after this long with no connection and no running task (a daemon `dsh acp`
     /// started); `None`: serve until told to stop.
     idle_exit: Option<std::time::Duration>,
+    /// `[daemon] upgrade_drain_secs`.
+    upgrade_drain: std::time::Duration,
 }
 
 impl Daemon {
@@ -121,6 +125,7 @@ impl Daemon {
             )));
         }
         let model = crate::llm::openai::configured(&config.model)?;
+        let upgrade_drain = std::time::Duration::from_secs(config.daemon.upgrade_drain_secs);
         let shutdown = CancellationToken::new();
         let service = AcpService::new(
             config,
@@ -138,6 +143,7 @@ impl Daemon {
             shutdown,
             closing: CancellationToken::new(),
             idle_exit: None,
+            upgrade_drain,
         })
     }
 
@@ -244,14 +250,60 @@ impl Daemon {
     /// Serves the unix socket at `path` until the shutdown trigger fires.
     pub async fn serve_socket(self, path: &Path) -> Result<(), String> {
         let listener = bind_socket(path).await?;
-        self.tools.hooks().start_servers().await;
-        self.reload_on_sighup();
         // The one line on stdout: people (and tests) learn the daemon is ready.
         println!("dsh daemon listening on {}", path.display());
+        self.serve_listener(listener, path, Vec::new()).await
+    }
+
+    /// Serves on after `dsh upgrade` (`crate::upgrade`): the listener and every
+    /// connection the previous program handed over, each from where it was frozen.
+    pub async fn resume_socket(self, path: &Path, handover: Handover) -> Result<(), String> {
+        // SAFETY: descriptors of the hand-over this program took, each taken once here.
+        let listener =
+            std::os::unix::net::UnixListener::from(unsafe { upgrade::owned(handover.listener) });
+        drop(unsafe { upgrade::owned(handover.old_program) });
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| UnixListener::from_std(listener))
+            .map_err(|e| format!("cannot listen on the handed-over socket: {e}"))?;
+        self.service.set_upgrade_outcome(handover.outcome());
+        let connections = handover
+            .connections
+            .into_iter()
+            .map(|c| FrozenConnection {
+                // SAFETY: as above.
+                ends: unsafe { KeptEnds::from_handover(c.ends) },
+                unread: c.unread,
+                state: c.state,
+            })
+            .collect();
+        tracing::info!(
+            outcome = ?handover.rolled_back,
+            "serving again what the previous program handed over"
+        );
+        self.serve_listener(listener, path, connections).await
+    }
+
+    /// The accept loop of [`Daemon::serve_socket`] and [`Daemon::resume_socket`]; also
+    /// where `dsh upgrade` is carried out (see `crate::upgrade`).
+    async fn serve_listener(
+        self,
+        listener: UnixListener,
+        path: &Path,
+        resumed: Vec<FrozenConnection>,
+    ) -> Result<(), String> {
+        self.tools.hooks().start_servers().await;
+        self.reload_on_sighup();
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
-        let me = nix::unistd::getuid().as_raw();
+        let (orders, mut upgrade_orders) = tokio::sync::mpsc::channel(1);
+        self.service.accept_upgrades(orders);
         let connections = TaskTracker::new();
         self.watch_idle(&connections);
+        let frozen: FrozenList = Arc::default();
+        let mut freeze = CancellationToken::new();
+        for carried in resumed {
+            self.spawn_resumed(&connections, carried, &freeze, &frozen);
+        }
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -262,32 +314,18 @@ impl Daemon {
                             continue;
                         }
                     };
-                    // SO_PEERCRED: another user's connection is closed before a byte is read.
-                    match stream.peer_cred() {
-                        Ok(cred) if cred.uid() == me => {}
-                        Ok(cred) => {
-                            tracing::warn!(uid = cred.uid(), "refused a connection from another user");
-                            continue;
-                        }
-                        Err(e) => {
-                            tracing::warn!("cannot read peer credentials, refusing: {e}");
-                            continue;
-                        }
+                    if let Some(stream) = own_user(stream) {
+                        self.spawn_accepted(&connections, stream, &freeze, &frozen);
                     }
-                    let service: Arc<dyn Service> = self.service.clone();
-                    let closing = self.closing.clone();
-                    connections.spawn(async move {
-                        // E7: nothing the daemon started (a command however detached, a
-                        // hook, an MCP server) may drive it (exec::lineage). Judged in the
-                        // connection's task: the walk reads /proc, off the accept loop.
-                        let me = std::process::id();
-                        if let Some(origin) = crate::exec::lineage::started_by(&stream, me) {
-                            tracing::warn!(%origin, "refused a connection from a process dsh started");
-                            refuse_started(stream, origin).await;
-                        } else {
-                            serve_accepted(stream, service, closing).await;
-                        }
-                    });
+                }
+                Some(order) = upgrade_orders.recv() => {
+                    // Returns only when this program serves on: the upgrade was refused
+                    // or failed, and the connections it froze are served again.
+                    let carried = self.hand_over(order, &listener, &connections, &freeze, &frozen).await;
+                    freeze = CancellationToken::new();
+                    for connection in carried {
+                        self.spawn_resumed(&connections, connection, &freeze, &frozen);
+                    }
                 }
                 () = self.triggered() => break,
             }
@@ -298,6 +336,148 @@ impl Daemon {
         let _ = std::fs::remove_file(path);
         tracing::info!("dsh daemon stopped");
         Ok(())
+    }
+
+    fn spawn_accepted(
+        &self,
+        connections: &TaskTracker,
+        stream: tokio::net::UnixStream,
+        freeze: &CancellationToken,
+        frozen: &FrozenList,
+    ) {
+        let service: Arc<dyn Service> = self.service.clone();
+        let hold = Hold {
+            closing: self.closing.clone(),
+            freeze: freeze.clone(),
+            frozen: frozen.clone(),
+        };
+        connections.spawn(async move {
+            // E7: nothing the daemon started (a command however detached, a
+            // hook, an MCP server) may drive it (exec::lineage). Judged in the
+            // connection's task: the walk reads /proc, off the accept loop.
+            let me = std::process::id();
+            if let Some(origin) = crate::exec::lineage::started_by(&stream, me) {
+                tracing::warn!(%origin, "refused a connection from a process dsh started");
+                refuse_started(stream, origin).await;
+            } else {
+                serve_accepted(stream, service, hold).await;
+            }
+        });
+    }
+
+    fn spawn_resumed(
+        &self,
+        connections: &TaskTracker,
+        carried: FrozenConnection,
+        freeze: &CancellationToken,
+        frozen: &FrozenList,
+    ) {
+        let service: Arc<dyn Service> = self.service.clone();
+        let hold = Hold {
+            closing: self.closing.clone(),
+            freeze: freeze.clone(),
+            frozen: frozen.clone(),
+        };
+        connections.spawn(serve_resumed(carried, service, hold));
+    }
+
+    /// `dsh upgrade`: refuses what cannot be carried, else freezes every connection,
+    /// lets turns finish (for `upgrade_drain`, then cancels them), and executes the
+    /// program on disk with the hand-over. Returns only when this program serves on,
+    /// with the frozen connections to serve again (the outcome is recorded for
+    /// `_dsh/upgrade/outcome`).
+    async fn hand_over(
+        &self,
+        order: crate::acp::UpgradeOrder,
+        listener: &UnixListener,
+        connections: &TaskTracker,
+        freeze: &CancellationToken,
+        frozen: &FrozenList,
+    ) -> Vec<FrozenConnection> {
+        let refused = match self.running_tasks() {
+            Some(why) => Err(why),
+            None => upgrade::check().await,
+        };
+        if let Err(why) = refused {
+            tracing::warn!(%why, "upgrade refused");
+            let _ = order.answer.send(Err(why));
+            return Vec::new();
+        }
+        tracing::info!("upgrade: freezing every connection");
+        freeze.cancel();
+        let _ = order.answer.send(Ok(()));
+        connections.close();
+        if tokio::time::timeout(self.upgrade_drain, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                drain_secs = self.upgrade_drain.as_secs(),
+                "upgrade: turns still running after the drain are cancelled"
+            );
+            self.service.cancel_all_prompts();
+            connections.wait().await;
+        }
+        connections.reopen();
+        let carried = std::mem::take(&mut *frozen.lock().unwrap_or_else(|p| p.into_inner()));
+        // A turn that ran during the drain may have started a task.
+        let why = match self.running_tasks() {
+            Some(why) => why,
+            None => {
+                self.service.stop_all_mcp().await;
+                self.tools.hooks().stop_servers().await;
+                let ready =
+                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)));
+                let why = match ready {
+                    Ok((old_program, config)) => upgrade::exec(&Handover {
+                        format: upgrade::FORMAT,
+                        from_version: env!("CARGO_PKG_VERSION").to_string(),
+                        args: upgrade::args(),
+                        config,
+                        listener: listener.as_raw_fd(),
+                        old_program,
+                        connections: carried
+                            .iter()
+                            .map(|c| CarriedConnection {
+                                ends: c.ends.raw(),
+                                unread: c.unread.clone(),
+                                state: c.state.clone(),
+                            })
+                            .collect(),
+                        rolled_back: None,
+                    }),
+                    Err(e) => e,
+                };
+                // Still here: the new program never started.
+                self.tools.hooks().start_servers().await;
+                why
+            }
+        };
+        tracing::error!(%why, "upgrade failed; this program serves on");
+        self.service
+            .set_upgrade_outcome(crate::acp::UpgradeOutcome::RolledBack { reason: why });
+        carried
+    }
+
+    /// Why an upgrade cannot carry this daemon over now: background tasks still run.
+    fn running_tasks(&self) -> Option<String> {
+        let running: Vec<String> = self
+            .executor
+            .as_ref()
+            .map(|e| e.list())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| !t.status.is_finished())
+            .map(|t| t.id.to_string())
+            .collect();
+        (!running.is_empty()).then(|| {
+            format!(
+                "{} background task(s) still run ({}): an upgrade does not carry running tasks \
+                 over yet; let them finish or kill them (`dsh kill ID`), then upgrade",
+                running.len(),
+                running.join(", ")
+            )
+        })
     }
 
     /// Resolves when the daemon should stop: a signal, `_dsh/stop`, or (stdio) the end of
@@ -404,16 +584,142 @@ async fn refuse_started(stream: tokio::net::UnixStream, origin: crate::exec::lin
     let _ = writer.shutdown().await;
 }
 
+/// Connections frozen by an upgrade, as their tasks hand them back.
+type FrozenList = Arc<std::sync::Mutex<Vec<FrozenConnection>>>;
+
+/// What every connection task holds besides its own ends: the service's closing of all
+/// connections, the upgrade's freeze, and where a frozen connection goes.
+struct Hold {
+    closing: CancellationToken,
+    freeze: CancellationToken,
+    frozen: FrozenList,
+}
+
+impl Hold {
+    fn options(&self) -> Options {
+        Options {
+            stop: self.closing.clone(),
+            freeze: self.freeze.clone(),
+            ..Options::default()
+        }
+    }
+
+    fn keep(&self, ends: KeptEnds, unread: Vec<u8>, state: serde_json::Value) {
+        self.frozen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(FrozenConnection {
+                ends,
+                unread,
+                state,
+            });
+    }
+}
+
+/// A connection frozen by an upgrade: its descriptors (duplicates, so the objects that
+/// served it could go) and where it was.
+struct FrozenConnection {
+    ends: KeptEnds,
+    unread: Vec<u8>,
+    state: serde_json::Value,
+}
+
+/// A connection's descriptors, duplicated when it began (close-on-exec: only the
+/// upgrade's `execve` lets them through).
+enum KeptEnds {
+    Socket(OwnedFd),
+    Pipes {
+        input: OwnedFd,
+        output: OwnedFd,
+        lifeline: OwnedFd,
+    },
+}
+
+impl KeptEnds {
+    fn raw(&self) -> Ends {
+        match self {
+            KeptEnds::Socket(fd) => Ends::Socket { fd: fd.as_raw_fd() },
+            KeptEnds::Pipes {
+                input,
+                output,
+                lifeline,
+            } => Ends::Pipes {
+                input: input.as_raw_fd(),
+                output: output.as_raw_fd(),
+                lifeline: lifeline.as_raw_fd(),
+            },
+        }
+    }
+
+    /// # Safety
+    /// `ends` names descriptors of the hand-over this program took, each taken once.
+    unsafe fn from_handover(ends: Ends) -> Self {
+        // SAFETY: the caller's promise.
+        unsafe {
+            match ends {
+                Ends::Socket { fd } => KeptEnds::Socket(upgrade::owned(fd)),
+                Ends::Pipes {
+                    input,
+                    output,
+                    lifeline,
+                } => KeptEnds::Pipes {
+                    input: upgrade::owned(input),
+                    output: upgrade::owned(output),
+                    lifeline: upgrade::owned(lifeline),
+                },
+            }
+        }
+    }
+}
+
+/// SO_PEERCRED: another user's connection is closed before a byte is read.
+fn own_user(stream: tokio::net::UnixStream) -> Option<tokio::net::UnixStream> {
+    let me = nix::unistd::getuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me => Some(stream),
+        Ok(cred) => {
+            tracing::warn!(uid = cred.uid(), "refused a connection from another user");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("cannot read peer credentials, refusing: {e}");
+            None
+        }
+    }
+}
+
+/// Serves one connection; frozen by an upgrade, it goes to `hold.frozen` with `kept`,
+/// and its two ends come back (for the caller to let go of without ending anything).
+async fn serve_kept<R, W>(
+    reader: R,
+    writer: W,
+    kept: KeptEnds,
+    service: Arc<dyn Service>,
+    hold: &Hold,
+    resumed: Option<rpc::Resumed>,
+) -> Option<(R, W)>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let frozen = rpc::serve_freezable(reader, writer, service, hold.options(), resumed).await?;
+    hold.keep(kept, frozen.unread, frozen.state);
+    Some((frozen.reader, frozen.writer))
+}
+
 /// One accepted connection, from its first byte to its end: ACP on the socket, or,
 /// when a launcher hands over the editor's pipes (`rpc::handover`), ACP on those
 /// with the socket kept as the launcher's lifeline.
-async fn serve_accepted(
-    stream: tokio::net::UnixStream,
-    service: Arc<dyn Service>,
-    closing: CancellationToken,
-) {
+async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service>, hold: Hold) {
     use rpc::handover::{self, Arrival};
     use tokio::io::AsyncWriteExt;
+    let kept_socket = match upgrade::keep(&stream) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::warn!("cannot set up a connection: {e}");
+            return;
+        }
+    };
     // Registered for reads only (see `rpc::socket`).
     let (reader, mut writer) = match rpc::socket::split(stream) {
         Ok(halves) => halves,
@@ -424,14 +730,15 @@ async fn serve_accepted(
     };
     // The service can close a connection only once it made a request; `closing`
     // (cancelled when the service closes its own) reaches every one, before its
-    // first bytes arrive (here) and after (`Options::stop`).
+    // first bytes arrive (here) and after (`Options::stop`). An upgrade takes one that
+    // has said nothing yet as it is: its first bytes wait in the socket.
     let arrival = tokio::select! {
         arrival = handover::arrival(&reader) => arrival,
-        () = closing.cancelled() => return,
-    };
-    let options = Options {
-        stop: closing,
-        ..Options::default()
+        () = hold.closing.cancelled() => return,
+        () = hold.freeze.cancelled() => {
+            hold.keep(KeptEnds::Socket(kept_socket), Vec::new(), serde_json::Value::Null);
+            return;
+        }
     };
     let arrival = match arrival {
         Ok(arrival) => arrival,
@@ -442,12 +749,22 @@ async fn serve_accepted(
     };
     match arrival {
         Arrival::Socket => {
-            rpc::serve_connection(reader, writer, service, options).await;
+            let kept = KeptEnds::Socket(kept_socket);
+            if let Some((_, mut writer)) =
+                serve_kept(reader, writer, kept, service, &hold, None).await
+            {
+                writer.keep_open();
+            }
         }
         Arrival::Refused => {
             tracing::warn!("a hand-over without two pipes; serving the socket instead");
             if writer.write_all(handover::REFUSED.as_bytes()).await.is_ok() {
-                rpc::serve_connection(reader, writer, service, options).await;
+                let kept = KeptEnds::Socket(kept_socket);
+                if let Some((_, mut writer)) =
+                    serve_kept(reader, writer, kept, service, &hold, None).await
+                {
+                    writer.keep_open();
+                }
             }
         }
         Arrival::Pipes { input, output } => {
@@ -458,11 +775,86 @@ async fn serve_accepted(
             {
                 return;
             }
+            let kept = match (upgrade::keep(&input), upgrade::keep(&output)) {
+                (Ok(input), Ok(output)) => KeptEnds::Pipes {
+                    input,
+                    output,
+                    lifeline: kept_socket,
+                },
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("cannot set up a handed-over connection: {e}");
+                    return;
+                }
+            };
             let input = handover::Lifelined::new(input, reader);
-            rpc::serve_connection(input, output, service, options).await;
+            if serve_kept(input, output, kept, service, &hold, None)
+                .await
+                .is_some()
+            {
+                // Frozen: the launcher must not see an end (its socket lives on in
+                // the duplicate the upgrade hands over).
+                writer.keep_open();
+            }
             // Dropping `writer` (and the reader inside `input`, gone with the
             // connection) closes the socket: the launcher sees it and exits.
             drop(writer);
         }
+    }
+}
+
+/// A connection frozen by an upgrade, served again from where it was.
+async fn serve_resumed(carried: FrozenConnection, service: Arc<dyn Service>, hold: Hold) {
+    let resumed = Some(rpc::Resumed {
+        unread: carried.unread,
+        state: carried.state,
+    });
+    let socket = |fd: &OwnedFd| -> std::io::Result<(tokio::net::UnixStream, OwnedFd)> {
+        let stream = std::os::unix::net::UnixStream::from(fd.try_clone()?);
+        stream.set_nonblocking(true)?;
+        Ok((tokio::net::UnixStream::from_std(stream)?, fd.try_clone()?))
+    };
+    let served = match carried.ends {
+        KeptEnds::Socket(fd) => socket(&fd).and_then(|(stream, kept)| {
+            let (reader, writer) = rpc::socket::split(stream)?;
+            Ok(tokio::spawn(async move {
+                let kept = KeptEnds::Socket(kept);
+                if let Some((_, mut writer)) =
+                    serve_kept(reader, writer, kept, service, &hold, resumed).await
+                {
+                    writer.keep_open();
+                }
+            }))
+        }),
+        KeptEnds::Pipes {
+            input,
+            output,
+            lifeline,
+        } => (|| {
+            let (stream, kept_lifeline) = socket(&lifeline)?;
+            let (reader, mut writer) = rpc::socket::split(stream)?;
+            let kept = KeptEnds::Pipes {
+                input: input.try_clone()?,
+                output: output.try_clone()?,
+                lifeline: kept_lifeline,
+            };
+            let input = tokio::net::unix::pipe::Receiver::from_owned_fd(input)?;
+            let output = tokio::net::unix::pipe::Sender::from_owned_fd(output)?;
+            let input = rpc::handover::Lifelined::new(input, reader);
+            Ok(tokio::spawn(async move {
+                if serve_kept(input, output, kept, service, &hold, resumed)
+                    .await
+                    .is_some()
+                {
+                    writer.keep_open();
+                }
+                drop(writer);
+            }))
+        })(),
+    };
+    match served {
+        Ok(task) => {
+            let _ = task.await;
+        }
+        Err(e) => tracing::error!("a handed-over connection cannot be served again: {e}"),
     }
 }

@@ -19,3 +19,4 @@ pub mod registry;
 pub mod rpc;
 pub mod store;
 pub mod tools;
+pub mod upgrade;

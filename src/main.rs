@@ -63,6 +63,11 @@ enum Command {
         /// how `dsh acp` starts a daemon (not for people; theirs stays).
         #[arg(long, hide = true)]
         idle_exit: bool,
+        /// Answer whether this program can take over a running daemon started with the
+        /// same arguments (hand-over format FORMAT, the config as it is now) and exit:
+        /// what `dsh upgrade` asks the program on disk before it freezes anything.
+        #[arg(long, hide = true, value_name = "FORMAT")]
+        handover_check: Option<u32>,
     },
     /// What an editor launches: connect stdin/stdout to the daemon, starting it if needed.
     Acp {
@@ -94,6 +99,20 @@ enum Command {
     /// Make the running daemon read its config again: rules and hooks at once, model
     /// settings from the next request; a config that fails leaves the old one in force.
     Reload {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// Replace the running daemon's program with the dsh binary now on disk, in the same
+    /// process: editors stay connected (through `dsh acp` too), sessions stay open,
+    /// turns in flight finish first (`[daemon] upgrade_drain_secs`). A failure leaves the
+    /// old program serving everything. Refused while background tasks run.
+    Upgrade {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// The same as `dsh upgrade`: the daemon starts its program again, keeping every
+    /// connection and session (for a daemon whose binary did not change).
+    Restart {
         #[command(flatten)]
         at: Where,
     },
@@ -265,15 +284,24 @@ fn main() -> ExitCode {
         ),
         Command::Serve {
             at,
+            handover_check: Some(format),
+            ..
+        } => return check_handover(&at, format),
+        Command::Serve {
+            at,
             stdio,
             idle_exit,
+            handover_check: None,
         } => {
+            // Before any thread: the hand-over's variable leaves the environment here.
+            let handover = dsh::upgrade::take();
+            dsh::upgrade::remember_program();
             limit_malloc_arenas();
             default_path();
             dsh::exec::lineage::untraceable()
                 .and_then(|()| runtime())
                 .and_then(|rt| {
-                    let result = rt.block_on(serve(at, stdio, idle_exit));
+                    let result = rt.block_on(serve(at, stdio, idle_exit, handover));
                     // `serve` returns once the daemon has stopped and waited for all of its
                     // work; only the stdin reader of `--stdio` may still sit in a blocking
                     // read that only the editor can end, and it must not keep the process.
@@ -307,6 +335,9 @@ fn main() -> ExitCode {
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
         Command::Reload { at } => runtime().and_then(|rt| rt.block_on(reload(at))),
+        Command::Upgrade { at } | Command::Restart { at } => {
+            runtime().and_then(|rt| rt.block_on(upgrade(at)))
+        }
         Command::Kill { task_id, at } => runtime().and_then(|rt| rt.block_on(kill(at, task_id))),
     };
     match result {
@@ -682,8 +713,47 @@ fn init_logging(state_dir: &Path) {
     }
 }
 
-async fn serve(at: Where, stdio: bool, idle_exit: bool) -> Result<(), String> {
-    let config = at.config()?;
+/// Runs the daemon; with a `handover`, as the program `dsh upgrade` started in place
+/// of the one before (dsh::upgrade), which it gives everything back to when it cannot
+/// take over.
+async fn serve(
+    at: Where,
+    stdio: bool,
+    idle_exit: bool,
+    handover: Option<Result<dsh::upgrade::Handover, String>>,
+) -> Result<(), String> {
+    let handover = handover.transpose()?;
+    let config = match &handover {
+        // Given back by a program that could not take over: the config that was in
+        // force, not the file (which may be what failed).
+        Some(h) if h.rolled_back.is_some() => {
+            Config::from_toml(&h.config, Path::new("(handed back)")).map_err(|e| e.to_string())
+        }
+        _ => at.config(),
+    };
+    let daemon = match config.and_then(|config| build_daemon(&at, config, idle_exit)) {
+        Ok(daemon) => daemon,
+        Err(why) => {
+            return Err(match handover {
+                Some(handover) if handover.rolled_back.is_none() => {
+                    dsh::upgrade::roll_back(handover, why)
+                }
+                _ => why,
+            });
+        }
+    };
+    match handover {
+        Some(handover) => daemon.resume_socket(&at.socket(), handover).await,
+        None if stdio => {
+            daemon.serve_stdio().await;
+            Ok(())
+        }
+        None => daemon.serve_socket(&at.socket()).await,
+    }
+}
+
+/// The daemon as its config and arguments say.
+fn build_daemon(at: &Where, config: Config, idle_exit: bool) -> Result<Daemon, String> {
     check_rules(&config)?;
     init_logging(&config.exec.state_dir());
     // What a command leaves behind becomes the daemon's child: found without a
@@ -702,14 +772,63 @@ async fn serve(at: Where, stdio: bool, idle_exit: bool) -> Result<(), String> {
         std::sync::Arc::new(move || at.config())
     };
     let idle = idle_exit.then(|| Duration::from_secs(config.daemon.idle_exit_secs));
-    let daemon = Daemon::build(config, &at.socket())?
+    Ok(Daemon::build(config, &at.socket())?
         .reload_from(source)
-        .idle_exit(idle);
-    if stdio {
-        daemon.serve_stdio().await;
-        Ok(())
-    } else {
-        daemon.serve_socket(&at.socket()).await
+        .idle_exit(idle))
+}
+
+/// `dsh serve ... --handover-check FORMAT` (see `dsh::upgrade::check`): exit 0 when this
+/// program reads the format and the config as the daemon would.
+fn check_handover(at: &Where, format: u32) -> ExitCode {
+    let checked = dsh::upgrade::reads_format(format)
+        .and_then(|()| at.config())
+        .and_then(|config| check_rules(&config));
+    match checked {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("{why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `dsh upgrade` / `dsh restart`: asks the daemon to hand over, then asks on the same
+/// connection how it went; that question waits (unread, through the freeze) for the
+/// program that serves next to answer it.
+async fn upgrade(at: Where) -> Result<(), String> {
+    let client = DaemonClient::connect(&at.socket())
+        .await
+        .map_err(|e| e.to_string())?;
+    let started = client
+        .request("_dsh/upgrade", serde_json::json!({}))
+        .await
+        .map_err(|e| format!("upgrade refused: {e}"))?;
+    let started: dsh::acp::UpgradeStarted = serde_json::from_value(started)
+        .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?;
+    let outcome = client
+        .request("_dsh/upgrade/outcome", serde_json::json!({}))
+        .await
+        .map_err(|e| format!("the daemon did not say how the upgrade went: {e}"))?;
+    let outcome: Option<dsh::acp::UpgradeOutcome> = serde_json::from_value(outcome)
+        .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?;
+    match outcome {
+        Some(dsh::acp::UpgradeOutcome::Upgraded { from_version }) => {
+            let status = client
+                .request("_dsh/status", serde_json::json!({}))
+                .await
+                .map_err(|e| e.to_string())?;
+            println!(
+                "upgraded: dsh {from_version} -> {} (pid {}); connections and sessions kept",
+                status["version"].as_str().unwrap_or("?"),
+                status["pid"]
+            );
+            Ok(())
+        }
+        Some(dsh::acp::UpgradeOutcome::RolledBack { reason }) => Err(format!(
+            "the upgrade from {} failed and the daemon serves on as it was: {reason}",
+            started.from_version
+        )),
+        None => Err("the daemon did not record an upgrade".into()),
     }
 }
 

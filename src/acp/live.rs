@@ -23,6 +23,9 @@ pub(super) struct SessionEntry {
     pub closed: bool,
     /// The MCP servers its client passed, running.
     pub mcp: Option<Arc<SessionServers>>,
+    /// What its client passed for them, to start them again after an upgrade. Keeps no
+    /// entry alive by itself.
+    pub mcp_config: Vec<agent_client_protocol_schema::v1::McpServer>,
 }
 
 impl SessionEntry {

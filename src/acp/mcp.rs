@@ -27,6 +27,8 @@ impl AcpService {
         servers: &[acp::McpServer],
     ) {
         self.stop_mcp(&session.id).await;
+        self.live
+            .update(&session.id, |e| e.mcp_config = servers.to_vec());
         if servers.is_empty() {
             return;
         }

@@ -18,8 +18,10 @@ mod prompter;
 mod prompts;
 mod sessions;
 pub mod updates;
+mod upgrade;
 
 pub use ext::{GrantsResponse, SessionStatus, StatusResponse, TaskSummary};
+pub use upgrade::{ConnectionState, UpgradeOrder, UpgradeOutcome, UpgradeStarted};
 
 use crate::agent;
 use crate::config::{AgentConfig, Config, ModelConfig};
@@ -102,6 +104,10 @@ pub struct AcpService {
     started: Instant,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
+    /// Where `_dsh/upgrade` asks the serve loop to hand over (`None`: refused).
+    upgrades: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<UpgradeOrder>>>,
+    /// How the last upgrade went (`_dsh/upgrade/outcome`).
+    last_upgrade: std::sync::Mutex<Option<UpgradeOutcome>>,
     this: Weak<AcpService>,
 }
 
@@ -178,6 +184,8 @@ impl AcpService {
             connections: DashMap::new(),
             started: Instant::now(),
             shutdown,
+            upgrades: std::sync::Mutex::new(None),
+            last_upgrade: std::sync::Mutex::new(None),
             this: this.clone(),
         });
         sessions.add_notice_listener(Arc::new(LogNotices(Arc::downgrade(&agent))));
@@ -532,6 +540,8 @@ impl Service for AcpService {
         register!(m, "_dsh/tasks/kill", tasks_kill);
         register!(m, "_dsh/status", status);
         register!(m, "_dsh/stop", stop);
+        register!(m, "_dsh/upgrade", upgrade);
+        register!(m, "_dsh/upgrade/outcome", upgrade_outcome);
         register!(m, "_dsh/config/reload", config_reload);
         register!(m, "_dsh/session/grants", session_grants);
         register!(m, "_dsh/session/revoke", session_revoke);
@@ -552,5 +562,20 @@ impl Service for AcpService {
 
     fn closed(&self, peer: &Peer) {
         self.connection_closed(peer);
+    }
+
+    fn freeze(&self, peer: &Peer) -> Value {
+        self.freeze_connection(peer)
+    }
+
+    fn resume(
+        &self,
+        peer: &Peer,
+        state: Value,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        match self.this.upgrade() {
+            Some(agent) => Box::pin(agent.resume_connection(peer.clone(), state)),
+            None => Box::pin(async {}),
+        }
     }
 }

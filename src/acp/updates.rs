@@ -140,7 +140,7 @@ pub fn mode(mode_id: &str) -> SessionUpdate {
 }
 
 /// How the client shows things, from what it advertised in `initialize`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientDisplay {
     /// Zed's display-only terminals (`clientCapabilities._meta.terminal_output`): a
     /// command's output goes to a terminal the editor draws, while it still runs in

@@ -158,6 +158,11 @@ impl Session {
         *lock(&self.extra_roots) = roots.iter().filter(|r| r.is_absolute()).cloned().collect();
     }
 
+    /// The directories the editor granted besides the cwd.
+    pub fn extra_roots(&self) -> Vec<PathBuf> {
+        lock(&self.extra_roots).clone()
+    }
+
     /// Where this session's commands may write when the executor confines writes
     /// (the sandbox): its cwd and the directories it was granted.
     pub fn writable_roots(&self) -> Vec<PathBuf> {

@@ -37,6 +37,7 @@ pub fn split(stream: tokio::net::UnixStream) -> io::Result<(SocketReader, Socket
     let writer = SocketWriter {
         socket,
         waiting: None,
+        shutdown_on_drop: true,
     };
     Ok((reader, writer))
 }
@@ -151,6 +152,17 @@ pub struct SocketWriter {
     /// A duplicate of the socket registered for writability, while a write waits
     /// for room; dropped (deregistered) by the next write that goes through.
     waiting: Option<AsyncFd<OwnedFd>>,
+    /// Shut the socket's sending side when dropped (see the `Drop`).
+    shutdown_on_drop: bool,
+}
+
+impl SocketWriter {
+    /// Dropping this writer will leave the socket as it is: for a connection handed to
+    /// the daemon's next program (`crate::upgrade`), whose duplicate of the socket
+    /// goes on, so the peer must not see an end.
+    pub fn keep_open(&mut self) {
+        self.shutdown_on_drop = false;
+    }
 }
 
 impl AsyncWrite for SocketWriter {
@@ -207,7 +219,9 @@ impl Drop for SocketWriter {
     /// The peer sees the end of our output when the writer goes, even while the
     /// reader still lives (the connection winding down), as with tokio's halves.
     fn drop(&mut self) {
-        let _ = self.socket.shutdown(std::net::Shutdown::Write);
+        if self.shutdown_on_drop {
+            let _ = self.socket.shutdown(std::net::Shutdown::Write);
+        }
     }
 }
 

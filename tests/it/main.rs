@@ -14,6 +14,7 @@ mod acp_sdk;
 mod agent_model;
 mod daemon_acp;
 mod daemon_executors;
+mod daemon_upgrade;
 mod editor_session;
 mod exec_contract;
 mod exec_sandbox;

@@ -1,0 +1,194 @@
+//! The ACP side of `dsh upgrade`: what a connection's sessions need to be served again
+//! by the next daemon program (`crate::upgrade` carries it across the `exec`), and the
+//! two requests the CLI sends.
+//!
+//! A frozen connection ([`crate::rpc::serve_freezable`]) is described by a
+//! [`ConnectionState`]: whether it was initialized, how its client shows things, and
+//! the sessions bound to it with what is not in their logs (extra directories, the MCP
+//! servers the client passed). Serving it again attaches each session as a
+//! `session/load` would, without the replay (the editor already shows the history),
+//! and starts its MCP servers again.
+
+use super::{AcpService, Connection, updates};
+use crate::rpc::{Peer, RequestContext, RpcError};
+use agent_client_protocol_schema::v1 as acp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// What the next daemon program needs to serve a frozen connection again.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionState {
+    pub initialized: bool,
+    pub display: updates::ClientDisplay,
+    pub sessions: Vec<CarriedSession>,
+}
+
+/// A session bound to a frozen connection: what its log does not hold.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CarriedSession {
+    pub id: String,
+    pub extra_roots: Vec<PathBuf>,
+    /// May hold secrets (an MCP server's environment): the hand-over state lives only
+    /// in memory (`crate::upgrade`), never on disk.
+    pub mcp_servers: Vec<acp::McpServer>,
+}
+
+/// How the last upgrade of this daemon went, as `_dsh/upgrade/outcome` tells it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "outcome")]
+pub enum UpgradeOutcome {
+    /// This program took over from the one before it.
+    Upgraded { from_version: String },
+    /// The hand-over failed; the program that was running goes on, with everything.
+    RolledBack { reason: String },
+}
+
+/// `_dsh/upgrade`'s ask to the daemon's serve loop: check, then freeze and hand over.
+/// The answer comes once the connections are freezing (so the CLI's next request is
+/// kept for the program that follows), or with why the upgrade was refused.
+pub struct UpgradeOrder {
+    pub answer: oneshot::Sender<Result<(), String>>,
+}
+
+/// `_dsh/upgrade`'s answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeStarted {
+    /// The version handing over.
+    pub from_version: String,
+}
+
+impl AcpService {
+    /// Lets `_dsh/upgrade` reach the serve loop (a daemon on a socket; the stdio daemon
+    /// has no listener and one connection, and refuses).
+    pub fn accept_upgrades(&self, orders: mpsc::Sender<UpgradeOrder>) {
+        *self.upgrades.lock().unwrap_or_else(|p| p.into_inner()) = Some(orders);
+    }
+
+    /// The config in force, as TOML (an upgrade carries it for a roll back).
+    pub fn config_toml(&self) -> Result<String, String> {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .to_toml()
+    }
+
+    /// Records how the last upgrade went, before any connection is served again.
+    pub fn set_upgrade_outcome(&self, outcome: UpgradeOutcome) {
+        *self.last_upgrade.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+    }
+
+    pub(super) async fn upgrade(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+        let orders = self
+            .upgrades
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                RpcError::invalid_request(
+                    "this daemon serves one connection on stdio and cannot be upgraded in place",
+                )
+            })?;
+        let (answer, answered) = oneshot::channel();
+        orders
+            .send(UpgradeOrder { answer })
+            .await
+            .map_err(|_| RpcError::internal("the daemon is stopping"))?;
+        match answered.await {
+            Ok(Ok(())) => super::to_value(UpgradeStarted {
+                from_version: env!("CARGO_PKG_VERSION").to_string(),
+            }),
+            Ok(Err(why)) => Err(RpcError::invalid_request(why)),
+            Err(_) => Err(RpcError::internal("the daemon is stopping")),
+        }
+    }
+
+    pub(super) async fn upgrade_outcome(
+        &self,
+        _ctx: RequestContext,
+        _p: Value,
+    ) -> Result<Value, RpcError> {
+        let outcome = self
+            .last_upgrade
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        super::to_value(outcome)
+    }
+
+    /// [`crate::rpc::Service::freeze`]: the connection's sessions and display.
+    pub(super) fn freeze_connection(&self, peer: &Peer) -> Value {
+        let (initialized, display) = self
+            .connections
+            .get(&peer.id())
+            .map(|c| {
+                let display = *c.display.lock().unwrap_or_else(|p| p.into_inner());
+                (c.initialized.load(Ordering::SeqCst), display)
+            })
+            .unwrap_or_default();
+        let sessions = self
+            .live
+            .bound_to_peer(peer.id())
+            .into_iter()
+            .map(|id| CarriedSession {
+                extra_roots: self
+                    .sessions
+                    .get(&id)
+                    .map(|s| s.extra_roots())
+                    .unwrap_or_default(),
+                mcp_servers: self
+                    .live
+                    .with(&id, |e| e.mcp_config.clone())
+                    .unwrap_or_default(),
+                id,
+            })
+            .collect();
+        serde_json::to_value(ConnectionState {
+            initialized,
+            display,
+            sessions,
+        })
+        .unwrap_or(Value::Null)
+    }
+
+    /// [`crate::rpc::Service::resume`]: the connection as it was, its sessions attached
+    /// again (from their logs) and their MCP servers started again.
+    pub(super) async fn resume_connection(self: Arc<Self>, peer: Peer, state: Value) {
+        let state: ConnectionState = match serde_json::from_value(state) {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::error!("a connection's state from the upgrade is unreadable: {e}");
+                return;
+            }
+        };
+        self.connections.insert(
+            peer.id(),
+            Arc::new(Connection {
+                peer: peer.clone(),
+                initialized: AtomicBool::new(state.initialized),
+                display: std::sync::Mutex::new(state.display),
+            }),
+        );
+        let ctx = RequestContext::new(peer.clone(), CancellationToken::new());
+        for carried in state.sessions {
+            match self.attach(&ctx, &carried.id, false).await {
+                Ok(session) => {
+                    session.set_extra_roots(&carried.extra_roots);
+                    self.start_mcp(&ctx, &session, &carried.mcp_servers).await;
+                }
+                Err(e) => tracing::error!(
+                    session = carried.id,
+                    "a session could not be attached again after the upgrade: {}",
+                    e.message
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! `dsh upgrade` / `dsh restart`: the daemon replaces its own program with the one now
+//! on disk, in the same process, without an editor noticing.
+//!
+//! Why the same process (`execve` of the new binary) rather than a hand-over to a new
+//! process over `SCM_RIGHTS`: everything a command starts is a child (or, through the
+//! subreaper, an adopted orphan) of the daemon's process, and only a parent can reap
+//! its children and read their exit status. A new process would inherit none of them.
+//! `execve` keeps the pid, the children, the subreaper mark and every descriptor not
+//! marked close-on-exec, so what the old program hands over is only descriptors and a
+//! description of them: the listening socket, each editor connection (its socket, or
+//! the editor's own pipes and the launcher's lifeline that `dsh acp` handed over), and
+//! what the ACP side needs to serve each again ([`crate::acp::ConnectionState`]).
+//!
+//! The order (`Daemon`'s serve loop runs it):
+//! 1. refuse at once what cannot be carried: a background task still running (the
+//!    hand-over of running tasks is not built yet), or a new program that does not
+//!    answer [`check`] (it reads this state format and the config as it is now);
+//! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
+//!    finish, new ones stay unread; turns get `[daemon] upgrade_drain_secs`, then are
+//!    cancelled;
+//! 3. stop hook and MCP servers (the next program starts them again), write the
+//!    [`Handover`] into a memory file and `execve` with its descriptor in
+//!    `DSH_HANDOVER`;
+//! 4. the new program ([`take`]) reads it, builds the daemon from the config, and
+//!    serves the listener and every connection again, each with its unread bytes.
+//!
+//! A failure never loses the daemon: before the `execve` (refused, or `execve` itself
+//! failed), the old program serves the frozen connections again in place; after it,
+//! the new program that cannot take over executes the old binary again ([`roll_back`],
+//! from a descriptor opened at start, so a replaced file does not matter) with the same
+//! state and the reason, and that one serves everything on. Only a new program that
+//! crashes before it can roll back loses the connections (the editor sees its agent
+//! end; nothing is left running: the subreaper's children die with their pipes).
+
+use crate::acp::UpgradeOutcome;
+use serde::{Deserialize, Serialize};
+use std::ffi::{CString, OsString};
+use std::io::{Read, Seek, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The version of [`Handover`]'s layout. A program refuses a hand-over of another
+/// format ([`check`] says so before anything is frozen).
+pub const FORMAT: u32 = 1;
+
+/// The environment variable that carries the hand-over's descriptor.
+pub const HANDOVER_VAR: &str = "DSH_HANDOVER";
+
+/// Everything one daemon program hands to the next.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Handover {
+    pub format: u32,
+    /// The version handing over.
+    pub from_version: String,
+    /// The arguments the daemon was started with (the new program gets the same).
+    pub args: Vec<Vec<u8>>,
+    /// The config in force, as TOML: what the old program serves on with after a roll
+    /// back (the file may be what the new program could not read).
+    pub config: String,
+    /// The listening socket.
+    pub listener: RawFd,
+    /// The old program's binary, for a roll back.
+    pub old_program: RawFd,
+    pub connections: Vec<CarriedConnection>,
+    /// Set when a new program gave the hand-over back: why.
+    #[serde(default)]
+    pub rolled_back: Option<String>,
+}
+
+/// One editor connection in a [`Handover`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CarriedConnection {
+    pub ends: Ends,
+    /// Bytes read from the editor and not yet handled.
+    pub unread: Vec<u8>,
+    /// The ACP side's [`crate::acp::ConnectionState`].
+    pub state: serde_json::Value,
+}
+
+/// A connection's descriptors.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Ends {
+    /// ACP on the socket itself.
+    Socket { fd: RawFd },
+    /// ACP on the editor's pipes, the socket kept as the launcher's lifeline.
+    Pipes {
+        input: RawFd,
+        output: RawFd,
+        lifeline: RawFd,
+    },
+}
+
+impl Ends {
+    fn fds(&self) -> Vec<RawFd> {
+        match *self {
+            Ends::Socket { fd } => vec![fd],
+            Ends::Pipes {
+                input,
+                output,
+                lifeline,
+            } => vec![input, output, lifeline],
+        }
+    }
+}
+
+impl Handover {
+    /// Every descriptor it names, each kept across the `execve`.
+    fn fds(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.listener, self.old_program];
+        for c in &self.connections {
+            fds.extend(c.ends.fds());
+        }
+        fds
+    }
+
+    /// How the program that reads it should say the upgrade went.
+    pub fn outcome(&self) -> UpgradeOutcome {
+        match &self.rolled_back {
+            Some(reason) => UpgradeOutcome::RolledBack {
+                reason: reason.clone(),
+            },
+            None => UpgradeOutcome::Upgraded {
+                from_version: self.from_version.clone(),
+            },
+        }
+    }
+}
+
+/// This program as started: its path (the binary an upgrade runs is the file now at
+/// this path), its arguments, and its binary held open (what a roll back runs, even
+/// once the file at the path was replaced).
+struct Program {
+    path: PathBuf,
+    args: Vec<OsString>,
+    binary: Option<OwnedFd>,
+}
+
+static PROGRAM: OnceLock<Program> = OnceLock::new();
+
+/// Remembers this program (see [`Program`]); call first thing in the daemon.
+pub fn remember_program() {
+    PROGRAM.get_or_init(|| Program {
+        path: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        args: std::env::args_os().collect(),
+        binary: std::fs::File::open("/proc/self/exe")
+            .ok()
+            .map(OwnedFd::from),
+    });
+}
+
+/// The descriptor of this program's binary, held open since it started: a new program
+/// that cannot take over executes it again ([`roll_back`]).
+pub fn binary_fd() -> Result<RawFd, String> {
+    program()?
+        .binary
+        .as_ref()
+        .map(|fd| fd.as_raw_fd())
+        .ok_or_else(|| "this daemon could not keep its own binary open".to_string())
+}
+
+/// The arguments this program was started with, as a [`Handover`] carries them.
+pub fn args() -> Vec<Vec<u8>> {
+    program()
+        .map(|p| p.args.iter().map(|a| a.as_bytes().to_vec()).collect())
+        .unwrap_or_default()
+}
+
+fn program() -> Result<&'static Program, String> {
+    PROGRAM
+        .get()
+        .ok_or_else(|| "this daemon did not record how it was started".to_string())
+}
+
+/// Asks the program now on disk whether it can take over: it must read [`FORMAT`] and
+/// the config as the daemon's arguments find it now (`serve ... --handover-check N`),
+/// within 30 s. Nothing is frozen yet, so a refusal costs nothing.
+pub async fn check() -> Result<(), String> {
+    let program = program()?;
+    let mut cmd = tokio::process::Command::new(&program.path);
+    cmd.args(program.args.iter().skip(1))
+        .args(["--handover-check", &FORMAT.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = crate::exec::children::spawn(&mut cmd).map_err(|e| {
+        format!(
+            "the program on disk ({}) cannot be started: {e}",
+            program.path.display()
+        )
+    })?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let answered = async {
+        use tokio::io::AsyncReadExt;
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        if let (Some(mut stdout), Some(mut stderr)) = (stdout, stderr) {
+            let _ = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+        }
+        (child.wait().await, err)
+    };
+    // On a timeout the child is dropped, which kills it (`kill_on_drop`).
+    let (status, stderr) = tokio::time::timeout(std::time::Duration::from_secs(30), answered)
+        .await
+        .map_err(|_| {
+            "the program on disk did not answer the hand-over check in 30 s".to_string()
+        })?;
+    let status = status.map_err(|e| format!("the hand-over check failed: {e}"))?;
+    if status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&stderr);
+    let said = said.trim();
+    Err(format!(
+        "the program on disk ({}) cannot take over ({}): {}",
+        program.path.display(),
+        status,
+        if said.is_empty() {
+            "it said nothing"
+        } else {
+            said
+        }
+    ))
+}
+
+/// A duplicate of `fd`, closed on `execve` until [`exec`] lets it through.
+pub fn keep(fd: &impl std::os::fd::AsFd) -> std::io::Result<OwnedFd> {
+    fd.as_fd().try_clone_to_owned()
+}
+
+/// Replaces this program with the one on disk, handing `handover` over. Returns only
+/// when the `execve` failed, with why; the descriptors are then as they were.
+pub fn exec(handover: &Handover) -> String {
+    match program() {
+        Ok(program) => exec_program(&program.path, &program.args, handover),
+        Err(e) => e,
+    }
+}
+
+/// The new program could not take over: executes the old binary again with the same
+/// state and `reason`. Returns only if that failed.
+pub fn roll_back(mut handover: Handover, reason: String) -> String {
+    tracing::error!(%reason, "this program cannot take over; handing back to the one before");
+    handover.rolled_back = Some(reason);
+    let path = PathBuf::from(format!("/proc/self/fd/{}", handover.old_program));
+    let args: Vec<OsString> = handover
+        .args
+        .iter()
+        .map(|a| OsString::from_vec(a.clone()))
+        .collect();
+    exec_program(&path, &args, &handover)
+}
+
+fn exec_program(path: &std::path::Path, args: &[OsString], handover: &Handover) -> String {
+    let file = match write_handover(handover) {
+        Ok(file) => file,
+        Err(e) => return format!("cannot write the hand-over: {e}"),
+    };
+    let cstring = |bytes: &[u8]| CString::new(bytes).map_err(|e| e.to_string());
+    let prepared = (|| -> Result<(CString, Vec<CString>, Vec<CString>), String> {
+        let path = cstring(path.as_os_str().as_bytes())?;
+        let args = args
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut env: Vec<CString> = std::env::vars_os()
+            .filter(|(k, _)| k != HANDOVER_VAR)
+            .map(|(k, v)| {
+                let mut pair = k.into_vec();
+                pair.push(b'=');
+                pair.extend(v.into_vec());
+                cstring(&pair)
+            })
+            .collect::<Result<_, _>>()?;
+        env.push(cstring(
+            format!("{HANDOVER_VAR}={}", file.as_raw_fd()).as_bytes(),
+        )?);
+        Ok((path, args, env))
+    })();
+    let (path, args, env) = match prepared {
+        Ok(p) => p,
+        Err(e) => return format!("cannot prepare the new program's arguments: {e}"),
+    };
+    let mut fds = handover.fds();
+    fds.push(file.as_raw_fd());
+    for &fd in &fds {
+        set_cloexec(fd, false);
+    }
+    let error = nix::unistd::execve(&path, &args, &env)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    for &fd in &fds {
+        set_cloexec(fd, true);
+    }
+    format!("cannot execute {}: {error}", path.to_string_lossy())
+}
+
+fn set_cloexec(fd: RawFd, on: bool) {
+    // SAFETY: F_GETFD/F_SETFD on a descriptor this process holds; no memory involved.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            let flags = if on {
+                flags | libc::FD_CLOEXEC
+            } else {
+                flags & !libc::FD_CLOEXEC
+            };
+            libc::fcntl(fd, libc::F_SETFD, flags);
+        }
+    }
+}
+
+/// The hand-over in a memory file (never on disk: it may hold an MCP server's secrets).
+fn write_handover(handover: &Handover) -> std::io::Result<std::fs::File> {
+    let fd = nix::sys::memfd::memfd_create(c"dsh-handover", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+        .map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&serde_json::to_vec(handover).map_err(std::io::Error::other)?)?;
+    Ok(file)
+}
+
+/// The hand-over this program was started with, if any: read from the descriptor in
+/// [`HANDOVER_VAR`], which is then closed and removed from the environment (commands
+/// never see it). Call before any thread starts. `Err` with why when there is one but
+/// it cannot be read at all (then there is nothing to roll back to either).
+pub fn take() -> Option<Result<Handover, String>> {
+    let value = std::env::var_os(HANDOVER_VAR)?;
+    // SAFETY: called at the start of `main`, before any other thread exists.
+    unsafe { std::env::remove_var(HANDOVER_VAR) };
+    let fd: RawFd = match value.to_str().and_then(|v| v.parse().ok()) {
+        Some(fd) if fd > 2 => fd,
+        _ => return Some(Err(format!("{HANDOVER_VAR} is not a descriptor"))),
+    };
+    // SAFETY: the previous program put this descriptor here for us alone.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    set_cloexec(fd, true);
+    let mut text = Vec::new();
+    if let Err(e) = file.rewind().and_then(|()| file.read_to_end(&mut text)) {
+        return Some(Err(format!("cannot read the hand-over: {e}")));
+    }
+    Some(
+        serde_json::from_slice::<Handover>(&text)
+            .map_err(|e| format!("the hand-over is unreadable: {e}"))
+            .inspect(|handover| {
+                for fd in handover.fds() {
+                    set_cloexec(fd, true);
+                }
+            }),
+    )
+}
+
+/// Whether this program reads hand-overs of `format` ([`check`]'s question).
+pub fn reads_format(format: u32) -> Result<(), String> {
+    if format == FORMAT {
+        Ok(())
+    } else {
+        Err(format!(
+            "this dsh ({}) reads hand-overs of format {FORMAT}, not {format}",
+            env!("CARGO_PKG_VERSION")
+        ))
+    }
+}
+
+/// Takes ownership of a descriptor named in a hand-over.
+///
+/// # Safety
+/// `fd` must come from the [`Handover`] this program took, and be taken once.
+pub unsafe fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller's promise.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state reads back as it was written (the memory file is the only copy), and a
+    /// format this program does not read is refused with both numbers.
+    #[test]
+    fn a_handover_reads_back_and_another_format_is_refused() {
+        let handover = Handover {
+            format: FORMAT,
+            from_version: "0.1.0".into(),
+            args: vec![b"dsh".to_vec(), b"serve".to_vec()],
+            config: String::new(),
+            listener: 7,
+            old_program: 8,
+            connections: vec![CarriedConnection {
+                ends: Ends::Pipes {
+                    input: 9,
+                    output: 10,
+                    lifeline: 11,
+                },
+                unread: b"{\"half".to_vec(),
+                state: serde_json::json!({"initialized": true}),
+            }],
+            rolled_back: None,
+        };
+        let mut file = write_handover(&handover).unwrap();
+        let mut text = Vec::new();
+        file.rewind().unwrap();
+        file.read_to_end(&mut text).unwrap();
+        let back: Handover = serde_json::from_slice(&text).unwrap();
+        assert_eq!(back.fds(), vec![7, 8, 9, 10, 11]);
+        assert_eq!(back.connections[0].unread, b"{\"half");
+        assert_eq!(
+            back.outcome(),
+            UpgradeOutcome::Upgraded {
+                from_version: "0.1.0".into()
+            }
+        );
+        assert!(reads_format(FORMAT).is_ok());
+        let refused = reads_format(FORMAT + 1).unwrap_err();
+        assert!(
+            refused.contains(&format!("format {FORMAT}, not {}", FORMAT + 1)),
+            "{refused}"
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! `dsh upgrade` (src/upgrade.rs): the daemon replaces its program with the binary on
+//! disk in the same process. Each test starts the daemon from a copy of the binary, so
+//! it can put something else at that path (a program that refuses, one that fails after
+//! it started), and drives it as an editor does, through `dsh acp`.
+
+use crate::common::client::Client;
+use crate::common::daemon::{BIN, workspace, write_config};
+use crate::common::{self};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncBufReadExt;
+use tokio::process::{Child, Command};
+
+/// A daemon started from `dir/bin/dsh`, a copy of the binary under test.
+struct Copied {
+    _child: Child,
+    pid: i32,
+    socket: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+    program: PathBuf,
+}
+
+async fn start_copied(dir: &Path, extra_config: &str) -> Copied {
+    let program = dir.join("bin/dsh");
+    std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+    std::fs::copy(BIN, &program).unwrap();
+    let socket = dir.join("run/dsh.sock");
+    let state = dir.join("state");
+    let config = write_config(dir, extra_config);
+    let mut cmd = Command::new(&program);
+    for var in [
+        "DEEPSEEK_API_KEY",
+        "DSH_API_KEY",
+        "DSH_MODEL_BASE_URL",
+        "DSH_MODEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("start the copied dsh");
+    let pid = child.id().unwrap() as i32;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().expect("daemon exited");
+    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    Copied {
+        _child: child,
+        pid,
+        socket,
+        state,
+        config,
+        program,
+    }
+}
+
+impl Copied {
+    /// `dsh acp` as an editor starts it (its pipes handed over to the daemon).
+    async fn editor(&self) -> (Child, Client) {
+        let mut cmd = common::launcher(&self.socket);
+        let (child, mut client) = common::spawn_client(&mut cmd);
+        client.initialize().await;
+        (child, client)
+    }
+
+    /// `dsh upgrade` run now, its output when it ends.
+    fn upgrade(&self) -> tokio::task::JoinHandle<std::process::Output> {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["upgrade", "--socket"]).arg(&self.socket);
+        tokio::spawn(async move { cmd.output().await.expect("run dsh upgrade") })
+    }
+
+    /// Puts `text` at the program's path as an executable script (a rename: the file
+    /// the daemon runs is busy).
+    fn replace_program(&self, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let next = self.program.with_extension("next");
+        std::fs::write(&next, text).unwrap();
+        std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&next, &self.program).unwrap();
+    }
+
+    /// Waits until the daemon's log says `needle`.
+    async fn log_says(&self, needle: &str) {
+        let log = self.state.join("daemon.log");
+        for _ in 0..1500 {
+            if std::fs::read_to_string(&log).is_ok_and(|t| t.contains(needle)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the daemon's log never said {needle:?}");
+    }
+}
+
+fn prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+fn text_of(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The editor's connection through `dsh acp`, its session, a turn waiting on a
+/// permission question and a prompt sent during the hand-over all live through an
+/// upgrade: the question is answered and the turn finishes, the prompt is answered by
+/// the next program, and the launcher never reconnects (it is the same process, and
+/// the daemon the same pid).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_keeps_the_editor_connection_its_session_and_the_turn_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let (mut launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+
+    c.ignore_permissions = true;
+    let first = c
+        .start("session/prompt", prompt(&s, "!echo one > one.txt"))
+        .await;
+    let question = c.wait_permission_request().await;
+    let upgrade = d.upgrade();
+    d.log_says("upgrade: freezing every connection").await;
+    // Sent while the daemon hands over: it waits for the next program.
+    let second = c
+        .start("session/prompt", prompt(&s, "!echo two > two.txt"))
+        .await;
+    c.ignore_permissions = false;
+    c.permission_answers.push_back("allow_once");
+    c.send(json!({"jsonrpc": "2.0", "id": question["id"],
+                  "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}))
+        .await;
+    let first = c.wait_for(json!(first)).await.unwrap();
+    assert_eq!(first["stopReason"], "end_turn");
+
+    let upgraded = upgrade.await.unwrap();
+    assert!(upgraded.status.success(), "{}", text_of(&upgraded));
+    assert!(
+        text_of(&upgraded).contains("upgraded: dsh"),
+        "{}",
+        text_of(&upgraded)
+    );
+    let second = c.wait_for(json!(second)).await.unwrap();
+    assert_eq!(second["stopReason"], "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("two.txt")).unwrap(),
+        "two\n"
+    );
+
+    assert!(common::alive(d.pid), "the same process serves on");
+    assert!(
+        launcher.try_wait().unwrap().is_none(),
+        "the editor's launcher never noticed"
+    );
+    // The next program says so; the session is still this connection's alone.
+    let stream = tokio::net::UnixStream::connect(&d.socket).await.unwrap();
+    let (r, w) = stream.into_split();
+    let mut other = Client::new(r, w);
+    other.initialize().await;
+    let outcome = other
+        .request("_dsh/upgrade/outcome", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(outcome["outcome"], "upgraded", "{outcome}");
+    let stolen = other
+        .request(
+            "session/load",
+            json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+        )
+        .await;
+    assert!(stolen.is_err(), "{stolen:?}");
+    let third = c.prompt(&s, "!echo three").await.unwrap();
+    assert_eq!(third["stopReason"], "end_turn");
+}
+
+/// An upgrade does not carry running background tasks yet: it is refused, naming them,
+/// before anything is frozen, and the task runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_is_refused_while_a_background_task_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    let task = c.start_task(&s, "sleep 300").await;
+    let refused = d.upgrade().await.unwrap();
+    assert!(!refused.status.success());
+    let said = text_of(&refused);
+    assert!(
+        said.contains("upgrade refused") && said.contains(&task),
+        "{said}"
+    );
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(
+        status["runningTasks"][0]["taskId"],
+        task.as_str(),
+        "{status}"
+    );
+    let after = c.prompt(&s, "!echo still").await.unwrap();
+    assert_eq!(after["stopReason"], "end_turn");
+}
+
+/// A program on disk that cannot take over (here, not a dsh at all) is found out by the
+/// check before anything is frozen: refused with what it said, the daemon unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_cannot_take_over_is_refused_before_anything_freezes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    d.replace_program("#!/bin/sh\necho 'not a dsh' >&2\nexit 1\n");
+    let refused = d.upgrade().await.unwrap();
+    assert!(!refused.status.success());
+    let said = text_of(&refused);
+    assert!(
+        said.contains("cannot take over") && said.contains("not a dsh"),
+        "{said}"
+    );
+    let after = c.prompt(&s, "!echo still").await.unwrap();
+    assert_eq!(after["stopReason"], "end_turn");
+}
+
+/// The new program fails after the `execve` (here its config became unreadable between
+/// the check and the start): it executes the old program again with everything, which
+/// serves on with the config that was in force. The editor's connection, its session and
+/// `dsh upgrade`'s own question all come through, and the failure is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_program_that_fails_after_it_started_gives_everything_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let (mut launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    d.replace_program(&format!(
+        "#!/bin/sh\ncase \" $* \" in *\" --handover-check \"*) exec {bin} \"$@\";; esac\n\
+         printf 'this is [not toml' > {config}\nexec {bin} \"$@\"\n",
+        bin = BIN,
+        config = d.config.display()
+    ));
+    let failed = d.upgrade().await.unwrap();
+    assert!(!failed.status.success());
+    let said = text_of(&failed);
+    assert!(
+        said.contains("failed and the daemon serves on as it was"),
+        "{said}"
+    );
+    assert!(common::alive(d.pid));
+    assert!(launcher.try_wait().unwrap().is_none());
+    c.permission_answers.push_back("allow_once");
+    let after = c.prompt(&s, "!echo after > after.txt").await.unwrap();
+    assert_eq!(after["stopReason"], "end_turn");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("after.txt")).unwrap(),
+        "after\n"
+    );
+}
