@@ -77,7 +77,7 @@ pub struct ExecSpec {
     /// See [`ExecRequest::call_id`].
     pub call_id: Option<String>,
     /// The task id of a background command (set by the executor's `start`).
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
 }
 
 /// Which stream a piece of live output came from (`stdout`/`stderr` on the helper's wire).
@@ -137,7 +137,7 @@ impl TaskStatus {
 /// A snapshot of one background task.
 #[derive(Debug, Clone)]
 pub struct TaskInfo {
-    pub id: String,
+    pub id: TaskId,
     pub command: String,
     pub workdir: PathBuf,
     pub scope: Option<Scope>,
@@ -308,19 +308,21 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// yields a task, already `Killed`, whose stderr says why.
     async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError>;
 
-    /// A snapshot of one task.
-    fn get(&self, id: &str) -> Option<TaskInfo>;
+    /// A snapshot of one task. Ids arrive typed: a text is read as a [`TaskId`] once,
+    /// where it enters dsh (a tool's arguments, the CLI, a wire), and a text that is not
+    /// one is refused there, never looked up here.
+    fn get(&self, id: TaskId) -> Option<TaskInfo>;
 
     /// Snapshots of every task this executor has started, oldest first.
     fn list(&self) -> Vec<TaskInfo>;
 
     /// The output since the previous `read` of this task (never re-delivered).
-    fn read(&self, id: &str) -> Option<TaskRead>;
+    fn read(&self, id: TaskId) -> Option<TaskRead>;
 
     /// Stops a task and everything it started (E3); returns once it is gone.
     /// On a finished task it also ends anything the task left detached, and
     /// reports `AlreadyFinished`.
-    async fn kill(&self, id: &str) -> KillOutcome;
+    async fn kill(&self, id: TaskId) -> KillOutcome;
 
     /// Ends every task, and every process left detached by a foreground run,
     /// started under `scope` (used when a session closes). Returns once all are gone.

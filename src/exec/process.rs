@@ -19,7 +19,7 @@
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
 use super::collector::{Collector, SpillTarget};
-use super::ids::TaskIds;
+use super::ids::{TaskId, TaskIds};
 use super::procs::{self, MARK_VAR, Selector};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
@@ -215,9 +215,7 @@ struct Job {
 }
 
 struct Task {
-    id: String,
-    /// The number in `id`, the key in `Inner::tasks`.
-    number: u64,
+    id: TaskId,
     command: String,
     workdir: PathBuf,
     started_at: SystemTime,
@@ -232,7 +230,7 @@ struct Task {
 impl Task {
     fn info(&self) -> TaskInfo {
         TaskInfo {
-            id: self.id.clone(),
+            id: self.id,
             command: self.command.clone(),
             workdir: self.workdir.clone(),
             scope: self.job.scope.clone(),
@@ -580,7 +578,7 @@ impl<L: Launcher> Inner<L> {
         let release = {
             let mut book = lock(&self.retention);
             *lock(&task.status) = status;
-            book.finished(task.number, task.output_heap_bytes())
+            book.finished(task.id.number(), task.output_heap_bytes())
         };
         for number in release {
             let old = lock(&self.tasks).get(&number).cloned();
@@ -602,8 +600,7 @@ impl<L: Launcher> Inner<L> {
     fn compact(&self, task: &Arc<Task>) {
         let (stream, done) = &self.drained;
         let record = Arc::new(Task {
-            id: task.id.clone(),
-            number: task.number,
+            id: task.id,
             command: task.command.clone(),
             workdir: task.workdir.clone(),
             started_at: task.started_at,
@@ -618,12 +615,11 @@ impl<L: Launcher> Inner<L> {
             stop: done.clone(),
             finished: done.clone(),
         });
-        lock(&self.tasks).insert(task.number, record);
+        lock(&self.tasks).insert(task.id.number(), record);
     }
 
-    fn task(&self, id: &str) -> Option<Arc<Task>> {
-        let n = id.parse::<super::TaskId>().ok()?.number();
-        lock(&self.tasks).get(&n).cloned()
+    fn task(&self, id: TaskId) -> Option<Arc<Task>> {
+        lock(&self.tasks).get(&id.number()).cloned()
     }
 }
 
@@ -795,10 +791,9 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             .ids
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
-        let (number, id) = (id.number(), id.to_string());
+        let number = id.number();
         let mark = inner.next_mark(spec.scope.as_ref());
         let task = Arc::new(Task {
-            number,
             job: Job {
                 mark,
                 scope: spec.scope.clone(),
@@ -816,7 +811,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         });
         lock(&inner.tasks).insert(number, task.clone());
         let spec = ExecSpec {
-            task_id: Some(task.id.clone()),
+            task_id: Some(task.id),
             ..spec
         };
         match inner.spawn(&spec, &task.job.mark) {
@@ -843,7 +838,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         Ok(task.info())
     }
 
-    fn get(&self, id: &str) -> Option<TaskInfo> {
+    fn get(&self, id: TaskId) -> Option<TaskInfo> {
         self.inner.task(id).map(|t| t.info())
     }
 
@@ -851,7 +846,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.tasks).values().map(|t| t.info()).collect()
     }
 
-    fn read(&self, id: &str) -> Option<TaskRead> {
+    fn read(&self, id: TaskId) -> Option<TaskRead> {
         let task = self.inner.task(id)?;
         // Status first: if it is final, both streams are closed and complete, so
         // this read drains them for good.
@@ -864,14 +859,14 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         if status.is_finished() {
             // Everything was delivered now and nothing more will come: the tails
             // can only cost memory from here on.
-            lock(&self.inner.retention).drained(task.number);
+            lock(&self.inner.retention).drained(task.id.number());
             task.release_output();
             self.inner.compact(&task);
         }
         Some(read)
     }
 
-    async fn kill(&self, id: &str) -> KillOutcome {
+    async fn kill(&self, id: TaskId) -> KillOutcome {
         let Some(task) = self.inner.task(id) else {
             return KillOutcome::Unknown;
         };
@@ -1038,7 +1033,7 @@ mod tests {
         assert!((40_000..=50_000).contains(&bounded), "{bounded}");
         let mut delivered = 0;
         for id in &ids {
-            let r = exec.read(id).unwrap();
+            let r = exec.read(*id).unwrap();
             assert_eq!(r.status, TaskStatus::Completed { exit_code: 0 });
             // Every stream outgrew memory, so every read flags a drop and names
             // the file; only the tasks still held deliver their tails.

@@ -25,7 +25,7 @@ pub fn spawn_router(
     let mut finished = executor.take_completions()?;
     Some(tokio::spawn(async move {
         while let Some(task) = finished.recv().await {
-            sessions.deliver_notice(&task.id, notice_text(&task));
+            sessions.deliver_notice(task.id, notice_text(&task));
         }
     }))
 }
