@@ -112,7 +112,7 @@ pub struct TasksResponse {
 pub struct TaskSummary {
     pub task_id: crate::exec::TaskId,
     pub command: String,
-    /// `running`, `completed` or `killed`.
+    /// `running`, `completed`, `killed` or `lost`.
     pub status: String,
     pub started_at: String,
     pub started_at_ms: u64,
@@ -549,6 +549,7 @@ fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> Tas
         TaskStatus::Killed { signal } => {
             ("killed", None, signal.map(crate::tools::bash::signal_name))
         }
+        TaskStatus::Lost => ("lost", None, None),
     };
     TaskSummary {
         task_id: t.id,

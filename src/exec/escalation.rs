@@ -120,6 +120,14 @@ impl BashExecutor for Escalating {
         self.holder(id).kill(id).await
     }
 
+    /// Both sides' records: the first to look takes each (they share the state
+    /// directory and its records).
+    fn recover(&self) -> Vec<super::RecoveredTask> {
+        let mut all = self.contained.recover();
+        all.extend(self.outside.recover());
+        all
+    }
+
     async fn kill_scope(&self, scope: &str) {
         tokio::join!(
             self.contained.kill_scope(scope),

@@ -199,6 +199,7 @@ pub enum WireStatus {
     Running,
     Completed { exit_code: i32 },
     Killed { signal: Option<i32> },
+    Lost,
 }
 
 impl From<TaskStatus> for WireStatus {
@@ -207,6 +208,7 @@ impl From<TaskStatus> for WireStatus {
             TaskStatus::Running => WireStatus::Running,
             TaskStatus::Completed { exit_code } => WireStatus::Completed { exit_code },
             TaskStatus::Killed { signal } => WireStatus::Killed { signal },
+            TaskStatus::Lost => WireStatus::Lost,
         }
     }
 }
@@ -217,6 +219,7 @@ impl From<WireStatus> for TaskStatus {
             WireStatus::Running => TaskStatus::Running,
             WireStatus::Completed { exit_code } => TaskStatus::Completed { exit_code },
             WireStatus::Killed { signal } => TaskStatus::Killed { signal },
+            WireStatus::Lost => TaskStatus::Lost,
         }
     }
 }
@@ -550,8 +553,9 @@ impl Helper {
             spill = Some(WireSpill::from(&read.spill));
             tracked.spill_named[stream] = true;
         } else if !tracked.spill_named[stream] && tracked.sent[stream] > max {
-            let name = format!("{id}.{}", ["stdout", "stderr"][stream]);
-            let path = self.state_dir.join("spill").join(name);
+            let which = [OutputStream::Stdout, OutputStream::Stderr][stream];
+            let path = super::outfiles::dir(&self.state_dir)
+                .join(super::outfiles::task_file_name(id, which));
             spill = Some(if path.exists() {
                 WireSpill::Written(path)
             } else {

@@ -14,9 +14,11 @@ mod ids;
 pub mod lineage;
 pub mod local;
 pub mod netproxy;
+pub mod outfiles;
 mod pidns;
 pub mod process;
 mod procs;
+pub mod records;
 pub mod remote;
 mod retention;
 pub mod sandbox;
@@ -125,6 +127,9 @@ pub enum TaskStatus {
     Killed {
         signal: Option<i32>,
     },
+    /// The daemon that ran it ended while it ran ([`records::LOST_REASON`]); a later
+    /// daemon found its record, ended what was left of it and kept its output.
+    Lost,
 }
 
 impl TaskStatus {
@@ -143,6 +148,17 @@ pub struct TaskInfo {
     pub scope: Option<Scope>,
     pub status: TaskStatus,
     pub started_at: SystemTime,
+}
+
+/// A task a previous daemon on the state directory left unfinished, as
+/// [`BashExecutor::recover`] found it.
+#[derive(Debug, Clone)]
+pub struct RecoveredTask {
+    /// Its status is [`TaskStatus::Lost`]; `scope` is the one it ran under.
+    pub info: TaskInfo,
+    /// This start is the first to find it (it was running): its end has not been
+    /// told to anyone yet. Otherwise an earlier start reported it.
+    pub newly_lost: bool,
 }
 
 /// The output of a task since the previous read, per stream (E2, T8, T9).
@@ -332,6 +348,16 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// caller gets it; later calls get `None`. The stream ends after `shutdown`,
     /// once it holds every task's completion.
     fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>>;
+
+    /// Called once, by the daemon as it starts: from then on each task is kept on
+    /// disk while it runs (`records`), and the tasks an earlier daemon on the state
+    /// directory left unfinished are taken over: what is left of their processes is
+    /// ended, each becomes [`TaskStatus::Lost`], and `get`, `read`, `list` and `kill`
+    /// answer for it with the output it had written. Executors that keep no records
+    /// find nothing.
+    fn recover(&self) -> Vec<RecoveredTask> {
+        Vec::new()
+    }
 
     /// Starts `spec.command` as a [`ServiceProcess`]: no timeout, stdin a pipe, ended
     /// by [`ServiceProcess::stop`], by dropping it, by `kill_scope` of its scope or by

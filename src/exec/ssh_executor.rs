@@ -218,6 +218,13 @@ impl BashExecutor for SshExecutor {
         }
     }
 
+    /// The wrapper path's records (its tasks run through the engine here); the
+    /// helper's tasks have none: a daemon that dies takes the helper with it, and its
+    /// tasks are not reported.
+    fn recover(&self) -> Vec<super::RecoveredTask> {
+        self.wrapper.recover()
+    }
+
     async fn kill_scope(&self, scope: &str) {
         let choice = self.choice.get().copied();
         if choice == Some(Backend::Helper) {

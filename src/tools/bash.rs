@@ -470,6 +470,7 @@ pub fn status_line(status: TaskStatus) -> String {
             signal: Some(signal),
         } => format!("[status: killed by {}]", signal_name(signal)),
         TaskStatus::Killed { signal: None } => "[status: killed]".into(),
+        TaskStatus::Lost => format!("[status: lost: {}]", crate::exec::records::LOST_REASON),
     }
 }
 
