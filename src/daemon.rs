@@ -104,6 +104,10 @@ impl Daemon {
         let sessions = Arc::new(
             SessionRegistry::new(config.permissions.default_mode).with_user_grants(user_grants),
         );
+        if let Some(exec) = &executor {
+            // Before anything is served: a load must find the lost tasks' notices.
+            crate::tools::notices::adopt_recovered(exec, &sessions, &state_dir);
+        }
         let router = executor
             .as_ref()
             .and_then(|exec| crate::tools::notices::spawn_router(exec, sessions.clone()));

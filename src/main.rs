@@ -118,8 +118,9 @@ enum Command {
     },
     /// Kill a background task and everything it started, whichever session owns it.
     Kill {
-        /// The task's id (`bash-N`, as `dsh status` lists it).
-        task_id: String,
+        /// The task's id (`bash-N`, as `dsh status` lists it); read as one here, so a
+        /// text that is not a task id is refused before the daemon is asked.
+        task_id: dsh::exec::TaskId,
         #[command(flatten)]
         at: Where,
     },
@@ -1084,11 +1085,11 @@ async fn user_grants(at: Where, revoke: Option<String>) -> Result<(), String> {
     Ok(())
 }
 
-async fn kill(at: Where, task_id: String) -> Result<(), String> {
+async fn kill(at: Where, task_id: dsh::exec::TaskId) -> Result<(), String> {
     let answer = ask_daemon_with(
         &at,
         "_dsh/tasks/kill",
-        serde_json::json!({ "taskId": task_id }),
+        serde_json::json!({ "taskId": task_id.to_string() }),
     )
     .await?;
     match answer["outcome"].as_str() {

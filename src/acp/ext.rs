@@ -110,9 +110,9 @@ pub struct TasksResponse {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskSummary {
-    pub task_id: String,
+    pub task_id: crate::exec::TaskId,
     pub command: String,
-    /// `running`, `completed` or `killed`.
+    /// `running`, `completed`, `killed` or `lost`.
     pub status: String,
     pub started_at: String,
     pub started_at_ms: u64,
@@ -233,7 +233,7 @@ impl AcpService {
             .sessions
             .tasks_of(&p.session_id)
             .into_iter()
-            .filter_map(|t| self.executor.as_ref()?.get(&t))
+            .filter_map(|t| self.executor.as_ref()?.get(t))
             .map(|t| self.task_summary(&t, None))
             .collect();
         tasks.sort_by_key(|t| t.started_at_ms);
@@ -245,20 +245,22 @@ impl AcpService {
         ctx: RequestContext,
         p: TaskKillParams,
     ) -> Result<Value, RpcError> {
-        if let Err(e) = p.task_id.parse::<crate::exec::TaskId>() {
-            return Err(RpcError::invalid_params(format!("invalid taskId: {e}")));
-        }
-        let unknown = || RpcError::not_found(format!("unknown bash task \"{}\"", p.task_id));
+        // The wire's text becomes a TaskId here, once.
+        let task_id = match p.task_id.parse::<crate::exec::TaskId>() {
+            Ok(id) => id,
+            Err(e) => return Err(RpcError::invalid_params(format!("invalid taskId: {e}"))),
+        };
+        let unknown = || RpcError::not_found(format!("unknown bash task \"{task_id}\""));
         if let Some(session) = &p.session_id {
             self.addressable(&ctx, session)?;
-            match self.sessions.check_task_access(&p.task_id, Some(session)) {
+            match self.sessions.check_task_access(task_id, Some(session)) {
                 TaskAccess::Allowed => {}
                 // Another session's task is as unknown to this one (T13).
                 TaskAccess::Refused | TaskAccess::Unknown => return Err(unknown()),
             }
         }
         let exec = self.executor.as_ref().ok_or_else(unknown)?;
-        let outcome = match exec.kill(&p.task_id).await {
+        let outcome = match exec.kill(task_id).await {
             KillOutcome::Killed => "killed",
             KillOutcome::AlreadyFinished => "already_finished",
             KillOutcome::Unknown => return Err(unknown()),
@@ -277,7 +279,7 @@ impl AcpService {
             .into_iter()
             .filter(|t| !t.status.is_finished())
             .map(|t| {
-                let owner = self.sessions.owner(&t.id).flatten();
+                let owner = self.sessions.owner(t.id).flatten();
                 self.task_summary(&t, Some(owner))
             })
             .collect();
@@ -467,7 +469,7 @@ impl crate::agent::commands::SessionControl for AcpService {
             .sessions
             .tasks_of(session)
             .into_iter()
-            .filter_map(|t| self.executor.as_ref()?.get(&t))
+            .filter_map(|t| self.executor.as_ref()?.get(t))
             .map(|t| task_summary(&t, None))
             .collect();
         tasks.sort_by_key(|t| t.started_at_ms);
@@ -480,7 +482,7 @@ impl crate::agent::commands::SessionControl for AcpService {
                     _ => t.status.clone(),
                 };
                 crate::agent::commands::TaskLine {
-                    id: t.task_id,
+                    id: t.task_id.to_string(),
                     status,
                     command: t.command,
                 }
@@ -524,10 +526,10 @@ impl AcpService {
             .map(|e| e.proxied_connections())
             .unwrap_or_default();
         TaskSummary {
-            outside_sandbox: outside.is_some_and(|o| o.get(&t.id).is_some()),
+            outside_sandbox: outside.is_some_and(|o| o.get(t.id).is_some()),
             proxied_connections: proxied
                 .iter()
-                .find(|(task, _)| *task == t.id)
+                .find(|(task, _)| *task == t.id.to_string())
                 .map_or(0, |(_, open)| *open),
             ..task_summary(t, owner)
         }
@@ -547,9 +549,10 @@ fn task_summary(t: &crate::exec::TaskInfo, owner: Option<Option<String>>) -> Tas
         TaskStatus::Killed { signal } => {
             ("killed", None, signal.map(crate::tools::bash::signal_name))
         }
+        TaskStatus::Lost => ("lost", None, None),
     };
     TaskSummary {
-        task_id: t.id.clone(),
+        task_id: t.id,
         command: t.command.clone(),
         status: status.into(),
         started_at: iso8601(started_at_ms),

@@ -127,7 +127,7 @@ impl NoticeListener for LogNotices {
                 Event::Notice {
                     at_ms,
                     source: notice.source.to_string(),
-                    task_id: notice.task_id.clone(),
+                    task_id: notice.task_id.to_string(),
                     text: notice.text.clone(),
                 },
             );

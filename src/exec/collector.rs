@@ -6,6 +6,11 @@
 //! every byte at disk speed. It also remembers how far the stream has been read,
 //! so incremental reads never re-deliver and can tell when data was dropped.
 //!
+//! A background task's stream writes its file from the first byte instead
+//! ([`SpillTarget::from_first_byte`]): the file is then the task's output on disk,
+//! which survives the daemon (a crash is reported with it, see `records`). The model
+//! still hears of the file only once the stream outgrew memory, as T6 and T9 say.
+//!
 //! The file is written under the same lock as the tail. Writes go to the page cache
 //! and take microseconds, and readers of a running stream are rare, so a second
 //! writer thread would add a copy per chunk for no measurable gain.
@@ -70,11 +75,14 @@ pub struct StreamRead {
     pub spill: Spill,
 }
 
-/// Where and under which name a stream may spill.
+/// Where and under which name a stream may spill (names: `outfiles`).
 #[derive(Debug, Clone)]
 pub struct SpillTarget {
     pub dir: PathBuf,
     pub file_name: String,
+    /// Write the file from the stream's first byte (a background task's output on
+    /// disk), not only from its first overflow.
+    pub from_first_byte: bool,
 }
 
 /// Bounded collector of one stream; shared by the reader that fills it and the
@@ -94,6 +102,10 @@ struct State {
     read_pos: u64,
     target: Option<SpillTarget>,
     file: Option<File>,
+    /// Where `file` is.
+    file_path: Option<PathBuf>,
+    /// Why the file could not be made or written (then it is not tried again).
+    file_error: Option<String>,
     spill: Spill,
     closed: bool,
 }
@@ -110,8 +122,38 @@ impl Collector {
                 read_pos: 0,
                 target,
                 file: None,
+                file_path: None,
+                file_error: None,
                 spill: Spill::None,
                 closed: false,
+            }),
+        }
+    }
+
+    /// A closed stream whose bytes are in `path` already (a task the daemon lost in a
+    /// crash): its tail is the file's last `max` bytes, and the file is its spill (a
+    /// read that cannot deliver everything names it, whether the stream was longer
+    /// than `max` or its tail was released unread). A file that cannot be read is an
+    /// empty stream.
+    pub fn recovered(max: usize, path: PathBuf) -> Self {
+        let (tail, total) = read_tail(&path, max).unwrap_or_default();
+        let spill = if total > 0 {
+            Spill::Written(path)
+        } else {
+            Spill::None
+        };
+        Self {
+            state: Mutex::new(State {
+                max,
+                tail: tail.into(),
+                total,
+                read_pos: 0,
+                target: None,
+                file: None,
+                file_path: None,
+                file_error: None,
+                spill,
+                closed: true,
             }),
         }
     }
@@ -124,28 +166,44 @@ impl Collector {
         let mut s = self.lock();
         let s = &mut *s;
         let overflows = s.total + chunk.len() as u64 > s.max as u64;
-        if overflows && s.spill == Spill::None {
-            // First overflow: nothing has been dropped yet, so the tail is the whole
-            // stream so far and the file starts complete.
-            s.spill = match open_spill(s.target.as_ref()) {
+        let from_first_byte = s.target.as_ref().is_some_and(|t| t.from_first_byte);
+        if (overflows || from_first_byte)
+            && s.file.is_none()
+            && s.file_error.is_none()
+            && s.spill == Spill::None
+        {
+            // The file starts now: at the first byte, or at the first overflow, when
+            // nothing has been dropped yet, so the tail is the whole stream so far and
+            // the file starts complete either way.
+            match open_spill(s.target.as_ref()) {
                 Ok((path, mut file)) => {
                     let (a, b) = s.tail.as_slices();
                     match file.write_all(a).and_then(|_| file.write_all(b)) {
                         Ok(()) => {
                             s.file = Some(file);
-                            Spill::Written(path)
+                            s.file_path = Some(path);
                         }
-                        Err(e) => Spill::Unavailable(format!("write {}: {e}", path.display())),
+                        Err(e) => s.file_error = Some(format!("write {}: {e}", path.display())),
                     }
                 }
-                Err(reason) => Spill::Unavailable(reason),
-            };
+                Err(reason) => s.file_error = Some(reason),
+            }
         }
         if let Some(file) = s.file.as_mut()
             && let Err(e) = file.write_all(chunk)
         {
-            s.spill = Spill::Unavailable(format!("write failed: {e}"));
+            s.file_error = Some(format!("write failed: {e}"));
             s.file = None;
+            if s.spill != Spill::None {
+                s.spill = Spill::Unavailable(format!("write failed: {e}"));
+            }
+        }
+        if overflows && s.spill == Spill::None {
+            s.spill = match (&s.file, &s.file_path, &s.file_error) {
+                (Some(_), Some(path), _) => Spill::Written(path.clone()),
+                (_, _, Some(reason)) => Spill::Unavailable(reason.clone()),
+                _ => Spill::Unavailable("no spill file".into()),
+            };
         }
         s.total += chunk.len() as u64;
         if chunk.len() >= s.max {
@@ -163,6 +221,7 @@ impl Collector {
         let mut s = self.lock();
         s.closed = true;
         s.file = None;
+        s.file_path = None;
         // Nothing will spill any more: the target's paths (two allocations per
         // stream, kept for as long as the task is) are not needed.
         s.target = None;
@@ -259,6 +318,19 @@ impl Collector {
     }
 }
 
+/// The last `max` bytes of the file at `path`, and its length.
+fn read_tail(path: &std::path::Path, max: usize) -> std::io::Result<(Vec<u8>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = crate::fsutil::open_regular(path, false)?;
+    let total = file.metadata()?.len();
+    let from = total.saturating_sub(max as u64);
+    file.seek(SeekFrom::Start(from))?;
+    let mut tail = Vec::with_capacity((total - from) as usize);
+    (&mut file).take(max as u64).read_to_end(&mut tail)?;
+    let total = from + tail.len() as u64;
+    Ok((tail, total))
+}
+
 fn open_spill(target: Option<&SpillTarget>) -> Result<(PathBuf, File), String> {
     let target = target.ok_or_else(|| "no spill directory".to_string())?;
     ensure_private_dir(&target.dir).map_err(|e| e.to_string())?;
@@ -310,7 +382,61 @@ mod tests {
         Some(SpillTarget {
             dir: dir.join("spill"),
             file_name: "t.stdout".into(),
+            from_first_byte: false,
         })
+    }
+
+    fn task_target(dir: &Path) -> Option<SpillTarget> {
+        Some(SpillTarget {
+            from_first_byte: true,
+            ..target(dir).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_task_stream_is_on_disk_from_its_first_byte_and_named_only_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spill/t.stdout");
+        let c = Collector::new(8, task_target(dir.path()));
+        c.push(b"one\n");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"one\n",
+            "written as it came"
+        );
+        let r = c.read_new();
+        assert_eq!((r.text.as_str(), r.dropped), ("one\n", false));
+        assert_eq!(c.collected().spill, Spill::None, "T6: no overflow, no path");
+        c.push(b"two\nthree\n");
+        c.close();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one\ntwo\nthree\n");
+        assert_eq!(c.collected().spill, Spill::Written(path.clone()));
+        let r = c.read_new();
+        assert!(r.dropped);
+        assert_eq!(r.spill, Spill::Written(path));
+    }
+
+    #[test]
+    fn a_recovered_stream_reads_its_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = dir.path().join("short");
+        std::fs::write(&short, "saved\n").unwrap();
+        let c = Collector::recovered(64, short);
+        let r = c.read_new();
+        assert_eq!(
+            (r.text.as_str(), r.dropped, r.spill),
+            ("saved\n", false, Spill::None)
+        );
+        assert_eq!(c.read_new(), StreamRead::default());
+        let long = dir.path().join("long");
+        std::fs::write(&long, "0123456789").unwrap();
+        let c = Collector::recovered(4, long.clone());
+        let r = c.read_new();
+        assert_eq!(r.text, "6789");
+        assert!(r.dropped);
+        assert_eq!(r.spill, Spill::Written(long));
+        let missing = Collector::recovered(4, dir.path().join("none"));
+        assert_eq!(missing.read_new(), StreamRead::default());
     }
 
     #[test]
@@ -527,7 +653,7 @@ mod properties {
             read_every in 1usize..6,
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let c = Collector::new(bound, Some(SpillTarget { dir: dir.path().join("spill"), file_name: "p".into() }));
+            let c = Collector::new(bound, Some(SpillTarget { dir: dir.path().join("spill"), file_name: "p".into(), from_first_byte: false }));
             let stream: Vec<u8> = chunks.concat();
             // Lossy decoding changes invalid bytes, so delivered text is compared
             // with the stream byte for byte only when the stream is ASCII.

@@ -11,7 +11,7 @@
 
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, LocalExecutor, OutputWatch,
-    RunOutcome, ServiceProcess, TaskInfo, TaskRead,
+    RunOutcome, ServiceProcess, TaskId, TaskInfo, TaskRead,
 };
 use crate::config::{ExecConfig, ExecutorKind};
 use std::sync::Arc;
@@ -48,7 +48,7 @@ impl Escalating {
     }
 
     /// The side that knows task `id` (the contained one when neither does).
-    fn holder(&self, id: &str) -> &Arc<dyn BashExecutor> {
+    fn holder(&self, id: TaskId) -> &Arc<dyn BashExecutor> {
         if self.contained.get(id).is_none() && self.outside.get(id).is_some() {
             &self.outside
         } else {
@@ -100,7 +100,7 @@ impl BashExecutor for Escalating {
         self.contained.start(spec).await
     }
 
-    fn get(&self, id: &str) -> Option<TaskInfo> {
+    fn get(&self, id: TaskId) -> Option<TaskInfo> {
         self.contained.get(id).or_else(|| self.outside.get(id))
     }
 
@@ -108,16 +108,24 @@ impl BashExecutor for Escalating {
         let mut all = self.contained.list();
         all.extend(self.outside.list());
         // Oldest first, as each side lists them; ids break ties (both count up).
-        all.sort_by_key(|t| (t.started_at, task_number(&t.id)));
+        all.sort_by_key(|t| (t.started_at, t.id));
         all
     }
 
-    fn read(&self, id: &str) -> Option<TaskRead> {
+    fn read(&self, id: TaskId) -> Option<TaskRead> {
         self.holder(id).read(id)
     }
 
-    async fn kill(&self, id: &str) -> KillOutcome {
+    async fn kill(&self, id: TaskId) -> KillOutcome {
         self.holder(id).kill(id).await
+    }
+
+    /// Both sides' records: the first to look takes each (they share the state
+    /// directory and its records).
+    fn recover(&self) -> Vec<super::RecoveredTask> {
+        let mut all = self.contained.recover();
+        all.extend(self.outside.recover());
+        all
     }
 
     async fn kill_scope(&self, scope: &str) {
@@ -165,13 +173,6 @@ impl BashExecutor for Escalating {
     }
 }
 
-/// The `N` of `bash-N`, for ordering (every id here is one of ours; anything else
-/// would sort last).
-fn task_number(id: &str) -> u64 {
-    id.parse::<super::TaskId>()
-        .map_or(u64::MAX, super::TaskId::number)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,26 +215,23 @@ mod tests {
         for _ in 0..3 {
             let a = pair.start(spec(&pair, "sleep 1000", "s1")).await.unwrap();
             let b = escape.start(spec(&pair, "sleep 1000", "s2")).await.unwrap();
-            assert!(
-                ids.insert(a.id.clone()) && ids.insert(b.id.clone()),
-                "{ids:?}"
-            );
+            assert!(ids.insert(a.id) && ids.insert(b.id), "{ids:?}");
             inside_tasks.push(a.id);
             outside_tasks.push(b.id);
         }
         assert_eq!(pair.list().len(), 6);
-        assert!(pair.get(&outside_tasks[0]).is_some());
-        assert!(pair.read(&outside_tasks[0]).is_some());
-        assert_eq!(pair.kill(&outside_tasks[0]).await, KillOutcome::Killed);
-        assert_eq!(pair.kill(&inside_tasks[0]).await, KillOutcome::Killed);
-        assert_eq!(pair.kill("bash-999999").await, KillOutcome::Unknown);
+        assert!(pair.get(outside_tasks[0]).is_some());
+        assert!(pair.read(outside_tasks[0]).is_some());
+        assert_eq!(pair.kill(outside_tasks[0]).await, KillOutcome::Killed);
+        assert_eq!(pair.kill(inside_tasks[0]).await, KillOutcome::Killed);
+        assert_eq!(pair.kill(TaskId::new(999_999)).await, KillOutcome::Unknown);
         pair.kill_scope("s2").await;
         assert!(
             outside_tasks
                 .iter()
-                .all(|id| pair.get(id).unwrap().status.is_finished())
+                .all(|id| pair.get(*id).unwrap().status.is_finished())
         );
-        assert!(!pair.get(&inside_tasks[1]).unwrap().status.is_finished());
+        assert!(!pair.get(inside_tasks[1]).unwrap().status.is_finished());
         pair.shutdown().await;
         assert!(pair.list().iter().all(|t| t.status.is_finished()));
         let mut finished = Vec::new();
@@ -241,7 +239,7 @@ mod tests {
             finished.push(task.id);
         }
         finished.sort();
-        let mut all: Vec<String> = ids.into_iter().collect();
+        let mut all: Vec<TaskId> = ids.into_iter().collect();
         all.sort();
         assert_eq!(finished, all, "each completion once, and the stream ended");
     }

@@ -29,7 +29,7 @@
 
 use super::{
     BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, OutputStream,
-    RunOutcome, Spill, StreamRead, TaskStatus,
+    RunOutcome, Spill, StreamRead, TaskId, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::rpc::{self, Peer, RequestContext, RpcError, Service};
@@ -199,6 +199,7 @@ pub enum WireStatus {
     Running,
     Completed { exit_code: i32 },
     Killed { signal: Option<i32> },
+    Lost,
 }
 
 impl From<TaskStatus> for WireStatus {
@@ -207,6 +208,7 @@ impl From<TaskStatus> for WireStatus {
             TaskStatus::Running => WireStatus::Running,
             TaskStatus::Completed { exit_code } => WireStatus::Completed { exit_code },
             TaskStatus::Killed { signal } => WireStatus::Killed { signal },
+            TaskStatus::Lost => WireStatus::Lost,
         }
     }
 }
@@ -217,6 +219,7 @@ impl From<WireStatus> for TaskStatus {
             WireStatus::Running => TaskStatus::Running,
             WireStatus::Completed { exit_code } => TaskStatus::Completed { exit_code },
             WireStatus::Killed { signal } => TaskStatus::Killed { signal },
+            WireStatus::Lost => TaskStatus::Lost,
         }
     }
 }
@@ -307,9 +310,9 @@ struct Helper {
     peer: OnceLock<Peer>,
     /// Remote task id -> tracking. A tokio mutex held across `start`, so the pump
     /// never sees a completion of a task it cannot name yet.
-    tasks: tokio::sync::Mutex<HashMap<String, Tracked>>,
+    tasks: tokio::sync::Mutex<HashMap<TaskId, Tracked>>,
     /// Local key -> remote task id, for `kill`.
-    keys: Mutex<HashMap<u64, String>>,
+    keys: Mutex<HashMap<u64, TaskId>>,
     /// Foreground runs in flight, by the local side's number, for `cancel`.
     runs: Mutex<HashMap<u64, CancellationToken>>,
     /// Wakes an idle pump when a task starts.
@@ -444,7 +447,7 @@ impl Helper {
         let mut tasks = self.tasks.lock().await;
         let answer = match exec.start(spec_of(p.spec)).await {
             Ok(info) => {
-                lock(&self.keys).insert(p.key, info.id.clone());
+                lock(&self.keys).insert(p.key, info.id);
                 tasks.insert(
                     info.id,
                     Tracked {
@@ -466,7 +469,7 @@ impl Helper {
         let exec = self.exec()?;
         let id = lock(&self.keys).get(&p.key).cloned();
         let outcome = match id {
-            Some(id) => exec.kill(&id).await,
+            Some(id) => exec.kill(id).await,
             None => KillOutcome::Unknown,
         };
         serde_json::to_value(outcome).map_err(|e| RpcError::internal(e.to_string()))
@@ -490,7 +493,13 @@ impl Helper {
     }
 
     /// Sends what `id` printed since the last send.
-    async fn forward(&self, exec: &dyn BashExecutor, peer: &Peer, id: &str, tracked: &mut Tracked) {
+    async fn forward(
+        &self,
+        exec: &dyn BashExecutor,
+        peer: &Peer,
+        id: TaskId,
+        tracked: &mut Tracked,
+    ) {
         if let Some(params) = self.unsent_output(exec, id, tracked) {
             send_output(peer, params).await;
         }
@@ -501,7 +510,7 @@ impl Helper {
     fn unsent_output(
         &self,
         exec: &dyn BashExecutor,
-        id: &str,
+        id: TaskId,
         tracked: &mut Tracked,
     ) -> Option<OutputParams> {
         let read = exec.read(id)?;
@@ -532,7 +541,7 @@ impl Helper {
     /// does not fit) and is named once, so the local side can name it in turn.
     fn wire_read(
         &self,
-        id: &str,
+        id: TaskId,
         stream: usize,
         read: &StreamRead,
         tracked: &mut Tracked,
@@ -544,8 +553,9 @@ impl Helper {
             spill = Some(WireSpill::from(&read.spill));
             tracked.spill_named[stream] = true;
         } else if !tracked.spill_named[stream] && tracked.sent[stream] > max {
-            let name = format!("{id}.{}", ["stdout", "stderr"][stream]);
-            let path = self.state_dir.join("spill").join(name);
+            let which = [OutputStream::Stdout, OutputStream::Stderr][stream];
+            let path = super::outfiles::dir(&self.state_dir)
+                .join(super::outfiles::task_file_name(id, which));
             spill = Some(if path.exists() {
                 WireSpill::Written(path)
             } else {
@@ -582,7 +592,7 @@ impl Helper {
                     let mut tasks = self.tasks.lock().await;
                     let Some(mut tracked) = tasks.remove(&info.id) else { continue };
                     drop(tasks);
-                    self.forward(exec.as_ref(), &peer, &info.id, &mut tracked).await;
+                    self.forward(exec.as_ref(), &peer, info.id, &mut tracked).await;
                     let params = DoneParams { key: tracked.key, status: info.status.into() };
                     if let Ok(v) = serde_json::to_value(params) {
                         let _ = peer.notify_paced("done", v, Duration::from_secs(60)).await;
@@ -596,7 +606,7 @@ impl Helper {
                         tasks
                             .iter_mut()
                             .filter_map(|(id, tracked)| {
-                                self.unsent_output(exec.as_ref(), id, tracked)
+                                self.unsent_output(exec.as_ref(), *id, tracked)
                             })
                             .collect()
                     };

@@ -61,6 +61,21 @@ impl std::str::FromStr for TaskId {
     }
 }
 
+/// On the wire and on disk a task id is its text (`"bash-7"`), read back through
+/// [`FromStr`](std::str::FromStr): a text that is not one fails to deserialize.
+impl serde::Serialize for TaskId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TaskId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Allocator of persistent task numbers.
 #[derive(Debug)]
 pub struct TaskIds {
@@ -139,6 +154,16 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 200);
+    }
+
+    #[test]
+    fn a_task_id_is_its_text_in_json() {
+        let id = TaskId::new(12);
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"bash-12\"");
+        assert_eq!(serde_json::from_str::<TaskId>("\"bash-12\"").unwrap(), id);
+        let err = serde_json::from_str::<TaskId>("\"bash-012\"").unwrap_err();
+        assert!(err.to_string().contains("is not a task id"), "{err}");
+        assert!(serde_json::from_str::<TaskId>("12").is_err());
     }
 
     #[test]

@@ -14,9 +14,11 @@ mod ids;
 pub mod lineage;
 pub mod local;
 pub mod netproxy;
+pub mod outfiles;
 mod pidns;
 pub mod process;
 mod procs;
+pub mod records;
 pub mod remote;
 mod retention;
 pub mod sandbox;
@@ -77,7 +79,7 @@ pub struct ExecSpec {
     /// See [`ExecRequest::call_id`].
     pub call_id: Option<String>,
     /// The task id of a background command (set by the executor's `start`).
-    pub task_id: Option<String>,
+    pub task_id: Option<TaskId>,
 }
 
 /// Which stream a piece of live output came from (`stdout`/`stderr` on the helper's wire).
@@ -125,6 +127,9 @@ pub enum TaskStatus {
     Killed {
         signal: Option<i32>,
     },
+    /// The daemon that ran it ended while it ran ([`records::LOST_REASON`]); a later
+    /// daemon found its record, ended what was left of it and kept its output.
+    Lost,
 }
 
 impl TaskStatus {
@@ -137,12 +142,23 @@ impl TaskStatus {
 /// A snapshot of one background task.
 #[derive(Debug, Clone)]
 pub struct TaskInfo {
-    pub id: String,
+    pub id: TaskId,
     pub command: String,
     pub workdir: PathBuf,
     pub scope: Option<Scope>,
     pub status: TaskStatus,
     pub started_at: SystemTime,
+}
+
+/// A task a previous daemon on the state directory left unfinished, as
+/// [`BashExecutor::recover`] found it.
+#[derive(Debug, Clone)]
+pub struct RecoveredTask {
+    /// Its status is [`TaskStatus::Lost`]; `scope` is the one it ran under.
+    pub info: TaskInfo,
+    /// This start is the first to find it (it was running): its end has not been
+    /// told to anyone yet. Otherwise an earlier start reported it.
+    pub newly_lost: bool,
 }
 
 /// The output of a task since the previous read, per stream (E2, T8, T9).
@@ -308,19 +324,21 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// yields a task, already `Killed`, whose stderr says why.
     async fn start(&self, spec: ExecSpec) -> Result<TaskInfo, ExecError>;
 
-    /// A snapshot of one task.
-    fn get(&self, id: &str) -> Option<TaskInfo>;
+    /// A snapshot of one task. Ids arrive typed: a text is read as a [`TaskId`] once,
+    /// where it enters dsh (a tool's arguments, the CLI, a wire), and a text that is not
+    /// one is refused there, never looked up here.
+    fn get(&self, id: TaskId) -> Option<TaskInfo>;
 
     /// Snapshots of every task this executor has started, oldest first.
     fn list(&self) -> Vec<TaskInfo>;
 
     /// The output since the previous `read` of this task (never re-delivered).
-    fn read(&self, id: &str) -> Option<TaskRead>;
+    fn read(&self, id: TaskId) -> Option<TaskRead>;
 
     /// Stops a task and everything it started (E3); returns once it is gone.
     /// On a finished task it also ends anything the task left detached, and
     /// reports `AlreadyFinished`.
-    async fn kill(&self, id: &str) -> KillOutcome;
+    async fn kill(&self, id: TaskId) -> KillOutcome;
 
     /// Ends every task, and every process left detached by a foreground run,
     /// started under `scope` (used when a session closes). Returns once all are gone.
@@ -330,6 +348,16 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// caller gets it; later calls get `None`. The stream ends after `shutdown`,
     /// once it holds every task's completion.
     fn take_completions(&self) -> Option<mpsc::UnboundedReceiver<TaskInfo>>;
+
+    /// Called once, by the daemon as it starts: from then on each task is kept on
+    /// disk while it runs (`records`), and the tasks an earlier daemon on the state
+    /// directory left unfinished are taken over: what is left of their processes is
+    /// ended, each becomes [`TaskStatus::Lost`], and `get`, `read`, `list` and `kill`
+    /// answer for it with the output it had written. Executors that keep no records
+    /// find nothing.
+    fn recover(&self) -> Vec<RecoveredTask> {
+        Vec::new()
+    }
 
     /// Starts `spec.command` as a [`ServiceProcess`]: no timeout, stdin a pipe, ended
     /// by [`ServiceProcess::stop`], by dropping it, by `kill_scope` of its scope or by

@@ -19,13 +19,16 @@
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
 use super::collector::{Collector, SpillTarget};
-use super::ids::TaskIds;
+use super::ids::{TaskId, TaskIds};
+use super::outfiles;
 use super::procs::{self, MARK_VAR, Selector};
+use super::records::{LOST_REASON, RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputStream, OutputWatch,
-    RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus,
+    RecoveredTask, RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead,
+    TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
@@ -178,8 +181,13 @@ struct Inner<L> {
     grace: Duration,
     drain: Duration,
     fallback_cwd: PathBuf,
+    state_dir: PathBuf,
     spill_dir: PathBuf,
     ids: TaskIds,
+    /// This executor's instance (in its marks and its runs' file names).
+    instance: String,
+    /// Set by `recover`: from then on each task is recorded on disk (`records`).
+    records: std::sync::OnceLock<TaskRecords>,
     /// Prefix of every marker this executor hands out: `<state tag>:<instance>:`,
     /// so `shutdown` can find everything it ever started, and a later executor on
     /// the same state directory can find what a crashed one left running.
@@ -215,9 +223,7 @@ struct Job {
 }
 
 struct Task {
-    id: String,
-    /// The number in `id`, the key in `Inner::tasks`.
-    number: u64,
+    id: TaskId,
     command: String,
     workdir: PathBuf,
     started_at: SystemTime,
@@ -232,7 +238,7 @@ struct Task {
 impl Task {
     fn info(&self) -> TaskInfo {
         TaskInfo {
-            id: self.id.clone(),
+            id: self.id,
             command: self.command.clone(),
             workdir: self.workdir.clone(),
             scope: self.job.scope.clone(),
@@ -275,7 +281,7 @@ impl<L: Launcher> ProcessExecutor<L> {
     ) -> std::io::Result<Self> {
         let state_dir = config.state_dir();
         ensure_private_dir(&state_dir)?;
-        let spill_dir = state_dir.join("spill");
+        let spill_dir = outfiles::dir(&state_dir);
         ensure_private_dir(&spill_dir)?;
         let fallback_cwd = match &config.cwd {
             Some(cwd) => cwd.clone(),
@@ -283,11 +289,8 @@ impl<L: Launcher> ProcessExecutor<L> {
         };
         let (completions_tx, completions_rx) = mpsc::unbounded_channel();
         let tag = procs::state_tag(&state_dir);
-        let mark_prefix = format!(
-            "{tag}:{}:{}:",
-            procs::own_identity(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let instance = uuid::Uuid::new_v4().simple().to_string();
+        let mark_prefix = format!("{tag}:{}:{instance}:", procs::own_identity());
         sweep_stale(&tag);
         Ok(Self {
             inner: Arc::new(Inner {
@@ -300,6 +303,9 @@ impl<L: Launcher> ProcessExecutor<L> {
                 fallback_cwd,
                 spill_dir,
                 ids: TaskIds::new(&state_dir),
+                state_dir,
+                instance,
+                records: std::sync::OnceLock::new(),
                 mark_prefix,
                 seq: AtomicU64::new(0),
                 env: child_env(base_env),
@@ -390,6 +396,33 @@ pub(crate) fn check_local_workdir(path: &Path) -> Result<(), ExecError> {
     }
 }
 
+/// Milliseconds since the Unix epoch.
+fn millis(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// Ends every process carrying `mark` (a task whose daemon is gone); what the stale
+/// sweep left, since it ends only processes of owners that are dead, and a record
+/// can be older than its owner's end. By the mark alone: the task's session id may
+/// belong to another process by now.
+fn end_marked(mark: &str) {
+    let selector = Selector::Task {
+        mark: mark.to_string(),
+        sid: None,
+    };
+    for _ in 0..50 {
+        let left = procs::find(&selector);
+        if left.is_empty() {
+            return;
+        }
+        procs::signal_all(&left, nix::sys::signal::Signal::SIGKILL);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tracing::warn!(mark, "processes of a lost task survived SIGKILL");
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -399,9 +432,9 @@ impl<L: Launcher> Inner<L> {
     /// scope is part of the marker so that `kill_scope` finds everything a
     /// session's commands left behind with one scan, and nothing has to be
     /// remembered (or scanned for) when a command exits.
-    fn next_mark(&self, scope: Option<&Scope>) -> String {
+    fn next_mark(&self, scope: Option<&Scope>) -> (String, u64) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("{}{seq}", self.scope_prefix(scope))
+        (format!("{}{seq}", self.scope_prefix(scope)), seq)
     }
 
     fn scope_prefix(&self, scope: Option<&Scope>) -> String {
@@ -411,12 +444,15 @@ impl<L: Launcher> Inner<L> {
         format!("{}{hex}/", self.mark_prefix)
     }
 
-    fn collector(&self, file_name: String) -> Arc<Collector> {
+    /// A stream's collector writing to `file_name` (`outfiles`): from the first byte
+    /// for a background task, from the first overflow for a foreground run.
+    fn collector(&self, file_name: String, from_first_byte: bool) -> Arc<Collector> {
         Arc::new(Collector::new(
             self.max_output_bytes,
             Some(SpillTarget {
                 dir: self.spill_dir.clone(),
                 file_name,
+                from_first_byte,
             }),
         ))
     }
@@ -577,10 +613,13 @@ impl<L: Launcher> Inner<L> {
     /// Makes `status` final (both streams are closed by then) and books the task's
     /// tails, releasing those of older finished tasks that no longer fit.
     fn finish(&self, task: &Task, status: TaskStatus) {
+        if let Some(records) = self.records.get() {
+            records.remove(task.id);
+        }
         let release = {
             let mut book = lock(&self.retention);
             *lock(&task.status) = status;
-            book.finished(task.number, task.output_heap_bytes())
+            book.finished(task.id.number(), task.output_heap_bytes())
         };
         for number in release {
             let old = lock(&self.tasks).get(&number).cloned();
@@ -602,8 +641,7 @@ impl<L: Launcher> Inner<L> {
     fn compact(&self, task: &Arc<Task>) {
         let (stream, done) = &self.drained;
         let record = Arc::new(Task {
-            id: task.id.clone(),
-            number: task.number,
+            id: task.id,
             command: task.command.clone(),
             workdir: task.workdir.clone(),
             started_at: task.started_at,
@@ -618,12 +656,65 @@ impl<L: Launcher> Inner<L> {
             stop: done.clone(),
             finished: done.clone(),
         });
-        lock(&self.tasks).insert(task.number, record);
+        lock(&self.tasks).insert(task.id.number(), record);
     }
 
-    fn task(&self, id: &str) -> Option<Arc<Task>> {
-        let n = id.parse::<super::TaskId>().ok()?.number();
-        lock(&self.tasks).get(&n).cloned()
+    /// Writes a running task's record (once `recover` turned records on). A record
+    /// that cannot be written costs only the report after a crash: the task runs.
+    fn record(&self, task: &Task, pid: i32) {
+        let Some(records) = self.records.get() else {
+            return;
+        };
+        let record = TaskRecord {
+            version: super::records::RECORD_VERSION,
+            id: task.id,
+            scope: task.job.scope.clone(),
+            command: task.command.clone(),
+            workdir: task.workdir.clone(),
+            started_at_ms: millis(task.started_at),
+            executor: self.launcher.kind().to_string(),
+            stdout: self
+                .spill_dir
+                .join(outfiles::task_file_name(task.id, OutputStream::Stdout)),
+            stderr: self
+                .spill_dir
+                .join(outfiles::task_file_name(task.id, OutputStream::Stderr)),
+            pid,
+            mark: task.job.mark.clone(),
+            held_by: procs::own_identity(),
+            state: RecordState::Running,
+        };
+        if let Err(e) = records.save(&record) {
+            tracing::warn!(id = %task.id, "cannot record the task: {e}");
+        }
+    }
+
+    /// A task of an earlier daemon, from its record: finished, `Lost`, its output the
+    /// files it wrote.
+    fn lost_task(&self, record: &TaskRecord) -> Arc<Task> {
+        let (_, done) = &self.drained;
+        let stream =
+            |path: &Path| Arc::new(Collector::recovered(self.max_output_bytes, path.into()));
+        Arc::new(Task {
+            id: record.id,
+            command: record.command.clone(),
+            workdir: record.workdir.clone(),
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
+            job: Job {
+                mark: record.mark.clone(),
+                scope: record.scope.clone(),
+                stdout: stream(&record.stdout),
+                stderr: stream(&record.stderr),
+                watch: None,
+            },
+            status: Mutex::new(TaskStatus::Lost),
+            stop: done.clone(),
+            finished: done.clone(),
+        })
+    }
+
+    fn task(&self, id: TaskId) -> Option<Arc<Task>> {
+        lock(&self.tasks).get(&id.number()).cloned()
     }
 }
 
@@ -685,14 +776,15 @@ impl<L: Launcher> ProcessExecutor<L> {
             return Err(ExecError::ShuttingDown);
         }
         inner.launcher.check_workdir(&spec.workdir).await?;
-        let mark = inner.next_mark(spec.scope.as_ref());
-        let label = format!("run-{}", mark.replace([':', '/'], "-"));
+        let (mark, n) = inner.next_mark(spec.scope.as_ref());
+        let name =
+            |stream| outfiles::run_file_name(spec.call_id.as_deref(), &inner.instance, n, stream);
         let child = inner.spawn(&spec, &mark)?;
         let job = Arc::new(Job {
             mark,
             scope: spec.scope.clone(),
-            stdout: inner.collector(format!("{label}.stdout")),
-            stderr: inner.collector(format!("{label}.stderr")),
+            stdout: inner.collector(name(OutputStream::Stdout), false),
+            stderr: inner.collector(name(OutputStream::Stderr), false),
             watch,
         });
         let stop = inner.shutdown.child_token();
@@ -795,15 +887,15 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             .ids
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
-        let (number, id) = (id.number(), id.to_string());
-        let mark = inner.next_mark(spec.scope.as_ref());
+        let number = id.number();
+        let (mark, _) = inner.next_mark(spec.scope.as_ref());
+        let name = |stream| outfiles::task_file_name(id, stream);
         let task = Arc::new(Task {
-            number,
             job: Job {
                 mark,
                 scope: spec.scope.clone(),
-                stdout: inner.collector(format!("{id}.stdout")),
-                stderr: inner.collector(format!("{id}.stderr")),
+                stdout: inner.collector(name(OutputStream::Stdout), true),
+                stderr: inner.collector(name(OutputStream::Stderr), true),
                 watch: None,
             },
             id,
@@ -816,7 +908,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         });
         lock(&inner.tasks).insert(number, task.clone());
         let spec = ExecSpec {
-            task_id: Some(task.id.clone()),
+            task_id: Some(task.id),
             ..spec
         };
         match inner.spawn(&spec, &task.job.mark) {
@@ -827,6 +919,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
                 inner.finish(&task, TaskStatus::Killed { signal: None });
             }
             Ok(child) => {
+                inner.record(&task, child.id());
                 let (inner, task) = (inner.clone(), task.clone());
                 self.inner.supervisors.spawn(async move {
                     let ended = inner.supervise(child, &task.job, None, &task.stop).await;
@@ -843,7 +936,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         Ok(task.info())
     }
 
-    fn get(&self, id: &str) -> Option<TaskInfo> {
+    fn get(&self, id: TaskId) -> Option<TaskInfo> {
         self.inner.task(id).map(|t| t.info())
     }
 
@@ -851,7 +944,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.tasks).values().map(|t| t.info()).collect()
     }
 
-    fn read(&self, id: &str) -> Option<TaskRead> {
+    fn read(&self, id: TaskId) -> Option<TaskRead> {
         let task = self.inner.task(id)?;
         // Status first: if it is final, both streams are closed and complete, so
         // this read drains them for good.
@@ -864,14 +957,14 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         if status.is_finished() {
             // Everything was delivered now and nothing more will come: the tails
             // can only cost memory from here on.
-            lock(&self.inner.retention).drained(task.number);
+            lock(&self.inner.retention).drained(task.id.number());
             task.release_output();
             self.inner.compact(&task);
         }
         Some(read)
     }
 
-    async fn kill(&self, id: &str) -> KillOutcome {
+    async fn kill(&self, id: TaskId) -> KillOutcome {
         let Some(task) = self.inner.task(id) else {
             return KillOutcome::Unknown;
         };
@@ -911,6 +1004,64 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.completions_rx).take()
     }
 
+    fn recover(&self) -> Vec<RecoveredTask> {
+        let inner = &self.inner;
+        let records = TaskRecords::new(&inner.state_dir);
+        if inner.records.set(records.clone()).is_err() {
+            return Vec::new();
+        }
+        let _held = match records.lock() {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!("cannot read the task records: {e}");
+                return Vec::new();
+            }
+        };
+        let me = procs::own_identity();
+        let mut found = Vec::new();
+        for mut record in records.load_all() {
+            // Another executor of this daemon took it, or a live daemon runs it.
+            if record.held_by == me || procs::owner_alive(&record.held_by) {
+                continue;
+            }
+            let newly_lost = record.state == RecordState::Running;
+            if newly_lost {
+                end_marked(&record.mark);
+                record.state = RecordState::Lost {
+                    reason: LOST_REASON.to_string(),
+                    lost_at_ms: millis(SystemTime::now()),
+                };
+            }
+            record.held_by = me.clone();
+            if let Err(e) = records.save(&record) {
+                tracing::warn!(id = %record.id, "cannot update the task's record: {e}");
+            }
+            let task = inner.lost_task(&record);
+            let release = {
+                let mut book = lock(&inner.retention);
+                book.finished(record.id.number(), task.output_heap_bytes())
+            };
+            lock(&inner.tasks).insert(record.id.number(), task.clone());
+            for number in release {
+                let old = lock(&inner.tasks).get(&number).cloned();
+                if let Some(old) = old {
+                    old.release_output();
+                }
+            }
+            found.push(RecoveredTask {
+                info: task.info(),
+                newly_lost,
+            });
+        }
+        if !found.is_empty() {
+            tracing::warn!(
+                count = found.iter().filter(|t| t.newly_lost).count(),
+                "background tasks were lost when the previous daemon stopped"
+            );
+        }
+        found
+    }
+
     async fn start_service(
         &self,
         spec: ExecSpec,
@@ -921,7 +1072,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             return Err(ExecError::ShuttingDown);
         }
         inner.launcher.check_workdir(&spec.workdir).await?;
-        let mark = inner.next_mark(spec.scope.as_ref());
+        let (mark, _) = inner.next_mark(spec.scope.as_ref());
         let (cmd, env) = inner.launcher.service_command(&spec, &mark, &env)?;
         let mut child = inner.spawn_command(cmd, &mark, true, env)?;
         if let Err(why) = inner.launcher.started(&mark, child.id()).await {
@@ -1038,7 +1189,7 @@ mod tests {
         assert!((40_000..=50_000).contains(&bounded), "{bounded}");
         let mut delivered = 0;
         for id in &ids {
-            let r = exec.read(id).unwrap();
+            let r = exec.read(*id).unwrap();
             assert_eq!(r.status, TaskStatus::Completed { exit_code: 0 });
             // Every stream outgrew memory, so every read flags a drop and names
             // the file; only the tasks still held deliver their tails.

@@ -169,7 +169,7 @@ pub fn own_identity() -> String {
 }
 
 /// Whether the process named by an owner string (`<pid>.<start time>`) still runs.
-fn owner_alive(owner: &str) -> bool {
+pub fn owner_alive(owner: &str) -> bool {
     let Some((pid, start)) = owner.split_once('.') else {
         return false;
     };

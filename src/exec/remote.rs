@@ -29,7 +29,7 @@ use super::helper::{
     self, DoneParams, Hello, KeyParams, OutputParams, RunAnswer, RunParams, ScopeParams,
     StartAnswer, StartParams, WireCollected, WireError, WireRead, WireSpec, WireSpill,
 };
-use super::ids::TaskIds;
+use super::ids::{TaskId, TaskIds};
 use super::retention::Retention;
 use super::ssh::SshLauncher;
 use super::{
@@ -301,7 +301,7 @@ struct RTask {
 
 struct RState {
     /// Set once the helper accepted the task (ids are given to started tasks only).
-    id: Option<(String, u64)>,
+    id: Option<TaskId>,
     status: TaskStatus,
     /// The completion went out (exactly once, T14).
     announced: bool,
@@ -310,7 +310,7 @@ struct RState {
 impl RTask {
     fn info(&self) -> Option<TaskInfo> {
         let s = lock(&self.state);
-        let (id, _) = s.id.clone()?;
+        let id = s.id?;
         Some(TaskInfo {
             id,
             command: self.command.clone(),
@@ -351,7 +351,7 @@ impl Shared {
             let mut s = lock(&task.state);
             s.status = status;
             match s.id {
-                Some((_, number)) => book.finished(number, heap),
+                Some(id) => book.finished(id.number(), heap),
                 None => Vec::new(),
             }
         };
@@ -980,7 +980,7 @@ impl HelperClient {
             .next()
             .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
         let number = id.number();
-        lock(&task.state).id = Some((id.to_string(), number));
+        lock(&task.state).id = Some(id);
         lock(&self.shared.tasks).insert(number, task.clone());
         if task.finished.is_cancelled() {
             // It finished before it had an id: book and announce it now.
@@ -999,12 +999,11 @@ impl HelperClient {
             .ok_or_else(|| ExecError::Spawn("the task has no id".into()))
     }
 
-    fn task(&self, id: &str) -> Option<Arc<RTask>> {
-        let n = id.parse::<super::TaskId>().ok()?.number();
-        lock(&self.shared.tasks).get(&n).cloned()
+    fn task(&self, id: TaskId) -> Option<Arc<RTask>> {
+        lock(&self.shared.tasks).get(&id.number()).cloned()
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<TaskInfo> {
+    pub(crate) fn get(&self, id: TaskId) -> Option<TaskInfo> {
         self.task(id)?.info()
     }
 
@@ -1015,13 +1014,13 @@ impl HelperClient {
             .collect()
     }
 
-    pub(crate) fn read(&self, id: &str) -> Option<TaskRead> {
+    pub(crate) fn read(&self, id: TaskId) -> Option<TaskRead> {
         let task = self.task(id)?;
         // Status first, as the engine does: a final status means both mirrors are
         // complete (the helper sends `done` after the last output).
         let (status, number) = {
             let s = lock(&task.state);
-            (s.status, s.id.as_ref().map(|(_, n)| *n))
+            (s.status, s.id.map(TaskId::number))
         };
         let read = TaskRead {
             stdout: task.stdout.read(),
@@ -1039,11 +1038,11 @@ impl HelperClient {
     }
 
     /// Whether a task with this id is one of the helper's.
-    pub(crate) fn has(&self, id: &str) -> bool {
+    pub(crate) fn has(&self, id: TaskId) -> bool {
         self.task(id).is_some()
     }
 
-    pub(crate) async fn kill(&self, id: &str) -> KillOutcome {
+    pub(crate) async fn kill(&self, id: TaskId) -> KillOutcome {
         let Some(task) = self.task(id) else {
             return KillOutcome::Unknown;
         };

@@ -8,7 +8,7 @@ use super::remote::{ConnectError, HelperClient, InstallReport};
 use super::ssh::{SshLauncher, WrapperExecutor, wrapper};
 use super::{
     BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome,
-    ServiceProcess, TaskInfo, TaskRead,
+    ServiceProcess, TaskId, TaskInfo, TaskRead,
 };
 use crate::config::{ExecConfig, HelperMode};
 use std::path::PathBuf;
@@ -191,19 +191,18 @@ impl BashExecutor for SshExecutor {
         }
     }
 
-    fn get(&self, id: &str) -> Option<TaskInfo> {
+    fn get(&self, id: TaskId) -> Option<TaskInfo> {
         self.helper.get(id).or_else(|| self.wrapper.get(id))
     }
 
     fn list(&self) -> Vec<TaskInfo> {
         let mut all = self.helper.list();
         all.extend(self.wrapper.list());
-        // Every id here is one of ours: none fails to parse.
-        all.sort_by_key(|t| t.id.parse::<super::TaskId>().ok());
+        all.sort_by_key(|t| t.id);
         all
     }
 
-    fn read(&self, id: &str) -> Option<TaskRead> {
+    fn read(&self, id: TaskId) -> Option<TaskRead> {
         if self.helper.has(id) {
             self.helper.read(id)
         } else {
@@ -211,12 +210,19 @@ impl BashExecutor for SshExecutor {
         }
     }
 
-    async fn kill(&self, id: &str) -> KillOutcome {
+    async fn kill(&self, id: TaskId) -> KillOutcome {
         if self.helper.has(id) {
             self.helper.kill(id).await
         } else {
             self.wrapper.kill(id).await
         }
+    }
+
+    /// The wrapper path's records (its tasks run through the engine here); the
+    /// helper's tasks have none: a daemon that dies takes the helper with it, and its
+    /// tasks are not reported.
+    fn recover(&self) -> Vec<super::RecoveredTask> {
+        self.wrapper.recover()
     }
 
     async fn kill_scope(&self, scope: &str) {

@@ -451,6 +451,7 @@ impl McpTool {
             Some(SpillTarget {
                 dir: self.spill_dir.clone(),
                 file_name,
+                from_first_byte: false,
             }),
         );
         collector.push(text.as_bytes());

@@ -9,6 +9,7 @@
 pub mod user_grants;
 
 use crate::config::Mode;
+use crate::exec::TaskId;
 use crate::policy::Grant;
 use dashmap::DashMap;
 use std::path::PathBuf;
@@ -71,7 +72,7 @@ pub trait ClientFiles: Send + Sync {
 pub struct Notice {
     /// Where it comes from: always `tool-bash` for background task notices.
     pub source: &'static str,
-    pub task_id: String,
+    pub task_id: TaskId,
     pub text: String,
     pub at: SystemTime,
 }
@@ -271,10 +272,10 @@ pub enum TaskAccess {
 pub struct SessionRegistry {
     sessions: DashMap<SessionId, Arc<Session>>,
     /// Task id -> owning session (`None`: started with no session, open to all).
-    owners: DashMap<String, Option<SessionId>>,
+    owners: DashMap<TaskId, Option<SessionId>>,
     /// Completions that arrived before their owner was recorded (a task can finish
     /// before `start` has returned to the tool that records it).
-    early: Mutex<Vec<(String, String)>>,
+    early: Mutex<Vec<(TaskId, String)>>,
     listeners: Mutex<Vec<Arc<dyn NoticeListener>>>,
     /// Changed by a config reload; sessions already made keep theirs.
     default_mode: Mutex<Mode>,
@@ -372,28 +373,28 @@ impl SessionRegistry {
     }
 
     /// Records who started a task (T12); delivers a notice that arrived early.
-    pub fn record_owner(&self, task_id: &str, owner: Option<&str>) {
-        self.owners
-            .insert(task_id.to_string(), owner.map(str::to_string));
+    pub fn record_owner(&self, task_id: TaskId, owner: Option<&str>) {
+        self.owners.insert(task_id, owner.map(str::to_string));
         let early = {
             let mut early = lock(&self.early);
-            let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(id, _)| id == task_id);
+            let (mine, rest): (Vec<_>, Vec<_>) =
+                early.drain(..).partition(|(id, _)| *id == task_id);
             *early = rest;
             mine
         };
         for (id, text) in early {
-            self.deliver_notice(&id, text);
+            self.deliver_notice(id, text);
         }
     }
 
     /// The owner of a task: `Some(None)` for an unowned task, `None` if unknown.
-    pub fn owner(&self, task_id: &str) -> Option<Option<SessionId>> {
-        self.owners.get(task_id).map(|o| o.clone())
+    pub fn owner(&self, task_id: TaskId) -> Option<Option<SessionId>> {
+        self.owners.get(&task_id).map(|o| o.clone())
     }
 
     /// Whether `caller` (a session id, or none) may read or kill `task_id` (T13).
-    pub fn check_task_access(&self, task_id: &str, caller: Option<&str>) -> TaskAccess {
-        match self.owners.get(task_id) {
+    pub fn check_task_access(&self, task_id: TaskId, caller: Option<&str>) -> TaskAccess {
+        match self.owners.get(&task_id) {
             None => TaskAccess::Unknown,
             Some(owner) => match owner.as_deref() {
                 None => TaskAccess::Allowed,
@@ -404,36 +405,36 @@ impl SessionRegistry {
     }
 
     /// The task ids a session owns.
-    pub fn tasks_of(&self, session_id: &str) -> Vec<String> {
+    pub fn tasks_of(&self, session_id: &str) -> Vec<TaskId> {
         self.owners
             .iter()
             .filter(|e| e.value().as_deref() == Some(session_id))
-            .map(|e| e.key().clone())
+            .map(|e| *e.key())
             .collect()
     }
 
     /// Appends a finished task's notice to its owner's inbox (T14): exactly once,
     /// only to the owner. An unowned task, or an owner that is closed or gone,
     /// drops the notice with a log line.
-    pub fn deliver_notice(&self, task_id: &str, text: String) {
-        let owner = match self.owners.get(task_id) {
+    pub fn deliver_notice(&self, task_id: TaskId, text: String) {
+        let owner = match self.owners.get(&task_id) {
             Some(owner) => owner.clone(),
             None => {
-                lock(&self.early).push((task_id.to_string(), text));
+                lock(&self.early).push((task_id, text));
                 return;
             }
         };
         let Some(owner) = owner else {
-            tracing::debug!(task_id, "finished task has no owner; notice dropped");
+            tracing::debug!(%task_id, "finished task has no owner; notice dropped");
             return;
         };
         let Some(session) = self.get(&owner) else {
-            tracing::info!(task_id, session = %owner, "owner session is closed or gone; notice dropped");
+            tracing::info!(%task_id, session = %owner, "owner session is closed or gone; notice dropped");
             return;
         };
         let notice = Notice {
             source: "tool-bash",
-            task_id: task_id.to_string(),
+            task_id,
             text,
             at: SystemTime::now(),
         };
@@ -462,39 +463,48 @@ mod tests {
         let r = SessionRegistry::new(Mode::Ask);
         let a = r.create("/".into());
         let b = r.create("/".into());
-        r.record_owner("bash-1", Some(&a.id));
-        r.record_owner("bash-2", None);
+        r.record_owner(TaskId::new(1), Some(&a.id));
+        r.record_owner(TaskId::new(2), None);
         assert_eq!(
-            r.check_task_access("bash-1", Some(&a.id)),
+            r.check_task_access(TaskId::new(1), Some(&a.id)),
             TaskAccess::Allowed
         );
         assert_eq!(
-            r.check_task_access("bash-1", Some(&b.id)),
+            r.check_task_access(TaskId::new(1), Some(&b.id)),
             TaskAccess::Refused
         );
-        assert_eq!(r.check_task_access("bash-1", None), TaskAccess::Refused);
         assert_eq!(
-            r.check_task_access("bash-2", Some(&b.id)),
+            r.check_task_access(TaskId::new(1), None),
+            TaskAccess::Refused
+        );
+        assert_eq!(
+            r.check_task_access(TaskId::new(2), Some(&b.id)),
             TaskAccess::Allowed
         );
-        assert_eq!(r.check_task_access("bash-2", None), TaskAccess::Allowed);
-        assert_eq!(r.check_task_access("bash-3", None), TaskAccess::Unknown);
+        assert_eq!(
+            r.check_task_access(TaskId::new(2), None),
+            TaskAccess::Allowed
+        );
+        assert_eq!(
+            r.check_task_access(TaskId::new(3), None),
+            TaskAccess::Unknown
+        );
     }
 
     #[test]
     fn t12_ownership_survives_close_and_reinsert() {
         let r = SessionRegistry::new(Mode::Ask);
         let a = r.create("/".into());
-        r.record_owner("bash-1", Some(&a.id));
+        r.record_owner(TaskId::new(1), Some(&a.id));
         r.close(&a.id);
         let other = r.create("/".into());
         assert_eq!(
-            r.check_task_access("bash-1", Some(&other.id)),
+            r.check_task_access(TaskId::new(1), Some(&other.id)),
             TaskAccess::Refused
         );
         let again = r.insert(a.id.clone(), "/".into());
         assert_eq!(
-            r.check_task_access("bash-1", Some(&again.id)),
+            r.check_task_access(TaskId::new(1), Some(&again.id)),
             TaskAccess::Allowed
         );
     }
@@ -504,9 +514,9 @@ mod tests {
         let r = SessionRegistry::new(Mode::Ask);
         let a = r.create("/".into());
         let b = r.create("/".into());
-        r.deliver_notice("bash-1", "done".into());
+        r.deliver_notice(TaskId::new(1), "done".into());
         assert!(a.pending_notices().is_empty());
-        r.record_owner("bash-1", Some(&a.id));
+        r.record_owner(TaskId::new(1), Some(&a.id));
         let got = a.take_notices();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].source, "tool-bash");
@@ -518,9 +528,9 @@ mod tests {
     fn t14_notice_for_closed_session_is_dropped() {
         let r = SessionRegistry::new(Mode::Ask);
         let a = r.create("/".into());
-        r.record_owner("bash-1", Some(&a.id));
+        r.record_owner(TaskId::new(1), Some(&a.id));
         r.close(&a.id);
-        r.deliver_notice("bash-1", "done".into());
+        r.deliver_notice(TaskId::new(1), "done".into());
         assert!(a.take_notices().is_empty());
     }
 }

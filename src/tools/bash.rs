@@ -6,7 +6,7 @@ use super::schema::{self, ToolSchema};
 use super::{Tool, ToolKind};
 use crate::config::{ExecConfig, ExecutorKind};
 use crate::exec::{
-    BashExecutor, CollectedOutput, ExecRequest, KillOutcome, RunOutcome, Spill, StreamRead,
+    BashExecutor, CollectedOutput, ExecRequest, KillOutcome, RunOutcome, Spill, StreamRead, TaskId,
     TaskStatus,
 };
 use crate::hooks::audit::AuditLog;
@@ -232,7 +232,7 @@ impl Tool for Bash {
                 Ok(task) => {
                     self.shared
                         .sessions
-                        .record_owner(&task.id, call.session_id());
+                        .record_owner(task.id, call.session_id());
                     ToolOutput::ok(format!("started background task {}", task.id))
                 }
                 Err(e) => ToolOutput::error(e),
@@ -292,8 +292,9 @@ impl Bash {
 }
 
 impl Shared {
-    /// Checks `task_id` and the caller's right to it (T10, T13).
-    fn admit(&self, call: &ToolExecution) -> Result<String, Box<ToolOutput>> {
+    /// Reads `task_id` (the one place a tool's text becomes a [`TaskId`]) and checks the
+    /// caller's right to it (T10, T13).
+    fn admit(&self, call: &ToolExecution) -> Result<TaskId, Box<ToolOutput>> {
         let task_id = str_arg(&call.arguments, "task_id")
             .unwrap_or_default()
             .trim();
@@ -302,15 +303,20 @@ impl Shared {
         }
         // Only what the executor could have handed out is looked up: `bash-x`, `7` or
         // `bash-07` are mistakes to point out, not unknown tasks (nor task 0 or 7).
-        if let Err(e) = task_id.parse::<crate::exec::TaskId>() {
-            return Err(Box::new(ToolOutput::error(format!("invalid task_id: {e}"))));
-        }
+        let task_id = match task_id.parse::<TaskId>() {
+            Ok(id) => id,
+            Err(e) => return Err(Box::new(ToolOutput::error(format!("invalid task_id: {e}")))),
+        };
         match self.sessions.check_task_access(task_id, call.session_id()) {
-            TaskAccess::Allowed => Ok(task_id.to_string()),
+            TaskAccess::Allowed => Ok(task_id),
             TaskAccess::Unknown => Err(Box::new(unknown_task(task_id))),
             TaskAccess::Refused => {
-                self.audit
-                    .refusal(call.session_id(), &call.call_id, &call.tool, task_id);
+                self.audit.refusal(
+                    call.session_id(),
+                    &call.call_id,
+                    &call.tool,
+                    &task_id.to_string(),
+                );
                 Err(Box::new(ToolOutput::error(format!(
                     "task {task_id} belongs to another session"
                 ))))
@@ -319,7 +325,7 @@ impl Shared {
     }
 }
 
-fn unknown_task(task_id: &str) -> ToolOutput {
+fn unknown_task(task_id: TaskId) -> ToolOutput {
     ToolOutput::error(format!("unknown bash task \"{task_id}\""))
 }
 
@@ -338,12 +344,12 @@ impl Tool for BashOutput {
             Ok(id) => id,
             Err(out) => return *out,
         };
-        match self.shared.exec.read(&task_id) {
+        match self.shared.exec.read(task_id) {
             Some(read) => ToolOutput {
                 spills: spilled([&read.stdout, &read.stderr].map(|s| (s.dropped, &s.spill))),
                 ..ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status))
             },
-            None => unknown_task(&task_id),
+            None => unknown_task(task_id),
         }
     }
 }
@@ -363,12 +369,12 @@ impl Tool for BashKill {
             Ok(id) => id,
             Err(out) => return *out,
         };
-        match self.shared.exec.kill(&task_id).await {
+        match self.shared.exec.kill(task_id).await {
             KillOutcome::Killed => ToolOutput::ok(format!("killed background task {task_id}")),
             KillOutcome::AlreadyFinished => {
                 ToolOutput::ok(format!("task {task_id} had already finished"))
             }
-            KillOutcome::Unknown => unknown_task(&task_id),
+            KillOutcome::Unknown => unknown_task(task_id),
         }
     }
 }
@@ -464,6 +470,7 @@ pub fn status_line(status: TaskStatus) -> String {
             signal: Some(signal),
         } => format!("[status: killed by {}]", signal_name(signal)),
         TaskStatus::Killed { signal: None } => "[status: killed]".into(),
+        TaskStatus::Lost => format!("[status: lost: {}]", crate::exec::records::LOST_REASON),
     }
 }
 

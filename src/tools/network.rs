@@ -202,7 +202,7 @@ async fn judge(
         "command": origin.command,
     });
     if let Some(task) = &origin.task_id {
-        arguments["taskId"] = task.clone().into();
+        arguments["taskId"] = task.to_string().into();
     } else if let Some(call) = &origin.call_id {
         arguments["callId"] = call.clone().into();
     }

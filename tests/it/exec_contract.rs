@@ -14,7 +14,7 @@ use common::*;
 use dsh::config::{ExecConfig, ExecutorKind};
 use dsh::exec::{
     BashExecutor, ExecError, ExecRequest, KillOutcome, LocalExecutor, SandboxExecutor, Spill,
-    SshExecutor, TaskStatus,
+    SshExecutor, TaskId, TaskStatus,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -453,16 +453,16 @@ async fn e3_t11_escaped_processes_die_on_kill(rig: Rig) {
     let task = exec.start(spec).await.unwrap();
     assert_eq!(task.status, TaskStatus::Running);
     ready.wait().await;
-    assert_eq!(exec.kill(&task.id).await, KillOutcome::Killed);
+    assert_eq!(exec.kill(task.id).await, KillOutcome::Killed);
     assert_all_dead(&pidfile, &token, "after kill");
     assert_eq!(
-        exec.get(&task.id).unwrap().status,
+        exec.get(task.id).unwrap().status,
         TaskStatus::Killed {
             signal: Some(libc::SIGTERM)
         }
     );
-    assert_eq!(exec.kill(&task.id).await, KillOutcome::AlreadyFinished);
-    assert_eq!(exec.kill("bash-999999").await, KillOutcome::Unknown);
+    assert_eq!(exec.kill(task.id).await, KillOutcome::AlreadyFinished);
+    assert_eq!(exec.kill(TaskId::new(999_999)).await, KillOutcome::Unknown);
 }
 
 /// A kill that lands while the command is still being set up (bwrap building the
@@ -474,9 +474,9 @@ async fn t11_a_task_killed_as_it_starts_ends_by_sigterm(rig: Rig) {
         .start(exec.resolve(req("sleep 1000", dir.path())))
         .await
         .unwrap();
-    assert_eq!(exec.kill(&task.id).await, KillOutcome::Killed);
+    assert_eq!(exec.kill(task.id).await, KillOutcome::Killed);
     assert_eq!(
-        exec.get(&task.id).unwrap().status,
+        exec.get(task.id).unwrap().status,
         TaskStatus::Killed {
             signal: Some(libc::SIGTERM)
         }
@@ -524,7 +524,7 @@ async fn e3_everything_dies_on_shutdown(rig: Rig) {
         "detached process survived shutdown"
     );
     assert_eq!(
-        exec.get(&task.id).unwrap().status,
+        exec.get(task.id).unwrap().status,
         TaskStatus::Killed {
             signal: Some(libc::SIGKILL)
         }
@@ -570,7 +570,7 @@ async fn e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only(rig: Rig) {
     exec.kill_scope("s1").await;
     let (mine, theirs) = (&tokens[0], &tokens[1]);
     assert!(with_token(&mine.0).is_empty() && with_token(&mine.1).is_empty());
-    assert!(exec.get(&tasks[0]).unwrap().status.is_finished());
+    assert!(exec.get(tasks[0]).unwrap().status.is_finished());
     assert_eq!(
         with_token(&theirs.0).len(),
         usize::from(rig.kind.detached_outlive_their_command()),
@@ -581,7 +581,7 @@ async fn e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only(rig: Rig) {
         1,
         "another scope's task's process was killed"
     );
-    assert_eq!(exec.get(&tasks[1]).unwrap().status, TaskStatus::Running);
+    assert_eq!(exec.get(tasks[1]).unwrap().status, TaskStatus::Running);
     exec.shutdown().await;
     assert!(with_token(&theirs.0).is_empty() && with_token(&theirs.1).is_empty());
 }
@@ -632,13 +632,13 @@ async fn e2_t8_background_reads_are_incremental(rig: Rig) {
         .start(exec.resolve(req(&cmd, dir.path())))
         .await
         .unwrap();
-    assert!(task.id.starts_with("bash-"));
+    assert!(task.id.to_string().starts_with("bash-"));
     ready.wait().await;
     // What the command wrote may still be in the pipe: read until it arrives,
     // checking that the pieces add up (reads are incremental).
     let (mut out, mut err) = (String::new(), String::new());
     for _ in 0..5000 {
-        let r = exec.read(&task.id).unwrap();
+        let r = exec.read(task.id).unwrap();
         assert_eq!(r.status, TaskStatus::Running);
         out.push_str(&r.stdout.text);
         err.push_str(&r.stderr.text);
@@ -648,17 +648,17 @@ async fn e2_t8_background_reads_are_incremental(rig: Rig) {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     assert_eq!((out.as_str(), err.as_str()), ("one\n", "e1\n"));
-    let r = exec.read(&task.id).unwrap();
+    let r = exec.read(task.id).unwrap();
     assert_eq!((r.stdout.text.as_str(), r.stderr.text.as_str()), ("", ""));
     go.release().await;
     let finished = done.recv().await.unwrap();
     assert_eq!(finished.id, task.id);
     assert_eq!(finished.status, TaskStatus::Completed { exit_code: 4 });
-    let r = exec.read(&task.id).unwrap();
+    let r = exec.read(task.id).unwrap();
     assert_eq!(r.stdout.text, "two\n");
     assert!(!r.stdout.dropped);
     assert_eq!(r.status, TaskStatus::Completed { exit_code: 4 });
-    assert!(exec.read("bash-0").is_none());
+    assert!(exec.read(TaskId::new(0)).is_none());
     assert_eq!(exec.list().len(), 1);
 }
 
@@ -673,7 +673,7 @@ async fn t9_a_read_that_lost_data_is_flagged_with_the_spill_path(rig: Rig) {
         .await
         .unwrap();
     done.recv().await.unwrap();
-    let r = exec.read(&task.id).unwrap();
+    let r = exec.read(task.id).unwrap();
     assert!(r.stdout.dropped);
     assert!(r.stdout.text.ends_with("1999\n2000\n"));
     assert!(r.stdout.text.len() <= 1000);
@@ -685,7 +685,7 @@ async fn t9_a_read_that_lost_data_is_flagged_with_the_spill_path(rig: Rig) {
         std::fs::read_to_string(rig.kind.spill_file(path)).unwrap(),
         expected
     );
-    let again = exec.read(&task.id).unwrap();
+    let again = exec.read(task.id).unwrap();
     assert_eq!(again.stdout.text, "");
     assert!(!again.stdout.dropped);
 }
@@ -717,7 +717,7 @@ async fn t9_finished_output_past_the_budget_is_dropped_and_flagged(rig: Rig) {
         ids.push(task.id);
     }
     let completed = TaskStatus::Completed { exit_code: 0 };
-    let r = exec.read(&ids[0]).unwrap();
+    let r = exec.read(ids[0]).unwrap();
     assert_eq!((r.stdout.text.as_str(), r.stdout.dropped), ("", true));
     let Spill::Written(path) = &r.stdout.spill else {
         panic!("{:?}", r.stdout.spill)
@@ -729,24 +729,24 @@ async fn t9_finished_output_past_the_budget_is_dropped_and_flagged(rig: Rig) {
     );
     assert_eq!(r.status, completed);
     for id in &ids[1..3] {
-        let r = exec.read(id).unwrap();
+        let r = exec.read(*id).unwrap();
         assert_eq!((r.stdout.text.as_str(), r.stdout.dropped), ("", true));
         assert_eq!(r.stdout.spill, Spill::None, "it never outgrew memory");
         assert!(!r.stderr.dropped, "stderr was empty: nothing lost");
         assert_eq!(r.status, completed);
     }
-    let r = exec.read(&ids[3]).unwrap();
+    let r = exec.read(ids[3]).unwrap();
     assert_eq!(r.stdout.text, "d".repeat(900));
     assert!(!r.stdout.dropped);
     // Read to its end, the output is freed; nothing is re-delivered or flagged.
     for id in &ids {
-        let again = exec.read(id).unwrap();
+        let again = exec.read(*id).unwrap();
         assert_eq!(
             (again.stdout.text.as_str(), again.stdout.dropped),
             ("", false)
         );
         assert_eq!(again.status, completed);
-        assert_eq!(exec.get(id).unwrap().status, completed);
+        assert_eq!(exec.get(*id).unwrap().status, completed);
     }
 }
 
@@ -776,7 +776,7 @@ async fn t7_ids_never_repeat_across_executors_on_one_state_dir(rig: Rig) {
         .await
         .unwrap();
     second.shutdown().await;
-    assert_eq!([a.id, b.id, c.id], ["bash-1", "bash-2", "bash-3"]);
+    assert_eq!([a.id, b.id, c.id], [1, 2, 3].map(TaskId::new));
 }
 
 async fn t14_each_finished_task_is_delivered_exactly_once(rig: Rig) {
@@ -792,7 +792,7 @@ async fn t14_each_finished_task_is_delivered_exactly_once(rig: Rig) {
                 .id,
         );
     }
-    exec.kill(&ids[2]).await;
+    exec.kill(ids[2]).await;
     let mut seen = Vec::new();
     for _ in 0..3 {
         seen.push(done.recv().await.unwrap().id);
@@ -822,7 +822,7 @@ async fn e2_spawn_failure_leaves_a_killed_task_that_says_why(kind: Kind) {
         .unwrap();
     assert_eq!(task.status, TaskStatus::Killed { signal: None });
     assert_eq!(done.recv().await.unwrap().id, task.id);
-    let r = exec.read(&task.id).unwrap();
+    let r = exec.read(task.id).unwrap();
     assert!(
         r.stderr.text.starts_with("spawn failed: "),
         "{}",

@@ -125,7 +125,7 @@ async fn e3_a_process_without_marker_or_session_dies_with_the_namespace() {
         !String::from_utf8_lossy(&environ).contains("DSH_TASK_MARK"),
         "the hidden process still has the marker"
     );
-    assert_eq!(exec.kill(&task.id).await, KillOutcome::Killed);
+    assert_eq!(exec.kill(task.id).await, KillOutcome::Killed);
     assert!(with_token(&token).is_empty(), "the hidden process survived");
     exec.shutdown().await;
 }

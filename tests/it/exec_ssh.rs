@@ -174,7 +174,7 @@ async fn a_lost_connection_marks_the_task_killed_and_its_remote_processes_end_on
     let finished = done.recv().await.unwrap();
     assert_eq!(finished.id, task.id);
     assert_eq!(finished.status, TaskStatus::Killed { signal: None });
-    let read = exec.read(&task.id).unwrap();
+    let read = exec.read(task.id).unwrap();
     assert!(
         read.stderr
             .text
@@ -397,7 +397,7 @@ async fn a_connection_killed_mid_command_leaves_no_remote_process() {
     let finished = done.recv().await.unwrap();
     assert_eq!(finished.id, task.id);
     assert_eq!(finished.status, TaskStatus::Killed { signal: None });
-    let read = exec.read(&task.id).unwrap();
+    let read = exec.read(task.id).unwrap();
     assert!(
         read.stderr
             .text

@@ -32,6 +32,7 @@ mod prompt_replay;
 mod registry_auth;
 mod registry_bare_env;
 mod registry_features;
+mod restart_lost;
 mod sandbox_escalation;
 mod sandbox_escape;
 mod sandbox_network;

@@ -187,6 +187,22 @@ async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
         format!("killed {task}\n")
     );
     assert!(common::with_token(&token).is_empty());
+    // A text that is not a task id is refused by the CLI itself, saying why.
+    let number = task.strip_prefix("bash-").unwrap();
+    let bad = format!("bash-0{number}");
+    let out = std::process::Command::new(BIN)
+        .args(["kill", &bad, "--socket"])
+        .arg(&daemon.socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!(
+            "\"{bad}\" is not a task id: task ids look like bash-7"
+        )),
+        "{said}"
+    );
     let e = a
         .request("_dsh/tasks/kill", json!({"taskId": "bash-999999"}))
         .await

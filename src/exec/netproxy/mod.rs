@@ -108,7 +108,7 @@ pub struct CommandOrigin {
     /// The tool call that ran it in the foreground.
     pub call_id: Option<String>,
     /// The task it runs as, in the background.
-    pub task_id: Option<String>,
+    pub task_id: Option<crate::exec::TaskId>,
 }
 
 /// Makes the gate of each command whose network goes through the proxy. Set on the

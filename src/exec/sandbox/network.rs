@@ -95,7 +95,7 @@ impl Proxies {
             session: spec.scope.clone(),
             command: spec.command.clone(),
             call_id: spec.call_id.clone(),
-            task_id: spec.task_id.clone(),
+            task_id: spec.task_id,
         };
         let gate: Arc<dyn ConnectionGate> = match self.judge.get() {
             Some(judge) => judge.gate_for(origin),
@@ -117,7 +117,10 @@ impl Proxies {
                 go,
                 failed: false,
                 gate: Arc::new(Recording::new(gate)),
-                owner: spec.task_id.clone().or_else(|| spec.call_id.clone()),
+                owner: spec
+                    .task_id
+                    .map(|t| t.to_string())
+                    .or_else(|| spec.call_id.clone()),
             },
         );
         Ok((args, vec![info_w, block_r]))
