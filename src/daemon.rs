@@ -17,7 +17,7 @@ use crate::hooks::audit::AuditLog;
 use crate::registry::SessionRegistry;
 use crate::rpc::{self, Options, Service};
 use crate::tools::ToolRegistry;
-use crate::upgrade::{self, CarriedConnection, Ends, Handover};
+use crate::upgrade::{self, CarriedConnection, CarriedTask, Ends, Handover};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -87,6 +87,8 @@ pub struct Daemon {
     idle_exit: Option<std::time::Duration>,
     /// `[daemon] upgrade_drain_secs`.
     upgrade_drain: std::time::Duration,
+    /// The session registry: tasks handed over by an upgrade are owned again here.
+    sessions: Arc<SessionRegistry>,
 }
 
 impl Daemon {
@@ -135,7 +137,7 @@ impl Daemon {
             config,
             model,
             executor.clone(),
-            sessions,
+            sessions.clone(),
             tools.clone(),
             shutdown.clone(),
         );
@@ -148,6 +150,7 @@ impl Daemon {
             closing: CancellationToken::new(),
             idle_exit: None,
             upgrade_drain,
+            sessions,
         })
     }
 
@@ -256,7 +259,8 @@ impl Daemon {
         let listener = bind_socket(path).await?;
         // The one line on stdout: people (and tests) learn the daemon is ready.
         println!("dsh daemon listening on {}", path.display());
-        self.serve_listener(listener, path, Vec::new()).await
+        self.serve_listener(listener, path, Vec::new(), Vec::new())
+            .await
     }
 
     /// Serves on after `dsh upgrade` (`crate::upgrade`): the listener and every
@@ -271,7 +275,13 @@ impl Daemon {
             .and_then(|()| UnixListener::from_std(listener))
             .map_err(|e| format!("cannot listen on the handed-over socket: {e}"))?;
         self.service.set_upgrade_outcome(handover.outcome());
-        let connections = handover
+        // SAFETY: as above.
+        let tasks: Vec<_> = handover
+            .tasks
+            .into_iter()
+            .map(|t| unsafe { t.into_handed() })
+            .collect();
+        let connections: Vec<FrozenConnection> = handover
             .connections
             .into_iter()
             .map(|c| FrozenConnection {
@@ -285,7 +295,8 @@ impl Daemon {
             outcome = ?handover.rolled_back,
             "serving again what the previous program handed over"
         );
-        self.serve_listener(listener, path, connections).await
+        self.serve_listener(listener, path, connections, tasks)
+            .await
     }
 
     /// The accept loop of [`Daemon::serve_socket`] and [`Daemon::resume_socket`]; also
@@ -295,6 +306,7 @@ impl Daemon {
         listener: UnixListener,
         path: &Path,
         resumed: Vec<FrozenConnection>,
+        tasks: Vec<crate::exec::HandedTask>,
     ) -> Result<(), String> {
         self.tools.hooks().start_servers().await;
         self.reload_on_sighup();
@@ -305,8 +317,17 @@ impl Daemon {
         self.watch_idle(&connections);
         let frozen: FrozenList = Arc::default();
         let mut freeze = CancellationToken::new();
+        self.service.expect_resumes(resumed.len());
         for carried in resumed {
             self.spawn_resumed(&connections, carried, &freeze, &frozen);
+        }
+        if !tasks.is_empty() {
+            // Once their sessions are back: a task that ends is told to its owner's log.
+            // The processes run on meanwhile, their output waiting in its pipes.
+            self.service
+                .resumes_done(std::time::Duration::from_secs(10))
+                .await;
+            self.adopt_tasks(tasks);
         }
         loop {
             tokio::select! {
@@ -327,6 +348,7 @@ impl Daemon {
                     // or failed, and the connections it froze are served again.
                     let carried = self.hand_over(order, &listener, &connections, &freeze, &frozen).await;
                     freeze = CancellationToken::new();
+                    self.service.expect_resumes(0);
                     for connection in carried {
                         self.spawn_resumed(&connections, connection, &freeze, &frozen);
                     }
@@ -428,6 +450,10 @@ impl Daemon {
         let why = match self.running_tasks() {
             Some(why) => why,
             None => {
+                let tasks = match &self.executor {
+                    Some(exec) => exec.let_go_tasks().await.unwrap_or_default(),
+                    None => Vec::new(),
+                };
                 self.service.stop_all_mcp().await;
                 self.tools.hooks().stop_servers().await;
                 let ready =
@@ -448,11 +474,13 @@ impl Daemon {
                                 state: c.state.clone(),
                             })
                             .collect(),
+                        tasks: tasks.iter().map(CarriedTask::of).collect(),
                         rolled_back: None,
                     }),
                     Err(e) => e,
                 };
                 // Still here: the new program never started.
+                self.adopt_tasks(tasks);
                 self.tools.hooks().start_servers().await;
                 why
             }
@@ -463,8 +491,29 @@ impl Daemon {
         carried
     }
 
-    /// Why an upgrade cannot carry this daemon over now: background tasks still run.
+    /// Supervises again the tasks an upgrade let go (handed over, or kept after a failed
+    /// one), each owned again by its session.
+    fn adopt_tasks(&self, tasks: Vec<crate::exec::HandedTask>) {
+        let Some(exec) = &self.executor else {
+            return;
+        };
+        for (info, taken) in exec.adopt_tasks(tasks) {
+            self.sessions.record_owner(info.id, info.scope.as_deref());
+            match taken {
+                Ok(()) => tracing::info!(id = %info.id, "a running task was carried over"),
+                Err(why) => {
+                    tracing::error!(id = %info.id, %why, "a running task was lost in the upgrade")
+                }
+            }
+        }
+    }
+
+    /// Why an upgrade cannot carry this daemon over now: background tasks run under an
+    /// executor that cannot carry them.
     fn running_tasks(&self) -> Option<String> {
+        if self.executor.as_ref().is_some_and(|e| e.carries_tasks()) {
+            return None;
+        }
         let running: Vec<String> = self
             .executor
             .as_ref()
@@ -476,10 +525,11 @@ impl Daemon {
             .collect();
         (!running.is_empty()).then(|| {
             format!(
-                "{} background task(s) still run ({}): an upgrade does not carry running tasks \
-                 over yet; let them finish or kill them (`dsh kill ID`), then upgrade",
+                "{} background task(s) still run ({}) and the {} executor cannot carry running \
+                 tasks over an upgrade; let them finish or kill them (`dsh kill ID`), then upgrade",
                 running.len(),
-                running.join(", ")
+                running.join(", "),
+                self.executor.as_ref().map(|e| e.kind()).unwrap_or("none")
             )
         })
     }

@@ -299,16 +299,32 @@ fn main() -> ExitCode {
             dsh::upgrade::remember_program();
             limit_malloc_arenas();
             default_path();
-            dsh::exec::lineage::untraceable()
-                .and_then(|()| runtime())
-                .and_then(|rt| {
-                    let result = rt.block_on(serve(at, stdio, idle_exit, handover));
-                    // `serve` returns once the daemon has stopped and waited for all of its
-                    // work; only the stdin reader of `--stdio` may still sit in a blocking
-                    // read that only the editor can end, and it must not keep the process.
-                    rt.shutdown_background();
-                    result
-                })
+            dsh::exec::lineage::untraceable().and_then(|()| {
+                // The main thread forks every command and is the one an upgrade executes
+                // on (dsh::exec::forker); the runtime runs on a thread beside it.
+                let (jobs, forks) = std::sync::mpsc::channel();
+                dsh::exec::forker::install(jobs);
+                let daemon = std::thread::Builder::new()
+                    .name("dsh-runtime".into())
+                    .spawn(move || {
+                        let result = runtime().and_then(|rt| {
+                            let result = rt.block_on(serve(at, stdio, idle_exit, handover));
+                            // `serve` returns once the daemon has stopped and waited for
+                            // all of its work; only the stdin reader of `--stdio` may
+                            // still sit in a blocking read that only the editor can end,
+                            // and it must not keep the process.
+                            rt.shutdown_background();
+                            result
+                        });
+                        dsh::exec::forker::stop();
+                        result
+                    })
+                    .map_err(|e| format!("cannot start the daemon's thread: {e}"))?;
+                dsh::exec::forker::serve(forks);
+                daemon
+                    .join()
+                    .unwrap_or_else(|_| Err("the daemon's thread failed".into()))
+            })
         }
         Command::Login { config }
         | Command::Acp {

@@ -65,6 +65,9 @@ pub struct Handover {
     /// The old program's binary, for a roll back.
     pub old_program: RawFd,
     pub connections: Vec<CarriedConnection>,
+    /// The running background tasks, let go by the executor.
+    #[serde(default)]
+    pub tasks: Vec<CarriedTask>,
     /// Set when a new program gave the hand-over back: why.
     #[serde(default)]
     pub rolled_back: Option<String>,
@@ -80,6 +83,61 @@ pub struct CarriedConnection {
     /// The ACP side's [`crate::acp::ConnectionState`].
     pub state: serde_json::Value,
 }
+
+/// A running background task in a [`Handover`] (see [`crate::exec::HandedTask`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CarriedTask {
+    pub id: crate::exec::TaskId,
+    pub pid: i32,
+    pub stdout: Option<RawFd>,
+    pub stderr: Option<RawFd>,
+    pub stdout_read: u64,
+    pub stderr_read: u64,
+}
+
+impl CarriedTask {
+    /// The task as the hand-over names it; its descriptors stay owned by `task`.
+    pub fn of(task: &crate::exec::HandedTask) -> Self {
+        Self {
+            id: task.id,
+            pid: task.pid,
+            stdout: task.stdout.as_ref().map(|fd| fd.as_raw_fd()),
+            stderr: task.stderr.as_ref().map(|fd| fd.as_raw_fd()),
+            stdout_read: task.stdout_read,
+            stderr_read: task.stderr_read,
+        }
+    }
+
+    /// The task for the executor to adopt, owning its descriptors and the booking
+    /// [`take`] made.
+    ///
+    /// # Safety
+    /// `self` comes from the [`Handover`] this program took, and is taken once.
+    pub unsafe fn into_handed(self) -> crate::exec::HandedTask {
+        let booking = BOOKED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.pid);
+        // SAFETY: the caller's promise.
+        let own = |fd: Option<RawFd>| fd.map(|fd| unsafe { owned(fd) });
+        crate::exec::HandedTask {
+            id: self.id,
+            pid: self.pid,
+            stdout: own(self.stdout),
+            stderr: own(self.stderr),
+            stdout_read: self.stdout_read,
+            stderr_read: self.stderr_read,
+            booking,
+        }
+    }
+}
+
+/// The handed-over tasks' host processes, booked as soon as the hand-over is read (so
+/// the orphan reaper, which starts with the daemon, never takes one's exit) until the
+/// executor adopts them.
+static BOOKED: std::sync::Mutex<std::collections::BTreeMap<i32, crate::exec::children::Owned>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 /// A connection's descriptors.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -114,6 +172,9 @@ impl Handover {
         let mut fds = vec![self.listener, self.old_program];
         for c in &self.connections {
             fds.extend(c.ends.fds());
+        }
+        for t in &self.tasks {
+            fds.extend(t.stdout.iter().chain(t.stderr.iter()));
         }
         fds
     }
@@ -236,7 +297,7 @@ pub fn keep(fd: &impl std::os::fd::AsFd) -> std::io::Result<OwnedFd> {
 /// when the `execve` failed, with why; the descriptors are then as they were.
 pub fn exec(handover: &Handover) -> String {
     match program() {
-        Ok(program) => exec_program(&program.path, &program.args, handover),
+        Ok(program) => exec_program(program.path.clone(), program.args.clone(), handover),
         Err(e) => e,
     }
 }
@@ -252,14 +313,28 @@ pub fn roll_back(mut handover: Handover, reason: String) -> String {
         .iter()
         .map(|a| OsString::from_vec(a.clone()))
         .collect();
-    exec_program(&path, &args, &handover)
+    exec_program(path, args, &handover)
 }
 
-fn exec_program(path: &std::path::Path, args: &[OsString], handover: &Handover) -> String {
+/// Executes `path` with the hand-over, on the forking thread (`exec::forker`: the
+/// commands it forked keep their parent thread, so their parent-death signal does not
+/// fire). Returns why when it could not.
+fn exec_program(path: PathBuf, args: Vec<OsString>, handover: &Handover) -> String {
     let file = match write_handover(handover) {
         Ok(file) => file,
         Err(e) => return format!("cannot write the hand-over: {e}"),
     };
+    let fds = handover.fds();
+    crate::exec::forker::run(move || exec_now(&path, &args, file, fds))
+        .unwrap_or_else(|| "the daemon is stopping".to_string())
+}
+
+fn exec_now(
+    path: &std::path::Path,
+    args: &[OsString],
+    file: std::fs::File,
+    mut fds: Vec<RawFd>,
+) -> String {
     let cstring = |bytes: &[u8]| CString::new(bytes).map_err(|e| e.to_string());
     let prepared = (|| -> Result<(CString, Vec<CString>, Vec<CString>), String> {
         let path = cstring(path.as_os_str().as_bytes())?;
@@ -285,7 +360,6 @@ fn exec_program(path: &std::path::Path, args: &[OsString], handover: &Handover) 
         Ok(p) => p,
         Err(e) => return format!("cannot prepare the new program's arguments: {e}"),
     };
-    let mut fds = handover.fds();
     fds.push(file.as_raw_fd());
     for &fd in &fds {
         set_cloexec(fd, false);
@@ -350,6 +424,10 @@ pub fn take() -> Option<Result<Handover, String>> {
                 for fd in handover.fds() {
                     set_cloexec(fd, true);
                 }
+                let mut booked = BOOKED.lock().unwrap_or_else(|p| p.into_inner());
+                for task in &handover.tasks {
+                    booked.insert(task.pid, crate::exec::children::starting().owned(task.pid));
+                }
             }),
     )
 }
@@ -399,6 +477,14 @@ mod tests {
                 unread: b"{\"half".to_vec(),
                 state: serde_json::json!({"initialized": true}),
             }],
+            tasks: vec![CarriedTask {
+                id: "bash-3".parse().unwrap(),
+                pid: 4242,
+                stdout: Some(12),
+                stderr: None,
+                stdout_read: 5,
+                stderr_read: 0,
+            }],
             rolled_back: None,
         };
         let mut file = write_handover(&handover).unwrap();
@@ -406,7 +492,8 @@ mod tests {
         file.rewind().unwrap();
         file.read_to_end(&mut text).unwrap();
         let back: Handover = serde_json::from_slice(&text).unwrap();
-        assert_eq!(back.fds(), vec![7, 8, 9, 10, 11]);
+        assert_eq!(back.fds(), vec![7, 8, 9, 10, 11, 12]);
+        assert_eq!(back.tasks[0].id.to_string(), "bash-3");
         assert_eq!(back.connections[0].unread, b"{\"half");
         assert_eq!(
             back.outcome(),

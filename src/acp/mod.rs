@@ -108,6 +108,8 @@ pub struct AcpService {
     upgrades: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<UpgradeOrder>>>,
     /// How the last upgrade went (`_dsh/upgrade/outcome`).
     last_upgrade: std::sync::Mutex<Option<UpgradeOutcome>>,
+    /// Connections handed over by an upgrade whose sessions are not attached yet.
+    resumes: upgrade::Resumes,
     this: Weak<AcpService>,
 }
 
@@ -186,6 +188,7 @@ impl AcpService {
             shutdown,
             upgrades: std::sync::Mutex::new(None),
             last_upgrade: std::sync::Mutex::new(None),
+            resumes: Default::default(),
             this: this.clone(),
         });
         sessions.add_notice_listener(Arc::new(LogNotices(Arc::downgrade(&agent))));

@@ -65,7 +65,48 @@ pub struct UpgradeStarted {
     pub from_version: String,
 }
 
+/// Counts the handed-over connections still attaching their sessions, so the daemon
+/// can take over the running tasks once their owners are back (a task that ends is
+/// then told to its session's log, as before the upgrade).
+#[derive(Default)]
+pub(super) struct Resumes {
+    pending: std::sync::atomic::AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+/// One resume's end, counted when dropped (whatever way it ends).
+struct ResumeDone<'a>(&'a Resumes);
+
+impl Drop for ResumeDone<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        self.0.changed.notify_waiters();
+    }
+}
+
 impl AcpService {
+    /// `n` handed-over connections are about to be served again.
+    pub fn expect_resumes(&self, n: usize) {
+        self.resumes.pending.store(n, Ordering::SeqCst);
+    }
+
+    /// Waits (at most `limit`) until every expected connection has attached its sessions.
+    pub async fn resumes_done(&self, limit: std::time::Duration) {
+        let wait = async {
+            loop {
+                let changed = self.resumes.changed.notified();
+                if self.resumes.pending.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
+    }
+
     /// Lets `_dsh/upgrade` reach the serve loop (a daemon on a socket; the stdio daemon
     /// has no listener and one connection, and refuses).
     pub fn accept_upgrades(&self, orders: mpsc::Sender<UpgradeOrder>) {
@@ -161,6 +202,11 @@ impl AcpService {
     /// [`crate::rpc::Service::resume`]: the connection as it was, its sessions attached
     /// again (from their logs) and their MCP servers started again.
     pub(super) async fn resume_connection(self: Arc<Self>, peer: Peer, state: Value) {
+        let _done = ResumeDone(&self.resumes);
+        if state.is_null() {
+            // Handed over before its first request: nothing was known of it.
+            return;
+        }
         let state: ConnectionState = match serde_json::from_value(state) {
             Ok(state) => state,
             Err(e) => {

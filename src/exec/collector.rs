@@ -158,6 +158,48 @@ impl Collector {
         }
     }
 
+    /// A running stream whose bytes so far are in `path` (a task handed over by the
+    /// daemon's previous program across `dsh upgrade`): it goes on appending there,
+    /// its tail is the file's last `max` bytes, and `read_pos` bytes were delivered.
+    pub fn resumed(
+        max: usize,
+        path: PathBuf,
+        read_pos: u64,
+        target: Option<SpillTarget>,
+    ) -> std::io::Result<Self> {
+        // A stream that printed nothing yet has no file: it is made at its first byte,
+        // as it would have been.
+        if !path.exists() {
+            return Ok(Self::new(max, target));
+        }
+        let (tail, total) = read_tail(&path, max)?;
+        let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+        let spill = if total > max as u64 {
+            Spill::Written(path.clone())
+        } else {
+            Spill::None
+        };
+        Ok(Self {
+            state: Mutex::new(State {
+                max,
+                tail: tail.into(),
+                total,
+                read_pos: read_pos.min(total),
+                target,
+                file: Some(file),
+                file_path: Some(path),
+                file_error: None,
+                spill,
+                closed: false,
+            }),
+        })
+    }
+
+    /// How many bytes [`Collector::read_new`] has delivered.
+    pub fn read_position(&self) -> u64 {
+        self.lock().read_pos
+    }
+
     /// Appends bytes produced by the command.
     pub fn push(&self, chunk: &[u8]) {
         if chunk.is_empty() {

@@ -48,4 +48,10 @@ impl Launcher for LocalLauncher {
         cmd.arg("-c").arg(&spec.command).current_dir(&spec.workdir);
         Ok(cmd)
     }
+
+    /// A local command is its host process and what it started: nothing of the
+    /// launcher's own to hand over.
+    fn carries_tasks(&self) -> bool {
+        true
+    }
 }

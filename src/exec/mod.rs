@@ -9,6 +9,7 @@
 pub mod children;
 mod collector;
 pub mod escalation;
+pub mod forker;
 pub mod helper;
 mod ids;
 pub mod lineage;
@@ -159,6 +160,23 @@ pub struct RecoveredTask {
     /// This start is the first to find it (it was running): its end has not been
     /// told to anyone yet. Otherwise an earlier start reported it.
     pub newly_lost: bool,
+}
+
+/// A running background task let go by one daemon program for the next (`dsh upgrade`,
+/// `crate::upgrade`): its host process (still this process's child), the read ends of
+/// its output pipes, and how far each stream was delivered. Everything else is in its
+/// record (`records`) and its output files.
+#[derive(Debug)]
+pub struct HandedTask {
+    pub id: TaskId,
+    pub pid: i32,
+    pub stdout: Option<std::os::fd::OwnedFd>,
+    pub stderr: Option<std::os::fd::OwnedFd>,
+    pub stdout_read: u64,
+    pub stderr_read: u64,
+    /// Keeps the orphan reaper off the host process until the next program waits for
+    /// it (`None` in a program just started: it books the pid itself).
+    pub booking: Option<children::Owned>,
 }
 
 /// The output of a task since the previous read, per stream (E2, T8, T9).
@@ -375,6 +393,33 @@ pub trait BashExecutor: Send + Sync + 'static {
             "the {} executor cannot start servers",
             self.kind()
         )))
+    }
+
+    /// Lets every running background task go without ending it, for `dsh upgrade`:
+    /// their supervisors stop, their output pipes stop being read (what is in them
+    /// waits there), and each comes back as a [`HandedTask`] for
+    /// [`BashExecutor::adopt_tasks`] (in the next program, or in this one when the
+    /// upgrade fails). An executor that cannot carry tasks refuses, letting go of
+    /// nothing: [`BashExecutor::carries_tasks`] says so beforehand.
+    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String> {
+        Err(format!(
+            "the {} executor cannot carry running tasks over an upgrade",
+            self.kind()
+        ))
+    }
+
+    /// Whether [`BashExecutor::let_go_tasks`] can carry this executor's running tasks.
+    fn carries_tasks(&self) -> bool {
+        false
+    }
+
+    /// Supervises again tasks [`BashExecutor::let_go_tasks`] let go, from their
+    /// records and output files: they run on, and are read, killed, listed and
+    /// reported as before. A task that cannot be taken is ended by its mark and
+    /// reported lost; each comes back with how it was taken.
+    fn adopt_tasks(&self, tasks: Vec<HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
+        let _ = tasks;
+        Vec::new()
     }
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.

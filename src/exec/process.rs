@@ -18,6 +18,7 @@
 //! * timeout, kill, cancel, shutdown: the launcher's `stop`: SIGTERM to everything
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
+use super::children;
 use super::collector::{Collector, SpillTarget};
 use super::ids::{TaskId, TaskIds};
 use super::outfiles;
@@ -26,13 +27,13 @@ use super::records::{LOST_REASON, RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputStream, OutputWatch,
-    RecoveredTask, RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead,
-    TaskStatus,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, HandedTask, KillOutcome, OutputStream,
+    OutputWatch, RecoveredTask, RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo,
+    TaskRead, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -166,6 +167,14 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// The last step of shutdown, once every command is gone.
     async fn close(&self) {}
+
+    /// Whether a running command of this kind can be let go by one daemon program and
+    /// supervised again by the next (`dsh upgrade`): true when its host process is all
+    /// there is to it (local); a launcher that keeps per-command state of its own (the
+    /// sandbox's proxy and tripwires, the ssh helper) cannot.
+    fn carries_tasks(&self) -> bool {
+        false
+    }
 }
 
 /// Runs commands through a [`Launcher`]; see the module docs for the lifecycle.
@@ -188,6 +197,11 @@ struct Inner<L> {
     instance: String,
     /// Set by `recover`: from then on each task is recorded on disk (`records`).
     records: std::sync::OnceLock<TaskRecords>,
+    /// Cancelled by [`BashExecutor::let_go_tasks`]: every background supervisor lets its
+    /// task go. Replaced by a fresh one when tasks are adopted again.
+    let_go: Mutex<CancellationToken>,
+    /// Where each running background task's supervisor hands it over when let go.
+    handing: Mutex<HashMap<u64, oneshot::Receiver<HandedTask>>>,
     /// Prefix of every marker this executor hands out: `<state tag>:<instance>:`,
     /// so `shutdown` can find everything it ever started, and a later executor on
     /// the same state directory can find what a crashed one left running.
@@ -306,6 +320,8 @@ impl<L: Launcher> ProcessExecutor<L> {
                 state_dir,
                 instance,
                 records: std::sync::OnceLock::new(),
+                let_go: Mutex::new(CancellationToken::new()),
+                handing: Mutex::new(HashMap::new()),
                 mark_prefix,
                 seq: AtomicU64::new(0),
                 env: child_env(base_env),
@@ -513,37 +529,54 @@ impl<L: Launcher> Inner<L> {
     }
 
     /// Waits for the command to end by itself, by its timer or by `stop`, and
-    /// cleans up everything it started by the rules in the module docs.
+    /// cleans up everything it started by the rules in the module docs. With
+    /// `let_go`, its cancellation ends the supervision instead, leaving the command
+    /// running: its host process and unread pipes come back as [`LetGo`].
     async fn supervise(
         &self,
         mut child: HostProcess,
         job: &Job,
         timeout: Option<Duration>,
         stop: &CancellationToken,
-    ) -> Ended {
+        let_go: Option<&CancellationToken>,
+    ) -> Result<Ended, LetGo> {
         let mark = job.mark.as_str();
         let (out, err) = (job.stdout.clone(), job.stderr.clone());
         let watch = job.watch.clone();
         let sid = Some(child.id());
         if let Some(ended) = self.prepare(&mut child, job).await {
-            return ended;
+            return Ok(ended);
         }
         let abort = CancellationToken::new();
+        let release = CancellationToken::new();
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let mut readers = tokio::spawn({
-            let abort = abort.clone();
+            let (abort, release) = (abort.clone(), release.clone());
             async move {
                 tokio::join!(
                     pump(
                         stdout,
                         out,
                         abort.clone(),
+                        release.clone(),
                         watch.clone().map(|w| (w, OutputStream::Stdout))
                     ),
-                    pump(stderr, err, abort, watch.map(|w| (w, OutputStream::Stderr)))
-                );
+                    pump(
+                        stderr,
+                        err,
+                        abort,
+                        release,
+                        watch.map(|w| (w, OutputStream::Stderr))
+                    )
+                )
             }
         });
+        let let_go = async {
+            match let_go {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         let mut readers_done = false;
         let timer = async {
             match timeout {
@@ -557,10 +590,20 @@ impl<L: Launcher> Inner<L> {
                 // Shutdown signals every command at once, before it tells the
                 // supervisors: an exit then is the shutdown's doing.
                 stopped = self.shutting_down.load(Ordering::SeqCst);
+                if let Err(e) = &status {
+                    tracing::error!(mark, "cannot wait for the command's process: {e}");
+                }
                 status.ok()
             }
             () = timer => { timed_out = true; None }
             () = stop.cancelled() => { stopped = true; None }
+            () = let_go => {
+                // The pumps stop at once and give their pipes back: what is in them
+                // stays there for the next reader, nothing is read twice.
+                release.cancel();
+                let (stdout, stderr) = readers.await.unwrap_or_default();
+                return Err(LetGo { child, stdout, stderr });
+            }
         };
         let status = match exited {
             Some(status) => {
@@ -601,13 +644,13 @@ impl<L: Launcher> Inner<L> {
         }
         job.stdout.close();
         job.stderr.close();
-        Ended {
+        Ok(Ended {
             exit_code,
             signal,
             timed_out,
             stopped,
             lost,
-        }
+        })
     }
 
     /// Makes `status` final (both streams are closed by then) and books the task's
@@ -713,6 +756,101 @@ impl<L: Launcher> Inner<L> {
         })
     }
 
+    /// Supervises a background task until it ends (then its status is final) or an
+    /// upgrade lets it go (then it leaves this executor as a [`HandedTask`], running).
+    fn supervise_background(self: &Arc<Self>, task: Arc<Task>, child: HostProcess) {
+        let (handed, handing) = oneshot::channel();
+        lock(&self.handing).insert(task.id.number(), handing);
+        let let_go = lock(&self.let_go).clone();
+        let inner = self.clone();
+        self.supervisors.spawn(async move {
+            match inner
+                .supervise(child, &task.job, None, &task.stop, Some(&let_go))
+                .await
+            {
+                Ok(ended) => {
+                    lock(&inner.handing).remove(&task.id.number());
+                    let status = match (ended.stopped || ended.lost.is_some(), ended.exit_code) {
+                        (false, Some(code)) => TaskStatus::Completed { exit_code: code },
+                        _ => TaskStatus::Killed {
+                            signal: ended.signal,
+                        },
+                    };
+                    inner.finish(&task, status);
+                }
+                Err(LetGo {
+                    child,
+                    stdout,
+                    stderr,
+                }) => {
+                    let pid = child.id();
+                    // Booked again before the host process's own booking goes, so the
+                    // orphan reaper never takes its exit before the next supervisor.
+                    let booking = children::starting().owned(pid);
+                    drop(child);
+                    lock(&inner.tasks).remove(&task.id.number());
+                    let _ = handed.send(HandedTask {
+                        id: task.id,
+                        pid,
+                        stdout: stdout.and_then(|p| p.into_nonblocking_fd().ok()),
+                        stderr: stderr.and_then(|p| p.into_nonblocking_fd().ok()),
+                        stdout_read: task.job.stdout.read_position(),
+                        stderr_read: task.job.stderr.read_position(),
+                        booking: Some(booking),
+                    });
+                }
+            }
+        });
+    }
+
+    /// A task let go by [`BashExecutor::let_go_tasks`], from its record: running again
+    /// under this executor, its output appended to the same files.
+    fn adopt(
+        self: &Arc<Self>,
+        record: &TaskRecord,
+        handed: HandedTask,
+    ) -> Result<TaskInfo, String> {
+        let stream = |path: &Path, read: u64, stream: OutputStream| {
+            Collector::resumed(
+                self.max_output_bytes,
+                path.to_path_buf(),
+                read,
+                Some(SpillTarget {
+                    dir: self.spill_dir.clone(),
+                    file_name: outfiles::task_file_name(record.id, stream),
+                    from_first_byte: true,
+                }),
+            )
+            .map(Arc::new)
+            .map_err(|e| format!("its output file {} cannot be opened: {e}", path.display()))
+        };
+        let task = Arc::new(Task {
+            id: record.id,
+            command: record.command.clone(),
+            workdir: record.workdir.clone(),
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_millis(record.started_at_ms),
+            job: Job {
+                mark: record.mark.clone(),
+                scope: record.scope.clone(),
+                stdout: stream(&record.stdout, handed.stdout_read, OutputStream::Stdout)?,
+                stderr: stream(&record.stderr, handed.stderr_read, OutputStream::Stderr)?,
+                watch: None,
+            },
+            status: Mutex::new(TaskStatus::Running),
+            stop: self.shutdown.child_token(),
+            finished: CancellationToken::new(),
+        });
+        let booking = handed
+            .booking
+            .unwrap_or_else(|| children::starting().owned(handed.pid));
+        let child = HostProcess::adopt(handed.pid, handed.stdout, handed.stderr, booking)
+            .map_err(|e| format!("its process {} cannot be watched: {e}", handed.pid))?;
+        lock(&self.tasks).insert(record.id.number(), task.clone());
+        let info = task.info();
+        self.supervise_background(task, child);
+        Ok(info)
+    }
+
     fn task(&self, id: TaskId) -> Option<Arc<Task>> {
         lock(&self.tasks).get(&id.number()).cloned()
     }
@@ -721,45 +859,55 @@ impl<L: Launcher> Inner<L> {
 /// Copies one pipe into its collector until EOF. After `abort` it keeps reading
 /// only what is already buffered (bounded, in case a detached process keeps
 /// writing), so output written just before a kill is not lost. The supervisor
-/// closes the collector, after anything it adds itself.
-async fn pump(
-    pipe: Option<impl AsyncRead + Unpin>,
+/// closes the collector, after anything it adds itself. After `release` it stops at
+/// once and gives the pipe back (a task let go for the next daemon program).
+async fn pump<P: AsyncRead + Unpin>(
+    pipe: Option<P>,
     sink: Arc<Collector>,
     abort: CancellationToken,
+    release: CancellationToken,
     watch: Option<(OutputWatch, OutputStream)>,
-) {
+) -> Option<P> {
     const MAX_BUF: usize = 64 * 1024;
     const READS_AFTER_ABORT: u32 = 16;
-    if let Some(mut pipe) = pipe {
-        // Start small so that thousands of idle background tasks cost little; grow
-        // while reads fill the buffer so bulk output moves in large chunks.
-        let mut buf = vec![0u8; 4096];
-        let mut after_abort = 0;
-        loop {
-            tokio::select! {
-                biased;
-                r = pipe.read(&mut buf) => match r {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        sink.push(&buf[..n]);
-                        if let Some((watch, stream)) = &watch {
-                            watch(*stream, &buf[..n]);
-                        }
-                        if n == buf.len() && buf.len() < MAX_BUF {
-                            buf.resize(buf.len() * 2, 0);
-                        }
-                        if abort.is_cancelled() {
-                            after_abort += 1;
-                            if after_abort > READS_AFTER_ABORT {
-                                break;
-                            }
+    let mut pipe = pipe?;
+    // Start small so that thousands of idle background tasks cost little; grow
+    // while reads fill the buffer so bulk output moves in large chunks.
+    let mut buf = vec![0u8; 4096];
+    let mut after_abort = 0;
+    loop {
+        tokio::select! {
+            biased;
+            // First: a read in progress is dropped unpolled, which loses nothing.
+            () = release.cancelled() => return Some(pipe),
+            r = pipe.read(&mut buf) => match r {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => {
+                    sink.push(&buf[..n]);
+                    if let Some((watch, stream)) = &watch {
+                        watch(*stream, &buf[..n]);
+                    }
+                    if n == buf.len() && buf.len() < MAX_BUF {
+                        buf.resize(buf.len() * 2, 0);
+                    }
+                    if abort.is_cancelled() {
+                        after_abort += 1;
+                        if after_abort > READS_AFTER_ABORT {
+                            return None;
                         }
                     }
-                },
-                () = abort.cancelled() => break,
-            }
+                }
+            },
+            () = abort.cancelled() => return None,
         }
     }
+}
+
+/// A command whose supervision ended without ending it ([`BashExecutor::let_go_tasks`]).
+struct LetGo {
+    child: HostProcess,
+    stdout: Option<tokio::net::unix::pipe::Receiver>,
+    stderr: Option<tokio::net::unix::pipe::Receiver>,
 }
 
 impl<L: Launcher> ProcessExecutor<L> {
@@ -794,10 +942,30 @@ impl<L: Launcher> ProcessExecutor<L> {
         let supervisor = {
             let (inner, stop, job) = (inner.clone(), stop.clone(), job.clone());
             let timeout = Duration::from_millis(spec.timeout_ms);
-            inner
-                .clone()
-                .supervisors
-                .spawn(async move { inner.supervise(child, &job, Some(timeout), &stop).await })
+            inner.clone().supervisors.spawn(async move {
+                // No `let_go`: a foreground run ends with its turn, which an upgrade
+                // waits for.
+                match inner
+                    .supervise(child, &job, Some(timeout), &stop, None)
+                    .await
+                {
+                    Ok(ended) => ended,
+                    Err(LetGo { mut child, .. }) => {
+                        inner
+                            .launcher
+                            .stop(&job.mark, Some(child.id()), inner.grace)
+                            .await;
+                        let _ = child.wait().await;
+                        Ended {
+                            exit_code: None,
+                            signal: None,
+                            timed_out: false,
+                            stopped: true,
+                            lost: None,
+                        }
+                    }
+                }
+            })
         };
         let mut supervisor = supervisor;
         // A cancel is a stop like any other: wait until everything is gone.
@@ -920,17 +1088,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             }
             Ok(child) => {
                 inner.record(&task, child.id());
-                let (inner, task) = (inner.clone(), task.clone());
-                self.inner.supervisors.spawn(async move {
-                    let ended = inner.supervise(child, &task.job, None, &task.stop).await;
-                    let status = match (ended.stopped || ended.lost.is_some(), ended.exit_code) {
-                        (false, Some(code)) => TaskStatus::Completed { exit_code: code },
-                        _ => TaskStatus::Killed {
-                            signal: ended.signal,
-                        },
-                    };
-                    inner.finish(&task, status);
-                });
+                inner.supervise_background(task.clone(), child);
             }
         }
         Ok(task.info())
@@ -1060,6 +1218,70 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             );
         }
         found
+    }
+
+    fn carries_tasks(&self) -> bool {
+        self.inner.launcher.carries_tasks()
+    }
+
+    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String> {
+        let inner = &self.inner;
+        if !inner.launcher.carries_tasks() {
+            return Err(format!(
+                "the {} executor cannot carry running tasks over an upgrade",
+                inner.launcher.kind()
+            ));
+        }
+        // Taken first: a task that finishes from here on hands nothing, and its
+        // receiver then says so.
+        let handing: Vec<_> = lock(&inner.handing).drain().collect();
+        lock(&inner.let_go).cancel();
+        let mut handed = Vec::new();
+        for (_, receiver) in handing {
+            if let Ok(task) = receiver.await {
+                handed.push(task);
+            }
+        }
+        *lock(&inner.let_go) = CancellationToken::new();
+        Ok(handed)
+    }
+
+    fn adopt_tasks(&self, tasks: Vec<HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
+        let inner = &self.inner;
+        let records: HashMap<TaskId, TaskRecord> = TaskRecords::new(&inner.state_dir)
+            .load_all()
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        let mut adopted = Vec::new();
+        for handed in tasks {
+            let id = handed.id;
+            let Some(record) = records.get(&id) else {
+                // Nothing says what it is: ended, as a crash would leave it.
+                // SAFETY: kill(2) of the host process's group, which the task leads.
+                unsafe { libc::kill(-handed.pid, libc::SIGKILL) };
+                tracing::error!(%id, "a handed-over task has no record: ended");
+                continue;
+            };
+            match inner.adopt(record, handed) {
+                Ok(info) => adopted.push((info, Ok(()))),
+                Err(why) => {
+                    end_marked(&record.mark);
+                    let mut record = record.clone();
+                    record.state = RecordState::Lost {
+                        reason: format!("it could not be taken over after an upgrade: {why}"),
+                        lost_at_ms: millis(SystemTime::now()),
+                    };
+                    if let Some(records) = inner.records.get() {
+                        let _ = records.save(&record);
+                    }
+                    let task = inner.lost_task(&record);
+                    lock(&inner.tasks).insert(id.number(), task.clone());
+                    adopted.push((task.info(), Err(why)));
+                }
+            }
+        }
+        adopted
     }
 
     async fn start_service(

@@ -62,6 +62,35 @@ pub struct HostProcess {
 }
 
 impl HostProcess {
+    /// A host process this program did not start but still parents: one a daemon's
+    /// previous program handed over across `dsh upgrade` (the same process, so the
+    /// same children). `booking` holds it against the orphan reaper until it is
+    /// reaped here.
+    pub fn adopt(
+        pid: i32,
+        stdout: Option<OwnedFd>,
+        stderr: Option<OwnedFd>,
+        booking: children::Owned,
+    ) -> io::Result<Self> {
+        // SAFETY: pidfd_open on our own child, booked, so not reaped by anyone else.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as RawFd;
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the syscall returned a new fd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        Ok(HostProcess {
+            pid,
+            stdin: None,
+            stdout: stdout.map(pipe::Receiver::from_owned_fd).transpose()?,
+            stderr: stderr.map(pipe::Receiver::from_owned_fd).transpose()?,
+            // SAFETY: an OwnedFd stays open for as long as the AsyncFd owns it.
+            pidfd: unsafe { AsyncFd::register(pidfd) }.map_err(io::Error::from)?,
+            status: None,
+            owned: Some(booking),
+        })
+    }
+
     /// The process id (also its session id).
     pub fn id(&self) -> i32 {
         self.pid
@@ -230,6 +259,40 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     fail(plan)
 }
 
+/// Clones the child that runs `plan` on the stack below `stack_top`, with every signal
+/// blocked on the calling thread meanwhile (its handlers must not run on the child's
+/// stack); returns its pid once it has exec'd or failed.
+///
+/// # Safety
+/// `plan` and the stack must stay valid until this returns.
+unsafe fn clone_child(plan: *const ChildPlan, stack_top: usize) -> io::Result<i32> {
+    // SAFETY: blocking and restoring this thread's signal mask.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: CLONE_VM | CLONE_VFORK: this thread is suspended until the child
+    // has exec'd or exited, so `plan` and the stack outlive every use by the child.
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            plan as *mut libc::c_void,
+        )
+    };
+    let clone_error = io::Error::last_os_error();
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+    if pid < 0 {
+        return Err(clone_error);
+    }
+    Ok(pid)
+}
+
 /// Starts `spec` (see the module docs). Must be called inside a tokio runtime.
 pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
     if spec.inherit.iter().any(|fd| *fd <= 2) {
@@ -295,33 +358,16 @@ pub fn spawn(spec: &SpawnSpec) -> io::Result<HostProcess> {
     // From before the child exists until it is booked, no orphan is reaped: the
     // child could be taken for one.
     let start = children::starting();
-    let pid = {
-        // SAFETY: blocking and restoring this thread's signal mask.
-        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        unsafe {
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        }
-        // SAFETY: CLONE_VM | CLONE_VFORK: this thread is suspended until the child
-        // has exec'd or exited, so `plan` and `stack` outlive every use by the child.
-        let pid = unsafe {
-            libc::clone(
-                child_main,
-                stack_top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                &plan as *const ChildPlan as *mut libc::c_void,
-            )
-        };
-        let clone_error = io::Error::last_os_error();
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        }
-        if pid < 0 {
-            return Err(clone_error);
-        }
-        pid
-    };
+    // On the forking thread (see `forker`): the parent-death signal is tied to the
+    // thread that clones, and only that one survives an upgrade's `execve`.
+    let plan_at = &plan as *const ChildPlan as usize;
+    let cloned = super::forker::run(move || {
+        // SAFETY: this thread (the asking one) waits in `forker::run` until the job
+        // has returned, so `plan` and `stack` outlive it.
+        unsafe { clone_child(plan_at as *const ChildPlan, stack_top) }
+    })
+    .unwrap_or_else(|| Err(io::Error::other("the daemon is stopping")));
+    let pid = cloned?;
     drop((out_write, err_write, stdin_child));
     let errno = plan.error.load(Ordering::SeqCst);
     if errno != 0 {

@@ -191,12 +191,97 @@ async fn an_upgrade_keeps_the_editor_connection_its_session_and_the_turn_in_flig
     assert_eq!(third["stopReason"], "end_turn");
 }
 
-/// An upgrade does not carry running background tasks yet: it is refused, naming them,
-/// before anything is frozen, and the task runs on.
+/// The integers among a `bash_output` text's lines (the ticker's sequence numbers).
+fn numbers(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Reads task `id`'s new output until its sequence passes `past`.
+async fn read_past(c: &mut Client, s: &str, id: &str, seen: &mut Vec<u64>, past: u64) {
+    for _ in 0..1500 {
+        let (text, is_error) = c.tool(Some(s), "bash_output", json!({"task_id": id})).await;
+        assert!(!is_error, "{text}");
+        seen.extend(numbers(&text));
+        if seen.last().is_some_and(|n| *n > past) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{id} never printed past {past}: {seen:?}");
+}
+
+/// Running background tasks live through an upgrade under the local executor: the new
+/// program supervises the same processes (the daemon's pid is unchanged), reads their
+/// pipes from where the old one stopped (a ticker printing every 10 ms: its sequence,
+/// read before and after, has no gap and no repeat), and kills and reports them as its
+/// own (T7, T8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upgrade_is_refused_while_a_background_task_runs() {
+async fn running_tasks_live_through_an_upgrade_with_no_output_lost_or_repeated() {
     let dir = tempfile::tempdir().unwrap();
     let d = start_copied(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    // Whatever the policy asks about these, the person allows.
+    c.permission_answers.extend(["allow_once"; 4]);
+    let ticker = c
+        .start_task(
+            &s,
+            "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; sleep 0.01; done",
+        )
+        .await;
+    let token = common::token();
+    let sleeper = c.start_task(&s, &format!("sleep 1000.{token}")).await;
+    let mut seen = Vec::new();
+    read_past(&mut c, &s, &ticker, &mut seen, 5).await;
+
+    let upgraded = d.upgrade().await.unwrap();
+    assert!(upgraded.status.success(), "{}", text_of(&upgraded));
+    let last = *seen.last().unwrap();
+    read_past(&mut c, &s, &ticker, &mut seen, last + 30).await;
+    let expected: Vec<u64> = (1..=*seen.last().unwrap()).collect();
+    assert_eq!(
+        seen, expected,
+        "every line once, in order, across the upgrade"
+    );
+
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    let running: Vec<&str> = status["runningTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert!(
+        running.contains(&ticker.as_str()) && running.contains(&sleeper.as_str()),
+        "{status}"
+    );
+    assert_eq!(common::with_token(&token).len(), 1, "the sleeper runs on");
+    let (killed, _) = c
+        .tool(Some(&s), "bash_kill", json!({"task_id": sleeper}))
+        .await;
+    assert!(killed.contains("killed"), "{killed}");
+    assert!(
+        common::with_token(&token).is_empty(),
+        "the new program ends what it took over"
+    );
+    let (text, _) = c
+        .tool(Some(&s), "bash_kill", json!({"task_id": ticker}))
+        .await;
+    assert!(text.contains("killed"), "{text}");
+}
+
+/// An executor that cannot carry running tasks (the sandbox: its proxy and tripwires
+/// are the old program's) refuses the upgrade while one runs, naming it, before
+/// anything is frozen; the task runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_is_refused_while_a_task_runs_that_the_executor_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(
+        dir.path(),
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
+    )
+    .await;
     let ws = workspace(dir.path(), "ws");
     let (_launcher, mut c) = d.editor().await;
     let s = c.new_session(&ws).await;
@@ -205,7 +290,7 @@ async fn an_upgrade_is_refused_while_a_background_task_runs() {
     assert!(!refused.status.success());
     let said = text_of(&refused);
     assert!(
-        said.contains("upgrade refused") && said.contains(&task),
+        said.contains("upgrade refused") && said.contains(&task) && said.contains("sandbox"),
         "{said}"
     );
     let status = c.request("_dsh/status", json!({})).await.unwrap();
