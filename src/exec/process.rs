@@ -18,7 +18,7 @@
 //! * timeout, kill, cancel, shutdown: the launcher's `stop`: SIGTERM to everything
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
-use super::collector::{Collector, SpillTarget};
+use super::collector::{Collector, Spill, SpillTarget};
 use super::ids::{TaskId, TaskIds};
 use super::outfiles;
 use super::procs::{self, MARK_VAR, Selector};
@@ -166,6 +166,14 @@ pub trait Launcher: Send + Sync + 'static {
 
     /// The last step of shutdown, once every command is gone.
     async fn close(&self) {}
+
+    /// Where a command of this launcher reads the spill file `local` (on this
+    /// machine): the path itself where commands run here. A launcher whose commands
+    /// run on another host copies the file there and returns its path there, since
+    /// the model's next command can open only that (issue 32).
+    async fn publish_spill(&self, local: &Path) -> Result<PathBuf, String> {
+        Ok(local.to_path_buf())
+    }
 }
 
 /// Runs commands through a [`Launcher`]; see the module docs for the lifecycle.
@@ -659,6 +667,20 @@ impl<L: Launcher> Inner<L> {
         lock(&self.tasks).insert(task.id.number(), record);
     }
 
+    /// Names each spilled stream of a finished command where the session's commands
+    /// can open it ([`Launcher::publish_spill`]; here, the file itself).
+    async fn publish_spills(&self, job: &Job) {
+        for stream in [&job.stdout, &job.stderr] {
+            if let Spill::Written(local) = stream.spill() {
+                let shown = self.launcher.publish_spill(&local).await;
+                if let Err(why) = &shown {
+                    tracing::warn!(file = %local.display(), "cannot show the spill file: {why}");
+                }
+                stream.publish(shown);
+            }
+        }
+    }
+
     /// Writes a running task's record (once `recover` turned records on). A record
     /// that cannot be written costs only the report after a crash: the task runs.
     fn record(&self, task: &Task, pid: i32) {
@@ -812,6 +834,7 @@ impl<L: Launcher> ProcessExecutor<L> {
         if let Some(message) = ended.lost {
             return Err(ExecError::Lost(message));
         }
+        inner.publish_spills(&job).await;
         Ok(RunOutcome {
             exit_code: ended.exit_code,
             signal: ended.signal,
@@ -923,6 +946,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
                 let (inner, task) = (inner.clone(), task.clone());
                 self.inner.supervisors.spawn(async move {
                     let ended = inner.supervise(child, &task.job, None, &task.stop).await;
+                    inner.publish_spills(&task.job).await;
                     let status = match (ended.stopped || ended.lost.is_some(), ended.exit_code) {
                         (false, Some(code)) => TaskStatus::Completed { exit_code: code },
                         _ => TaskStatus::Killed {

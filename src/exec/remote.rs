@@ -9,7 +9,8 @@
 //! directory, so they never repeat whatever happens to the remote host (T7).
 //!
 //! Spill files live on the remote host, in the helper's state directory; texts
-//! name them `host:/path`.
+//! name them by their path there, which the session's next command (run there)
+//! opens as it is.
 //!
 //! Install (first contact of each connection): the remote `uname -sm` must match
 //! this build's OS and architecture; the helper is cached as
@@ -221,9 +222,9 @@ impl Mirror {
         }
     }
 
-    fn push(&self, r: WireRead, host: &str) {
+    fn push(&self, r: WireRead) {
         if let Some(spill) = r.spill {
-            *lock(&self.spill) = remote_spill(spill, host);
+            *lock(&self.spill) = remote_spill(spill);
         }
         if r.dropped {
             *lock(&self.dropped) = true;
@@ -247,24 +248,27 @@ impl Mirror {
     }
 }
 
-/// A remote path as texts show it: `host:/path`.
+/// A remote path as an error names it: `host:/path` (a path to open is shown as the
+/// host has it, see `remote_spill`).
 fn on_host(host: &str, path: &Path) -> PathBuf {
     PathBuf::from(format!("{host}:{}", path.display()))
 }
 
-fn remote_spill(s: WireSpill, host: &str) -> Spill {
+fn remote_spill(s: WireSpill) -> Spill {
     match s {
         WireSpill::None => Spill::None,
-        WireSpill::Written(p) => Spill::Written(on_host(host, &p)),
+        // The path as the host has it: the model's next command runs there and can
+        // open it as it is (a `host:` prefix made it a path no command can open).
+        WireSpill::Written(p) => Spill::Written(p),
         WireSpill::Unavailable(r) => Spill::Unavailable(r),
     }
 }
 
-fn collected(c: WireCollected, host: &str) -> CollectedOutput {
+fn collected(c: WireCollected) -> CollectedOutput {
     CollectedOutput {
         text: c.text,
         truncated: c.truncated,
-        spill: remote_spill(c.spill, host),
+        spill: remote_spill(c.spill),
         total_bytes: c.total_bytes,
     }
 }
@@ -433,8 +437,8 @@ impl Service for ClientService {
                 };
                 let task = lock(&self.shared.by_key).get(&p.key).cloned();
                 if let Some(task) = task {
-                    task.stdout.push(p.stdout, &self.shared.host);
-                    task.stderr.push(p.stderr, &self.shared.host);
+                    task.stdout.push(p.stdout);
+                    task.stderr.push(p.stderr);
                 }
             }
             "run_output" => {
@@ -917,8 +921,8 @@ impl HelperClient {
                 timed_out: o.timed_out,
                 aborted: o.aborted,
                 timeout_ms: o.timeout_ms,
-                stdout: collected(o.stdout, host),
-                stderr: collected(o.stderr, host),
+                stdout: collected(o.stdout),
+                stderr: collected(o.stderr),
             }),
             RunAnswer::Err(e) => Err(exec_error(e, host)),
         }
