@@ -1050,7 +1050,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             }
             let newly_lost = record.state == RecordState::Running;
             if newly_lost {
-                end_marked(&record.mark);
+                // No mark: nothing of it ran here (the ssh helper's tasks).
+                if !record.mark.is_empty() {
+                    end_marked(&record.mark);
+                }
                 record.state = RecordState::Lost {
                     reason: LOST_REASON.to_string(),
                     lost_at_ms: millis(SystemTime::now()),

@@ -47,9 +47,11 @@ pub struct TaskRecord {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     /// The host process's pid: also its process group and session id, since every
-    /// command leads a session of its own.
+    /// command leads a session of its own. 0 when no process of it runs on this
+    /// machine (the ssh helper's tasks, whose helper ends them with its channel).
     pub pid: i32,
-    /// Its processes' `DSH_TASK_MARK` (`procs`): what finds them however they detached.
+    /// Its processes' `DSH_TASK_MARK` (`procs`): what finds them however they
+    /// detached. Empty with pid 0.
     pub mark: String,
     /// The daemon process that answers for it (`<pid>.<start time>`, as in marks).
     pub held_by: String,

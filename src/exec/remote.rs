@@ -26,11 +26,13 @@
 
 use super::children::{self, Child};
 use super::collector::Collector;
+use super::collector::SpillTarget;
 use super::helper::{
     self, DoneParams, Hello, KeyParams, OutputParams, RunAnswer, RunParams, ScopeParams,
     StartAnswer, StartParams, WireCollected, WireError, WireRead, WireSpec, WireSpill,
 };
 use super::ids::{TaskId, TaskIds};
+use super::records::{RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::ssh::SshLauncher;
 use super::{
@@ -214,9 +216,11 @@ struct Mirror {
 }
 
 impl Mirror {
-    fn new(max: usize) -> Self {
+    /// A mirror whose bytes also go to `file` here as they arrive (the task's output
+    /// on this machine, for a report after a crash; texts name the helper's file).
+    fn new(max: usize, file: Option<SpillTarget>) -> Self {
         Self {
-            collector: Collector::new(max, None),
+            collector: Collector::new(max, file),
             dropped: Mutex::new(false),
             spill: Mutex::new(Spill::None),
         }
@@ -336,6 +340,11 @@ struct Shared {
     by_key: Mutex<HashMap<u64, Arc<RTask>>>,
     retention: Mutex<Retention>,
     completions: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    /// Where the mirrors' files go (`outfiles`), here.
+    spill_dir: PathBuf,
+    /// Set once the daemon recovered (`SshExecutor::recover`): each task is recorded
+    /// while it runs, so the next daemon reports it if this one dies.
+    records: std::sync::OnceLock<TaskRecords>,
     /// Run number -> who watches its output live.
     watches: Mutex<HashMap<u64, super::OutputWatch>>,
 }
@@ -368,6 +377,9 @@ impl Shared {
         }
         task.finished.cancel();
         lock(&self.by_key).remove(&task.key);
+        if let (Some(records), Some(id)) = (self.records.get(), lock(&task.state).id) {
+            records.remove(id);
+        }
         self.announce(task);
     }
 
@@ -489,6 +501,8 @@ pub struct HelperClient {
     helper_dir: String,
     hello: Hello,
     ids: TaskIds,
+    /// The daemon's state directory (here, not the helper's).
+    state_dir: PathBuf,
     shared: Arc<Shared>,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     generation: AtomicU64,
@@ -519,6 +533,7 @@ impl HelperClient {
                 sandbox: config.ssh.sandbox.then(|| config.sandbox.clone()),
             },
             ids: TaskIds::new(&config.state_dir()),
+            state_dir: config.state_dir(),
             shared: Arc::new(Shared {
                 host,
                 tasks: Mutex::new(BTreeMap::new()),
@@ -526,6 +541,8 @@ impl HelperClient {
                 retention: Mutex::new(Retention::new(config.finished_output_bytes)),
                 completions: Mutex::new(Some(completions)),
                 watches: Mutex::new(HashMap::new()),
+                spill_dir: super::outfiles::dir(&config.state_dir()),
+                records: std::sync::OnceLock::new(),
             }),
             ssh,
             helper_exe,
@@ -935,6 +952,18 @@ impl HelperClient {
         let conn = self.connection().await.map_err(|e| self.unusable(e))?;
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let max = self.hello.max_output_bytes;
+        // The id comes first, so the mirrors' files here have their names from the
+        // first byte; a start the helper refuses leaves its number unused (ids never
+        // repeat; they may skip).
+        let id = self
+            .ids
+            .next()
+            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
+        let file = |stream| SpillTarget {
+            dir: self.shared.spill_dir.clone(),
+            file_name: super::outfiles::task_file_name(id, stream),
+            from_first_byte: true,
+        };
         let task = Arc::new(RTask {
             key,
             generation: conn.generation,
@@ -942,8 +971,8 @@ impl HelperClient {
             workdir: spec.workdir.clone(),
             scope: spec.scope.clone(),
             started_at: SystemTime::now(),
-            stdout: Mirror::new(max),
-            stderr: Mirror::new(max),
+            stdout: Mirror::new(max, Some(file(super::OutputStream::Stdout))),
+            stderr: Mirror::new(max, Some(file(super::OutputStream::Stderr))),
             state: Mutex::new(RState {
                 id: None,
                 status: TaskStatus::Running,
@@ -979,12 +1008,9 @@ impl HelperClient {
             lock(&self.shared.by_key).remove(&key);
             return Err(e);
         }
-        let id = self
-            .ids
-            .next()
-            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
         let number = id.number();
         lock(&task.state).id = Some(id);
+        self.record(&task, id);
         lock(&self.shared.tasks).insert(number, task.clone());
         if task.finished.is_cancelled() {
             // It finished before it had an id: book and announce it now.
@@ -1001,6 +1027,47 @@ impl HelperClient {
         }
         task.info()
             .ok_or_else(|| ExecError::Spawn("the task has no id".into()))
+    }
+
+    /// Records each task from now on (the daemon recovered: see `records`).
+    pub(crate) fn keep_records(&self) {
+        let _ = self.shared.records.set(TaskRecords::new(&self.state_dir));
+    }
+
+    /// A running task's record: no process of it runs here (the helper, which dies
+    /// with its channel, ends them on the host), so no pid and no mark; its files
+    /// are the mirrors'.
+    fn record(&self, task: &RTask, id: TaskId) {
+        let Some(records) = self.shared.records.get() else {
+            return;
+        };
+        let file = |stream| {
+            self.shared
+                .spill_dir
+                .join(super::outfiles::task_file_name(id, stream))
+        };
+        let record = TaskRecord {
+            version: super::records::RECORD_VERSION,
+            id,
+            scope: task.scope.clone(),
+            command: task.command.clone(),
+            workdir: task.workdir.clone(),
+            started_at_ms: task
+                .started_at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+            executor: "ssh+helper".into(),
+            stdout: file(super::OutputStream::Stdout),
+            stderr: file(super::OutputStream::Stderr),
+            pid: 0,
+            mark: String::new(),
+            held_by: super::procs::own_identity(),
+            state: RecordState::Running,
+        };
+        if let Err(e) = records.save(&record) {
+            tracing::warn!(%id, "cannot record the task: {e}");
+        }
     }
 
     fn task(&self, id: TaskId) -> Option<Arc<RTask>> {
