@@ -994,7 +994,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         };
         if task.finished.is_cancelled() {
             let inner = &self.inner;
-            inner.launcher.stop(&task.job.mark, None, inner.grace).await;
+            // A lost task of the ssh helper has no mark: nothing of it runs here.
+            if !task.job.mark.is_empty() {
+                inner.launcher.stop(&task.job.mark, None, inner.grace).await;
+            }
             return KillOutcome::AlreadyFinished;
         }
         task.stop.cancel();

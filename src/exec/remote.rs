@@ -1011,6 +1011,13 @@ impl HelperClient {
         let number = id.number();
         lock(&task.state).id = Some(id);
         self.record(&task, id);
+        if task.finished.is_cancelled()
+            && let Some(records) = self.shared.records.get()
+        {
+            // It finished before its record was written: `finish` found none to
+            // remove, and a running record of a finished task would be reported lost.
+            records.remove(id);
+        }
         lock(&self.shared.tasks).insert(number, task.clone());
         if task.finished.is_cancelled() {
             // It finished before it had an id: book and announce it now.
