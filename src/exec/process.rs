@@ -1175,7 +1175,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::LocalExecutor;
+    use crate::exec::{KillOutcome, LocalExecutor};
 
     /// Bytes of output all tasks of `exec` hold in memory.
     fn held(exec: &LocalExecutor) -> usize {
@@ -1183,6 +1183,72 @@ mod tests {
             .values()
             .map(|t| t.output_heap_bytes())
             .sum()
+    }
+
+    /// A record a dead daemon left running: `recover` ends what still carries its mark,
+    /// serves it as `Lost` with the output its file holds, and tells it as newly lost
+    /// once; another executor of the same daemon does not take it again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recover_ends_a_dead_daemons_task_and_serves_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            ..ExecConfig::default()
+        };
+        let spill = dir.path().join("spill");
+        std::fs::create_dir_all(&spill).unwrap();
+        std::fs::write(spill.join("bash-5.stdout"), "before the crash\n").unwrap();
+        // Not this state's tag: only the record's own mark finds it, not the stale sweep.
+        let mark = format!("elsewhere:999999999.1:x:{}/1", std::process::id());
+        let mut leftover = std::process::Command::new("sleep")
+            .arg("1000")
+            .env(MARK_VAR, &mark)
+            .spawn()
+            .unwrap();
+        let record = TaskRecord {
+            version: super::super::records::RECORD_VERSION,
+            id: TaskId::new(5),
+            scope: Some("s1".into()),
+            command: "make".into(),
+            workdir: dir.path().to_path_buf(),
+            started_at_ms: 1_000,
+            executor: "local".into(),
+            stdout: spill.join("bash-5.stdout"),
+            stderr: spill.join("bash-5.stderr"),
+            pid: leftover.id() as i32,
+            mark,
+            held_by: "999999999.1".into(),
+            state: RecordState::Running,
+        };
+        TaskRecords::new(dir.path()).save(&record).unwrap();
+        let exec = LocalExecutor::new(&config).unwrap();
+        assert!(exec.get(TaskId::new(5)).is_none(), "nothing before recover");
+        let found = exec.recover();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].newly_lost);
+        assert_eq!(found[0].info.status, TaskStatus::Lost);
+        assert_eq!(found[0].info.scope.as_deref(), Some("s1"));
+        let status = leftover.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "its leftover was killed");
+        let read = exec.read(TaskId::new(5)).unwrap();
+        assert_eq!(read.stdout.text, "before the crash\n");
+        assert_eq!(
+            (read.stderr.text.as_str(), read.status),
+            ("", TaskStatus::Lost)
+        );
+        assert_eq!(
+            exec.kill(TaskId::new(5)).await,
+            KillOutcome::AlreadyFinished
+        );
+        let saved = TaskRecords::new(dir.path()).load_all();
+        assert!(matches!(saved[0].state, RecordState::Lost { .. }));
+        assert_eq!(saved[0].held_by, procs::own_identity());
+        // A second executor of this daemon (the sandbox pair's other side) leaves it.
+        let other = LocalExecutor::new(&config).unwrap();
+        assert!(other.recover().is_empty());
+        exec.shutdown().await;
+        other.shutdown().await;
     }
 
     /// The measure of the retention rule: ten finished tasks that each fill both
