@@ -154,6 +154,17 @@ impl TaskRecords {
         records
     }
 
+    /// The output files of the tasks recorded as running: what no retention may
+    /// remove (a foreground run's spill is written only while its call runs, and
+    /// under a name no record holds: see `outfiles`).
+    pub fn running_files(&self) -> Vec<PathBuf> {
+        self.load_all()
+            .into_iter()
+            .filter(|r| r.state == RecordState::Running)
+            .flat_map(|r| [r.stdout, r.stderr])
+            .collect()
+    }
+
     /// Holds the records for one recovery at a time (two executors of one daemon, or
     /// two daemons starting on one state directory).
     pub fn lock(&self) -> std::io::Result<Flock<std::fs::File>> {
@@ -204,6 +215,10 @@ mod tests {
         records.save(&lost).unwrap();
         records.save(&lost).unwrap();
         assert_eq!(records.load_all(), vec![record(2), lost.clone()]);
+        assert_eq!(
+            records.running_files(),
+            [record(2).stdout, record(2).stderr]
+        );
         let text = std::fs::read_to_string(dir.path().join("tasks/bash-10.json")).unwrap();
         assert!(
             text.contains(r#""id":"bash-10""#) && text.contains(r#""kind":"lost""#),
