@@ -318,6 +318,24 @@ impl Collector {
         }
     }
 
+    /// Where the stream spilled, if it did.
+    pub fn spill(&self) -> Spill {
+        self.lock().spill.clone()
+    }
+
+    /// The stream's file is to be named by `shown` from now on (`Ok`: where the
+    /// session's commands can open it), or is out of their reach (`Err`: why).
+    /// Only a stream that spilled changes.
+    pub fn publish(&self, shown: Result<PathBuf, String>) {
+        let mut s = self.lock();
+        if let Spill::Written(_) = s.spill {
+            s.spill = match shown {
+                Ok(path) => Spill::Written(path),
+                Err(why) => Spill::Unavailable(why),
+            };
+        }
+    }
+
     /// Bytes received so far.
     pub fn total_bytes(&self) -> u64 {
         self.lock().total

@@ -19,7 +19,7 @@
 //!   of the command, SIGKILL after `kill_grace_ms`, until nothing is left.
 
 use super::children;
-use super::collector::{Collector, SpillTarget};
+use super::collector::{Collector, Spill, SpillTarget};
 use super::ids::{TaskId, TaskIds};
 use super::outfiles;
 use super::procs::{self, MARK_VAR, Selector};
@@ -174,6 +174,14 @@ pub trait Launcher: Send + Sync + 'static {
     /// sandbox's proxy and tripwires, the ssh helper) cannot.
     fn carries_tasks(&self) -> bool {
         false
+    }
+
+    /// Where a command of this launcher reads the spill file `local` (on this
+    /// machine): the path itself where commands run here. A launcher whose commands
+    /// run on another host copies the file there and returns its path there, since
+    /// the model's next command can open only that (issue 32).
+    async fn publish_spill(&self, local: &Path) -> Result<PathBuf, String> {
+        Ok(local.to_path_buf())
     }
 }
 
@@ -702,6 +710,20 @@ impl<L: Launcher> Inner<L> {
         lock(&self.tasks).insert(task.id.number(), record);
     }
 
+    /// Names each spilled stream of a finished command where the session's commands
+    /// can open it ([`Launcher::publish_spill`]; here, the file itself).
+    async fn publish_spills(&self, job: &Job) {
+        for stream in [&job.stdout, &job.stderr] {
+            if let Spill::Written(local) = stream.spill() {
+                let shown = self.launcher.publish_spill(&local).await;
+                if let Err(why) = &shown {
+                    tracing::warn!(file = %local.display(), "cannot show the spill file: {why}");
+                }
+                stream.publish(shown);
+            }
+        }
+    }
+
     /// Writes a running task's record (once `recover` turned records on). A record
     /// that cannot be written costs only the report after a crash: the task runs.
     fn record(&self, task: &Task, pid: i32) {
@@ -770,6 +792,7 @@ impl<L: Launcher> Inner<L> {
             {
                 Ok(ended) => {
                     lock(&inner.handing).remove(&task.id.number());
+                    inner.publish_spills(&task.job).await;
                     let status = match (ended.stopped || ended.lost.is_some(), ended.exit_code) {
                         (false, Some(code)) => TaskStatus::Completed { exit_code: code },
                         _ => TaskStatus::Killed {
@@ -980,6 +1003,7 @@ impl<L: Launcher> ProcessExecutor<L> {
         if let Some(message) = ended.lost {
             return Err(ExecError::Lost(message));
         }
+        inner.publish_spills(&job).await;
         Ok(RunOutcome {
             exit_code: ended.exit_code,
             signal: ended.signal,
@@ -1128,7 +1152,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         };
         if task.finished.is_cancelled() {
             let inner = &self.inner;
-            inner.launcher.stop(&task.job.mark, None, inner.grace).await;
+            // A lost task of the ssh helper has no mark: nothing of it runs here.
+            if !task.job.mark.is_empty() {
+                inner.launcher.stop(&task.job.mark, None, inner.grace).await;
+            }
             return KillOutcome::AlreadyFinished;
         }
         task.stop.cancel();
@@ -1184,7 +1211,10 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             }
             let newly_lost = record.state == RecordState::Running;
             if newly_lost {
-                end_marked(&record.mark);
+                // No mark: nothing of it ran here (the ssh helper's tasks).
+                if !record.mark.is_empty() {
+                    end_marked(&record.mark);
+                }
                 record.state = RecordState::Lost {
                     reason: LOST_REASON.to_string(),
                     lost_at_ms: millis(SystemTime::now()),
@@ -1367,7 +1397,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::LocalExecutor;
+    use crate::exec::{KillOutcome, LocalExecutor};
 
     /// Bytes of output all tasks of `exec` hold in memory.
     fn held(exec: &LocalExecutor) -> usize {
@@ -1375,6 +1405,72 @@ mod tests {
             .values()
             .map(|t| t.output_heap_bytes())
             .sum()
+    }
+
+    /// A record a dead daemon left running: `recover` ends what still carries its mark,
+    /// serves it as `Lost` with the output its file holds, and tells it as newly lost
+    /// once; another executor of the same daemon does not take it again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recover_ends_a_dead_daemons_task_and_serves_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            ..ExecConfig::default()
+        };
+        let spill = dir.path().join("spill");
+        std::fs::create_dir_all(&spill).unwrap();
+        std::fs::write(spill.join("bash-5.stdout"), "before the crash\n").unwrap();
+        // Not this state's tag: only the record's own mark finds it, not the stale sweep.
+        let mark = format!("elsewhere:999999999.1:x:{}/1", std::process::id());
+        let mut leftover = std::process::Command::new("sleep")
+            .arg("1000")
+            .env(MARK_VAR, &mark)
+            .spawn()
+            .unwrap();
+        let record = TaskRecord {
+            version: super::super::records::RECORD_VERSION,
+            id: TaskId::new(5),
+            scope: Some("s1".into()),
+            command: "make".into(),
+            workdir: dir.path().to_path_buf(),
+            started_at_ms: 1_000,
+            executor: "local".into(),
+            stdout: spill.join("bash-5.stdout"),
+            stderr: spill.join("bash-5.stderr"),
+            pid: leftover.id() as i32,
+            mark,
+            held_by: "999999999.1".into(),
+            state: RecordState::Running,
+        };
+        TaskRecords::new(dir.path()).save(&record).unwrap();
+        let exec = LocalExecutor::new(&config).unwrap();
+        assert!(exec.get(TaskId::new(5)).is_none(), "nothing before recover");
+        let found = exec.recover();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].newly_lost);
+        assert_eq!(found[0].info.status, TaskStatus::Lost);
+        assert_eq!(found[0].info.scope.as_deref(), Some("s1"));
+        let status = leftover.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "its leftover was killed");
+        let read = exec.read(TaskId::new(5)).unwrap();
+        assert_eq!(read.stdout.text, "before the crash\n");
+        assert_eq!(
+            (read.stderr.text.as_str(), read.status),
+            ("", TaskStatus::Lost)
+        );
+        assert_eq!(
+            exec.kill(TaskId::new(5)).await,
+            KillOutcome::AlreadyFinished
+        );
+        let saved = TaskRecords::new(dir.path()).load_all();
+        assert!(matches!(saved[0].state, RecordState::Lost { .. }));
+        assert_eq!(saved[0].held_by, procs::own_identity());
+        // A second executor of this daemon (the sandbox pair's other side) leaves it.
+        let other = LocalExecutor::new(&config).unwrap();
+        assert!(other.recover().is_empty());
+        exec.shutdown().await;
+        other.shutdown().await;
     }
 
     /// The measure of the retention rule: ten finished tasks that each fill both

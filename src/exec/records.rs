@@ -47,9 +47,11 @@ pub struct TaskRecord {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     /// The host process's pid: also its process group and session id, since every
-    /// command leads a session of its own.
+    /// command leads a session of its own. 0 when no process of it runs on this
+    /// machine (the ssh helper's tasks, whose helper ends them with its channel).
     pub pid: i32,
-    /// Its processes' `DSH_TASK_MARK` (`procs`): what finds them however they detached.
+    /// Its processes' `DSH_TASK_MARK` (`procs`): what finds them however they
+    /// detached. Empty with pid 0.
     pub mark: String,
     /// The daemon process that answers for it (`<pid>.<start time>`, as in marks).
     pub held_by: String,
@@ -152,6 +154,17 @@ impl TaskRecords {
         records
     }
 
+    /// The output files of the tasks recorded as running: what no retention may
+    /// remove (a foreground run's spill is written only while its call runs, and
+    /// under a name no record holds: see `outfiles`).
+    pub fn running_files(&self) -> Vec<PathBuf> {
+        self.load_all()
+            .into_iter()
+            .filter(|r| r.state == RecordState::Running)
+            .flat_map(|r| [r.stdout, r.stderr])
+            .collect()
+    }
+
     /// Holds the records for one recovery at a time (two executors of one daemon, or
     /// two daemons starting on one state directory).
     pub fn lock(&self) -> std::io::Result<Flock<std::fs::File>> {
@@ -202,6 +215,10 @@ mod tests {
         records.save(&lost).unwrap();
         records.save(&lost).unwrap();
         assert_eq!(records.load_all(), vec![record(2), lost.clone()]);
+        assert_eq!(
+            records.running_files(),
+            [record(2).stdout, record(2).stderr]
+        );
         let text = std::fs::read_to_string(dir.path().join("tasks/bash-10.json")).unwrap();
         assert!(
             text.contains(r#""id":"bash-10""#) && text.contains(r#""kind":"lost""#),

@@ -9,7 +9,8 @@
 //! directory, so they never repeat whatever happens to the remote host (T7).
 //!
 //! Spill files live on the remote host, in the helper's state directory; texts
-//! name them `host:/path`.
+//! name them by their path there, which the session's next command (run there)
+//! opens as it is.
 //!
 //! Install (first contact of each connection): the remote `uname -sm` must match
 //! this build's OS and architecture; the helper is cached as
@@ -25,11 +26,13 @@
 
 use super::children::{self, Child};
 use super::collector::Collector;
+use super::collector::SpillTarget;
 use super::helper::{
     self, DoneParams, Hello, KeyParams, OutputParams, RunAnswer, RunParams, ScopeParams,
     StartAnswer, StartParams, WireCollected, WireError, WireRead, WireSpec, WireSpill,
 };
 use super::ids::{TaskId, TaskIds};
+use super::records::{RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::ssh::SshLauncher;
 use super::{
@@ -213,17 +216,19 @@ struct Mirror {
 }
 
 impl Mirror {
-    fn new(max: usize) -> Self {
+    /// A mirror whose bytes also go to `file` here as they arrive (the task's output
+    /// on this machine, for a report after a crash; texts name the helper's file).
+    fn new(max: usize, file: Option<SpillTarget>) -> Self {
         Self {
-            collector: Collector::new(max, None),
+            collector: Collector::new(max, file),
             dropped: Mutex::new(false),
             spill: Mutex::new(Spill::None),
         }
     }
 
-    fn push(&self, r: WireRead, host: &str) {
+    fn push(&self, r: WireRead) {
         if let Some(spill) = r.spill {
-            *lock(&self.spill) = remote_spill(spill, host);
+            *lock(&self.spill) = remote_spill(spill);
         }
         if r.dropped {
             *lock(&self.dropped) = true;
@@ -247,24 +252,27 @@ impl Mirror {
     }
 }
 
-/// A remote path as texts show it: `host:/path`.
+/// A remote path as an error names it: `host:/path` (a path to open is shown as the
+/// host has it, see `remote_spill`).
 fn on_host(host: &str, path: &Path) -> PathBuf {
     PathBuf::from(format!("{host}:{}", path.display()))
 }
 
-fn remote_spill(s: WireSpill, host: &str) -> Spill {
+fn remote_spill(s: WireSpill) -> Spill {
     match s {
         WireSpill::None => Spill::None,
-        WireSpill::Written(p) => Spill::Written(on_host(host, &p)),
+        // The path as the host has it: the model's next command runs there and can
+        // open it as it is (a `host:` prefix made it a path no command can open).
+        WireSpill::Written(p) => Spill::Written(p),
         WireSpill::Unavailable(r) => Spill::Unavailable(r),
     }
 }
 
-fn collected(c: WireCollected, host: &str) -> CollectedOutput {
+fn collected(c: WireCollected) -> CollectedOutput {
     CollectedOutput {
         text: c.text,
         truncated: c.truncated,
-        spill: remote_spill(c.spill, host),
+        spill: remote_spill(c.spill),
         total_bytes: c.total_bytes,
     }
 }
@@ -332,6 +340,11 @@ struct Shared {
     by_key: Mutex<HashMap<u64, Arc<RTask>>>,
     retention: Mutex<Retention>,
     completions: Mutex<Option<mpsc::UnboundedSender<TaskInfo>>>,
+    /// Where the mirrors' files go (`outfiles`), here.
+    spill_dir: PathBuf,
+    /// Set once the daemon recovered (`SshExecutor::recover`): each task is recorded
+    /// while it runs, so the next daemon reports it if this one dies.
+    records: std::sync::OnceLock<TaskRecords>,
     /// Run number -> who watches its output live.
     watches: Mutex<HashMap<u64, super::OutputWatch>>,
 }
@@ -364,6 +377,9 @@ impl Shared {
         }
         task.finished.cancel();
         lock(&self.by_key).remove(&task.key);
+        if let (Some(records), Some(id)) = (self.records.get(), lock(&task.state).id) {
+            records.remove(id);
+        }
         self.announce(task);
     }
 
@@ -433,8 +449,8 @@ impl Service for ClientService {
                 };
                 let task = lock(&self.shared.by_key).get(&p.key).cloned();
                 if let Some(task) = task {
-                    task.stdout.push(p.stdout, &self.shared.host);
-                    task.stderr.push(p.stderr, &self.shared.host);
+                    task.stdout.push(p.stdout);
+                    task.stderr.push(p.stderr);
                 }
             }
             "run_output" => {
@@ -485,6 +501,8 @@ pub struct HelperClient {
     helper_dir: String,
     hello: Hello,
     ids: TaskIds,
+    /// The daemon's state directory (here, not the helper's).
+    state_dir: PathBuf,
     shared: Arc<Shared>,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     generation: AtomicU64,
@@ -515,6 +533,7 @@ impl HelperClient {
                 sandbox: config.ssh.sandbox.then(|| config.sandbox.clone()),
             },
             ids: TaskIds::new(&config.state_dir()),
+            state_dir: config.state_dir(),
             shared: Arc::new(Shared {
                 host,
                 tasks: Mutex::new(BTreeMap::new()),
@@ -522,6 +541,8 @@ impl HelperClient {
                 retention: Mutex::new(Retention::new(config.finished_output_bytes)),
                 completions: Mutex::new(Some(completions)),
                 watches: Mutex::new(HashMap::new()),
+                spill_dir: super::outfiles::dir(&config.state_dir()),
+                records: std::sync::OnceLock::new(),
             }),
             ssh,
             helper_exe,
@@ -917,8 +938,8 @@ impl HelperClient {
                 timed_out: o.timed_out,
                 aborted: o.aborted,
                 timeout_ms: o.timeout_ms,
-                stdout: collected(o.stdout, host),
-                stderr: collected(o.stderr, host),
+                stdout: collected(o.stdout),
+                stderr: collected(o.stderr),
             }),
             RunAnswer::Err(e) => Err(exec_error(e, host)),
         }
@@ -931,6 +952,18 @@ impl HelperClient {
         let conn = self.connection().await.map_err(|e| self.unusable(e))?;
         let key = self.next_key.fetch_add(1, Ordering::Relaxed);
         let max = self.hello.max_output_bytes;
+        // The id comes first, so the mirrors' files here have their names from the
+        // first byte; a start the helper refuses leaves its number unused (ids never
+        // repeat; they may skip).
+        let id = self
+            .ids
+            .next()
+            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
+        let file = |stream| SpillTarget {
+            dir: self.shared.spill_dir.clone(),
+            file_name: super::outfiles::task_file_name(id, stream),
+            from_first_byte: true,
+        };
         let task = Arc::new(RTask {
             key,
             generation: conn.generation,
@@ -938,8 +971,8 @@ impl HelperClient {
             workdir: spec.workdir.clone(),
             scope: spec.scope.clone(),
             started_at: SystemTime::now(),
-            stdout: Mirror::new(max),
-            stderr: Mirror::new(max),
+            stdout: Mirror::new(max, Some(file(super::OutputStream::Stdout))),
+            stderr: Mirror::new(max, Some(file(super::OutputStream::Stderr))),
             state: Mutex::new(RState {
                 id: None,
                 status: TaskStatus::Running,
@@ -975,12 +1008,16 @@ impl HelperClient {
             lock(&self.shared.by_key).remove(&key);
             return Err(e);
         }
-        let id = self
-            .ids
-            .next()
-            .map_err(|e| ExecError::Spawn(format!("cannot allocate a task id: {e}")))?;
         let number = id.number();
         lock(&task.state).id = Some(id);
+        self.record(&task, id);
+        if task.finished.is_cancelled()
+            && let Some(records) = self.shared.records.get()
+        {
+            // It finished before its record was written: `finish` found none to
+            // remove, and a running record of a finished task would be reported lost.
+            records.remove(id);
+        }
         lock(&self.shared.tasks).insert(number, task.clone());
         if task.finished.is_cancelled() {
             // It finished before it had an id: book and announce it now.
@@ -997,6 +1034,47 @@ impl HelperClient {
         }
         task.info()
             .ok_or_else(|| ExecError::Spawn("the task has no id".into()))
+    }
+
+    /// Records each task from now on (the daemon recovered: see `records`).
+    pub(crate) fn keep_records(&self) {
+        let _ = self.shared.records.set(TaskRecords::new(&self.state_dir));
+    }
+
+    /// A running task's record: no process of it runs here (the helper, which dies
+    /// with its channel, ends them on the host), so no pid and no mark; its files
+    /// are the mirrors'.
+    fn record(&self, task: &RTask, id: TaskId) {
+        let Some(records) = self.shared.records.get() else {
+            return;
+        };
+        let file = |stream| {
+            self.shared
+                .spill_dir
+                .join(super::outfiles::task_file_name(id, stream))
+        };
+        let record = TaskRecord {
+            version: super::records::RECORD_VERSION,
+            id,
+            scope: task.scope.clone(),
+            command: task.command.clone(),
+            workdir: task.workdir.clone(),
+            started_at_ms: task
+                .started_at
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_default(),
+            executor: "ssh+helper".into(),
+            stdout: file(super::OutputStream::Stdout),
+            stderr: file(super::OutputStream::Stderr),
+            pid: 0,
+            mark: String::new(),
+            held_by: super::procs::own_identity(),
+            state: RecordState::Running,
+        };
+        if let Err(e) = records.save(&record) {
+            tracing::warn!(%id, "cannot record the task: {e}");
+        }
     }
 
     fn task(&self, id: TaskId) -> Option<Arc<RTask>> {

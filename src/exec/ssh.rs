@@ -90,6 +90,30 @@ fi
 exit $status
 "#;
 
+/// Copies a spill file of the wrapper path to the host, where the session's commands
+/// run and so where the model can open it: `$1` the helper directory (`~/` is the
+/// remote home), `$2` the file's name. It is made in `<dir>/state/spill` (0700, as the
+/// helper's spill files are), 0600, from stdin, under that name or, when another
+/// daemon's file has it (`bash-1` of two daemons on one host), `<stem>-2.<ext>` and
+/// so on; exclusively (`noclobber`: an existing file or a planted link is never
+/// written or followed). The path is printed.
+const PUBLISH_SCRIPT: &str = r#"
+dir=$1 name=$2
+case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
+umask 077
+d=$dir/state/spill
+mkdir -p -- "$d" || exit 1
+stem=${name%.*} ext=${name##*.} f=$d/$name n=1
+while [ -e "$f" ] || [ -L "$f" ]; do
+  n=$((n + 1))
+  [ $n -gt 1000 ] && { echo "no free name for $name in $d" >&2; exit 1; }
+  f=$d/$stem-$n.$ext
+done
+set -o noclobber
+cat >"$f" || exit 1
+printf '%s\n' "$f"
+"#;
+
 /// Ends remote processes: `$1` is `exact` or `prefix`, `$2` the marker (or its
 /// prefix), `$3` the grace in milliseconds. Marked processes, and every member of
 /// a session a marked process leads, get SIGTERM, then SIGKILL after the grace,
@@ -595,6 +619,39 @@ impl Launcher for SshLauncher {
              remote processes are ended once the connection is back)",
             self.host()
         ))
+    }
+
+    /// The file goes to the host over the master connection, once the stream
+    /// is complete (the run or task ended): until then a read names the file here.
+    async fn publish_spill(&self, local: &Path) -> Result<PathBuf, String> {
+        let name = local
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{} has no file name", local.display()))?;
+        let file = crate::fsutil::open_regular(local, false)
+            .map_err(|e| format!("{}: {e}", local.display()))?;
+        self.ensure_master().await.map_err(|e| e.to_string())?;
+        let mut cmd = self.remote_bash_with_stdin(PUBLISH_SCRIPT, &[&self.config.helper_dir, name]);
+        cmd.stdin(Stdio::from(file))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let limit = Duration::from_millis(self.config.connect_timeout_ms) + Duration::from_secs(60);
+        let _start = children::starting();
+        let out = match tokio::time::timeout(limit, cmd.output()).await {
+            Err(_) => return Err("copying it to the host did not finish in time".into()),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Ok(out)) => out,
+        };
+        let said = String::from_utf8_lossy(&out.stdout);
+        match said.lines().next().filter(|_| out.status.success()) {
+            Some(path) if path.starts_with('/') => Ok(PathBuf::from(path)),
+            _ => Err(format!(
+                "copying it to the host failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        }
     }
 
     async fn close(&self) {

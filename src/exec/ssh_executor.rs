@@ -222,6 +222,7 @@ impl BashExecutor for SshExecutor {
     /// helper's tasks have none: a daemon that dies takes the helper with it, and its
     /// tasks are not reported.
     fn recover(&self) -> Vec<super::RecoveredTask> {
+        self.helper.keep_records();
         self.wrapper.recover()
     }
 

@@ -61,19 +61,26 @@ impl Kind {
 }
 
 impl Kind {
-    /// The file behind a spill path. The helper's spill files are on the remote
-    /// host and named `host:/path` (T6, T9); the "remote" host here is this
-    /// machine, so the file can be read to check it holds the whole stream.
+    /// The file behind a spill path, checked to be where the session's commands open
+    /// it (T6, T9, issue 32): in the executor's state directory here, and under ssh on
+    /// the host, named as the host names it (no `host:` prefix): the helper's own
+    /// file, or the wrapper path's copy. The "remote" host here is this machine, so
+    /// the file can be read to check it holds the whole stream.
     fn spill_file(self, shown: &Path) -> PathBuf {
-        let shown = shown.to_str().unwrap();
-        match self {
-            Kind::SshHelper => PathBuf::from(
-                shown
-                    .strip_prefix("127.0.0.1:")
-                    .unwrap_or_else(|| panic!("{shown} does not name the host")),
-            ),
-            _ => PathBuf::from(shown),
-        }
+        let at = match self {
+            Kind::Ssh | Kind::SshHelper => {
+                PathBuf::from(format!("{}/state/spill", common::sshd::shared_helper_dir()))
+            }
+            Kind::Local | Kind::Sandbox => PathBuf::from("dsh-state/spill"),
+        };
+        let parent = shown.parent().unwrap();
+        assert!(
+            parent.is_absolute() && (parent.ends_with(&at) || parent == at),
+            "{} is not in {}",
+            shown.display(),
+            at.display()
+        );
+        shown.to_path_buf()
     }
 }
 

@@ -200,3 +200,48 @@ async fn a_clean_stop_leaves_no_task_to_report() {
     assert!(found.iter().all(|n| !n.contains("lost")), "{found:?}");
     daemon.stop().await;
 }
+
+/// Under ssh with the helper the task runs on the host, and the helper ends it when
+/// its channel goes with the daemon; what the daemon had received of its output is in
+/// its file here, and the next daemon reports it lost with that output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t14_a_crash_reports_an_ssh_helper_task_lost_with_its_output() {
+    let sshd = common::sshd::Sshd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "kind = \"ssh\"\n{CONFIG}{}",
+        sshd.config_toml(dsh::config::HelperMode::Required)
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let state = daemon.state.clone();
+    let ws = workspace(dir.path(), "ws");
+    let token = common::token();
+    let mut a = daemon.connect().await;
+    let s = a.new_session(&ws).await;
+    let task = a
+        .start_task(&s, &format!("echo remote-out; exec sleep 1000.{token}"))
+        .await;
+    on_disk(&state, &task, "remote-out\n").await;
+    drop(a);
+    daemon.sigkill().await;
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    // The helper notices its channel's end and ends what it ran (on the "host",
+    // this machine): wait for that to happen, bounded.
+    for _ in 0..1000 {
+        if common::with_token(&token).is_empty() && sshd.helpers().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(common::with_token(&token), Vec::<i32>::new());
+    assert_eq!(notices(&state, &s, &task).len(), 1);
+    let mut a = daemon.connect().await;
+    a.load_session(&s, &ws).await;
+    assert_eq!(
+        a.tool(Some(&s), "bash_output", json!({"task_id": task}))
+            .await,
+        (format!("remote-out\n{LOST}"), false)
+    );
+    drop(a);
+    daemon.stop().await;
+}
