@@ -851,6 +851,19 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.tasks).values().map(|t| t.info()).collect()
     }
 
+    fn spill_files_in_use(&self) -> Vec<PathBuf> {
+        let running: Vec<Arc<Task>> = lock(&self.inner.tasks)
+            .values()
+            .filter(|t| !lock(&t.status).is_finished())
+            .cloned()
+            .collect();
+        running
+            .iter()
+            .flat_map(|t| [t.job.stdout.spill_file(), t.job.stderr.spill_file()])
+            .flatten()
+            .collect()
+    }
+
     fn read(&self, id: &str) -> Option<TaskRead> {
         let task = self.inner.task(id)?;
         // Status first: if it is final, both streams are closed and complete, so
