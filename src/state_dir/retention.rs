@@ -45,6 +45,7 @@ pub enum Reason {
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Reason::Age { days: 1 } => write!(f, "older than 1 day"),
             Reason::Age { days } => write!(f, "older than {days} days"),
             Reason::Size { limit_bytes } => write!(
                 f,
@@ -252,6 +253,7 @@ mod tests {
     #[test]
     fn reasons_read_as_the_model_is_told_them() {
         assert_eq!(Reason::Age { days: 14 }.to_string(), "older than 14 days");
+        assert_eq!(Reason::Age { days: 1 }.to_string(), "older than 1 day");
         assert_eq!(
             Reason::Size {
                 limit_bytes: 2 << 30
