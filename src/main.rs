@@ -1021,8 +1021,8 @@ async fn status(at: Where) -> Result<(), String> {
 }
 
 /// `dsh gc [--dry-run]`: through the daemon when one answers; with none, directly on
-/// the state directory (nothing then writes a spill file, and only the session logs'
-/// mtimes say which sessions were used in the last day).
+/// the state directory (nothing then writes a spill file; the session logs' mtimes and
+/// `session-loads.json` say which sessions were used in the last day).
 async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
     let params = serde_json::json!({ "dryRun": dry_run });
     let (report, through) = match ask_daemon_typed(&at, "_dsh/state/gc", params).await {
@@ -1037,11 +1037,8 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
             let report = tokio::task::spawn_blocking(move || {
                 let now = std::time::SystemTime::now();
                 let named = |dir: &Path| {
-                    dsh::state_dir::sweep::named_by_recent_sessions(
-                        dir,
-                        &std::collections::HashMap::new(),
-                        now,
-                    )
+                    let loads = dsh::state_dir::sweep::read_loads(dir);
+                    dsh::state_dir::sweep::named_by_recent_sessions(dir, &loads, now)
                 };
                 dsh::state_dir::collect(
                     &state_dir,

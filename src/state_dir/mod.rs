@@ -251,9 +251,10 @@ pub struct StateKeeper {
     state_dir: PathBuf,
     /// The `[state]` section in force (a reload replaces it: the next sweep uses it).
     config: Mutex<StateConfig>,
-    /// When each session was last opened (new, load, resume) by this daemon: its
-    /// spill files are kept for a day after that, whatever their age.
-    loads: Mutex<HashMap<String, SystemTime>>,
+    /// When each session was last opened (load, resume): its spill files are kept for
+    /// a day after that, whatever their age. Kept in `session-loads.json` too, so a
+    /// restarted daemon and `dsh gc` without one know it.
+    loads: Arc<Mutex<HashMap<String, SystemTime>>>,
     executor: Option<Arc<dyn BashExecutor>>,
     /// One collection at a time (the periodic sweep and `dsh gc`).
     collecting: Mutex<()>,
@@ -265,10 +266,11 @@ impl StateKeeper {
         config: StateConfig,
         executor: Option<Arc<dyn BashExecutor>>,
     ) -> Self {
+        let loads = sweep::read_loads(&state_dir);
         Self {
             state_dir,
             config: Mutex::new(config),
-            loads: Mutex::new(HashMap::new()),
+            loads: Arc::new(Mutex::new(loads)),
             executor,
             collecting: Mutex::new(()),
         }
@@ -292,12 +294,27 @@ impl StateKeeper {
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = config;
     }
 
-    /// A session was opened now: what it names stays for a day.
+    /// A session was opened now: what it names stays for a day. The record is written
+    /// on a blocking thread (called from a request's task).
     pub fn session_opened(&self, id: &str) {
         let now = SystemTime::now();
-        let mut loads = self.loads.lock().unwrap_or_else(|p| p.into_inner());
-        loads.retain(|_, at| now.duration_since(*at).unwrap_or_default() <= sweep::RECENT_LOAD);
-        loads.insert(id.to_string(), now);
+        {
+            let mut loads = self.loads.lock().unwrap_or_else(|p| p.into_inner());
+            loads.retain(|_, at| now.duration_since(*at).unwrap_or_default() <= sweep::RECENT_LOAD);
+            loads.insert(id.to_string(), now);
+        }
+        let (loads, dir) = (self.loads.clone(), self.state_dir.clone());
+        let write = move || {
+            // Under the lock, so two writes land in the order of their updates.
+            let loads = loads.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = sweep::write_loads(&dir, &loads) {
+                tracing::warn!("{} not written: {e}", sweep::LOADS);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(write)),
+            Err(_) => write(),
+        }
     }
 
     /// The spill files to keep now: those running tasks write (the executor says),

@@ -87,45 +87,46 @@ pub fn decide(
     limits: SpillLimits,
     now: SystemTime,
 ) -> Vec<(usize, Reason)> {
-    let mut order: Vec<usize> = (0..files.len()).collect();
     // Oldest first; the name breaks ties so the answer never depends on the
-    // directory's order.
-    order.sort_by(|&a, &b| {
-        (files[a].modified, &files[a].name).cmp(&(files[b].modified, &files[b].name))
-    });
+    // directory's order. Only what is removed, or may be, is sorted: in the steady
+    // state (nothing due) a sweep is one pass over the files.
+    let oldest_first = |a: &usize, b: &usize| {
+        (files[*a].modified, &files[*a].name).cmp(&(files[*b].modified, &files[*b].name))
+    };
     let max_age = limits.max_age();
     let mut total: u64 = files.iter().map(|f| f.bytes).sum();
-    let mut removed = Vec::new();
-    let mut rest = Vec::new();
-    for i in order {
-        let file = &files[i];
-        if keep.contains(file.name.as_str()) {
+    let (mut aged, mut rest) = (Vec::new(), Vec::new());
+    for (i, file) in files.iter().enumerate() {
+        if !keep.is_empty() && keep.contains(file.name.as_str()) {
             continue;
         }
-        let age = now.duration_since(file.modified).unwrap_or_default();
-        if age > max_age {
+        if now.duration_since(file.modified).unwrap_or_default() > max_age {
             total -= file.bytes;
-            removed.push((
-                i,
-                Reason::Age {
-                    days: limits.max_age_days,
-                },
-            ));
+            aged.push(i);
         } else {
             rest.push(i);
         }
     }
-    for i in rest {
-        if total <= limits.max_bytes {
-            break;
+    aged.sort_by(oldest_first);
+    let days = limits.max_age_days;
+    let mut removed: Vec<(usize, Reason)> = aged
+        .into_iter()
+        .map(|i| (i, Reason::Age { days }))
+        .collect();
+    if total > limits.max_bytes {
+        rest.sort_by(oldest_first);
+        for i in rest {
+            if total <= limits.max_bytes {
+                break;
+            }
+            total -= files[i].bytes;
+            removed.push((
+                i,
+                Reason::Size {
+                    limit_bytes: limits.max_bytes,
+                },
+            ));
         }
-        total -= files[i].bytes;
-        removed.push((
-            i,
-            Reason::Size {
-                limit_bytes: limits.max_bytes,
-            },
-        ));
     }
     removed
 }

@@ -25,6 +25,46 @@ const MAX_TOMBSTONES: usize = 200_000;
 /// How long after its last load a session's spill files are kept whatever their age.
 pub const RECENT_LOAD: Duration = Duration::from_secs(86_400);
 
+/// The file (in the state directory) that remembers when each session was last
+/// opened, so a restarted daemon and `dsh gc` without one keep what it names.
+pub const LOADS: &str = "session-loads.json";
+
+/// When each session was last opened, from [`LOADS`] (none if absent or unreadable).
+pub fn read_loads(state_dir: &Path) -> HashMap<String, SystemTime> {
+    let Ok(text) = std::fs::read_to_string(state_dir.join(LOADS)) else {
+        return HashMap::new();
+    };
+    let Ok(ms) = serde_json::from_str::<HashMap<String, u64>>(&text) else {
+        return HashMap::new();
+    };
+    ms.into_iter()
+        .map(|(id, at)| (id, UNIX_EPOCH + Duration::from_millis(at)))
+        .collect()
+}
+
+/// Writes [`LOADS`] whole (a fresh 0600 file renamed over).
+pub fn write_loads(state_dir: &Path, loads: &HashMap<String, SystemTime>) -> io::Result<()> {
+    let ms: HashMap<&str, u64> = loads
+        .iter()
+        .map(|(id, at)| (id.as_str(), self::ms(*at)))
+        .collect();
+    let text = serde_json::to_string(&ms).map_err(io::Error::other)?;
+    replace_file(state_dir, LOADS, text.as_bytes())
+}
+
+/// Writes `name` in `dir` whole: a fresh 0600 file renamed over it.
+fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = crate::fsutil::private_file()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    drop(file);
+    std::fs::rename(&tmp, dir.join(name))
+}
+
 /// The notes for the spill files a command line names that are gone: each
 /// `[PATH: removed by retention (...)]`. Words are split where the shell would end
 /// a path (spaces, quotes, redirections, separators); only words naming a file in
@@ -277,15 +317,7 @@ pub fn record_tombstones(
     if text == old {
         return Ok(());
     }
-    let tmp = state_dir.join(format!(".{TOMBSTONES}.tmp"));
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = crate::fsutil::private_file()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    drop(file);
-    std::fs::rename(&tmp, &path)
+    replace_file(state_dir, TOMBSTONES, text.as_bytes())
 }
 
 /// What to tell a model that asks for `path` when it is a spill file that is gone:
@@ -416,6 +448,8 @@ mod tests {
             }
         }
         let loads = HashMap::from([("loaded".to_string(), now - Duration::from_secs(3600))]);
+        write_loads(state.path(), &loads).unwrap();
+        let loads = read_loads(state.path());
         let names = named_by_recent_sessions(state.path(), &loads, now);
         let mut names: Vec<_> = names.into_iter().collect();
         names.sort();

@@ -271,7 +271,20 @@ async fn the_daemon_keeps_what_is_in_use_and_answers_removed_by_retention() {
         assert!(status.contains(&format!("\n  {kind}")), "{kind}: {status}");
     }
     drop(c);
+    let (socket, config) = (daemon.socket.clone(), daemon.config.clone());
     daemon.stop().await;
+
+    // The load is remembered past the daemon: `dsh gc` without one keeps the file.
+    age(&log, 3 * DAY);
+    let (out, err, ok) = gc(&socket, &state, &config, &["--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("would remove 0 file(s)"), "{out}");
+    std::fs::remove_file(state.join("session-loads.json")).unwrap();
+    let (out, _, _) = gc(&socket, &state, &config, &["--dry-run"]);
+    assert!(
+        out.starts_with(&format!("would remove {} ", run_file.display())),
+        "{out}"
+    );
 }
 
 /// The audit files in the order they were written (rotated oldest first, then live).
