@@ -1029,7 +1029,7 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
         Ok(answer) => (
             serde_json::from_value::<dsh::state_dir::GcReport>(answer)
                 .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?,
-            "the daemon",
+            "by the running daemon",
         ),
         Err(ClientError::Io { .. }) => {
             let config = at.config()?;
@@ -1050,7 +1050,10 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
             })
             .await
             .map_err(|e| format!("the collection failed: {e}"))?;
-            (report, "no daemon running: the state directory directly")
+            (
+                report,
+                "no daemon runs: applied to the state directory directly",
+            )
         }
         Err(e) => return Err(e.to_string()),
     };
@@ -1065,7 +1068,7 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
         );
     }
     println!(
-        "{verb} {} file(s), {} (spill files: {} holding {}, {} in use and kept; through {through})",
+        "{verb} {} file(s), {} (spill files: {} holding {}, {} in use and kept; {through})",
         report.removed.len(),
         human(report.removed_bytes()),
         report.spill_files,
