@@ -1017,6 +1017,42 @@ mod tests {
             .sum()
     }
 
+    /// The state directory's sweep asks which spill files running tasks write
+    /// (`crate::state_dir`): a running task's, not a finished one's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn spill_files_in_use_are_the_running_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            kill_grace_ms: 300,
+            max_output_bytes: 100,
+            ..ExecConfig::default()
+        };
+        let exec = LocalExecutor::new(&config).unwrap();
+        let mut done = exec.take_completions().unwrap();
+        let start = |command: &str| {
+            exec.resolve(ExecRequest {
+                command: command.into(),
+                workdir: Some(dir.path().to_path_buf()),
+                ..ExecRequest::default()
+            })
+        };
+        let quiet = exec.start(start("head -c 500 /dev/zero")).await.unwrap();
+        assert_eq!(done.recv().await.unwrap().id, quiet.id);
+        let task = exec
+            .start(start("head -c 500 /dev/zero; exec sleep 1000"))
+            .await
+            .unwrap();
+        let file = dir.path().join(format!("spill/{}.stdout", task.id));
+        while std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0) < 500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(exec.spill_files_in_use(), [file]);
+        exec.kill(&task.id).await;
+        assert!(exec.spill_files_in_use().is_empty());
+        exec.shutdown().await;
+    }
+
     /// The measure of the retention rule: ten finished tasks that each fill both
     /// tails held 10 x 2 x `max_output_bytes` before it (unbounded in the number of
     /// tasks); with it they hold at most the budget, and nothing once read.
