@@ -1147,7 +1147,7 @@ async fn kill(at: Where, task_id: String) -> Result<(), String> {
 
 async fn stop(at: Where) -> Result<(), String> {
     // Known first, so `stop` can return only once the process itself is gone.
-    let pid = ask_daemon(&at, "_dsh/status")
+    let pid = ask_daemon_with(&at, "_dsh/status", serde_json::json!({"stateUsage": false}))
         .await
         .ok()
         .and_then(|s| s["pid"].as_i64());

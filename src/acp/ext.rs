@@ -287,7 +287,9 @@ impl AcpService {
         })
     }
 
-    pub(super) async fn status(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+    /// `_dsh/status`; `{"stateUsage": false}` leaves out the walk of the state
+    /// directory (`dsh stop` wants only the pid).
+    pub(super) async fn status(&self, _ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
         let running_tasks = self
             .executor
             .as_ref()
@@ -321,7 +323,9 @@ impl AcpService {
         // A walk of the state directory (a spill directory may hold 100 000 files):
         // on a blocking thread, never on the async workers.
         let state_dir = self.state_dir.clone();
-        let state = {
+        let state = if p.get("stateUsage").and_then(Value::as_bool) == Some(false) {
+            crate::state_dir::Usage::default()
+        } else {
             let dir = state_dir.clone();
             tokio::task::spawn_blocking(move || crate::state_dir::usage(&dir))
                 .await
