@@ -584,12 +584,25 @@ fn read_audit(path: &Path) -> Result<dsh::state_dir::rotate::Concatenated, Strin
     dsh::state_dir::rotate::Concatenated::read(&files)
 }
 
+/// Where line `line` of a rotated set's text is: its file and its own line.
+fn place_in(audit: &dsh::state_dir::rotate::Concatenated, line: usize) -> (Option<PathBuf>, usize) {
+    match audit.position(line) {
+        Some((file, own)) => (Some(file), own),
+        None => (None, line),
+    }
+}
+
 /// `dsh policy shadow-report`.
 fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
     let path = audit.unwrap_or_else(|| Config::default().exec.state_dir());
     let audit = read_audit(&path)?;
-    let report = dsh::policy::replay::shadow_report(&audit.text)
+    let mut report = dsh::policy::replay::shadow_report(&audit.text)
         .map_err(|u| format!("{}: {}", audit.locate(u.line), u.why))?;
+    if audit.files() > 1 {
+        for d in &mut report.differences {
+            (d.file, d.line) = place_in(&audit, d.line);
+        }
+    }
     if json {
         println!(
             "{}",
@@ -646,7 +659,13 @@ fn replay(
                 )
             })
         };
-        report.map_err(|u| format!("{}: {}", files.locate(u.line), u.why))
+        let mut report = report.map_err(|u| format!("{}: {}", files.locate(u.line), u.why))?;
+        if files.files() > 1 {
+            for c in &mut report.changes {
+                (c.file, c.line) = place_in(&files, c.line);
+            }
+        }
+        Ok(report)
     };
     let report = match run() {
         Ok(report) => report,

@@ -202,10 +202,21 @@ impl Concatenated {
 
     /// `file:line` for line `line` (1-based) of the text.
     pub fn locate(&self, line: usize) -> String {
-        match self.starts.iter().rev().find(|(start, _)| *start <= line) {
-            Some((start, file)) => format!("{}:{}", file.display(), line - start + 1),
+        match self.position(line) {
+            Some((file, line)) => format!("{}:{line}", file.display()),
             None => format!("line {line}"),
         }
+    }
+
+    /// The file and its own line (1-based) for line `line` of the text.
+    pub fn position(&self, line: usize) -> Option<(PathBuf, usize)> {
+        let (start, file) = self.starts.iter().rev().find(|(start, _)| *start <= line)?;
+        Some((file.clone(), line - start + 1))
+    }
+
+    /// How many files the text was read from.
+    pub fn files(&self) -> usize {
+        self.starts.len()
     }
 }
 

@@ -327,9 +327,17 @@ fn replay(audit: &Path, config: &Path) -> (Value, String, i32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_rotates_by_size_and_replay_reads_the_rotated_files_in_order() {
     let dir = tempfile::tempdir().unwrap();
+    // A shadow that would deny every echo: each line says so.
+    let candidate = dir.path().join("candidate.toml");
+    let deny_echo =
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"deny\"\n";
+    std::fs::write(&candidate, deny_echo).unwrap();
     let daemon = SocketDaemon::start(
         dir.path(),
-        "[permissions]\ndefault_mode = \"auto\"\n[state]\naudit_max_bytes = 1500\naudit_keep = 2\n",
+        &format!(
+            "[permissions]\ndefault_mode = \"auto\"\nshadow = {candidate:?}\n\
+             [state]\naudit_max_bytes = 1500\naudit_keep = 2\n"
+        ),
     )
     .await;
     let mut c = daemon.connect().await;
@@ -378,6 +386,45 @@ async fn audit_rotates_by_size_and_replay_reads_the_rotated_files_in_order() {
         assert_eq!(code, 0, "{err}");
         assert_eq!(report["replayed"], json!(commands.len()), "{report}");
     }
+    // A change is named by its own file and line.
+    let (report, err, code) = replay(&state, &candidate);
+    assert_eq!(code, 0, "{err}");
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), commands.len(), "{report}");
+    assert_eq!(changes[0]["file"], json!(files[0]), "{report}");
+    assert_eq!(
+        (changes[0]["line"].clone(), changes[0]["to"].clone()),
+        (json!(1), json!("deny"))
+    );
+    let last = changes.last().unwrap();
+    assert_eq!(last["file"], json!(state.join("audit.jsonl")), "{report}");
+    // shadow-report reads the same set: every kept call, each difference in its file.
+    let out = std::process::Command::new(BIN)
+        .args(["policy", "shadow-report", "--audit"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with(&format!(
+            "{}:1: shadow policy says deny where allow was enforced  bash {}\n",
+            files[0].display(),
+            commands[0]
+        )),
+        "{text}"
+    );
+    let n = commands.len();
+    assert!(
+        text.ends_with(&format!(
+            "shadow policy: {n} call(s), {n} differed, 0 unfinished\n"
+        )),
+        "{text}"
+    );
     let one = std::fs::read_to_string(state.join("audit.jsonl.1")).unwrap();
     let (report, _, _) = replay(&state.join("audit.jsonl.1"), &daemon_config(dir.path()));
     assert_eq!(report["replayed"], json!(one.lines().count()));
