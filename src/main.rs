@@ -1087,7 +1087,7 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
         );
     }
     println!(
-        "{verb} {} file(s), {} (spill files: {} holding {}, {} in use and kept; {through})",
+        "{verb} {} file(s), {} (spill files: {} holding {}, {} kept in use; {through})",
         report.removed.len(),
         human(report.removed_bytes()),
         report.spill_files,

@@ -156,7 +156,8 @@ pub struct Removed {
 #[serde(rename_all = "camelCase")]
 pub struct GcReport {
     pub dry_run: bool,
-    /// Spill files found, their bytes, and how many were kept because in use.
+    /// Spill files found, their bytes, and how many the limits would have removed
+    /// but were kept because in use.
     pub spill_files: usize,
     pub spill_bytes: u64,
     pub in_use: usize,

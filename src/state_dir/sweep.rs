@@ -103,7 +103,7 @@ pub struct SpillSweep {
     /// Spill files found, and their bytes (before any removal).
     pub files: usize,
     pub bytes: u64,
-    /// Files kept because they are in use (whatever their age or the total).
+    /// Files the limits would have removed, kept because they are in use.
     pub in_use: usize,
     pub removed: Vec<Removal>,
 }
@@ -215,7 +215,9 @@ pub fn named_by_recent_sessions(
 }
 
 /// Sweeps `spill_dir` under `limits`. `in_use` is asked after the listing, so a file
-/// whose writer started meanwhile is either not listed or known to be in use.
+/// whose writer started meanwhile is either not listed or known to be in use, and
+/// only when the limits would remove something: keeping files can only remove fewer,
+/// so with nothing due the sweep is the walk and one pass (no session log is read).
 /// With `dry_run`, nothing is removed and no tombstone written.
 pub fn sweep_spill(
     spill_dir: &Path,
@@ -225,16 +227,22 @@ pub fn sweep_spill(
     dry_run: bool,
 ) -> io::Result<SpillSweep> {
     let files = list_spill_files(spill_dir)?;
-    let keep_names = in_use();
-    let keep: HashSet<&str> = keep_names.iter().map(String::as_str).collect();
-    let decided = retention::decide(&files, &keep, limits, now);
+    let due = retention::decide(&files, &HashSet::new(), limits, now);
+    let (decided, kept) = if due.is_empty() {
+        (due, 0)
+    } else {
+        let keep_names = in_use();
+        let keep: HashSet<&str> = keep_names.iter().map(String::as_str).collect();
+        let kept = due
+            .iter()
+            .filter(|(i, _)| keep.contains(files[*i].name.as_str()))
+            .count();
+        (retention::decide(&files, &keep, limits, now), kept)
+    };
     let mut sweep = SpillSweep {
         files: files.len(),
         bytes: files.iter().map(|f| f.bytes).sum(),
-        in_use: files
-            .iter()
-            .filter(|f| keep.contains(f.name.as_str()))
-            .count(),
+        in_use: kept,
         removed: Vec::with_capacity(decided.len()),
     };
     for (i, reason) in decided {
@@ -387,6 +395,13 @@ mod tests {
         assert!(spill.join("old.stdout").exists());
         let done = sweep_spill(&spill, limits(), busy, now, false).unwrap();
         assert_eq!((done.files, done.in_use), (3, 1));
+        // Nothing due: the in-use set is not even asked for.
+        let lenient = SpillLimits {
+            max_age_days: 100,
+            ..limits()
+        };
+        let idle = sweep_spill(&spill, lenient, || unreachable!(), now, false).unwrap();
+        assert_eq!((idle.files, idle.in_use, idle.removed.len()), (2, 0, 0));
         assert_eq!(done.removed[0].path, spill.join("old.stdout"));
         assert!(!spill.join("old.stdout").exists());
         assert!(spill.join("busy.stdout").exists() && spill.join("link").exists());

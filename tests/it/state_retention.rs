@@ -109,7 +109,7 @@ fn gc_without_a_daemon_removes_by_age_then_oldest_first_by_size_and_a_dry_run_re
             "would remove {s}/old.stdout (100 bytes; older than 2 days)\n\
              would remove {s}/a.stdout (400 bytes; the oldest while spill files held more than 900 bytes)\n\
              would remove {} (10 bytes; beyond the 2 rotated file(s) kept)\n\
-             would remove 3 file(s), 510 bytes (spill files: 5 holding 1.3 KiB, 1 in use and kept; \
+             would remove 3 file(s), 510 bytes (spill files: 5 holding 1.3 KiB, 1 kept in use; \
              no daemon runs: applied to the state directory directly)\n",
             a.display()
         )
@@ -195,7 +195,7 @@ async fn the_daemon_keeps_what_is_in_use_and_answers_removed_by_retention() {
     let kept = gc_here(&[]);
     assert_eq!(
         kept,
-        "removed 0 file(s), 0 bytes (spill files: 2 holding 7.8 KiB, 2 in use and kept; \
+        "removed 0 file(s), 0 bytes (spill files: 2 holding 7.8 KiB, 2 kept in use; \
          by the running daemon)\n"
     );
 
@@ -228,7 +228,7 @@ async fn the_daemon_keeps_what_is_in_use_and_answers_removed_by_retention() {
         removed,
         format!(
             "removed {} (4.9 KiB; older than 1 day)\nremoved 1 file(s), 4.9 KiB (spill files: 2 \
-             holding 7.8 KiB, 1 in use and kept; by the running daemon)\n",
+             holding 7.8 KiB, 1 kept in use; by the running daemon)\n",
             task_file.display()
         )
     );
