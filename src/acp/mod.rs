@@ -250,6 +250,13 @@ impl AcpService {
             if rotations(&old.state) != rotations(&new.state) {
                 restart_needed.push("state".to_string());
             }
+            // As `exec`: the config in force says the rotation the files have.
+            (
+                new.state.audit_max_bytes,
+                new.state.audit_keep,
+                new.state.log_max_bytes,
+                new.state.log_keep,
+            ) = rotations(&old.state);
         }
         self.keeper.set_config(new.state.clone());
         let policy_version = self.tools.reload(&new).await;

@@ -489,6 +489,61 @@ async fn daemon_log_rotates_by_size_keeping_log_keep_files() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_applies_spill_limits_at_once_and_names_the_rotation_as_needing_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let file = daemon.state.join("spill/old.stdout");
+    write(&file, 10);
+    age(&file, 3 * DAY);
+    let (out, err, ok) = gc(
+        &daemon.socket,
+        &daemon.state,
+        &daemon.config,
+        &["--dry-run"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.starts_with("would remove 0 file(s)"), "{out}");
+    write_config(
+        dir.path(),
+        "[state]\nspill_max_age_days = 2\nlog_max_bytes = 1000\n",
+    );
+    let reload = |at: &Path| {
+        let out = std::process::Command::new(BIN)
+            .args(["reload", "--socket"])
+            .arg(at)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = reload(&daemon.socket);
+    assert!(
+        said.contains("needs a restart to take effect: [state]\n"),
+        "{said}"
+    );
+    let (out, _, _) = gc(
+        &daemon.socket,
+        &daemon.state,
+        &daemon.config,
+        &["--dry-run"],
+    );
+    assert!(
+        out.starts_with(&format!(
+            "would remove {} (10 bytes; older than 2 days)\n",
+            file.display()
+        )),
+        "{out}"
+    );
+    // The rotation in force is still the one the log was opened with.
+    assert!(reload(&daemon.socket).contains("[state]"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_says_on_stderr_when_the_binary_on_disk_is_newer_than_the_daemon() {
     use std::process::Stdio;
     use tokio::io::AsyncBufReadExt;
