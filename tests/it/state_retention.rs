@@ -154,7 +154,13 @@ async fn the_daemon_keeps_what_is_in_use_and_answers_removed_by_retention() {
          [state]\nspill_max_age_days = 1\n",
     )
     .await;
-    until("the start sweep", || !spill.join("stale.stdout").exists()).await;
+    // Gone, then its tombstone written: the sweep's last step.
+    until("the start sweep", || {
+        !spill.join("stale.stdout").exists()
+            && std::fs::read_to_string(state.join("spill-removed.jsonl"))
+                .is_ok_and(|t| t.contains("stale.stdout"))
+    })
+    .await;
     let ws = workspace(dir.path(), "ws");
     let mut c = daemon.connect().await;
     let s = c.new_session(&ws).await;
