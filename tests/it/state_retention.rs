@@ -495,6 +495,30 @@ async fn daemon_log_rotates_by_size_keeping_log_keep_files() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_sweeps_again_every_sweep_interval_secs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("state/spill/first.stdout");
+    write(&first, 10);
+    age(&first, 2 * DAY);
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        "[state]\nspill_max_age_days = 1\nsweep_interval_secs = 1\n",
+    )
+    .await;
+    let stones = daemon.state.join("spill-removed.jsonl");
+    until("the start sweep's end", || {
+        std::fs::read_to_string(&stones).is_ok_and(|t| t.contains("first.stdout"))
+    })
+    .await;
+    // Written after the first sweep ended: only a later one takes it.
+    let file = daemon.state.join("spill/later.stdout");
+    write(&file, 10);
+    age(&file, 2 * DAY);
+    until("a periodic sweep", || !file.exists()).await;
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_applies_spill_limits_at_once_and_names_the_rotation_as_needing_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = SocketDaemon::start(dir.path(), "").await;
