@@ -23,7 +23,8 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Opens (or creates, 0600) `path` for appending, rotating by the default
-    /// `[state]` limits.
+    /// `[state]` limits (tests; the daemon passes its config's with
+    /// [`AuditLog::open_rotating`]).
     pub fn open(path: &Path) -> std::io::Result<Self> {
         Self::open_rotating(
             path,

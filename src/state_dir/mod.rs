@@ -262,6 +262,8 @@ pub struct StateKeeper {
 }
 
 impl StateKeeper {
+    /// The keeper of `state_dir` under `config`; `executor` is asked which spill files
+    /// its running tasks write. Reads back which sessions were loaded lately.
     pub fn new(
         state_dir: PathBuf,
         config: StateConfig,
@@ -277,6 +279,7 @@ impl StateKeeper {
         }
     }
 
+    /// The directory it keeps.
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }

@@ -225,6 +225,7 @@ impl Concatenated {
 pub struct SharedLog(Arc<Mutex<RotatingFile>>);
 
 impl SharedLog {
+    /// Shares `file` between the threads that log.
     pub fn new(file: RotatingFile) -> Self {
         Self(Arc::new(Mutex::new(file)))
     }
