@@ -44,6 +44,47 @@ pub struct Config {
     pub mcp: McpConfig,
     /// The daemon process itself: see [`DaemonConfig`].
     pub daemon: DaemonConfig,
+    /// How much the state directory may hold: see [`StateConfig`].
+    pub state: StateConfig,
+}
+
+/// `[state]`: the limits that keep the state directory bounded for a daemon that runs
+/// for months (applied by `crate::state_dir`: a sweep in the daemon, and `dsh gc`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// Spill files (`state_dir/spill`) last written more than this many days ago are
+    /// removed, unless a running task writes one or a session loaded in the last day
+    /// names it.
+    pub spill_max_age_days: u64,
+    /// Past this many bytes of spill files, the oldest are removed until the rest fit
+    /// (with the same exceptions).
+    pub spill_max_bytes: u64,
+    /// `audit.jsonl` is renamed `audit.jsonl.1` (and older ones shift up) when a line
+    /// would take it past this many bytes.
+    pub audit_max_bytes: u64,
+    /// Rotated audit files kept (`audit.jsonl.1` .. `audit.jsonl.N`); older ones go.
+    pub audit_keep: u32,
+    /// `daemon.log` rotates the same way past this many bytes.
+    pub log_max_bytes: u64,
+    /// Rotated daemon logs kept.
+    pub log_keep: u32,
+    /// How often the daemon sweeps the spill files (off its async workers).
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            spill_max_age_days: 14,
+            spill_max_bytes: 2 << 30,
+            audit_max_bytes: 256 << 20,
+            audit_keep: 8,
+            log_max_bytes: 64 << 20,
+            log_keep: 4,
+            sweep_interval_secs: 3600,
+        }
+    }
 }
 
 /// `[daemon]`: the daemon process's own life.
@@ -1064,6 +1105,11 @@ impl Config {
         if e.kind == ExecutorKind::Ssh && e.ssh.host.trim().is_empty() {
             return Err(ConfigError::Invalid(
                 "exec.kind = \"ssh\" needs exec.ssh.host".into(),
+            ));
+        }
+        if self.state.sweep_interval_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "state.sweep_interval_secs must be positive".into(),
             ));
         }
         if e.max_output_bytes < 16 {

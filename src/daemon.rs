@@ -114,8 +114,11 @@ impl Daemon {
             .as_ref()
             .and_then(|exec| crate::tools::notices::spawn_router(exec, sessions.clone()));
         let audit = Arc::new(
-            AuditLog::open(&state_dir.join("audit.jsonl"))
-                .map_err(|e| format!("cannot open the audit log: {e}"))?,
+            AuditLog::open_rotating(
+                &state_dir.join(crate::state_dir::AUDIT_LOG),
+                crate::state_dir::audit_rotation(&config.state),
+            )
+            .map_err(|e| format!("cannot open the audit log: {e}"))?,
         );
         let tools = Arc::new(ToolRegistry::standard(
             &config,
@@ -236,6 +239,9 @@ impl Daemon {
     pub async fn serve_stdio(self) {
         self.tools.hooks().start_servers().await;
         self.reload_on_sighup();
+        self.service
+            .state_keeper()
+            .run_periodically(self.shutdown.clone());
         let connections = TaskTracker::new();
         let service: Arc<dyn Service> = self.service.clone();
         let end = self.shutdown.clone();
@@ -310,6 +316,9 @@ impl Daemon {
     ) -> Result<(), String> {
         self.tools.hooks().start_servers().await;
         self.reload_on_sighup();
+        self.service
+            .state_keeper()
+            .run_periodically(self.shutdown.clone());
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
         let (orders, mut upgrade_orders) = tokio::sync::mpsc::channel(1);
         self.service.accept_upgrades(orders);

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod project;
 pub mod registry;
 pub mod rpc;
+pub mod state_dir;
 pub mod store;
 pub mod tools;
 pub mod upgrade;

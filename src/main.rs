@@ -124,6 +124,17 @@ enum Command {
         #[command(flatten)]
         at: Where,
     },
+    /// Apply the state directory's `[state]` limits now (spill files by age and total
+    /// size, rotated logs past the number kept) and print what was removed: through the
+    /// running daemon when one answers (it knows which files running tasks write and
+    /// which sessions it loaded), else directly on the state directory.
+    Gc {
+        /// Print what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        at: Where,
+    },
     /// Stop the daemon gracefully (every task is killed).
     Stop {
         #[command(flatten)]
@@ -197,7 +208,8 @@ enum PolicyCommand {
     /// Judge every call of an audit log again under a candidate config (with the mode and
     /// grants each was judged with) and show the calls whose decision changes.
     Replay {
-        /// The audit log (`audit.jsonl` in the state directory).
+        /// The audit log: the state directory, or its `audit.jsonl` (either reads the
+        /// rotated `audit.jsonl.N` first, oldest first), or any one file.
         #[arg(long)]
         audit: PathBuf,
         /// The candidate config (default: your own, else the built-in defaults).
@@ -227,7 +239,8 @@ enum PolicyCommand {
     /// Where the shadows (hooks with `enforce = false`, `[permissions] shadow` rules)
     /// would have decided otherwise than what was enforced, from an audit log.
     ShadowReport {
-        /// The audit log (default: `audit.jsonl` in the default state directory).
+        /// The audit log, as for `replay` (default: the default state directory's,
+        /// rotated files included).
         #[arg(long)]
         audit: Option<PathBuf>,
         /// Print the report as JSON.
@@ -351,6 +364,7 @@ fn main() -> ExitCode {
             }),
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
+        Command::Gc { dry_run, at } => runtime().and_then(|rt| rt.block_on(gc(at, dry_run))),
         Command::Reload { at } => runtime().and_then(|rt| rt.block_on(reload(at))),
         Command::Upgrade { at } | Command::Restart { at } => {
             runtime().and_then(|rt| rt.block_on(upgrade(at)))
@@ -611,13 +625,32 @@ fn explain(
     Ok(())
 }
 
+/// The audit lines `path` names, oldest first: a state directory or its live
+/// `audit.jsonl` brings the rotated files before it (`state_dir::rotate::in_order`).
+fn read_audit(path: &Path) -> Result<dsh::state_dir::rotate::Concatenated, String> {
+    let files = dsh::state_dir::rotate::in_order(path, dsh::state_dir::AUDIT_LOG);
+    dsh::state_dir::rotate::Concatenated::read(&files)
+}
+
+/// Where line `line` of a rotated set's text is: its file and its own line.
+fn place_in(audit: &dsh::state_dir::rotate::Concatenated, line: usize) -> (Option<PathBuf>, usize) {
+    match audit.position(line) {
+        Some((file, own)) => (Some(file), own),
+        None => (None, line),
+    }
+}
+
 /// `dsh policy shadow-report`.
 fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
-    let path = audit.unwrap_or_else(|| Config::default().exec.state_dir().join("audit.jsonl"));
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let report = dsh::policy::replay::shadow_report(&text)
-        .map_err(|u| format!("{}:{}: {}", path.display(), u.line, u.why))?;
+    let path = audit.unwrap_or_else(|| Config::default().exec.state_dir());
+    let audit = read_audit(&path)?;
+    let mut report = dsh::policy::replay::shadow_report(&audit.text)
+        .map_err(|u| format!("{}: {}", audit.locate(u.line), u.why))?;
+    if audit.files() > 1 {
+        for d in &mut report.differences {
+            (d.file, d.line) = place_in(&audit, d.line);
+        }
+    }
     if json {
         println!(
             "{}",
@@ -640,15 +673,15 @@ fn replay(
 ) -> ExitCode {
     let run = || -> Result<dsh::policy::replay::Report, String> {
         let config = load_checked(config)?;
-        let text = std::fs::read_to_string(audit)
-            .map_err(|e| format!("cannot read {}: {e}", audit.display()))?;
+        let files = read_audit(audit)?;
+        let text = &files.text;
         let report = if hooks {
             let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
-            runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(&text, &config, &cwd))
+            runtime()?.block_on(dsh::hooks::replay::replay_with_hooks(text, &config, &cwd))
         } else {
             let network = &config.exec.sandbox.network;
             let policy = dsh::policy::Policy::of_config(&config);
-            dsh::policy::replay::audited_calls(&text).map(|audited| {
+            dsh::policy::replay::audited_calls(text).map(|audited| {
                 // A call judged with a project's rules is judged with them again, on top
                 // of the candidate's (the project file as it is now).
                 let projects: std::collections::HashMap<_, _> = audited
@@ -674,7 +707,13 @@ fn replay(
                 )
             })
         };
-        report.map_err(|u| format!("{}:{}: {}", audit.display(), u.line, u.why))
+        let mut report = report.map_err(|u| format!("{}: {}", files.locate(u.line), u.why))?;
+        if files.files() > 1 {
+            for c in &mut report.changes {
+                (c.file, c.line) = place_in(&files, c.line);
+            }
+        }
+        Ok(report)
     };
     let report = match run() {
         Ok(report) => report,
@@ -706,17 +745,19 @@ fn replay(
     }
 }
 
-/// Logs go to stderr and `state_dir/daemon.log`, never to a protocol stream.
-fn init_logging(state_dir: &Path) {
+/// Logs go to stderr and `state_dir/daemon.log`, never to a protocol stream. The log
+/// rotates by `[state] log_max_bytes` and `log_keep`.
+fn init_logging(state_dir: &Path, state: &dsh::config::StateConfig) {
+    use dsh::state_dir::rotate::{RotatingFile, SharedLog};
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let file = dsh::fsutil::ensure_private_dir(state_dir)
         .and_then(|()| {
-            dsh::fsutil::private_file()
-                .append(true)
-                .create(true)
-                .open(state_dir.join("daemon.log"))
+            RotatingFile::open(
+                &state_dir.join(dsh::state_dir::DAEMON_LOG),
+                dsh::state_dir::log_rotation(state),
+            )
         })
         .ok();
     let builder = tracing_subscriber::fmt()
@@ -724,7 +765,7 @@ fn init_logging(state_dir: &Path) {
         .with_ansi(false);
     match file {
         Some(file) => builder
-            .with_writer(std::io::stderr.and(std::sync::Arc::new(file)))
+            .with_writer(std::io::stderr.and(SharedLog::new(file)))
             .init(),
         None => builder.with_writer(std::io::stderr).init(),
     }
@@ -772,7 +813,7 @@ async fn serve(
 /// The daemon as its config and arguments say.
 fn build_daemon(at: &Where, config: Config, idle_exit: bool) -> Result<Daemon, String> {
     check_rules(&config)?;
-    init_logging(&config.exec.state_dir());
+    init_logging(&config.exec.state_dir(), &config.state);
     // What a command leaves behind becomes the daemon's child: found without a
     // scan of /proc after every command (dsh::exec::children).
     if !dsh::exec::children::adopt_orphans() {
@@ -930,6 +971,7 @@ async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
 
 async fn acp(at: Where) -> Result<(), String> {
     let stream = connect_or_start(&at).await?;
+    warn_if_daemon_is_older(&stream);
     // Editors start agents on pipes: hand them to the daemon and step out of the
     // path (`rpc::handover`); copy only when that cannot be done.
     match dsh::rpc::handover::offer(&stream).await {
@@ -957,6 +999,70 @@ async fn acp(at: Where) -> Result<(), String> {
         () = down => {}
     }
     Ok(())
+}
+
+/// Says on stderr (stdout is the editor's protocol stream) when the dsh binary on disk
+/// changed after the daemon on `stream` started: that daemon runs the old code until
+/// it stops. Learnt from the kernel, not asked over the protocol (no second
+/// connection, and a daemon of any version is judged): the daemon's pid from
+/// SO_PEERCRED, its start from `/proc/<pid>/stat`, the binary's modification time.
+fn warn_if_daemon_is_older(stream: &UnixStream) {
+    let Some(pid) = stream.peer_cred().ok().and_then(|c| c.pid()) else {
+        return;
+    };
+    let (Some(started), Some(built)) = (
+        process_start(pid),
+        std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .and_then(|m| m.modified())
+            .ok(),
+    ) else {
+        return;
+    };
+    // The start is known to the second (boot time) plus clock ticks: a binary written
+    // within a second of the start counts as the daemon's own.
+    if built > started + Duration::from_secs(1) {
+        let when = |t: std::time::SystemTime| {
+            dsh::store::iso8601(
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or_default(),
+            )
+        };
+        eprintln!(
+            "dsh: the dsh binary on disk (dsh {}, written {}) is newer than the running daemon \
+             (pid {pid}, started {}); the daemon runs its old code until it stops (`dsh stop` \
+             ends it and its tasks; the next connection starts the new one)",
+            env!("CARGO_PKG_VERSION"),
+            when(built),
+            when(started),
+        );
+    }
+}
+
+/// When process `pid` started: the boot time (`/proc/stat` btime) plus its start in
+/// clock ticks (`/proc/<pid>/stat` field 22).
+fn process_start(pid: i32) -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3 on.
+    let after = &stat[stat.rfind(')')? + 2..];
+    let ticks: u64 = after.split(' ').nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|hz| *hz > 0)? as u64;
+    Some(
+        std::time::UNIX_EPOCH
+            + Duration::from_secs(boot)
+            + Duration::from_millis(ticks * 1000 / hz),
+    )
 }
 
 /// One question to the daemon (`status`, `kill`...), on a connection of its own, for a
@@ -993,13 +1099,34 @@ async fn status(at: Where) -> Result<(), String> {
     let s: dsh::acp::StatusResponse = serde_json::from_value(answer)
         .map_err(|e| format!("the daemon's status is not what this dsh reads: {e}"))?;
     println!(
-        "dsh {} (pid {}), executor {}, up {}s, {} connection(s)",
+        "dsh {} (pid {}), executor {}, started {}, up {}s, {} connection(s)",
         s.version,
         s.pid,
         s.executor,
+        s.started_at,
         s.uptime_ms / 1000,
         s.connections
     );
+    let kinds = [
+        ("spill", s.state.spill),
+        ("sessions", s.state.sessions),
+        ("logs", s.state.logs),
+        ("audit", s.state.audit),
+        ("other", s.state.other),
+    ];
+    let total: u64 = kinds.iter().map(|(_, k)| k.bytes).sum();
+    println!(
+        "state directory {}: {}",
+        s.state_dir.display(),
+        dsh::state_dir::retention::human_bytes(total)
+    );
+    for (kind, usage) in kinds {
+        println!(
+            "  {kind:<9}{} in {} file(s)",
+            dsh::state_dir::retention::human_bytes(usage.bytes),
+            usage.files
+        );
+    }
     println!("sessions: {}", s.sessions.len());
     for session in &s.sessions {
         println!(
@@ -1045,6 +1172,64 @@ async fn status(at: Where) -> Result<(), String> {
     } else {
         println!("after command exits: the session scan runs every time (not a subreaper)");
     }
+    Ok(())
+}
+
+/// `dsh gc [--dry-run]`: through the daemon when one answers; with none, directly on
+/// the state directory (nothing then writes a spill file; the session logs' mtimes and
+/// `session-loads.json` say which sessions were used in the last day).
+async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
+    let params = serde_json::json!({ "dryRun": dry_run });
+    let (report, through) = match ask_daemon_typed(&at, "_dsh/state/gc", params).await {
+        Ok(answer) => (
+            serde_json::from_value::<dsh::state_dir::GcReport>(answer)
+                .map_err(|e| format!("the daemon's answer is not what this dsh reads: {e}"))?,
+            "by the running daemon",
+        ),
+        Err(ClientError::Io { .. }) => {
+            let config = at.config()?;
+            let state_dir = config.exec.state_dir();
+            let report = tokio::task::spawn_blocking(move || {
+                let now = std::time::SystemTime::now();
+                let named = |dir: &Path| {
+                    let loads = dsh::state_dir::sweep::read_loads(dir);
+                    dsh::state_dir::sweep::named_by_recent_sessions(dir, &loads, now)
+                };
+                dsh::state_dir::collect(
+                    &state_dir,
+                    &config.state,
+                    || named(&state_dir),
+                    false,
+                    dry_run,
+                )
+            })
+            .await
+            .map_err(|e| format!("the collection failed: {e}"))?;
+            (
+                report,
+                "no daemon runs: applied to the state directory directly",
+            )
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let human = dsh::state_dir::retention::human_bytes;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for r in &report.removed {
+        println!(
+            "{verb} {} ({}; {})",
+            r.path.display(),
+            human(r.bytes),
+            r.why
+        );
+    }
+    println!(
+        "{verb} {} file(s), {} (spill files: {} holding {}, {} kept in use; {through})",
+        report.removed.len(),
+        human(report.removed_bytes()),
+        report.spill_files,
+        human(report.spill_bytes),
+        report.in_use,
+    );
     Ok(())
 }
 
@@ -1117,7 +1302,7 @@ async fn kill(at: Where, task_id: dsh::exec::TaskId) -> Result<(), String> {
 
 async fn stop(at: Where) -> Result<(), String> {
     // Known first, so `stop` can return only once the process itself is gone.
-    let pid = ask_daemon(&at, "_dsh/status")
+    let pid = ask_daemon_with(&at, "_dsh/status", serde_json::json!({"stateUsage": false}))
         .await
         .ok()
         .and_then(|s| s["pid"].as_i64());

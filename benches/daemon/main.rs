@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1`, `M1`, `N1`, `N2` run only
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2) run only
 //! those scenarios (for profiling one; N1 and N2, the network proxy, run in-process without a daemon);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
@@ -38,6 +38,7 @@ mod model;
 mod netproxy;
 mod profile;
 mod report;
+mod retention;
 mod sandbox;
 mod scenarios;
 mod ssh;
@@ -106,6 +107,10 @@ pub(crate) struct Counts {
     /// N2: first bytes timed each way, and tunnels held open for the memory figure.
     pub(crate) n2_iterations: usize,
     pub(crate) n2_tunnels: usize,
+    /// R1, R2: spill files in the swept directory, and rounds of the repeated
+    /// measurements (the removing sweep runs once: each run remakes half the files).
+    pub(crate) r1_files: usize,
+    pub(crate) r1_rounds: usize,
 }
 
 pub(crate) const FULL: Counts = Counts {
@@ -126,6 +131,8 @@ pub(crate) const FULL: Counts = Counts {
     n1_rounds: 15,
     n2_iterations: 1000,
     n2_tunnels: 200,
+    r1_files: 100_000,
+    r1_rounds: 6,
 };
 
 pub(crate) const QUICK: Counts = Counts {
@@ -147,6 +154,8 @@ pub(crate) const QUICK: Counts = Counts {
     n1_rounds: 3,
     n2_iterations: 40,
     n2_tunnels: 20,
+    r1_files: 5_000,
+    r1_rounds: 2,
 };
 
 // ---------------------------------------------------------------------------
@@ -154,7 +163,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 18] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 19] = [
     ("B1", |e| Box::pin(b1(e))),
     ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
@@ -171,6 +180,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 18] = [
     ("M1", |e| Box::pin(m1(e))),
     ("N1", |e| Box::pin(netproxy::n1(e))),
     ("N2", |e| Box::pin(netproxy::n2(e))),
+    ("R1", |e| Box::pin(retention::r1(e))),
     ("P1", |e| Box::pin(p1(e))),
     ("P7", |e| Box::pin(p7(e))),
 ];

@@ -144,6 +144,17 @@ pub struct StatusResponse {
     pub version: String,
     pub pid: u32,
     pub uptime_ms: u64,
+    /// When the daemon started (unix ms, and as ISO 8601 UTC): `dsh acp` compares it
+    /// with the binary on disk.
+    #[serde(default)]
+    pub started_at_ms: u64,
+    #[serde(default)]
+    pub started_at: String,
+    /// The state directory and what it holds per kind.
+    #[serde(default)]
+    pub state_dir: PathBuf,
+    #[serde(default)]
+    pub state: crate::state_dir::Usage,
     /// `local`, `sandbox`, `ssh` or `none`.
     pub executor: String,
     pub connections: usize,
@@ -152,6 +163,14 @@ pub struct StatusResponse {
     /// How the check after each local command's exit went (`exec::children`).
     #[serde(default)]
     pub exit_checks: crate::exec::children::ExitChecks,
+}
+
+/// `_dsh/state/gc` params.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GcParams {
+    /// Say what would go, remove nothing.
+    pub dry_run: bool,
 }
 
 /// One session in [`StatusResponse`].
@@ -270,7 +289,9 @@ impl AcpService {
         })
     }
 
-    pub(super) async fn status(&self, _ctx: RequestContext, _p: Value) -> Result<Value, RpcError> {
+    /// `_dsh/status`; `{"stateUsage": false}` leaves out the walk of the state
+    /// directory (`dsh stop` wants only the pid).
+    pub(super) async fn status(&self, _ctx: RequestContext, p: Value) -> Result<Value, RpcError> {
         let running_tasks = self
             .executor
             .as_ref()
@@ -301,16 +322,50 @@ impl AcpService {
                 session_id: s.id.clone(),
             })
             .collect();
+        // A walk of the state directory (a spill directory may hold 100 000 files):
+        // on a blocking thread, never on the async workers.
+        let state_dir = self.state_dir.clone();
+        let state = if p.get("stateUsage").and_then(Value::as_bool) == Some(false) {
+            crate::state_dir::Usage::default()
+        } else {
+            let dir = state_dir.clone();
+            tokio::task::spawn_blocking(move || crate::state_dir::usage(&dir))
+                .await
+                .unwrap_or_default()
+        };
+        let started_at_ms = self
+            .started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
         to_value(StatusResponse {
             version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
+            started_at_ms,
+            started_at: iso8601(started_at_ms),
+            state_dir,
+            state,
             executor: self.executor_kind().into(),
             connections: self.connections.len(),
             sessions,
             running_tasks,
             exit_checks: crate::exec::children::exit_checks(),
         })
+    }
+
+    /// `_dsh/state/gc`: applies the `[state]` limits now, on a blocking thread (after
+    /// any sweep already running), and says what was removed.
+    pub(super) async fn state_gc(
+        &self,
+        _ctx: RequestContext,
+        p: GcParams,
+    ) -> Result<Value, RpcError> {
+        let keeper = self.keeper.clone();
+        let report = tokio::task::spawn_blocking(move || keeper.collect(p.dry_run))
+            .await
+            .map_err(|e| RpcError::internal(format!("the collection failed: {e}")))?;
+        to_value(report)
     }
 
     /// `_dsh/config/reload`: see [`AcpService::reload`]; a config that fails is an

@@ -102,6 +102,10 @@ pub struct AcpService {
     live: live::LiveSessions,
     connections: DashMap<u64, Arc<Connection>>,
     started: Instant,
+    /// When the daemon started, as `dsh status` shows it.
+    started_at: std::time::SystemTime,
+    /// The state directory's limits, sweep and usage (`crate::state_dir`).
+    keeper: Arc<crate::state_dir::StateKeeper>,
     /// The daemon's shutdown trigger (owned by `Daemon`): `_dsh/stop` cancels it.
     shutdown: CancellationToken,
     /// Where `_dsh/upgrade` asks the serve loop to hand over (`None`: refused).
@@ -168,6 +172,11 @@ impl AcpService {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let state_dir = config.exec.state_dir();
+        let keeper = Arc::new(crate::state_dir::StateKeeper::new(
+            state_dir.clone(),
+            config.state.clone(),
+            executor.clone(),
+        ));
         let settings = Settings {
             model,
             model_config: config.model.clone(),
@@ -185,6 +194,8 @@ impl AcpService {
             live: live::LiveSessions::default(),
             connections: DashMap::new(),
             started: Instant::now(),
+            started_at: std::time::SystemTime::now(),
+            keeper,
             shutdown,
             upgrades: std::sync::Mutex::new(None),
             last_upgrade: std::sync::Mutex::new(None),
@@ -201,6 +212,11 @@ impl AcpService {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The keeper of the state directory (the daemon runs its periodic sweep).
+    pub fn state_keeper(&self) -> Arc<crate::state_dir::StateKeeper> {
+        self.keeper.clone()
     }
 
     /// Where a reload reads the config again.
@@ -237,7 +253,23 @@ impl AcpService {
             }
             // The executor keeps running as started: the config in force says so.
             new.exec = old.exec.clone();
+            // The logs' rotation is fixed when their files are opened; the spill
+            // limits apply from the next sweep.
+            let rotations = |s: &crate::config::StateConfig| {
+                (s.audit_max_bytes, s.audit_keep, s.log_max_bytes, s.log_keep)
+            };
+            if rotations(&old.state) != rotations(&new.state) {
+                restart_needed.push("state".to_string());
+            }
+            // As `exec`: the config in force says the rotation the files have.
+            (
+                new.state.audit_max_bytes,
+                new.state.audit_keep,
+                new.state.log_max_bytes,
+                new.state.log_keep,
+            ) = rotations(&old.state);
         }
+        self.keeper.set_config(new.state.clone());
         let policy_version = self.tools.reload(&new).await;
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Settings {
             model,
@@ -386,7 +418,8 @@ impl AcpService {
                                "_dsh/status", "_dsh/stop", "_dsh/policy/explain",
                                "_dsh/config/reload", "_dsh/session/grants",
                                "_dsh/session/revoke", "_dsh/user/grants",
-                               "_dsh/user/revoke", "_dsh/session/fork"],
+                               "_dsh/user/revoke", "_dsh/session/fork",
+                               "_dsh/state/gc"],
                    "executor": self.executor_kind()}),
         );
         let caps = acp::AgentCapabilities::new()
@@ -542,6 +575,7 @@ impl Service for AcpService {
         register!(m, "_dsh/tasks/list", tasks_list);
         register!(m, "_dsh/tasks/kill", tasks_kill);
         register!(m, "_dsh/status", status);
+        register!(m, "_dsh/state/gc", state_gc);
         register!(m, "_dsh/stop", stop);
         register!(m, "_dsh/upgrade", upgrade);
         register!(m, "_dsh/upgrade/outcome", upgrade_outcome);

@@ -315,6 +315,7 @@ impl AcpService {
         let session = self
             .sessions
             .insert(session_id.to_string(), header.cwd.clone());
+        self.keeper.session_opened(session_id);
         // Its project's mode first: the modes the log recorded come after it.
         self.open_project(ctx, &session).await;
         let state = store::SessionState::from_events(&header, &events);

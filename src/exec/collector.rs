@@ -336,6 +336,12 @@ impl Collector {
         }
     }
 
+    /// The spill file, once the stream has one (no copy of the tail, unlike
+    /// [`Collector::collected`]).
+    pub fn spill_file(&self) -> Option<PathBuf> {
+        self.lock().spill.file().map(std::path::Path::to_path_buf)
+    }
+
     /// Bytes received so far.
     pub fn total_bytes(&self) -> u64 {
         self.lock().total

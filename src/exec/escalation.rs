@@ -116,6 +116,12 @@ impl BashExecutor for Escalating {
         self.holder(id).read(id)
     }
 
+    fn spill_files_in_use(&self) -> Vec<std::path::PathBuf> {
+        let mut all = self.contained.spill_files_in_use();
+        all.extend(self.outside.spill_files_in_use());
+        all
+    }
+
     async fn kill(&self, id: TaskId) -> KillOutcome {
         self.holder(id).kill(id).await
     }

@@ -424,4 +424,11 @@ pub trait BashExecutor: Send + Sync + 'static {
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.
     async fn shutdown(&self);
+
+    /// The spill files (on this host) of the tasks still running: the state
+    /// directory's sweep never removes them (`crate::state_dir`). An executor whose
+    /// files live elsewhere (the ssh helper's, on the remote host) names none.
+    fn spill_files_in_use(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }

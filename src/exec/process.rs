@@ -1126,6 +1126,27 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         lock(&self.inner.tasks).values().map(|t| t.info()).collect()
     }
 
+    fn spill_files_in_use(&self) -> Vec<PathBuf> {
+        let running: Vec<Arc<Task>> = lock(&self.inner.tasks)
+            .values()
+            .filter(|t| !lock(&t.status).is_finished())
+            .cloned()
+            .collect();
+        // A background task's output files are written from its first byte, so they
+        // are its own whether or not they spilled yet.
+        running
+            .iter()
+            .flat_map(|t| {
+                [OutputStream::Stdout, OutputStream::Stderr].map(|stream| {
+                    self.inner
+                        .spill_dir
+                        .join(outfiles::task_file_name(t.id, stream))
+                })
+            })
+            .filter(|path| path.exists())
+            .collect()
+    }
+
     fn read(&self, id: TaskId) -> Option<TaskRead> {
         let task = self.inner.task(id)?;
         // Status first: if it is final, both streams are closed and complete, so
@@ -1471,6 +1492,42 @@ mod tests {
         assert!(other.recover().is_empty());
         exec.shutdown().await;
         other.shutdown().await;
+    }
+
+    /// The state directory's sweep asks which spill files running tasks write
+    /// (`crate::state_dir`): a running task's, not a finished one's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn spill_files_in_use_are_the_running_tasks() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ExecConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            kill_grace_ms: 300,
+            max_output_bytes: 100,
+            ..ExecConfig::default()
+        };
+        let exec = LocalExecutor::new(&config).unwrap();
+        let mut done = exec.take_completions().unwrap();
+        let start = |command: &str| {
+            exec.resolve(ExecRequest {
+                command: command.into(),
+                workdir: Some(dir.path().to_path_buf()),
+                ..ExecRequest::default()
+            })
+        };
+        let quiet = exec.start(start("head -c 500 /dev/zero")).await.unwrap();
+        assert_eq!(done.recv().await.unwrap().id, quiet.id);
+        let task = exec
+            .start(start("head -c 500 /dev/zero; exec sleep 1000"))
+            .await
+            .unwrap();
+        let file = dir.path().join(format!("spill/{}.stdout", task.id));
+        while std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0) < 500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(exec.spill_files_in_use(), [file]);
+        exec.kill(task.id).await;
+        assert!(exec.spill_files_in_use().is_empty());
+        exec.shutdown().await;
     }
 
     /// The measure of the retention rule: ten finished tasks that each fill both

@@ -202,6 +202,11 @@ impl BashExecutor for SshExecutor {
         all
     }
 
+    /// The wrapper path's (the helper's files are on the remote host).
+    fn spill_files_in_use(&self) -> Vec<std::path::PathBuf> {
+        self.wrapper.spill_files_in_use()
+    }
+
     fn read(&self, id: TaskId) -> Option<TaskRead> {
         if self.helper.has(id) {
             self.helper.read(id)

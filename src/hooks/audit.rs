@@ -3,13 +3,14 @@
 //!
 //! The audit hook goes first in the waterfall so it sees every outcome, vetoes
 //! included. Arguments are logged as given (secrets in them are not special-cased),
-//! so the file is created 0600 and never through a symlink.
+//! so the file is created 0600 and never through a symlink. It rotates by size
+//! (`[state] audit_max_bytes`, `audit_keep`: `crate::state_dir::rotate`), a line never
+//! split between two files.
 
 use super::waterfall::{Hook, Next, Passed, ToolExecution};
 use crate::config::Decision;
 use crate::policy::audit::{AuditLine, ExecutionLine, Outcome, RefusalLine};
-use std::fs::File;
-use std::io::Write;
+use crate::state_dir::rotate::{RotatingFile, Rotation};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -17,16 +18,23 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// An append-only JSON-lines file.
 pub struct AuditLog {
     path: PathBuf,
-    file: Mutex<Option<File>>,
+    file: Mutex<Option<RotatingFile>>,
 }
 
 impl AuditLog {
-    /// Opens (or creates, 0600) `path` for appending.
+    /// Opens (or creates, 0600) `path` for appending, rotating by the default
+    /// `[state]` limits (tests; the daemon passes its config's with
+    /// [`AuditLog::open_rotating`]).
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        let file = crate::fsutil::private_file()
-            .append(true)
-            .create(true)
-            .open(path)?;
+        Self::open_rotating(
+            path,
+            crate::state_dir::audit_rotation(&crate::config::StateConfig::default()),
+        )
+    }
+
+    /// Opens (or creates, 0600) `path` for appending, rotating by `rotation`.
+    pub fn open_rotating(path: &Path, rotation: Rotation) -> std::io::Result<Self> {
+        let file = RotatingFile::open(path, rotation)?;
         Ok(Self {
             path: path.to_path_buf(),
             file: Mutex::new(Some(file)),
@@ -67,7 +75,7 @@ impl AuditLog {
         line.push('\n');
         let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(file) = guard.as_mut()
-            && let Err(e) = file.write_all(line.as_bytes())
+            && let Err(e) = file.append(line.as_bytes())
         {
             tracing::error!(path = %self.path.display(), "audit write failed: {e}");
         }

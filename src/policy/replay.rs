@@ -14,8 +14,11 @@ use std::collections::BTreeMap;
 /// One call whose decision changes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
-    /// Its line in the audit log (1-based).
+    /// Its line in the audit log (1-based): in `file` when set.
     pub line: usize,
+    /// The file of a rotated set the line is in (set by the reader of several files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<std::path::PathBuf>,
     pub tool: String,
     /// The bash command, or the arguments as JSON for other tools.
     pub call: String,
@@ -207,6 +210,7 @@ impl Report {
         if to != from {
             self.changes.push(Change {
                 line: call.line,
+                file: None,
                 tool: call.tool.clone(),
                 call: shown_call(&call.tool, &call.arguments),
                 from,
@@ -255,13 +259,21 @@ pub fn replay_calls<'p>(
     report
 }
 
+/// `FILE:LINE`, or `line LINE` when the log is one file.
+fn place(file: Option<&std::path::Path>, line: usize) -> String {
+    match file {
+        Some(file) => format!("{}:{line}", file.display()),
+        None => format!("line {line}"),
+    }
+}
+
 /// The report as text: each change, then the matrix.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
     for c in &report.changes {
         out.push_str(&format!(
-            "line {}: {} -> {}  {} {}\n  before: {}\n  now: {}\n",
-            c.line,
+            "{}: {} -> {}  {} {}\n  before: {}\n  now: {}\n",
+            place(c.file.as_deref(), c.line),
             action(c.from),
             action(c.to),
             c.tool,
@@ -312,6 +324,9 @@ pub fn render(report: &Report) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ShadowDifference {
     pub line: usize,
+    /// As [`Change::file`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<std::path::PathBuf>,
     pub tool: String,
     pub call: String,
     /// The shadow's name in the trace.
@@ -360,6 +375,7 @@ pub fn shadow_report(audit: &str) -> Result<ShadowReport, Unreadable> {
                 count.differed += 1;
                 report.differences.push(ShadowDifference {
                     line,
+                    file: None,
                     tool: record.tool.clone(),
                     call: record.shown_call(),
                     shadow: entry.name.clone(),
@@ -378,8 +394,8 @@ pub fn render_shadows(report: &ShadowReport) -> String {
     let mut out = String::new();
     for d in &report.differences {
         out.push_str(&format!(
-            "line {}: {} says {} where {} was enforced  {} {}\n  {}\n",
-            d.line,
+            "{}: {} says {} where {} was enforced  {} {}\n  {}\n",
+            place(d.file.as_deref(), d.line),
             d.shadow,
             action(d.shadow_decision),
             action(d.enforced),

@@ -253,6 +253,12 @@ impl Tool for Bash {
                     text.push('\n');
                     text.push_str(&terms.failure_note(&roots));
                 }
+                // A spill file the command names that retention removed: said, so the
+                // model does not take "No such file" for a mistake of its own.
+                for note in crate::state_dir::sweep::removed_notes_in(command) {
+                    text.push('\n');
+                    text.push_str(&note);
+                }
                 ToolOutput {
                     spills: spilled(
                         [&outcome.stdout, &outcome.stderr].map(|s| (s.truncated, &s.spill)),
@@ -345,10 +351,20 @@ impl Tool for BashOutput {
             Err(out) => return *out,
         };
         match self.shared.exec.read(task_id) {
-            Some(read) => ToolOutput {
-                spills: spilled([&read.stdout, &read.stderr].map(|s| (s.dropped, &s.spill))),
-                ..ToolOutput::ok(read_result_text(&read.stdout, &read.stderr, read.status))
-            },
+            Some(read) => {
+                let spills = spilled([&read.stdout, &read.stderr].map(|s| (s.dropped, &s.spill)));
+                let mut text = read_result_text(&read.stdout, &read.stderr, read.status);
+                // The file the T9 line names may be gone by `[state]` retention.
+                for path in &spills {
+                    if let Some(note) = crate::state_dir::sweep::removed_note(path) {
+                        text.push_str(&format!("\n[{}: {note}]", path.display()));
+                    }
+                }
+                ToolOutput {
+                    spills,
+                    ..ToolOutput::ok(text)
+                }
+            }
             None => unknown_task(task_id),
         }
     }

@@ -428,7 +428,11 @@ impl Tool for ReadFile {
                 Ok(out) => ToolOutput::ok(out),
                 Err(e) => ToolOutput::error(e),
             },
-            Ok(None) => ToolOutput::error(format!("{shown}: no such file")),
+            Ok(None) => match crate::state_dir::sweep::removed_note(&path) {
+                // A spill file the model was given, gone by `[state]` retention.
+                Some(note) => ToolOutput::error(format!("{shown}: {note}")),
+                None => ToolOutput::error(format!("{shown}: no such file")),
+            },
             Err(e) => ToolOutput::error(e),
         }
     }

@@ -40,6 +40,7 @@ mod sandbox_no_way_back;
 mod security;
 mod sessions_keep_work;
 mod shutdown;
+mod state_retention;
 mod tools_waterfall;
 mod user_grants;
 mod wrapper_grammars;
