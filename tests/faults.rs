@@ -265,9 +265,14 @@ async fn daemon_sigkilled_mid_turn_restarts_with_whole_logs_closed_turns_and_no_
 
     let mut c = daemon.connect().await;
     load(&mut c, &s, &ws).await;
+    // The background task is told lost (issue 32), after the closed turn.
+    let lost = format!(
+        "<context source=\"tool-bash\">background bash task {task} finished [status: lost: \
+         the daemon stopped while it ran]. Read its output with bash_output.</context>"
+    );
     assert_eq!(
         texts(&c, &s, "user_message_chunk"),
-        ["remember 42", "run it"]
+        ["remember 42", "run it", lost.as_str()]
     );
     assert_eq!(texts(&c, &s, "agent_message_chunk"), ["Noted: 42."]);
     let fg: Vec<Value> = c
@@ -307,20 +312,25 @@ async fn daemon_sigkilled_mid_turn_restarts_with_whole_logs_closed_turns_and_no_
             "user",
             "assistant",
             "tool",
+            "user",
             "user"
         ],
         "{m:?}"
     );
+    // The model reads the task's end at its place, after the cut call's answer.
+    assert_eq!(m[7]["content"], lost.as_str());
     assert_eq!(m[1]["content"], "remember 42");
     assert_eq!(m[2]["content"], "Noted: 42.");
     assert_eq!(m[5]["tool_calls"][0]["id"], "call_fg");
     assert_eq!(m[6]["tool_call_id"], "call_fg");
-    // The task from before is not known to the new executor (RELIABILITY.md:
-    // no completion notice reaches the session for it).
+    // The task from before is lost, and its owner reads what it printed (nothing).
     assert_eq!(
         c.tool(Some(&s), "bash_output", json!({"task_id": task}))
             .await,
-        (format!("Error: unknown bash task \"{task}\""), true)
+        (
+            "(no new output)\n[status: lost: the daemon stopped while it ran]".to_string(),
+            false
+        )
     );
     drop(c);
     daemon.stop().await;
