@@ -319,6 +319,7 @@ impl Daemon {
         self.service
             .state_keeper()
             .run_periodically(self.shutdown.clone());
+        Self::say_program_started(path);
         tracing::info!(socket = %path.display(), pid = std::process::id(), "dsh daemon listening");
         let (orders, mut upgrade_orders) = tokio::sync::mpsc::channel(1);
         self.service.accept_upgrades(orders);
@@ -369,6 +370,7 @@ impl Daemon {
         drop(listener);
         self.stop(connections).await;
         let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(Self::program_started_file(path));
         tracing::info!("dsh daemon stopped");
         Ok(())
     }
@@ -498,6 +500,31 @@ impl Daemon {
         self.service
             .set_upgrade_outcome(crate::acp::UpgradeOutcome::RolledBack { reason: why });
         carried
+    }
+
+    /// Where a daemon on `socket` says when its program started (`dsh acp` compares it
+    /// with the binary on disk): beside the socket, since an upgrade keeps the process
+    /// (and its start time in /proc) but not its program.
+    fn program_started_file(socket: &Path) -> PathBuf {
+        socket.with_extension("started")
+    }
+
+    /// When the program of the daemon `pid` on `socket` started, if it said so.
+    pub fn program_started(socket: &Path, pid: i32) -> Option<std::time::SystemTime> {
+        let text = std::fs::read_to_string(Self::program_started_file(socket)).ok()?;
+        let (who, ms) = text.trim().split_once(' ')?;
+        let ms: u64 = ms.parse().ok()?;
+        (who.parse::<i32>().ok()? == pid)
+            .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    }
+
+    /// Writes [`Daemon::program_started`]'s file (the socket's directory is private).
+    fn say_program_started(path: &Path) {
+        let now = crate::store::now_ms();
+        let text = format!("{} {now}\n", std::process::id());
+        if let Err(e) = std::fs::write(Self::program_started_file(path), text) {
+            tracing::warn!("cannot write when this program started: {e}");
+        }
     }
 
     /// Supervises again the tasks an upgrade let go (handed over, or kept after a failed

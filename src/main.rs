@@ -971,7 +971,7 @@ async fn connect_or_start(at: &Where) -> Result<UnixStream, String> {
 
 async fn acp(at: Where) -> Result<(), String> {
     let stream = connect_or_start(&at).await?;
-    warn_if_daemon_is_older(&stream);
+    warn_if_daemon_is_older(&stream, &at.socket());
     // Editors start agents on pipes: hand them to the daemon and step out of the
     // path (`rpc::handover`); copy only when that cannot be done.
     match dsh::rpc::handover::offer(&stream).await {
@@ -1002,16 +1002,18 @@ async fn acp(at: Where) -> Result<(), String> {
 }
 
 /// Says on stderr (stdout is the editor's protocol stream) when the dsh binary on disk
-/// changed after the daemon on `stream` started: that daemon runs the old code until
-/// it stops. Learnt from the kernel, not asked over the protocol (no second
+/// changed after the daemon on `stream` started its program: that daemon runs the old
+/// code until `dsh upgrade`. Learnt without asking over the protocol (no second
 /// connection, and a daemon of any version is judged): the daemon's pid from
-/// SO_PEERCRED, its start from `/proc/<pid>/stat`, the binary's modification time.
-fn warn_if_daemon_is_older(stream: &UnixStream) {
+/// SO_PEERCRED, when its program started from the file it keeps beside its socket
+/// (`dsh upgrade` replaces the program in the same process, whose own start stays) or
+/// else from `/proc/<pid>/stat`, and the binary's modification time.
+fn warn_if_daemon_is_older(stream: &UnixStream, socket: &Path) {
     let Some(pid) = stream.peer_cred().ok().and_then(|c| c.pid()) else {
         return;
     };
     let (Some(started), Some(built)) = (
-        process_start(pid),
+        Daemon::program_started(socket, pid).or_else(|| process_start(pid)),
         std::env::current_exe()
             .and_then(std::fs::metadata)
             .and_then(|m| m.modified())
@@ -1031,8 +1033,8 @@ fn warn_if_daemon_is_older(stream: &UnixStream) {
         };
         eprintln!(
             "dsh: the dsh binary on disk (dsh {}, written {}) is newer than the running daemon \
-             (pid {pid}, started {}); the daemon runs its old code until it stops (`dsh stop` \
-             ends it and its tasks; the next connection starts the new one)",
+             (pid {pid}, started {}); the daemon runs its old code until `dsh upgrade` (which \
+             keeps its connections, sessions and tasks)",
             env!("CARGO_PKG_VERSION"),
             when(built),
             when(started),

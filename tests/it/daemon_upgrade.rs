@@ -128,6 +128,16 @@ async fn an_upgrade_keeps_the_editor_connection_its_session_and_the_turn_in_flig
     let (mut launcher, mut c) = d.editor().await;
     let s = c.new_session(&ws).await;
 
+    // When the daemon's program started, as `dsh acp` reads it to tell whether the
+    // binary on disk is newer: the upgrade keeps the process, so its /proc start stays.
+    let started = || {
+        let text = std::fs::read_to_string(d.socket.with_extension("started")).unwrap();
+        let (pid, ms) = text.trim().split_once(' ').unwrap();
+        (pid.parse::<i32>().unwrap(), ms.parse::<u64>().unwrap())
+    };
+    let before = started();
+    assert_eq!(before.0, d.pid);
+
     c.ignore_permissions = true;
     let first = c
         .start("session/prompt", prompt(&s, "!echo one > one.txt"))
@@ -166,6 +176,11 @@ async fn an_upgrade_keeps_the_editor_connection_its_session_and_the_turn_in_flig
     );
 
     assert!(common::alive(d.pid), "the same process serves on");
+    let after = started();
+    assert!(
+        after.0 == d.pid && after.1 > before.1,
+        "{before:?} {after:?}"
+    );
     assert!(
         launcher.try_wait().unwrap().is_none(),
         "the editor's launcher never noticed"
