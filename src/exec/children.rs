@@ -474,6 +474,7 @@ mod tests {
             "src/exec/ssh.rs",           // children::spawn, starting() around output
             "src/hooks/external/runner.rs", // children::spawn
             "src/main.rs",               // the CLI's own `dsh start`, not a daemon process
+            "src/upgrade.rs",            // children::spawn for the hand-over check
         ];
         fn starts_processes(code: &str) -> bool {
             let code = code.split("#[cfg(test)]").next().unwrap_or_default();
