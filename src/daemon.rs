@@ -188,9 +188,7 @@ impl Daemon {
                     () = tokio::time::sleep(tick) => {}
                     () = shutdown.cancelled() => return,
                 }
-                let running = executor
-                    .as_ref()
-                    .is_some_and(|e| e.list().iter().any(|t| !t.status.is_finished()));
+                let running = executor.as_ref().is_some_and(|e| !e.running().is_empty());
                 if !connections.is_empty() || running {
                     idle_since = None;
                     continue;
@@ -553,10 +551,9 @@ impl Daemon {
         let running: Vec<String> = self
             .executor
             .as_ref()
-            .map(|e| e.list())
+            .map(|e| e.running())
             .unwrap_or_default()
-            .into_iter()
-            .filter(|t| !t.status.is_finished())
+            .iter()
             .map(|t| t.id.to_string())
             .collect();
         (!running.is_empty()).then(|| {

@@ -295,10 +295,9 @@ impl AcpService {
         let running_tasks = self
             .executor
             .as_ref()
-            .map(|e| e.list())
+            .map(|e| e.running())
             .unwrap_or_default()
             .into_iter()
-            .filter(|t| !t.status.is_finished())
             .map(|t| {
                 let owner = self.sessions.owner(t.id).flatten();
                 self.task_summary(&t, Some(owner))
@@ -546,14 +545,11 @@ impl crate::agent::commands::SessionControl for AcpService {
     }
 
     fn status(&self) -> String {
-        let running: Vec<_> = self
+        let running = self
             .executor
             .as_ref()
-            .map(|e| e.list())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|t| !t.status.is_finished())
-            .collect();
+            .map(|e| e.running())
+            .unwrap_or_default();
         format!(
             "dsh {} (pid {}), executor {}, up {}s\n{} connection(s), {} session(s), {} running task(s)",
             env!("CARGO_PKG_VERSION"),

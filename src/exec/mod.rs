@@ -350,6 +350,13 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// Snapshots of every task this executor has started, oldest first.
     fn list(&self) -> Vec<TaskInfo>;
 
+    /// The tasks of [`BashExecutor::list`] still running.
+    fn running(&self) -> Vec<TaskInfo> {
+        let mut tasks = self.list();
+        tasks.retain(|t| !t.status.is_finished());
+        tasks
+    }
+
     /// The output since the previous `read` of this task (never re-delivered).
     fn read(&self, id: TaskId) -> Option<TaskRead>;
 

@@ -64,10 +64,37 @@ impl SocketDaemon {
         extra_config: &str,
         adjust: impl FnOnce(&mut Command),
     ) -> Self {
+        Self::start_command(super::dsh(), dir, extra_config, adjust).await
+    }
+
+    /// As [`SocketDaemon::start`], from `dir/bin/dsh`, a copy of the binary under test
+    /// that the test may replace or age (an upgrade, a newer binary on disk).
+    pub async fn start_copy(dir: &Path, extra_config: &str) -> Self {
+        let program = dir.join("bin/dsh");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::copy(BIN, &program).unwrap();
+        let mut cmd = Command::new(&program);
+        for var in [
+            "DEEPSEEK_API_KEY",
+            "DSH_API_KEY",
+            "DSH_MODEL_BASE_URL",
+            "DSH_MODEL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.kill_on_drop(true);
+        Self::start_command(cmd, dir, extra_config, |_| {}).await
+    }
+
+    async fn start_command(
+        mut cmd: Command,
+        dir: &Path,
+        extra_config: &str,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Self {
         let socket = dir.join("run/dsh.sock");
         let state = dir.join("state");
         let config = write_config(dir, extra_config);
-        let mut cmd = super::dsh();
         cmd.args(["serve", "--socket"])
             .arg(&socket)
             .arg("--state-dir")

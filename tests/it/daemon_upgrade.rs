@@ -4,18 +4,17 @@
 //! it started), and drives it as an editor does, through `dsh acp`.
 
 use crate::common::client::Client;
-use crate::common::daemon::{BIN, workspace, write_config};
+use crate::common::daemon::{BIN, SocketDaemon, workspace};
 use crate::common::{self};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 /// A daemon started from `dir/bin/dsh`, a copy of the binary under test.
 struct Copied {
-    _child: Child,
+    /// Held for its child, which ends with it.
+    _daemon: SocketDaemon,
     pid: i32,
     socket: PathBuf,
     state: PathBuf,
@@ -24,43 +23,14 @@ struct Copied {
 }
 
 async fn start_copied(dir: &Path, extra_config: &str) -> Copied {
-    let program = dir.join("bin/dsh");
-    std::fs::create_dir_all(program.parent().unwrap()).unwrap();
-    std::fs::copy(BIN, &program).unwrap();
-    let socket = dir.join("run/dsh.sock");
-    let state = dir.join("state");
-    let config = write_config(dir, extra_config);
-    let mut cmd = Command::new(&program);
-    for var in [
-        "DEEPSEEK_API_KEY",
-        "DSH_API_KEY",
-        "DSH_MODEL_BASE_URL",
-        "DSH_MODEL",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(&state)
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("start the copied dsh");
-    let pid = child.id().unwrap() as i32;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().expect("daemon exited");
-    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    let daemon = SocketDaemon::start_copy(dir, extra_config).await;
     Copied {
-        _child: child,
-        pid,
-        socket,
-        state,
-        config,
-        program,
+        pid: daemon.pid,
+        socket: daemon.socket.clone(),
+        state: daemon.state.clone(),
+        config: daemon.config.clone(),
+        program: dir.join("bin/dsh"),
+        _daemon: daemon,
     }
 }
 

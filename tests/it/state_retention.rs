@@ -576,31 +576,16 @@ async fn a_reload_applies_spill_limits_at_once_and_names_the_rotation_as_needing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acp_says_on_stderr_when_the_binary_on_disk_is_newer_than_the_daemon() {
     use std::process::Stdio;
-    use tokio::io::AsyncBufReadExt;
     let dir = tempfile::tempdir().unwrap();
     // A copy of dsh of the test's own, whose mtime the test may set.
+    let daemon = SocketDaemon::start_copy(dir.path(), "").await;
     let bin = dir.path().join("bin/dsh");
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(BIN, &bin).unwrap();
     age(&bin, 3600);
-    let config = write_config(dir.path(), "");
-    let (socket, state) = (dir.path().join("run/dsh.sock"), dir.path().join("state"));
-    let mut serve = tokio::process::Command::new(&bin);
-    serve
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(&state)
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let mut daemon = serve.spawn().unwrap();
-    let mut lines = tokio::io::BufReader::new(daemon.stdout.take().unwrap()).lines();
-    let line = lines.next_line().await.unwrap().unwrap();
-    assert!(line.starts_with("dsh daemon listening on "), "{line}");
+    let (socket, state, config) = (
+        daemon.socket.clone(),
+        daemon.state.clone(),
+        daemon.config.clone(),
+    );
 
     // What an editor sees: an answer on stdout; the note, if any, on stderr.
     let launch = || async {
@@ -636,15 +621,9 @@ async fn acp_says_on_stderr_when_the_binary_on_disk_is_newer_than_the_daemon() {
         said.starts_with("dsh: the dsh binary on disk (dsh ")
             && said.contains(&format!(
                 "is newer than the running daemon (pid {}, started ",
-                daemon.id().unwrap()
+                daemon.pid
             )),
         "{said}"
     );
-    let out = std::process::Command::new(BIN)
-        .args(["stop", "--socket"])
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(daemon.wait().await.unwrap().success());
+    daemon.stop().await;
 }
