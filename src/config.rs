@@ -454,7 +454,8 @@ pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
 pub struct ExternalHookConfig {
     /// Program and arguments (no shell).
     pub argv: Vec<String>,
-    /// Its name in the trace, vetoes and the audit log; default `hook <program>`.
+    /// Its name in the trace, vetoes and the audit log (`hook NAME`); by default the
+    /// script it runs ([`ExternalHookConfig::label`]). Two hooks never share one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// When it runs.
@@ -494,6 +495,92 @@ pub struct ExternalHookConfig {
 
 fn yes() -> bool {
     true
+}
+
+/// Programs that run a script named by a later argument: a hook's default name is the
+/// script's, so `python3 a.py` and `python3 b.py` are told apart.
+const INTERPRETERS: &[&str] = &[
+    "python", "python2", "python3", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "sh",
+    "bash", "dash", "zsh", "ksh", "fish", "lua", "tsx", "ts-node", "npx", "uv", "uvx", "pwsh",
+    "Rscript", "env",
+];
+
+fn is_interpreter(word: &str) -> bool {
+    let program = Path::new(word)
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    // `python3.12` is python too.
+    let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    INTERPRETERS.contains(&program.as_ref()) || INTERPRETERS.contains(&base)
+}
+
+/// A path's file stem (`a/b.py` is `b`).
+fn stem(word: &str) -> Option<String> {
+    let path = Path::new(word);
+    path.file_stem()
+        .or_else(|| path.file_name())
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// The name of what `words` runs: the script an interpreter runs (the first word after it
+/// that is no option or subcommand; `-m MODULE`'s module), as a file stem; a program's
+/// own stem otherwise, and the interpreter's when it runs inline code (`-c`, `-e`).
+fn script_stem(words: &[&str]) -> Option<String> {
+    let (first, rest) = words.split_first()?;
+    if !is_interpreter(first) {
+        return stem(first);
+    }
+    let mut rest = rest.iter().copied();
+    while let Some(word) = rest.next() {
+        match word {
+            "-m" => return rest.next().and_then(stem),
+            "-c" | "-e" | "--eval" => break,
+            "run" | "exec" => {}
+            w if w.starts_with('-') || w.contains('=') => {}
+            w if is_interpreter(w) => {
+                let tail: Vec<&str> = std::iter::once(w).chain(rest).collect();
+                return script_stem(&tail);
+            }
+            w => return stem(w),
+        }
+    }
+    stem(first)
+}
+
+impl ExternalHookConfig {
+    /// The hook's name: `name` when set, else what tells it apart from others: the
+    /// script a command runs, not its interpreter (`node x/block.js` is `block`,
+    /// `python3 a/b.py` is `b`, `sh -c "$DIR/guard.sh --strict"` is `guard`), the last
+    /// part of an HTTP hook's URL path (its host when it has none), `model` for a model
+    /// judge.
+    pub fn label(&self) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        let words: Vec<&str> = self.argv.iter().map(String::as_str).collect();
+        let words: Vec<&str> = match words.as_slice() {
+            // A shell's command line (Claude Code's hooks are): its own words.
+            [shell, "-c", line, ..]
+                if matches!(
+                    Path::new(shell).file_name().and_then(|n| n.to_str()),
+                    Some("sh" | "bash" | "dash" | "zsh")
+                ) =>
+            {
+                line.split_whitespace()
+                    .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+                    .collect()
+            }
+            _ => words,
+        };
+        script_stem(&words).unwrap_or_else(|| "hook".into())
+    }
+
+    /// The hook as a person recognises it in an error: its program line.
+    pub fn described(&self) -> String {
+        format!("`{}`", self.argv.join(" "))
+    }
 }
 
 fn is_yes(b: &bool) -> bool {
@@ -1067,6 +1154,18 @@ impl Config {
                 "exec.max_output_bytes must be at least 16".into(),
             ));
         }
+        let mut named: std::collections::HashMap<String, &ExternalHookConfig> =
+            std::collections::HashMap::new();
+        for hook in &self.hooks.command {
+            if let Some(other) = named.insert(hook.label(), hook) {
+                return Err(ConfigError::Invalid(format!(
+                    "hooks {} and {} are both named \"{}\": give one a `name`",
+                    other.described(),
+                    hook.described(),
+                    hook.label()
+                )));
+            }
+        }
         for hook in &self.hooks.command {
             if hook.argv.is_empty() {
                 return Err(ConfigError::Invalid(
@@ -1181,6 +1280,51 @@ pub fn default_state_dir() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hook_names_are_the_scripts_and_duplicates_are_refused() {
+        let named = |argv: &[&str]| {
+            ExternalHookConfig {
+                argv: argv.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            }
+            .label()
+        };
+        assert_eq!(named(&["node", "x/block.js"]), "block");
+        assert_eq!(named(&["python3", "a/b.py"]), "b");
+        assert_eq!(
+            named(&["/usr/bin/python3.12", "-u", "hooks/guard.py", "--x"]),
+            "guard"
+        );
+        assert_eq!(named(&["/usr/bin/env", "python3", "check.py"]), "check");
+        assert_eq!(named(&["uv", "run", "lint.py"]), "lint");
+        assert_eq!(named(&["python3", "-m", "my_hook"]), "my_hook");
+        assert_eq!(named(&["python3", "-c", "print(1)"]), "python3");
+        assert_eq!(named(&["/opt/hooks/rewriter"]), "rewriter");
+        assert_eq!(
+            named(&[
+                "/bin/sh",
+                "-c",
+                "node \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/fmt.mjs"
+            ]),
+            "fmt"
+        );
+        let two = |a: &str, b: &str| {
+            format!(
+                "[[hooks.command]]\nargv = [\"python3\", \"{a}\"]\n[[hooks.command]]\nargv = [\"node\", \"{b}\"]\n"
+            )
+        };
+        assert!(Config::from_toml(&two("a/one.py", "b/two.js"), Path::new("t")).is_ok());
+        let err = Config::from_toml(&two("a/same.py", "b/same.js"), Path::new("t"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`python3 a/same.py`")
+                && err.contains("`node b/same.js`")
+                && err.contains("\"same\""),
+            "{err}"
+        );
+    }
 
     #[test]
     fn sandbox_paths_that_cannot_be_enforced_are_refused_with_their_line() {

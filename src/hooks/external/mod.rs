@@ -20,7 +20,7 @@ use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
 use protocol::{Answer, EventInput, PermissionReply, Reply};
 use runner::{Program, Server};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,13 +54,7 @@ pub struct PromptOutcome {
 impl ExternalHook {
     /// The hook `config` describes; session logs are found under `state_dir`.
     pub fn new(config: ExternalHookConfig, state_dir: Option<PathBuf>) -> Self {
-        let program = config.argv.first().cloned().unwrap_or_default();
-        let label = config.name.clone().unwrap_or_else(|| {
-            Path::new(&program)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or(program)
-        });
+        let label = config.label();
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
             HookRun::Spawn => Runner::Spawn(process),
