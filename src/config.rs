@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub mod claude_settings;
+pub use claude_settings::ToolMatcher;
+
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -464,6 +467,10 @@ pub struct ExternalHookConfig {
     /// Tools the hook is asked about, as names or globs (`mcp__*`); empty means all.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Claude Code's `matcher` over Claude Code's tool names (`Bash`, `Edit|Write`,
+    /// `mcp__.*`; see [`ToolMatcher`]): the hook is asked only about calls it matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
     /// Command prefixes: a bash call is shown to the hook only when one of its segments
     /// matches one (the permission rules' matcher); empty means every call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -596,6 +603,7 @@ impl Default for ExternalHookConfig {
             name: None,
             event: HookEvent::default(),
             tools: Vec::new(),
+            matcher: None,
             commands: Vec::new(),
             protocol: HookProtocol::default(),
             dialect: HookDialect::default(),
@@ -677,6 +685,44 @@ fn default_hook_timeout_ms() -> u64 {
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     pub command: Vec<ExternalHookConfig>,
+    /// Claude Code settings files (`~/.claude/settings.json`) or plugin folders (with
+    /// `hooks/hooks.json`) whose hooks run as dsh hooks in the claude-code dialect, after
+    /// `command`'s; read when the config is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claude_settings: Vec<PathBuf>,
+    /// The hooks read from `claude_settings` (named apart from `command`'s).
+    #[serde(skip)]
+    pub imported: Vec<ExternalHookConfig>,
+    /// What of `claude_settings` was not taken, a line each.
+    #[serde(skip)]
+    pub skipped: Vec<String>,
+}
+
+impl HooksConfig {
+    /// Every hook in force: `command`'s, then those read from `claude_settings`.
+    pub fn all(&self) -> Vec<ExternalHookConfig> {
+        self.command.iter().chain(&self.imported).cloned().collect()
+    }
+
+    /// Reads `claude_settings` into `imported` and `skipped`, renaming an imported hook
+    /// whose name one of `command` already has.
+    fn import_claude_settings(&mut self) -> Result<(), ConfigError> {
+        let mut taken: std::collections::HashSet<String> =
+            self.command.iter().map(ExternalHookConfig::label).collect();
+        for path in &self.claude_settings {
+            let got = claude_settings::read(path).map_err(ConfigError::Invalid)?;
+            for mut hook in got.hooks {
+                claude_settings::name_apart(&mut hook, &mut taken);
+                self.imported.push(hook);
+            }
+            self.skipped.extend(
+                got.skipped
+                    .into_iter()
+                    .map(|s| format!("{}: {s}", path.display())),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The executor implementations a config can choose.
@@ -1101,6 +1147,7 @@ impl Config {
         for (test, span) in permissions.tests.iter_mut().zip(&spans.permissions.tests) {
             test.origin = Some(origin_of(text, span.span().start, origin));
         }
+        config.hooks.import_claude_settings()?;
         config.validate()?;
         Ok(config)
     }
@@ -1156,7 +1203,8 @@ impl Config {
         }
         let mut named: std::collections::HashMap<String, &ExternalHookConfig> =
             std::collections::HashMap::new();
-        for hook in &self.hooks.command {
+        let hooks = self.hooks.all();
+        for hook in &hooks {
             if let Some(other) = named.insert(hook.label(), hook) {
                 return Err(ConfigError::Invalid(format!(
                     "hooks {} and {} are both named \"{}\": give one a `name`",
@@ -1166,7 +1214,11 @@ impl Config {
                 )));
             }
         }
-        for hook in &self.hooks.command {
+        for hook in &hooks {
+            if let Some(matcher) = &hook.matcher {
+                ToolMatcher::parse(matcher)
+                    .map_err(|e| ConfigError::Invalid(format!("hook {}: {e}", hook.described())))?;
+            }
             if hook.argv.is_empty() {
                 return Err(ConfigError::Invalid(
                     "hooks.command entry with empty argv".into(),

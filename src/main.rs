@@ -126,10 +126,26 @@ enum Command {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// Hooks without a daemon: import Claude Code's, test a config's.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
     /// Ask the permission policy about a command line; nothing runs.
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HooksCommand {
+    /// Print the `[[hooks.command]]` TOML equivalent to Claude Code's hooks in PATH: a
+    /// settings file (`~/.claude/settings.json`) or a plugin folder (`hooks/hooks.json`);
+    /// what has no dsh counterpart is listed as skipped.
+    Import {
+        /// The settings file or plugin folder.
+        path: PathBuf,
     },
 }
 
@@ -220,6 +236,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Hooks {
+            command: HooksCommand::Import { path },
+        } => import_hooks(&path),
         Command::Policy {
             command: PolicyCommand::ShadowReport { audit, json },
         } => shadow_report(audit, json),
@@ -583,6 +602,13 @@ fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
 
 /// `dsh policy replay`: exit 0, 1 when `--fail-on` matches, 2 when the input cannot be
 /// read (the line named).
+fn import_hooks(path: &Path) -> Result<(), String> {
+    use dsh::config::claude_settings;
+    let imported = claude_settings::read(path)?;
+    print!("{}", claude_settings::to_toml(&imported, path)?);
+    Ok(())
+}
+
 fn replay(
     audit: &Path,
     config: Option<&Path>,

@@ -38,10 +38,9 @@ pub async fn replay_with_hooks(
     let audited = audited_calls(audit)?;
     let pre_tool: Vec<_> = config
         .hooks
-        .command
-        .iter()
+        .all()
+        .into_iter()
         .filter(|h| h.event == HookEvent::PreTool && h.enforce)
-        .cloned()
         .collect();
     let hooks = HookSet::new(&pre_tool, Some(config.exec.state_dir()));
     // A call judged with a project's rules gets them again (the file as it is now, under

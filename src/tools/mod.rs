@@ -216,8 +216,11 @@ impl ToolRegistry {
         for session in self.sessions.iter().flat_map(|s| s.sessions()) {
             projects.open(&session.id, &session.cwd);
         }
+        for skipped in &config.hooks.skipped {
+            tracing::warn!("claude_settings: skipped {skipped}");
+        }
         let hooks = Arc::new(HookSet::reusing(
-            &config.hooks.command,
+            &config.hooks.all(),
             Some(config.exec.state_dir()),
             old,
         ));

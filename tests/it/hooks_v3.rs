@@ -4,7 +4,8 @@
 //! and the new events.
 
 use crate::common;
-use std::path::Path;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 
 /// `dsh ARGS` to its end: exit code, stdout, stderr.
 async fn run_dsh(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> (i32, String, String) {
@@ -59,4 +60,228 @@ async fn two_hooks_of_one_interpreter_get_their_scripts_names_and_duplicates_are
     .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("a/block.py"), "{out}");
+}
+
+/// Writes an executable script `dir/name` (parents made).
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&path, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn audit(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("state/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["event"] == "execution")
+        .collect()
+}
+
+/// Three Claude Code hooks as Claude Code runs them: each logs the tool it saw to
+/// `$CLAUDE_PROJECT_DIR/seen.log` and refuses one thing, each its own way.
+fn claude_hooks(ws: &Path) {
+    let common = r#"#!/usr/bin/env python3
+import json, os, sys
+event = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "seen.log"), "a") as f:
+    f.write(os.path.basename(sys.argv[0]) + " " + event["hook_event_name"] + " " + event["tool_name"] + "\n")
+tool_input = event["tool_input"]
+"#;
+    script(
+        ws,
+        ".claude/hooks/bash_guard.py",
+        &format!(
+            "{common}if 'rm ' in tool_input.get('command', ''):\n    print('no rm here', file=sys.stderr)\n    sys.exit(2)\n"
+        ),
+    );
+    script(
+        ws,
+        ".claude/hooks/write_guard.py",
+        &format!(
+            "{common}if tool_input.get('file_path', '').endswith('.lock'):\n    print(json.dumps({{'hookSpecificOutput': {{'hookEventName': 'PreToolUse', 'permissionDecision': 'deny', 'permissionDecisionReason': 'lock files are generated'}}}}))\n"
+        ),
+    );
+    script(
+        ws,
+        ".claude/hooks/read_guard.py",
+        &format!(
+            "{common}if 'secret' in tool_input.get('file_path', ''):\n    print(json.dumps({{'decision': 'block', 'reason': 'secrets stay put'}}))\n"
+        ),
+    );
+}
+
+const CLAUDE_SETTINGS: &str = r#"{
+  "permissions": {"allow": ["Bash(ls:*)"]},
+  "hooks": {
+    "PreToolUse": [
+      {"matcher": "Bash", "hooks": [{"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/bash_guard.py", "timeout": 30}]},
+      {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/write_guard.py"}]},
+      {"matcher": "^Re.d$", "hooks": [{"type": "command", "command": "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/read_guard.py"}]}
+    ],
+    "PreCompact": [{"hooks": [{"type": "command", "command": "echo compacting"}]}]
+  }
+}"#;
+
+/// The same calls in a session of `c` working in `ws`: each result's text and error flag.
+async fn exercise_claude_hooks(c: &mut common::client::Client, ws: &Path) -> Vec<(String, bool)> {
+    let s = c.new_session(ws).await;
+    std::fs::write(ws.join("ok.txt"), "fine\n").unwrap();
+    std::fs::write(ws.join("secret.txt"), "hidden\n").unwrap();
+    let path = |name: &str| ws.join(name).to_string_lossy().into_owned();
+    vec![
+        c.bash(&s, "echo hi").await,
+        c.bash(&s, "rm -f ok.txt").await,
+        c.tool(
+            Some(&s),
+            "write_file",
+            json!({"path": path("a.lock"), "content": "x"}),
+        )
+        .await,
+        c.tool(
+            Some(&s),
+            "write_file",
+            json!({"path": path("b.txt"), "content": "x"}),
+        )
+        .await,
+        c.tool(Some(&s), "read_file", json!({"path": path("secret.txt")}))
+            .await,
+        c.tool(Some(&s), "read_file", json!({"path": path("ok.txt")}))
+            .await,
+    ]
+}
+
+fn assert_claude_outcomes(got: &[(String, bool)], seen: &str) {
+    assert_eq!(got[0], ("hi\n".to_string(), false), "{got:?}");
+    assert_eq!(
+        got[1].0, "Error: vetoed by hook bash_guard: no rm here",
+        "{got:?}"
+    );
+    assert_eq!(
+        got[2].0,
+        "Error: vetoed by hook write_guard: lock files are generated"
+    );
+    assert!(!got[3].1, "{got:?}");
+    assert_eq!(
+        got[4].0,
+        "Error: vetoed by hook read_guard: secrets stay put"
+    );
+    assert!(!got[5].1 && got[5].0.contains("fine"), "{got:?}");
+    // Each hook saw only what its matcher names, under Claude Code's names.
+    let mut lines: Vec<&str> = seen.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "bash_guard.py PreToolUse Bash",
+            "bash_guard.py PreToolUse Bash",
+            "read_guard.py PreToolUse Read",
+            "read_guard.py PreToolUse Read",
+            "write_guard.py PreToolUse Write",
+            "write_guard.py PreToolUse Write",
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_settings_load_as_they_are_and_their_import_behaves_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let settings = d.join("claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, CLAUDE_SETTINGS).unwrap();
+
+    // Loaded straight from Claude Code's settings.
+    let live = d.join("live");
+    let ws = common::daemon::workspace(&live, "ws");
+    claude_hooks(&ws);
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n[hooks]\nclaude_settings = [{settings:?}]\n"
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(&live, &config, &[]).await;
+    let got = exercise_claude_hooks(&mut c, &ws).await;
+    assert_claude_outcomes(&got, &std::fs::read_to_string(ws.join("seen.log")).unwrap());
+    let names: Vec<String> = audit(&live)
+        .iter()
+        .flat_map(|l| l["trace"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .filter(|n| n.starts_with("hook "))
+        .collect();
+    assert!(names.contains(&"hook read_guard".to_string()), "{names:?}");
+
+    // `dsh hooks import` prints TOML that loads again and decides the same.
+    let (code, toml, err) = run_dsh(&["hooks", "import", settings.to_str().unwrap()], d, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        toml.contains("# skipped: PreCompact `echo compacting`: dsh has no PreCompact event"),
+        "{toml}"
+    );
+    assert_eq!(toml.matches("[[hooks.command]]").count(), 3, "{toml}");
+    let imported = d.join("imported");
+    let ws = common::daemon::workspace(&imported, "ws");
+    claude_hooks(&ws);
+    let config = format!("[permissions]\ndefault_mode = \"auto\"\n{toml}");
+    let (_daemon, mut c) = common::daemon::stdio_daemon(&imported, &config, &[]).await;
+    let again = exercise_claude_hooks(&mut c, &ws).await;
+    assert_claude_outcomes(
+        &again,
+        &std::fs::read_to_string(ws.join("seen.log")).unwrap(),
+    );
+    assert_eq!(got.len(), again.len());
+
+    // A plugin folder: `${CLAUDE_PLUGIN_ROOT}` is the folder.
+    let plugin = d.join("plugin");
+    script(
+        &plugin,
+        "hooks/stamp.sh",
+        "#!/bin/sh\ncat >/dev/null\nexit 0\n",
+    );
+    std::fs::write(
+        plugin.join("hooks/hooks.json"),
+        r#"{"description": "d", "hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/hooks/stamp.sh"}]}]}}"#,
+    )
+    .unwrap();
+    let (code, toml, err) = run_dsh(&["hooks", "import", plugin.to_str().unwrap()], d, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let root = std::fs::canonicalize(&plugin).unwrap();
+    assert!(
+        toml.contains(&format!("CLAUDE_PLUGIN_ROOT={}", root.display())),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("name = \"stamp\"") && toml.contains("event = \"post_tool\""),
+        "{toml}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_projects_claude_settings_run_and_an_untrusted_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let trusted = common::daemon::workspace(d, "trusted");
+    let untrusted = common::daemon::workspace(d, "untrusted");
+    for project in [&trusted, &untrusted] {
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        std::fs::create_dir_all(project.join(".dsh")).unwrap();
+        std::fs::write(project.join(".dsh/config.toml"), "").unwrap();
+        claude_hooks(project);
+        std::fs::write(project.join(".claude/settings.json"), CLAUDE_SETTINGS).unwrap();
+    }
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\ntrusted_projects = [{:?}]\n",
+        trusted
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    let s = c.new_session(&trusted).await;
+    let (text, _) = c.bash(&s, "rm -f nothing").await;
+    assert_eq!(text, "Error: vetoed by hook bash_guard: no rm here");
+    let s = c.new_session(&untrusted).await;
+    let (text, is_error) = c.bash(&s, "rm -f nothing").await;
+    assert_eq!((text.as_str(), is_error), ("(no output)", false));
+    assert!(!untrusted.join("seen.log").exists());
 }

@@ -20,12 +20,17 @@ fn event_name(event: HookEvent) -> &'static str {
     }
 }
 
-/// Claude Code's names for dsh's tools; others keep their own.
-fn tool_name(tool: &str) -> &str {
+/// Claude Code's names for dsh's tools (what its matchers and `tool_name` say); others,
+/// MCP tools among them (`mcp__server__tool` in both), keep their own.
+pub fn tool_name(tool: &str) -> &str {
     match tool {
         "bash" => "Bash",
         "bash_output" => "BashOutput",
         "bash_kill" => "KillShell",
+        "read_file" => "Read",
+        "edit_file" => "Edit",
+        "write_file" => "Write",
+        "todo_write" => "TodoWrite",
         other => other,
     }
 }
@@ -67,6 +72,15 @@ fn tool_input(tool: &str, arguments: &Value) -> Value {
                 input.insert("shell_id".into(), v);
             }
         }
+        "read_file" | "edit_file" | "write_file" => {
+            let Some(args) = arguments.as_object() else {
+                return arguments.clone();
+            };
+            for (name, v) in args {
+                let theirs = if name == "path" { "file_path" } else { name };
+                input.insert(theirs.into(), v.clone());
+            }
+        }
         _ => return arguments.clone(),
     }
     Value::Object(input)
@@ -82,6 +96,7 @@ fn arguments_from(tool: &str, arguments: &Value, updated: &Value) -> Value {
         let ours = match (tool, theirs.as_str()) {
             ("bash", "timeout") => "timeoutMs",
             ("bash_output", "bash_id") | ("bash_kill", "shell_id") => "task_id",
+            ("read_file" | "edit_file" | "write_file", "file_path") => "path",
             (_, name) => name,
         };
         args.insert(ours.into(), v.clone());
@@ -260,6 +275,14 @@ mod tests {
         assert_eq!(back["command"], "ls -a");
         assert_eq!(back["timeoutMs"], 9);
         assert_eq!(back["description"], "d");
+        let edit = json!({"path": "a.rs", "old_string": "x", "new_string": "y"});
+        assert_eq!(tool_input("edit_file", &edit)["file_path"], "a.rs");
+        let back = rewrite_arguments("edit_file", &edit, &json!({"file_path": "b.rs"}));
+        assert_eq!(
+            (back["path"].as_str(), back.get("file_path")),
+            (Some("b.rs"), None)
+        );
+        assert_eq!(tool_name("write_file"), "Write");
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod protocol;
 mod runner;
 
 use super::waterfall::{Hook, Next, Passed, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
-use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
+use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun, ToolMatcher};
 use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
 use protocol::{Answer, EventInput, PermissionReply, Reply};
@@ -32,6 +32,8 @@ pub struct ExternalHook {
     /// NAME, for `<context source="hook:NAME">`.
     label: String,
     commands: Option<CommandMatcher>,
+    /// Claude Code's matcher over its tool names, when the config has one.
+    matcher: Option<ToolMatcher>,
     runner: Runner,
     /// Where session logs live, to tell hooks the path of theirs.
     state_dir: Option<PathBuf>,
@@ -68,6 +70,12 @@ impl ExternalHook {
             name: format!("hook {label}"),
             label,
             commands: (!config.commands.is_empty()).then(|| CommandMatcher::new(&config.commands)),
+            // The config was validated: a matcher that does not parse never gets here, and
+            // would match nothing if it did.
+            matcher: config
+                .matcher
+                .as_deref()
+                .map(|m| ToolMatcher::parse(m).unwrap_or_else(|_| ToolMatcher::Names(Vec::new()))),
             runner,
             state_dir,
             config,
@@ -84,6 +92,11 @@ impl ExternalHook {
     fn applies_to(&self, call: &ToolExecution) -> bool {
         let tools = &self.config.tools;
         if !tools.is_empty() && !tools.iter().any(|t| glob_matches(t, &call.tool)) {
+            return false;
+        }
+        if let Some(matcher) = &self.matcher
+            && !matcher.matches(claude::tool_name(&call.tool))
+        {
             return false;
         }
         match &self.commands {
@@ -114,6 +127,9 @@ impl ExternalHook {
                     input.cwd,
                     input.session_id,
                     event,
+                    // Claude Code's scripts find their project by it; the session's cwd
+                    // is dsh's nearest (a project's settings set their own first).
+                    self.config.dialect == HookDialect::ClaudeCode,
                     json.to_string().as_bytes(),
                     timeout,
                 )
