@@ -13,6 +13,7 @@ pub mod gate;
 pub mod project;
 pub mod replay;
 pub mod rules;
+pub mod tester;
 pub mod waterfall;
 
 use std::sync::Arc;

@@ -285,3 +285,105 @@ async fn a_trusted_projects_claude_settings_run_and_an_untrusted_ones_do_not() {
     assert_eq!((text.as_str(), is_error), ("(no output)", false));
     assert!(!untrusted.join("seen.log").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_test_runs_the_matching_hooks_for_real_and_exits_by_their_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let guard = script(
+        d,
+        "hooks/guard.py",
+        r#"#!/usr/bin/env python3
+import json, sys
+call = json.load(sys.stdin)
+command = call["arguments"]["command"]
+if command.startswith("rm"):
+    print(json.dumps({"decision": "deny", "reason": "no rm"}))
+elif command.startswith("git push"):
+    print(json.dumps({"decision": "ask", "reason": "pushing"}))
+else:
+    print(json.dumps({"decision": "allow"}))
+"#,
+    );
+    let broken = script(d, "hooks/broken.sh", "#!/bin/sh\necho oops >&2\nexit 1\n");
+    let config = d.join("dsh.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[permissions]\ndefault_mode = \"auto\"\n\
+             [[hooks.command]]\nargv = [\"python3\", {guard:?}]\n\
+             [[hooks.command]]\nargv = [{broken:?}]\ncommands = [\"boom\"]\n\
+             [[hooks.command]]\nargv = [{broken:?}]\nname = \"later\"\nevent = \"post_tool\"\n"
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let test = |command: &'static str| {
+        let d = d.to_path_buf();
+        let config = config.to_string();
+        async move {
+            run_dsh(
+                &[
+                    "hooks", "test", "--config", &config, "--json", "--", command,
+                ],
+                &d,
+                &[],
+            )
+            .await
+        }
+    };
+    let (code, out, err) = test("echo hi").await;
+    assert_eq!(code, 0, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["decision"], "allow");
+    assert_eq!(report["hooks"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["hooks"][0]["name"], "guard");
+    assert_eq!(report["hooks"][0]["raw"], "{\"decision\": \"allow\"}\n");
+    assert!(report["hooks"][0]["ms"].is_u64());
+    let (code, out, _) = test("rm -rf x").await;
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["hooks"][0]["reason"],
+        "no rm"
+    );
+    assert_eq!(test("git push origin").await.0, 2);
+    let (code, out, _) = test("boom now").await;
+    assert_eq!(code, 3, "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["hooks"][1]["name"], "broken");
+    assert_eq!(report["hooks"][1]["decision"], "failed");
+    assert!(
+        report["hooks"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 1: oops"),
+        "{report}"
+    );
+    // A post_tool hook reads a result from --input; the text report for people.
+    let input = d.join("input.json");
+    std::fs::write(
+        &input,
+        r#"{"arguments": {"command": "ls"}, "result": {"text": "a\n"}}"#,
+    )
+    .unwrap();
+    let (code, out, _) = run_dsh(
+        &[
+            "hooks",
+            "test",
+            "--config",
+            config,
+            "--event",
+            "post_tool",
+            "--input",
+            input.to_str().unwrap(),
+        ],
+        d,
+        &[],
+    )
+    .await;
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("hook later: failed") && out.ends_with("decision: failed\n"),
+        "{out}"
+    );
+}

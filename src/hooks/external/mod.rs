@@ -44,6 +44,14 @@ enum Runner {
     Server(Server),
 }
 
+/// One consultation of a hook: its answer (or why it failed), what it said as it said it
+/// (stdout, or exit code 2 and stderr; `None` when it said nothing readable), how long.
+pub struct Consulted {
+    pub answer: Result<Answer, String>,
+    pub raw: Option<String>,
+    pub ms: u64,
+}
+
 /// What a prompt's hooks said.
 #[derive(Debug, Default)]
 pub struct PromptOutcome {
@@ -113,6 +121,12 @@ impl ExternalHook {
     /// Asks the program about one event: its answer, or (on any failure) a deny naming
     /// what went wrong, and how long it took.
     async fn consult(&self, input: EventInput<'_>) -> (Result<Answer, String>, u64) {
+        let c = self.consult_raw(input).await;
+        (c.answer, c.ms)
+    }
+
+    /// [`ExternalHook::consult`], keeping what the hook said as it said it.
+    async fn consult_raw(&self, input: EventInput<'_>) -> Consulted {
         let started = Instant::now();
         let event = input.event;
         let json = match self.config.dialect {
@@ -137,11 +151,20 @@ impl ExternalHook {
             }
             Runner::Server(server) => server.call(event, json, timeout).await,
         };
+        let raw = match &reply {
+            Ok(Reply::Output(out)) => Some(String::from_utf8_lossy(out).into_owned()),
+            Ok(Reply::Exit2(stderr)) => Some(format!("(exit code 2) {stderr}")),
+            Err(_) => None,
+        };
         let answer = reply.and_then(|r| match self.config.dialect {
             HookDialect::Dsh => protocol::answer(self.config.protocol, event, r),
             HookDialect::ClaudeCode => claude::reply(event, r),
         });
-        (answer, started.elapsed().as_millis() as u64)
+        Consulted {
+            answer,
+            raw,
+            ms: started.elapsed().as_millis() as u64,
+        }
     }
 
     fn session_log(&self, session: Option<&Arc<Session>>) -> Option<PathBuf> {
@@ -171,6 +194,41 @@ impl ExternalHook {
             source: None,
         })
         .await
+    }
+
+    /// Asks the hook about one event outside any session (`dsh hooks test`): in `cwd`,
+    /// about `call` (its result at post_tool) or `prompt`. Whether it applies to the call
+    /// is the caller's to ask ([`ExternalHook::applies`]).
+    pub async fn probe(
+        &self,
+        event: HookEvent,
+        call: Option<&ToolExecution>,
+        result: Option<&ToolOutput>,
+        prompt: Option<&str>,
+        cwd: &std::path::Path,
+    ) -> Consulted {
+        self.consult_raw(EventInput {
+            event,
+            session_id: None,
+            cwd,
+            mode: call.and_then(|c| c.judged()).map(|(mode, _)| mode),
+            session_log: None,
+            call,
+            result,
+            prompt,
+            source: None,
+        })
+        .await
+    }
+
+    /// Whether the hook is asked about `call` (its `tools`, `matcher` and `commands`).
+    pub fn applies(&self, call: &ToolExecution) -> bool {
+        self.applies_to(call)
+    }
+
+    /// Whether its word counts (`enforce`), or it is a shadow.
+    pub fn enforced(&self) -> bool {
+        self.config.enforce
     }
 
     /// Asks the program about an event of a session with no call in it (a prompt, the
@@ -458,6 +516,11 @@ impl HookSet {
             .iter()
             .filter(|h| matches!(h.event(), HookEvent::PreTool | HookEvent::PostTool))
             .cloned()
+    }
+
+    /// Every hook of `event`, shadows included, in config order.
+    pub fn of_event(&self, event: HookEvent) -> impl Iterator<Item = &Arc<ExternalHook>> {
+        self.hooks.iter().filter(move |h| h.event() == event)
     }
 
     /// The enforced hooks of `event` outside the waterfall (a shadow of a prompt or a
