@@ -455,7 +455,8 @@ pub const DEFAULT_READ_ONLY_COMMANDS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalHookConfig {
-    /// Program and arguments (no shell).
+    /// Program and arguments (no shell); none for an HTTP hook or a model judge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub argv: Vec<String>,
     /// Its name in the trace, vetoes and the audit log (`hook NAME`); by default the
     /// script it runs ([`ExternalHookConfig::label`]). Two hooks never share one.
@@ -492,6 +493,27 @@ pub struct ExternalHookConfig {
     /// How long the program may take before its silence counts as a deny.
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: u64,
+    /// `run = "model"`: the policy the model judges by (it answers `{decision, reason}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// `run = "model"`: the model to ask instead of `[model] model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `run = "model"`: the endpoint to ask instead of `[model] base_url` (the key is
+    /// still `[model]`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// An HTTP hook: the input is POSTed here and the answer is the response body
+    /// (instead of `argv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// An HTTP hook's headers: each header's value is read from the environment
+    /// variable named here (never written in the config).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Run after the hooks before it have answered, rather than beside them.
+    #[serde(default, skip_serializing_if = "is_no")]
+    pub sequential: bool,
     /// `false` (pre_tool hooks only): a shadow. It runs beside the call on every matching
     /// call and its word goes to the trace (`enforced: false`); it never changes or delays
     /// the outcome (a shadow still running when the call ends is stopped and traced as
@@ -566,6 +588,19 @@ impl ExternalHookConfig {
         if let Some(name) = &self.name {
             return name.clone();
         }
+        if self.run == HookRun::Model {
+            return "model".into();
+        }
+        if let Some(url) = &self.url {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+            let rest = rest.split(['?', '#']).next().unwrap_or_default();
+            let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+            return path
+                .rsplit('/')
+                .find(|p| !p.is_empty())
+                .unwrap_or(host)
+                .to_string();
+        }
         let words: Vec<&str> = self.argv.iter().map(String::as_str).collect();
         let words: Vec<&str> = match words.as_slice() {
             // A shell's command line (Claude Code's hooks are): its own words.
@@ -584,14 +619,66 @@ impl ExternalHookConfig {
         script_stem(&words).unwrap_or_else(|| "hook".into())
     }
 
-    /// The hook as a person recognises it in an error: its program line.
+    /// The hook as a person recognises it in an error: its program line, URL or prompt.
     pub fn described(&self) -> String {
+        if let Some(url) = &self.url {
+            return format!("`{url}`");
+        }
+        if self.run == HookRun::Model {
+            let prompt: String = self
+                .prompt
+                .as_deref()
+                .unwrap_or_default()
+                .chars()
+                .take(40)
+                .collect();
+            return format!("model judge {prompt:?}");
+        }
         format!("`{}`", self.argv.join(" "))
+    }
+
+    /// What kind of hook the keys make, or why they make none.
+    fn check_kind(&self) -> Result<(), String> {
+        let model_only = self.prompt.is_some() || self.model.is_some() || self.base_url.is_some();
+        let env_name =
+            |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if self.run == HookRun::Model {
+            if self.prompt.as_deref().is_none_or(|p| p.trim().is_empty()) {
+                return Err("run = \"model\" needs a `prompt`".into());
+            }
+            if !self.argv.is_empty() || self.url.is_some() {
+                return Err("a model judge has no `argv` or `url`".into());
+            }
+        } else if model_only {
+            return Err("`prompt`, `model` and `base_url` are for run = \"model\"".into());
+        } else if let Some(url) = &self.url {
+            if !self.argv.is_empty() || self.run != HookRun::Spawn {
+                return Err("an HTTP hook (`url`) has no `argv` and no `run`".into());
+            }
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("url {url:?} is not an http(s) URL"));
+            }
+            if let Some((header, var)) = self.headers.iter().find(|(_, v)| !env_name(v)) {
+                return Err(format!(
+                    "header {header:?}: {var:?} is not the name of an environment variable (a header's value is read from the environment, never written in the config)"
+                ));
+            }
+        } else if self.argv.is_empty() {
+            return Err("no `argv` (nor `url`, nor run = \"model\")".into());
+        }
+        if self.url.is_none() && !self.headers.is_empty() {
+            return Err("`headers` are for HTTP hooks (`url`)".into());
+        }
+        Ok(())
     }
 }
 
 fn is_yes(b: &bool) -> bool {
     *b
+}
+
+fn is_no(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for ExternalHookConfig {
@@ -610,6 +697,12 @@ impl Default for ExternalHookConfig {
             run: HookRun::default(),
             env: Vec::new(),
             timeout_ms: default_hook_timeout_ms(),
+            prompt: None,
+            model: None,
+            base_url: None,
+            url: None,
+            headers: std::collections::BTreeMap::new(),
+            sequential: false,
             enforce: true,
         }
     }
@@ -674,6 +767,8 @@ pub enum HookRun {
     Spawn,
     /// One process started with the daemon, answering JSON-RPC 2.0 on stdin/stdout.
     Server,
+    /// No process: a model judges, by `prompt`.
+    Model,
 }
 
 fn default_hook_timeout_ms() -> u64 {
@@ -1219,16 +1314,13 @@ impl Config {
                 ToolMatcher::parse(matcher)
                     .map_err(|e| ConfigError::Invalid(format!("hook {}: {e}", hook.described())))?;
             }
-            if hook.argv.is_empty() {
-                return Err(ConfigError::Invalid(
-                    "hooks.command entry with empty argv".into(),
-                ));
-            }
+            hook.check_kind()
+                .map_err(|e| ConfigError::Invalid(format!("hook {}: {e}", hook.described())))?;
             if !hook.enforce && hook.event != HookEvent::PreTool {
                 return Err(ConfigError::Invalid(format!(
-                    "hook {:?}: only pre_tool hooks can be shadows (enforce = false); a {} shadow \
+                    "hook {}: only pre_tool hooks can be shadows (enforce = false); a {} shadow \
                      could only hold up the call",
-                    hook.argv[0],
+                    hook.described(),
                     hook.event.as_str()
                 )));
             }
@@ -1237,8 +1329,8 @@ impl Config {
                 && hook.event != HookEvent::PreTool
             {
                 return Err(ConfigError::Invalid(format!(
-                    "hook {:?}: protocol \"v1\" answers only pre_tool, not {}",
-                    hook.argv[0],
+                    "hook {}: protocol \"v1\" answers only pre_tool, not {}",
+                    hook.described(),
                     hook.event.as_str()
                 )));
             }

@@ -42,7 +42,7 @@ pub async fn replay_with_hooks(
         .into_iter()
         .filter(|h| h.event == HookEvent::PreTool && h.enforce)
         .collect();
-    let hooks = HookSet::new(&pre_tool, Some(config.exec.state_dir()));
+    let hooks = HookSet::new(&pre_tool, config);
     // A call judged with a project's rules gets them again (the file as it is now, under
     // the candidate's trusted_projects), and a trusted project's hooks, as live.
     let projects = Arc::new(ProjectLayers::for_replay(config));

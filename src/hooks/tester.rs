@@ -121,7 +121,7 @@ fn decision_of(answer: &super::external::protocol::Answer) -> Option<Decision> {
 /// Runs the hooks of `input.event` in `config` that match the call, all at once (as the
 /// daemon runs pre_tool hooks), in `cwd`.
 pub async fn run(config: &Config, input: TestInput, cwd: &Path) -> TestReport {
-    let hooks = HookSet::new(&config.hooks.all(), Some(config.exec.state_dir()));
+    let hooks = HookSet::new(&config.hooks.all(), config);
     let call = ToolExecution::new(
         "hooks-test",
         input.tool.clone(),

@@ -219,11 +219,7 @@ impl ToolRegistry {
         for skipped in &config.hooks.skipped {
             tracing::warn!("claude_settings: skipped {skipped}");
         }
-        let hooks = Arc::new(HookSet::reusing(
-            &config.hooks.all(),
-            Some(config.exec.state_dir()),
-            old,
-        ));
+        let hooks = Arc::new(HookSet::reusing(&config.hooks.all(), config, old));
         let judges = Arc::new(Judges {
             version: policy_version(config, &hooks),
             policy: Arc::new(Policy::of_config(config)),

@@ -387,3 +387,153 @@ else:
         "{out}"
     );
 }
+
+fn trace_of(line: &Value, name: &str) -> Value {
+    line["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|t| t["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} in {line}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_judge_decides_fails_closed_caches_and_shadows_and_replays() {
+    use common::fake_model::{FakeModel, Reply, text, tool_call};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let model = FakeModel::start(vec![]).await;
+    let config = format!(
+        "{}[permissions]\ndefault_mode = \"auto\"\n\
+         [[hooks.command]]\nrun = \"model\"\nname = \"judge\"\ntimeout_ms = 1500\ntools = [\"bash\"]\n\
+         prompt = \"Deny anything that deletes files.\"\n\
+         [[hooks.command]]\nrun = \"model\"\nname = \"watcher\"\nenforce = false\ncommands = [\"cat\"]\n\
+         prompt = \"Say deny to every cat.\"\n",
+        model.config()
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    let ws = common::daemon::workspace(d, "ws");
+    let s = c.new_session(&ws).await;
+
+    // allow, as JSON text; deny through the `decide` tool.
+    model.push(text("{\"decision\": \"allow\", \"reason\": \"harmless\"}"));
+    assert_eq!(c.bash(&s, "echo one").await, ("one\n".into(), false));
+    model.push(tool_call(
+        "j",
+        "decide",
+        r#"{"decision":"deny","reason":"deletes files"}"#,
+    ));
+    assert_eq!(
+        c.bash(&s, "rm -rf build").await.0,
+        "Error: vetoed by hook judge: deletes files"
+    );
+    let asked = model.count();
+    // The judge read its prompt and the call.
+    let request = model_request(&model, asked - 1);
+    assert!(
+        request.contains("Deny anything that deletes files.") && request.contains("rm -rf build")
+    );
+    // The same call again in the session: answered from the cache, no request.
+    assert_eq!(
+        c.bash(&s, "rm -rf build").await.0,
+        "Error: vetoed by hook judge: deletes files (cached)"
+    );
+    assert_eq!(model.count(), asked);
+    let line = audit(d).pop().unwrap();
+    assert_eq!(
+        trace_of(&line, "hook judge")["reason"],
+        "deletes files (cached)"
+    );
+
+    // Garbage, an API error and silence all deny, each said.
+    model.push(text("I think it is probably fine"));
+    let (out, _) = c.bash(&s, "echo two").await;
+    assert!(
+        out.contains("hook judge: model judge failed: unparsable answer"),
+        "{out}"
+    );
+    model.push(Reply::Status(500, "overloaded", None));
+    let (out, _) = c.bash(&s, "echo three").await;
+    assert!(
+        out.contains("model judge failed: API error") && out.contains("500"),
+        "{out}"
+    );
+    model.push(Reply::EventsThenHold(vec![]));
+    let (out, _) = c.bash(&s, "echo four").await;
+    assert!(
+        out.contains("model judge failed: timeout: no answer within 1500ms"),
+        "{out}"
+    );
+    // A failure is not cached: the same call asks again.
+    model.push(text("{\"decision\": \"allow\"}"));
+    assert_eq!(c.bash(&s, "echo two").await, ("two\n".into(), false));
+
+    // A shadow judge is traced and changes nothing. The command waits until the shadow
+    // has been asked, so the shadow answers before the call ends.
+    let fifo = common::Fifo::new(d, "go");
+    model.push(text("{\"decision\": \"allow\"}"));
+    model.push(text(
+        "{\"decision\": \"deny\", \"reason\": \"reads are bad\"}",
+    ));
+    let before = model.count();
+    let id = c
+        .start(
+            "_dsh/tools/call",
+            json!({"sessionId": s, "name": "bash",
+                   "arguments": {"command": format!("cat {}", fifo.path()), "description": "d"}}),
+        )
+        .await;
+    while model.count() < before + 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    fifo.release().await;
+    let answer = c.wait_for(json!(id)).await.unwrap();
+    assert_eq!(answer["content"][0]["text"], "go\n", "{answer}");
+    let line = audit(d).pop().unwrap();
+    let shadow = trace_of(&line, "hook watcher");
+    assert_eq!(
+        (shadow["decision"].as_str(), shadow["enforced"].as_bool()),
+        (Some("deny"), Some(false))
+    );
+    assert_eq!(shadow["reason"], "reads are bad");
+
+    // Replay: how the judge would have decided the log's calls, counted.
+    let candidate = d.join("candidate.toml");
+    std::fs::write(
+        &candidate,
+        format!(
+            "{}[permissions]\ndefault_mode = \"auto\"\n[[hooks.command]]\nrun = \"model\"\nname = \"strict\"\ntools = [\"bash\"]\nprompt = \"Deny everything.\"\n",
+            model.config()
+        ),
+    )
+    .unwrap();
+    let bash_calls = audit(d).iter().filter(|l| l["tool"] == "bash").count();
+    for _ in 0..bash_calls {
+        model.push(text("{\"decision\": \"deny\", \"reason\": \"strict\"}"));
+    }
+    let (code, out, err) = run_dsh(
+        &[
+            "policy",
+            "replay",
+            "--audit",
+            d.join("state/audit.jsonl").to_str().unwrap(),
+            "--config",
+            candidate.to_str().unwrap(),
+            "--hooks",
+            "--json",
+        ],
+        d,
+        &[],
+    )
+    .await;
+    assert!(code == 0 || code == 1, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    let denied = report["hooks"]["hook strict"]["deny"].as_u64().unwrap_or(0);
+    assert_eq!(denied as usize, bash_calls, "{report}");
+}
+
+/// The `index`th chat request the fake model saw, as text.
+fn model_request(model: &common::fake_model::FakeModel, index: usize) -> String {
+    model.request_at(index).to_string()
+}

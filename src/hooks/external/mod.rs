@@ -11,11 +11,14 @@
 //! door. A hook can tighten a decision, never loosen it.
 
 mod claude;
+mod judge;
 pub mod protocol;
 mod runner;
 
 use super::waterfall::{Hook, Next, Passed, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
-use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun, ToolMatcher};
+use crate::config::{
+    Config, Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun, ModelConfig, ToolMatcher,
+};
 use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
 use protocol::{Answer, EventInput, PermissionReply, Reply};
@@ -37,11 +40,15 @@ pub struct ExternalHook {
     runner: Runner,
     /// Where session logs live, to tell hooks the path of theirs.
     state_dir: Option<PathBuf>,
+    /// The `[model]` it was made with: a model judge is made again when it changes.
+    model_fingerprint: String,
 }
 
 enum Runner {
     Spawn(Program),
     Server(Server),
+    /// A model judge, or why it cannot be made (every call then denies with it).
+    Model(Result<judge::ModelJudge, String>),
 }
 
 /// One consultation of a hook: its answer (or why it failed), what it said as it said it
@@ -62,11 +69,17 @@ pub struct PromptOutcome {
 }
 
 impl ExternalHook {
-    /// The hook `config` describes; session logs are found under `state_dir`.
-    pub fn new(config: ExternalHookConfig, state_dir: Option<PathBuf>) -> Self {
+    /// The hook `config` describes; session logs are found under `state_dir`, and a
+    /// model judge asks `[model]`'s endpoint (`model`) unless it names its own.
+    pub fn new(
+        config: ExternalHookConfig,
+        state_dir: Option<PathBuf>,
+        model: &ModelConfig,
+    ) -> Self {
         let label = config.label();
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
+            HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
             HookRun::Spawn => Runner::Spawn(process),
             HookRun::Server => Runner::Server(Server::new(
                 &label,
@@ -86,6 +99,7 @@ impl ExternalHook {
                 .map(|m| ToolMatcher::parse(m).unwrap_or_else(|_| ToolMatcher::Names(Vec::new()))),
             runner,
             state_dir,
+            model_fingerprint: format!("{model:?}"),
             config,
         }
     }
@@ -135,6 +149,25 @@ impl ExternalHook {
         };
         let timeout = Duration::from_millis(self.config.timeout_ms);
         let reply: Result<Reply, String> = match &self.runner {
+            Runner::Model(Err(why)) => Err(format!("model judge failed: {why}")),
+            Runner::Model(Ok(judge)) => {
+                // A judge reads dsh's own input (v2), whatever the dialect says.
+                let input = protocol::input(crate::config::HookProtocol::V2, &input);
+                let judged = judge
+                    .judge(event, &input, input_session(&input), timeout)
+                    .await;
+                let mut answer = judged.answer.map_err(|e| e.to_string());
+                if let Ok(a) = &mut answer
+                    && judged.cached
+                {
+                    a.reason = format!("{} (cached)", a.reason);
+                }
+                return Consulted {
+                    answer,
+                    raw: judged.raw,
+                    ms: started.elapsed().as_millis() as u64,
+                };
+            }
             Runner::Spawn(program) => {
                 runner::spawn_once(
                     program,
@@ -453,33 +486,47 @@ pub struct HookSet {
 }
 
 impl HookSet {
-    /// The hooks of `configs`, in order; session logs are under `state_dir`.
-    pub fn new(configs: &[ExternalHookConfig], state_dir: Option<PathBuf>) -> Self {
+    /// The hooks of `configs`, in order, under `config` (session logs in its state
+    /// directory, model judges asking its `[model]`).
+    pub fn new(configs: &[ExternalHookConfig], config: &Config) -> Self {
+        let state_dir = Some(config.exec.state_dir());
         Self {
             hooks: configs
                 .iter()
-                .map(|c| Arc::new(ExternalHook::new(c.clone(), state_dir.clone())))
+                .map(|c| {
+                    Arc::new(ExternalHook::new(
+                        c.clone(),
+                        state_dir.clone(),
+                        &config.model,
+                    ))
+                })
                 .collect(),
         }
     }
 
-    /// The hooks of `configs`, keeping those of `old` whose config is the same (a hook
-    /// server keeps running across a reload that did not change it).
-    pub fn reusing(
-        configs: &[ExternalHookConfig],
-        state_dir: Option<PathBuf>,
-        old: &HookSet,
-    ) -> Self {
+    /// The hooks of `configs` under `config`, keeping those of `old` whose config is the
+    /// same (a hook server keeps running across a reload that did not change it).
+    pub fn reusing(configs: &[ExternalHookConfig], config: &Config, old: &HookSet) -> Self {
+        let state_dir = Some(config.exec.state_dir());
+        let model = format!("{:?}", config.model);
         Self {
             hooks: configs
                 .iter()
                 .map(|c| {
                     old.hooks
                         .iter()
-                        .find(|h| h.config == *c && h.state_dir == state_dir)
+                        .find(|h| {
+                            h.config == *c
+                                && h.state_dir == state_dir
+                                && (c.run != HookRun::Model || h.model_fingerprint == model)
+                        })
                         .cloned()
                         .unwrap_or_else(|| {
-                            Arc::new(ExternalHook::new(c.clone(), state_dir.clone()))
+                            Arc::new(ExternalHook::new(
+                                c.clone(),
+                                state_dir.clone(),
+                                &config.model,
+                            ))
                         })
                 })
                 .collect(),
@@ -669,6 +716,11 @@ fn resolve_program(program: &str) -> PathBuf {
                 .unwrap_or_else(|| PathBuf::from(program))
         })
         .unwrap_or_else(|| PathBuf::from(program))
+}
+
+/// The session an input names.
+fn input_session(input: &serde_json::Value) -> Option<&str> {
+    input.get("sessionId").and_then(|s| s.as_str())
 }
 
 fn daemon_cwd() -> PathBuf {
