@@ -410,10 +410,9 @@ async fn claude_code_hooks_run_unmodified_but_never_loosen() {
     // UserPromptSubmit's plain stdout is context for the model.
     c.prompt(&s, "hi").await.unwrap();
     let sent = messages(&model.requests.recv().await.unwrap());
-    assert!(
-        sent.iter().any(|m| m["content"]
-            == "<context source=\"hook:cc_prompt\">Claude-style context</context>")
-    );
+    assert!(sent.iter().any(
+        |m| m["content"] == "<context source=\"hook:cc_prompt\">Claude-style context</context>"
+    ));
 }
 
 const SERVER_HOOK: &str = r#"#!/usr/bin/env python3

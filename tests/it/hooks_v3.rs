@@ -537,3 +537,138 @@ async fn a_model_judge_decides_fails_closed_caches_and_shadows_and_replays() {
 fn model_request(model: &common::fake_model::FakeModel, index: usize) -> String {
     model.request_at(index).to_string()
 }
+
+/// A hook endpoint on loopback: it reads each POST, keeps its `x-hook-token` header,
+/// and answers by the command in it: `deny` denies, `hang` never answers, `fail`
+/// answers 500, anything else allows.
+async fn hook_endpoint() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks/guard", listener.local_addr().unwrap());
+    let tokens = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = tokens.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head_end, length) = loop {
+                    let n = stream.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..p]).to_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if let Some(token) =
+                            head.lines().find_map(|l| l.strip_prefix("x-hook-token:"))
+                        {
+                            seen.lock().unwrap().push(token.trim().to_string());
+                        }
+                        break (p + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let n = stream.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let input: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                let command = input["arguments"]["command"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let (status, body) = if command.contains("hang") {
+                    // Holds the connection until the client gives up.
+                    let _ = stream.read(&mut chunk).await;
+                    return;
+                } else if command.contains("fail") {
+                    (500, "{\"error\": \"broken\"}".to_string())
+                } else if command.contains("deny") {
+                    (
+                        200,
+                        json!({"decision": "deny", "reason": "the endpoint said no"}).to_string(),
+                    )
+                } else {
+                    (200, json!({"decision": "allow"}).to_string())
+                };
+                let out = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(out.as_bytes()).await;
+            });
+        }
+    });
+    (url, tokens)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_hook_answers_and_fails_closed_on_a_hang_a_500_or_a_missing_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (url, tokens) = hook_endpoint().await;
+    // A header's value is never written in the config.
+    let config = d.join("bad.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[hooks.command]]\nurl = {url:?}\nheaders = {{ \"X-Hook-Token\" = \"Bearer abc\" }}\n"
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = run_dsh(
+        &["check-config", "--config", config.to_str().unwrap()],
+        d,
+        &[],
+    )
+    .await;
+    assert!(
+        code != 0 && err.contains("is not the name of an environment variable"),
+        "{err}"
+    );
+
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n\
+         [[hooks.command]]\nurl = {url:?}\ntimeout_ms = 1000\nheaders = {{ \"X-Hook-Token\" = \"HOOK_TOKEN\" }}\n\
+         [[hooks.command]]\nurl = {url:?}\nname = \"unset\"\ncommands = [\"printf\"]\nheaders = {{ \"X-Hook-Token\" = \"NO_SUCH_VARIABLE_SET\" }}\n"
+    );
+    let (_daemon, mut c) =
+        common::daemon::stdio_daemon(d, &config, &[("HOOK_TOKEN", "t0ken")]).await;
+    let ws = common::daemon::workspace(d, "ws");
+    let s = c.new_session(&ws).await;
+    assert_eq!(c.bash(&s, "echo fine").await, ("fine\n".into(), false));
+    assert_eq!(
+        c.bash(&s, "echo deny").await.0,
+        "Error: vetoed by hook guard: the endpoint said no"
+    );
+    assert_eq!(
+        c.bash(&s, "echo hang").await.0,
+        "Error: vetoed by hook guard: did not answer within 1000ms"
+    );
+    let (out, _) = c.bash(&s, "echo fail").await;
+    assert!(
+        out.starts_with("Error: vetoed by hook guard: answered HTTP 500"),
+        "{out}"
+    );
+    let (out, _) = c.bash(&s, "printf x").await;
+    assert_eq!(
+        out,
+        "Error: vetoed by hook unset: header x-hook-token: the environment variable NO_SUCH_VARIABLE_SET is not set"
+    );
+    assert!(tokens.lock().unwrap().iter().all(|t| t == "t0ken"));
+    assert_eq!(
+        tokens.lock().unwrap().len(),
+        5,
+        "{:?}",
+        tokens.lock().unwrap()
+    );
+}

@@ -11,6 +11,7 @@
 //! door. A hook can tighten a decision, never loosen it.
 
 mod claude;
+mod http;
 mod judge;
 pub mod protocol;
 mod runner;
@@ -49,6 +50,8 @@ enum Runner {
     Server(Server),
     /// A model judge, or why it cannot be made (every call then denies with it).
     Model(Result<judge::ModelJudge, String>),
+    /// An HTTP endpoint, or why it cannot be reached (every call then denies with it).
+    Http(Result<http::HttpHook, String>),
 }
 
 /// One consultation of a hook: its answer (or why it failed), what it said as it said it
@@ -80,6 +83,7 @@ impl ExternalHook {
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
             HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
+            HookRun::Spawn if config.url.is_some() => Runner::Http(http::HttpHook::new(&config)),
             HookRun::Spawn => Runner::Spawn(process),
             HookRun::Server => Runner::Server(Server::new(
                 &label,
@@ -149,6 +153,10 @@ impl ExternalHook {
         };
         let timeout = Duration::from_millis(self.config.timeout_ms);
         let reply: Result<Reply, String> = match &self.runner {
+            Runner::Http(Err(why)) => Err(why.clone()),
+            Runner::Http(Ok(endpoint)) => {
+                endpoint.call(json.to_string().into_bytes(), timeout).await
+            }
             Runner::Model(Err(why)) => Err(format!("model judge failed: {why}")),
             Runner::Model(Ok(judge)) => {
                 // A judge reads dsh's own input (v2), whatever the dialect says.
