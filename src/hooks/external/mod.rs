@@ -51,7 +51,7 @@ enum Runner {
     /// A model judge, or why it cannot be made (every call then denies with it).
     Model(Result<judge::ModelJudge, String>),
     /// An HTTP endpoint, or why it cannot be reached (every call then denies with it).
-    Http(Result<http::HttpHook, String>),
+    Http(Result<Box<http::HttpHook>, String>),
 }
 
 /// One consultation of a hook: its answer (or why it failed), what it said as it said it
@@ -83,7 +83,7 @@ impl ExternalHook {
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
             HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
-            HookRun::Spawn if config.url.is_some() => Runner::Http(http::HttpHook::new(&config)),
+            HookRun::Spawn if config.url.is_some() => Runner::Http(http::HttpHook::new(&config).map(Box::new)),
             HookRun::Spawn => Runner::Spawn(process),
             HookRun::Server => Runner::Server(Server::new(
                 &label,
