@@ -38,10 +38,7 @@ impl SessionLayer {
     /// directory, for the hooks.
     fn new(project: Project, user: &Config) -> Self {
         let hooks = Arc::new(HookSet::new(&project.hooks, user));
-        let links = hooks
-            .waterfall_hooks()
-            .map(|h| h as Arc<dyn Hook>)
-            .collect();
+        let links = hooks.waterfall_hooks();
         let version = {
             use sha2::{Digest, Sha256};
             let mut hash = Sha256::new();

@@ -672,3 +672,141 @@ async fn an_http_hook_answers_and_fails_closed_on_a_hang_a_500_or_a_missing_head
         tokens.lock().unwrap()
     );
 }
+
+/// A pre_tool hook that marks its start in `$OVERLAP_DIR`, then (with `wait`) stays
+/// until five hooks have started, and records how many had started and how many had
+/// finished when it began: hooks asked at once all see five started; hooks asked one
+/// after another each see every earlier one finished.
+const OVERLAP_HOOK: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+json.load(sys.stdin)
+d = os.environ["OVERLAP_DIR"]
+wait = sys.argv[1] == "wait"
+started = len([f for f in os.listdir(d) if f.startswith("start-")])
+finished = len([f for f in os.listdir(d) if f.startswith("done-")])
+open(os.path.join(d, "start-%d" % os.getpid()), "w").close()
+alive_together = 1
+if wait:
+    # Bounded by the hook's own timeout: a hook left waiting is a failed test, not a hang.
+    while len([f for f in os.listdir(d) if f.startswith("start-")]) < 5:
+        time.sleep(0.005)
+    alive_together = 5
+with open(os.path.join(d, "..", "overlap.log"), "a") as f:
+    f.write("%d %d %d\n" % (started, finished, alive_together))
+open(os.path.join(d, "done-%d" % os.getpid()), "w").close()
+print("{}")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_tool_hooks_run_at_once_or_in_turn_and_combine_in_config_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let hook = script(d, "overlap.py", OVERLAP_HOOK);
+    let marks = d.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    // Five matching hooks, each staying until all five have started: only hooks asked
+    // at once can all answer (one after another, the first would wait for ever, time
+    // out, and deny).
+    let mut config = String::from("[permissions]\ndefault_mode = \"auto\"\n");
+    for i in 1..=5 {
+        config.push_str(&format!(
+            "[[hooks.command]]\nargv = [{hook:?}, \"wait\"]\nname = \"p{i}\"\ncommands = [\"echo\"]\nenv = [\"OVERLAP_DIR\"]\ntimeout_ms = 20000\n"
+        ));
+    }
+    // Five more that run one after another.
+    for i in 1..=5 {
+        config.push_str(&format!(
+            "[[hooks.command]]\nargv = [{hook:?}, \"go\"]\nname = \"s{i}\"\ncommands = [\"printf\"]\nsequential = true\nenv = [\"OVERLAP_DIR\"]\n"
+        ));
+    }
+    // Two rewriters at once: the later in config order answers first, and the earlier's
+    // rewrite is applied first all the same, so the later one's command stands.
+    let rewriter = script(
+        d,
+        "rewrite.py",
+        r#"#!/usr/bin/env python3
+import json, os, sys, time
+call = json.load(sys.stdin)
+if call["arguments"]["command"] != "true rewrite-me":
+    sys.exit(0)
+mark = os.path.join(os.environ["OVERLAP_DIR"], "..", "second-answered")
+if sys.argv[1] == "first":
+    while not os.path.exists(mark):
+        time.sleep(0.005)
+    print(json.dumps({"rewrite": {"arguments": {"command": "echo from-first", "description": "first"}}}))
+else:
+    print(json.dumps({"rewrite": {"arguments": {"command": "echo from-second"}}}))
+    open(mark, "w").close()
+"#,
+    );
+    config.push_str(&format!(
+        "[[hooks.command]]\nargv = [{rewriter:?}, \"first\"]\nname = \"r1\"\ncommands = [\"true\"]\nenv = [\"OVERLAP_DIR\"]\n\
+         [[hooks.command]]\nargv = [{rewriter:?}, \"second\"]\nname = \"r2\"\ncommands = [\"true\"]\nenv = [\"OVERLAP_DIR\"]\n"
+    ));
+    let (_daemon, mut c) =
+        common::daemon::stdio_daemon(d, &config, &[("OVERLAP_DIR", marks.to_str().unwrap())]).await;
+    let ws = common::daemon::workspace(d, "ws");
+    let s = c.new_session(&ws).await;
+
+    assert_eq!(
+        c.bash(&s, "echo together").await,
+        ("together\n".into(), false)
+    );
+    let log = std::fs::read_to_string(d.join("overlap.log")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 5, "{log}");
+    assert!(
+        lines.iter().all(|l| l.ends_with(" 0 5")),
+        "all five alive at once: {log}"
+    );
+    let line = audit(d).pop().unwrap();
+    let said: Vec<&str> = line["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("hook p"))
+        .collect();
+    assert_eq!(
+        said,
+        ["hook p1", "hook p2", "hook p3", "hook p4", "hook p5"],
+        "traced in config order"
+    );
+
+    // `sequential = true`: each starts after every one before it finished.
+    std::fs::remove_file(d.join("overlap.log")).unwrap();
+    for f in std::fs::read_dir(&marks).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    assert_eq!(c.bash(&s, "printf x").await, ("x".into(), false));
+    let log = std::fs::read_to_string(d.join("overlap.log")).unwrap();
+    let expected: Vec<String> = (0..5).map(|n| format!("{n} {n} 1")).collect();
+    assert_eq!(log.lines().collect::<Vec<_>>(), expected, "{log}");
+
+    // Rewrites in config order, whatever order they came in; the rewritten call is
+    // judged once more (and not rewritten again).
+    let (out, _) = c.bash(&s, "true rewrite-me").await;
+    assert_eq!(out, "from-second\n");
+    let line = audit(d).pop().unwrap();
+    assert_eq!(line["arguments"]["command"], "echo from-second");
+    assert_eq!(line["arguments"]["description"], "first");
+    let rewrites: Vec<(String, String)> = line["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("hook r")))
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().into(),
+                t["decision"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rewrites,
+        [
+            ("hook r1".to_string(), "rewrite".to_string()),
+            ("hook r2".into(), "rewrite".into())
+        ]
+    );
+}

@@ -83,7 +83,9 @@ impl ExternalHook {
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
             HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
-            HookRun::Spawn if config.url.is_some() => Runner::Http(http::HttpHook::new(&config).map(Box::new)),
+            HookRun::Spawn if config.url.is_some() => {
+                Runner::Http(http::HttpHook::new(&config).map(Box::new))
+            }
             HookRun::Spawn => Runner::Spawn(process),
             HookRun::Server => Runner::Server(Server::new(
                 &label,
@@ -367,61 +369,6 @@ impl ExternalHook {
         out
     }
 
-    async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
-        let (answer, ms) = self.consult_call(HookEvent::PreTool, call, None).await;
-        let answer = match answer {
-            Ok(a) => a,
-            Err(why) => {
-                self.trace(call, TraceDecision::Deny, &why, ms);
-                return call.veto(&self.name, &why).into();
-            }
-        };
-        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
-        // past its own hook's refusal.
-        if answer.decision == Some(Decision::Deny) {
-            self.trace(call, TraceDecision::Deny, &answer.reason, ms);
-            return call.veto(&self.name, &answer.reason).into();
-        }
-        if let Some(arguments) = &answer.rewrite {
-            let arguments = match self.config.dialect {
-                HookDialect::ClaudeCode => {
-                    claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
-                }
-                HookDialect::Dsh => arguments.clone(),
-            };
-            if call.may_rewrite() {
-                self.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
-                // The call runs again, from the start, with the new arguments
-                // (`Waterfall::execute`); this pass ends here.
-                return Passed::Rewrite(arguments);
-            }
-            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
-            self.trace(
-                call,
-                TraceDecision::RewriteIgnored,
-                "the call was already rewritten",
-                ms,
-            );
-        }
-        let decision = answer.decision;
-        self.trace(call, decision.into(), &answer.reason, ms);
-        match decision {
-            Some(Decision::Deny) => return call.veto(&self.name, &answer.reason).into(),
-            Some(d) => call.tighten(d, &self.name, &answer.reason, Vec::new()),
-            None => {}
-        }
-        let mut out = match next.run(call).await {
-            Passed::Output(out) => out,
-            rewrite @ Passed::Rewrite(_) => return rewrite,
-        };
-        if let Some(context) = answer.context
-            && !out.vetoed
-        {
-            out.context.push((self.context_source(), context));
-        }
-        out.into()
-    }
-
     async fn post_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let mut out = match next.run(call).await {
             Passed::Output(out) if !out.vetoed => out,
@@ -479,11 +426,124 @@ impl Hook for ExternalHook {
             return self.shadow(call, next).await;
         }
         match self.config.event {
-            HookEvent::PreTool => self.pre_tool(call, next).await,
+            HookEvent::PreTool => judge_together(&[self], call, next).await,
             HookEvent::PostTool => self.post_tool(call, next).await,
             _ => next.run(call).await,
         }
     }
+}
+
+/// Enforced pre_tool hooks asked about a call at once: one waterfall link. Their word
+/// is combined as if asked one after another in config order, so the outcome never
+/// depends on which answers first.
+pub struct PreToolBatch {
+    hooks: Vec<Arc<ExternalHook>>,
+    name: String,
+}
+
+#[async_trait::async_trait]
+impl Hook for PreToolBatch {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+        let hooks: Vec<&ExternalHook> = self.hooks.iter().map(|h| h.as_ref()).collect();
+        judge_together(&hooks, call, next).await
+    }
+}
+
+/// Asks the `hooks` that apply to `call` at once and combines their answers in config
+/// order: a failure or a deny vetoes (the first in config order names it), rewrites are
+/// applied over each other in config order (the call then goes through the waterfall
+/// again, once, and is judged by every hook anew), asks and allows tighten in config
+/// order, and contexts are added in config order after the call ran.
+async fn judge_together(hooks: &[&ExternalHook], call: &ToolExecution, next: Next<'_>) -> Passed {
+    let asked: Vec<&ExternalHook> = hooks
+        .iter()
+        .copied()
+        .filter(|h| h.applies_to(call))
+        .collect();
+    if asked.is_empty() {
+        return next.run(call).await;
+    }
+    let answers = futures::future::join_all(
+        asked
+            .iter()
+            .map(|h| h.consult_call(HookEvent::PreTool, call, None)),
+    )
+    .await;
+    let mut veto: Option<(String, String)> = None;
+    let mut rewrite: Option<serde_json::Map<String, serde_json::Value>> = None;
+    let mut tighten = Vec::new();
+    let mut contexts = Vec::new();
+    for (hook, (answer, ms)) in asked.iter().zip(answers) {
+        let answer = match answer {
+            Ok(a) => a,
+            Err(why) => {
+                hook.trace(call, TraceDecision::Deny, &why, ms);
+                veto.get_or_insert((hook.name.clone(), why));
+                continue;
+            }
+        };
+        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
+        // past its own hook's refusal.
+        if answer.decision == Some(Decision::Deny) {
+            hook.trace(call, TraceDecision::Deny, &answer.reason, ms);
+            veto.get_or_insert((hook.name.clone(), answer.reason));
+            continue;
+        }
+        if let Some(arguments) = &answer.rewrite {
+            if call.may_rewrite() {
+                let arguments = match hook.config.dialect {
+                    HookDialect::ClaudeCode => {
+                        claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
+                    }
+                    HookDialect::Dsh => arguments.clone(),
+                };
+                hook.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
+                let merged = rewrite.get_or_insert_with(Default::default);
+                if let serde_json::Value::Object(fields) = arguments {
+                    merged.extend(fields);
+                }
+                // The rewritten call is judged again from the start, this hook too.
+                continue;
+            }
+            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
+            hook.trace(
+                call,
+                TraceDecision::RewriteIgnored,
+                "the call was already rewritten",
+                ms,
+            );
+        }
+        hook.trace(call, answer.decision.into(), &answer.reason, ms);
+        if let Some(d) = answer.decision {
+            tighten.push((d, hook.name.clone(), answer.reason.clone()));
+        }
+        if let Some(context) = answer.context {
+            contexts.push((hook.context_source(), context));
+        }
+    }
+    if let Some((by, why)) = veto {
+        return call.veto(&by, &why).into();
+    }
+    if let Some(arguments) = rewrite {
+        // The call runs again, from the start, with the new arguments
+        // (`Waterfall::execute`); this pass ends here.
+        return Passed::Rewrite(serde_json::Value::Object(arguments));
+    }
+    for (decision, by, reason) in tighten {
+        call.tighten(decision, &by, &reason, Vec::new());
+    }
+    let mut out = match next.run(call).await {
+        Passed::Output(out) => out,
+        rewrite @ Passed::Rewrite(_) => return rewrite,
+    };
+    if !out.vetoed {
+        out.context.extend(contexts);
+    }
+    out.into()
 }
 
 /// Every configured hook, for the events outside the waterfall and the lifecycle of
@@ -565,12 +625,42 @@ impl HookSet {
         }
     }
 
-    /// The waterfall's links: pre_tool and post_tool hooks in config order.
-    pub fn waterfall_hooks(&self) -> impl Iterator<Item = Arc<ExternalHook>> + '_ {
-        self.hooks
-            .iter()
-            .filter(|h| matches!(h.event(), HookEvent::PreTool | HookEvent::PostTool))
-            .cloned()
+    /// The waterfall's links: the enforced pre_tool hooks in batches asked at once (a
+    /// hook with `sequential = true` starts a new batch, after the ones before it), then
+    /// the shadows and the post_tool hooks, each in config order.
+    pub fn waterfall_hooks(&self) -> Vec<Arc<dyn Hook>> {
+        let mut links: Vec<Arc<dyn Hook>> = Vec::new();
+        let mut others: Vec<Arc<dyn Hook>> = Vec::new();
+        let mut batch: Vec<Arc<ExternalHook>> = Vec::new();
+        let flush = |batch: &mut Vec<Arc<ExternalHook>>, links: &mut Vec<Arc<dyn Hook>>| match batch
+            .len()
+        {
+            0 => {}
+            1 => links.push(batch.remove(0)),
+            _ => {
+                let names: Vec<&str> = batch.iter().map(|h| h.label.as_str()).collect();
+                let name = format!("hooks {}", names.join(" + "));
+                links.push(Arc::new(PreToolBatch {
+                    hooks: std::mem::take(batch),
+                    name,
+                }));
+            }
+        };
+        for hook in &self.hooks {
+            match hook.event() {
+                HookEvent::PreTool if hook.config.enforce => {
+                    if hook.config.sequential {
+                        flush(&mut batch, &mut links);
+                    }
+                    batch.push(hook.clone());
+                }
+                HookEvent::PreTool | HookEvent::PostTool => others.push(hook.clone()),
+                _ => {}
+            }
+        }
+        flush(&mut batch, &mut links);
+        links.extend(others);
+        links
     }
 
     /// Every hook of `event`, shadows included, in config order.
