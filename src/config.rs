@@ -723,6 +723,17 @@ pub enum HookEvent {
     Prompt,
     /// A session was created or loaded: add context.
     SessionStart,
+    /// The model ended its turn: a hook may answer `continue` with a reason, which the
+    /// model reads as the next context, and the turn goes on (at most
+    /// `[hooks] max_continues` times a turn).
+    Stop,
+    /// A session ends: closed, deleted, or the daemon stops. Nothing to answer.
+    SessionEnd,
+    /// dsh is about to ask the person: for desktop notifiers. Nothing to answer.
+    Notification,
+    /// A tool ran and failed (an error result, or a command that did not exit 0): add
+    /// context.
+    PostToolFailure,
 }
 
 impl HookEvent {
@@ -734,6 +745,10 @@ impl HookEvent {
             HookEvent::Permission => "permission",
             HookEvent::Prompt => "prompt",
             HookEvent::SessionStart => "session_start",
+            HookEvent::Stop => "stop",
+            HookEvent::SessionEnd => "session_end",
+            HookEvent::Notification => "notification",
+            HookEvent::PostToolFailure => "post_tool_failure",
         }
     }
 }
@@ -775,8 +790,12 @@ fn default_hook_timeout_ms() -> u64 {
     5_000
 }
 
+fn default_max_continues() -> u32 {
+    3
+}
+
 /// `[hooks]`: external hook programs, consulted in order.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     pub command: Vec<ExternalHookConfig>,
@@ -785,12 +804,27 @@ pub struct HooksConfig {
     /// `command`'s; read when the config is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claude_settings: Vec<PathBuf>,
+    /// How many times the `stop` hooks may send one turn back to the model.
+    #[serde(default = "default_max_continues")]
+    pub max_continues: u32,
     /// The hooks read from `claude_settings` (named apart from `command`'s).
     #[serde(skip)]
     pub imported: Vec<ExternalHookConfig>,
     /// What of `claude_settings` was not taken, a line each.
     #[serde(skip)]
     pub skipped: Vec<String>,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            command: Vec::new(),
+            claude_settings: Vec::new(),
+            max_continues: default_max_continues(),
+            imported: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
 }
 
 impl HooksConfig {

@@ -460,6 +460,17 @@ impl AcpService {
             self.release(id, None);
         }
         self.stop_unbound_mcp(id).await;
+        let how = match ending {
+            Ending::Disconnected => None,
+            Ending::Closed => Some("close"),
+            Ending::Deleted => Some("delete"),
+        };
+        if let (Some(how), Some(session)) = (how, self.sessions.get(id)) {
+            self.tools
+                .hooks_for(&session)
+                .on_session_end(&session, how)
+                .await;
+        }
         let kill_tasks = match ending {
             Ending::Disconnected => false,
             Ending::Closed => self.settings().close_kills_tasks,

@@ -94,6 +94,10 @@ fn event_of(name: &str) -> Option<HookEvent> {
         "PermissionRequest" => HookEvent::Permission,
         "UserPromptSubmit" => HookEvent::Prompt,
         "SessionStart" => HookEvent::SessionStart,
+        "Stop" => HookEvent::Stop,
+        "SessionEnd" => HookEvent::SessionEnd,
+        "Notification" => HookEvent::Notification,
+        "PostToolUseFailure" => HookEvent::PostToolFailure,
         _ => return None,
     })
 }

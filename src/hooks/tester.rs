@@ -129,7 +129,14 @@ pub async fn run(config: &Config, input: TestInput, cwd: &Path) -> TestReport {
         None,
         CancellationToken::new(),
     );
-    let has_call = !matches!(input.event, HookEvent::Prompt | HookEvent::SessionStart);
+    let has_call = !matches!(
+        input.event,
+        HookEvent::Prompt
+            | HookEvent::SessionStart
+            | HookEvent::SessionEnd
+            | HookEvent::Stop
+            | HookEvent::Notification
+    );
     let mut policy = None;
     if has_call {
         let rules = Waterfall::new();

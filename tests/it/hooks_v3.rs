@@ -810,3 +810,165 @@ else:
         ]
     );
 }
+
+/// Claude Code hooks at the four new events, as Claude Code would run them: each logs
+/// what it read to `$CLAUDE_PROJECT_DIR/events.log`.
+const EVENT_HOOK: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+event = json.load(sys.stdin)
+name = event["hook_event_name"]
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "events.log"), "a") as f:
+    f.write(json.dumps(event) + "\n")
+if name == "Stop" and not event["stop_hook_active"]:
+    print(json.dumps({"decision": "block", "reason": "run the tests before you stop"}))
+elif name == "PostToolUseFailure":
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": "it failed: " + event["error"].strip()}}))
+"#;
+
+fn logged_events(ws: &Path) -> Vec<Value> {
+    std::fs::read_to_string(ws.join("events.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_session_end_notification_and_post_tool_failure_through_claude_codes_dialect() {
+    use common::fake_model::{FakeModel, text};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ws = common::daemon::workspace(d, "ws");
+    script(&ws, ".claude/hooks/events.py", EVENT_HOOK);
+    let command = "python3 \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/events.py";
+    let group = |event: &str| {
+        format!(r#""{event}": [{{"hooks": [{{"type": "command", "command": {command:?}}}]}}]"#)
+    };
+    let settings = d.join("settings.json");
+    std::fs::write(
+        &settings,
+        format!(
+            "{{\"hooks\": {{{}, {}, {}, {}}}}}",
+            group("Stop"),
+            group("SessionEnd"),
+            group("Notification"),
+            group("PostToolUseFailure")
+        ),
+    )
+    .unwrap();
+    let model = FakeModel::start(vec![text("done"), text("tests pass, done")]).await;
+    let config = format!(
+        "{}[permissions]\ndefault_mode = \"auto\"\n[hooks]\nclaude_settings = [{settings:?}]\n",
+        model.config()
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    let s = c.new_session(&ws).await;
+
+    // Stop: the first end of the turn is sent on with the hook's reason; the second
+    // (stop_hook_active) ends it.
+    c.prompt(&s, "do the thing").await.unwrap();
+    assert_eq!(model.count(), 2);
+    assert!(
+        model
+            .request_at(1)
+            .to_string()
+            .contains("run the tests before you stop")
+    );
+    let stops: Vec<Value> = logged_events(&ws)
+        .into_iter()
+        .filter(|e| e["hook_event_name"] == "Stop")
+        .collect();
+    assert_eq!(stops.len(), 2);
+    assert_eq!(
+        (
+            stops[0]["stop_hook_active"].as_bool(),
+            stops[1]["stop_hook_active"].as_bool()
+        ),
+        (Some(false), Some(true))
+    );
+    assert_eq!(stops[0]["session_id"], json!(s));
+
+    // PostToolUseFailure: a command that fails; its context reaches the model's history.
+    c.prompt(&s, "!ls /no/such/dir").await.unwrap();
+    let failure = logged_events(&ws)
+        .into_iter()
+        .find(|e| e["hook_event_name"] == "PostToolUseFailure")
+        .expect("a PostToolUseFailure event");
+    assert_eq!(failure["tool_name"], "Bash");
+    assert_eq!(failure["tool_input"]["command"], "ls /no/such/dir");
+    let log = std::fs::read_to_string(d.join(format!("state/sessions/{s}.jsonl"))).unwrap();
+    assert!(
+        log.contains("it failed: ") && log.contains("hook:events"),
+        "{log}"
+    );
+    // A command that succeeds is no failure.
+    c.prompt(&s, "!true").await.unwrap();
+    let failures = logged_events(&ws)
+        .into_iter()
+        .filter(|e| e["hook_event_name"] == "PostToolUseFailure")
+        .count();
+    assert_eq!(failures, 1);
+
+    // Notification: dsh is about to ask the person.
+    c.set_mode(&s, "ask").await;
+    let id = c
+        .start(
+            "_dsh/tools/call",
+            json!({"sessionId": s, "name": "bash", "arguments": {"command": "touch asked", "description": "d"}}),
+        )
+        .await;
+    let question = c.wait_permission_request().await;
+    c.send(json!({"jsonrpc": "2.0", "id": question["id"],
+                  "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}}))
+        .await;
+    c.wait_for(json!(id)).await.unwrap();
+    // The notifier runs beside the question, not before it: wait for its line.
+    let mut notified = None;
+    for _ in 0..500 {
+        notified = logged_events(&ws)
+            .into_iter()
+            .find(|e| e["hook_event_name"] == "Notification");
+        if notified.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let notified = notified.expect("a Notification event");
+    assert_eq!(notified["message"], "dsh needs your permission to use bash");
+    assert_eq!(notified["notification_type"], "permission_prompt");
+
+    // SessionEnd: at close.
+    c.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    let ended: Vec<Value> = logged_events(&ws)
+        .into_iter()
+        .filter(|e| e["hook_event_name"] == "SessionEnd")
+        .collect();
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["session_id"], json!(s));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_hook_sends_a_turn_on_at_most_max_continues_times() {
+    use common::fake_model::{FakeModel, text};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let hook = script(
+        d,
+        "never_done.sh",
+        "#!/bin/sh\ncat >/dev/null\necho '{\"continue\": true, \"reason\": \"keep going\"}'\n",
+    );
+    let model = FakeModel::start(vec![text("a"), text("b"), text("c"), text("d")]).await;
+    let config = format!(
+        "{}[permissions]\ndefault_mode = \"auto\"\n[hooks]\nmax_continues = 2\n\
+         [[hooks.command]]\nargv = [{hook:?}]\nevent = \"stop\"\n",
+        model.config()
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    let s = c.new_session(&common::daemon::workspace(d, "ws")).await;
+    let answer = c.prompt(&s, "go").await.unwrap();
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert_eq!(model.count(), 3, "the first end and two continues");
+    assert!(model.request_at(2).to_string().contains("keep going"));
+}

@@ -17,6 +17,10 @@ fn event_name(event: HookEvent) -> &'static str {
         HookEvent::Permission => "PermissionRequest",
         HookEvent::Prompt => "UserPromptSubmit",
         HookEvent::SessionStart => "SessionStart",
+        HookEvent::Stop => "Stop",
+        HookEvent::SessionEnd => "SessionEnd",
+        HookEvent::Notification => "Notification",
+        HookEvent::PostToolFailure => "PostToolUseFailure",
     }
 }
 
@@ -123,12 +127,24 @@ pub fn input(e: &EventInput<'_>) -> Value {
     if let Some(prompt) = e.prompt {
         v["prompt"] = prompt.into();
     }
-    if let Some(source) = e.source {
-        v["source"] = match source {
-            "load" => "resume",
-            _ => "startup",
-        }
-        .into();
+    match (e.event, e.source) {
+        (HookEvent::SessionEnd, _) => v["reason"] = "other".into(),
+        (_, Some("load")) => v["source"] = "resume".into(),
+        (_, Some(_)) => v["source"] = "startup".into(),
+        _ => {}
+    }
+    if let Some(active) = e.stop_active {
+        v["stop_hook_active"] = active.into();
+    }
+    if let Some(message) = e.message {
+        v["message"] = message.into();
+        v["notification_type"] = "permission_prompt".into();
+    }
+    if e.event == HookEvent::PostToolFailure
+        && let Some(result) = e.result
+    {
+        v["error"] = result.text.clone().into();
+        v["is_interrupt"] = false.into();
     }
     v
 }
@@ -230,7 +246,11 @@ pub fn answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
         None | Some("approve") => {}
         Some("block") => {
             let reason = out.reason.clone().unwrap_or_else(|| "blocked".into());
-            if event == HookEvent::PostTool {
+            if event == HookEvent::Stop {
+                // A Stop hook's block keeps the turn going, its reason the model's next word.
+                a.go_on = Some(reason.clone());
+                reasons.push(reason);
+            } else if event == HookEvent::PostTool {
                 // Claude Code shows a PostToolUse block's reason to the model.
                 a.context = Some(match a.context {
                     Some(c) => format!("{c}\n{reason}"),
@@ -244,6 +264,8 @@ pub fn answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
         Some(other) => return Err(format!("unknown decision `{other}`")),
     }
     if out.go_on == Some(false) {
+        // `continue: false` stops: at Stop the turn ends (no going on) whatever else.
+        a.go_on = None;
         a.decision = Some(Decision::Deny);
         reasons.push(out.stop_reason.unwrap_or_else(|| "stopped by hook".into()));
     }
@@ -328,6 +350,14 @@ mod tests {
             (Some(Decision::Deny), "halt")
         );
         assert!(answer(HookEvent::PreTool, br#"{"decision":"maybe"}"#).is_err());
+        let a = answer(
+            HookEvent::Stop,
+            br#"{"decision":"block","reason":"tests fail"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.go_on.as_deref(), Some("tests fail"));
+        let a = reply(HookEvent::Stop, Reply::Exit2("lint first".into())).unwrap();
+        assert_eq!(a.go_on.as_deref(), Some("lint first"));
         assert!(answer(HookEvent::PreTool, b"{not json").is_err());
     }
 }

@@ -62,6 +62,15 @@ pub struct Consulted {
     pub ms: u64,
 }
 
+/// What a session event tells its hooks (each field for the events that have it).
+#[derive(Default, Clone, Copy)]
+struct SessionEvent<'a> {
+    prompt: Option<&'a str>,
+    source: Option<&'a str>,
+    stop_active: Option<bool>,
+    message: Option<&'a str>,
+}
+
 /// What a prompt's hooks said.
 #[derive(Debug, Default)]
 pub struct PromptOutcome {
@@ -235,6 +244,8 @@ impl ExternalHook {
             result,
             prompt: None,
             source: None,
+            stop_active: None,
+            message: None,
         })
         .await
     }
@@ -260,6 +271,8 @@ impl ExternalHook {
             result,
             prompt,
             source: None,
+            stop_active: None,
+            message: None,
         })
         .await
     }
@@ -275,13 +288,12 @@ impl ExternalHook {
     }
 
     /// Asks the program about an event of a session with no call in it (a prompt, the
-    /// session's start).
+    /// session's start or end, the turn's end, a notification).
     async fn consult_session(
         &self,
         event: HookEvent,
         session: &Arc<Session>,
-        prompt: Option<&str>,
-        source: Option<&str>,
+        about: SessionEvent<'_>,
     ) -> Result<Answer, String> {
         let log = self.session_log(Some(session));
         self.consult(EventInput {
@@ -292,8 +304,10 @@ impl ExternalHook {
             session_log: log.as_deref(),
             call: None,
             result: None,
-            prompt,
-            source,
+            prompt: about.prompt,
+            source: about.source,
+            stop_active: about.stop_active,
+            message: about.message,
         })
         .await
         .0
@@ -369,6 +383,42 @@ impl ExternalHook {
         out
     }
 
+    /// A post_tool_failure hook: after a call that failed (an error result that is no
+    /// veto, or a command that did not exit 0), its context reaches the model; a hook
+    /// that fails is logged and adds nothing (the result is already a failure).
+    async fn post_tool_failure(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+        let mut out = match next.run(call).await {
+            Passed::Output(out) if !out.vetoed && failed(&out) => out,
+            passed => return passed,
+        };
+        let (answer, ms) = self
+            .consult_call(HookEvent::PostToolFailure, call, Some(&out))
+            .await;
+        match answer {
+            Err(why) => {
+                self.trace(
+                    call,
+                    TraceDecision::NoOpinion,
+                    &format!("failed: {why}"),
+                    ms,
+                );
+                tracing::warn!(hook = %self.name, "post_tool_failure hook failed: {why}");
+            }
+            Ok(answer) => {
+                let said = if answer.context.is_some() {
+                    TraceDecision::Context
+                } else {
+                    TraceDecision::NoOpinion
+                };
+                self.trace(call, said, &answer.reason, ms);
+                if let Some(context) = answer.context {
+                    out.context.push((self.context_source(), context));
+                }
+            }
+        }
+        out.into()
+    }
+
     async fn post_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let mut out = match next.run(call).await {
             Passed::Output(out) if !out.vetoed => out,
@@ -428,6 +478,7 @@ impl Hook for ExternalHook {
         match self.config.event {
             HookEvent::PreTool => judge_together(&[self], call, next).await,
             HookEvent::PostTool => self.post_tool(call, next).await,
+            HookEvent::PostToolFailure => self.post_tool_failure(call, next).await,
             _ => next.run(call).await,
         }
     }
@@ -551,6 +602,8 @@ async fn judge_together(hooks: &[&ExternalHook], call: &ToolExecution, next: Nex
 #[derive(Default)]
 pub struct HookSet {
     hooks: Vec<Arc<ExternalHook>>,
+    /// `[hooks] max_continues`: how often the stop hooks may send a turn on.
+    max_continues: u32,
 }
 
 impl HookSet {
@@ -569,6 +622,7 @@ impl HookSet {
                     ))
                 })
                 .collect(),
+            max_continues: config.hooks.max_continues,
         }
     }
 
@@ -598,6 +652,7 @@ impl HookSet {
                         })
                 })
                 .collect(),
+            max_continues: config.hooks.max_continues,
         }
     }
 
@@ -605,6 +660,7 @@ impl HookSet {
     pub fn joined(first: &HookSet, then: &HookSet) -> Self {
         Self {
             hooks: first.hooks.iter().chain(&then.hooks).cloned().collect(),
+            max_continues: first.max_continues,
         }
     }
 
@@ -654,7 +710,9 @@ impl HookSet {
                     }
                     batch.push(hook.clone());
                 }
-                HookEvent::PreTool | HookEvent::PostTool => others.push(hook.clone()),
+                HookEvent::PreTool | HookEvent::PostTool | HookEvent::PostToolFailure => {
+                    others.push(hook.clone())
+                }
                 _ => {}
             }
         }
@@ -732,7 +790,14 @@ impl HookSet {
         let mut outcome = PromptOutcome::default();
         for hook in self.of(HookEvent::Prompt) {
             let answer = hook
-                .consult_session(HookEvent::Prompt, session, Some(prompt), None)
+                .consult_session(
+                    HookEvent::Prompt,
+                    session,
+                    SessionEvent {
+                        prompt: Some(prompt),
+                        ..SessionEvent::default()
+                    },
+                )
                 .await;
             match answer {
                 Err(why) => {
@@ -764,7 +829,14 @@ impl HookSet {
         let mut context = Vec::new();
         for hook in self.of(HookEvent::SessionStart) {
             let answer = hook
-                .consult_session(HookEvent::SessionStart, session, None, Some(source))
+                .consult_session(
+                    HookEvent::SessionStart,
+                    session,
+                    SessionEvent {
+                        source: Some(source),
+                        ..SessionEvent::default()
+                    },
+                )
                 .await;
             match answer {
                 Ok(Answer {
@@ -776,6 +848,74 @@ impl HookSet {
             }
         }
         context
+    }
+
+    /// Asks the `stop` hooks whether the turn `session`'s model just ended should go on,
+    /// `continued` times sent on already: the first (in config order) that answers
+    /// `continue`, as (context source, what the model reads next). `None` once
+    /// `max_continues` is reached, and when none says so; a hook that fails is logged and
+    /// lets the turn end (ending is the side that runs nothing).
+    pub async fn on_stop(
+        &self,
+        session: &Arc<Session>,
+        continued: u32,
+    ) -> Option<(String, String)> {
+        if continued >= self.max_continues {
+            return None;
+        }
+        for hook in self.of(HookEvent::Stop) {
+            let about = SessionEvent {
+                stop_active: Some(continued > 0),
+                ..SessionEvent::default()
+            };
+            match hook.consult_session(HookEvent::Stop, session, about).await {
+                Ok(Answer {
+                    go_on: Some(reason),
+                    ..
+                }) => return Some((hook.context_source(), reason)),
+                Ok(_) => {}
+                Err(why) => tracing::warn!(hook = %hook.name, "stop hook failed: {why}"),
+            }
+        }
+        None
+    }
+
+    /// Tells the `session_end` hooks that `session` ended (`close`, `delete`,
+    /// `shutdown`), each in turn; failures are logged.
+    pub async fn on_session_end(&self, session: &Arc<Session>, how: &str) {
+        for hook in self.of(HookEvent::SessionEnd) {
+            let about = SessionEvent {
+                source: Some(how),
+                ..SessionEvent::default()
+            };
+            if let Err(why) = hook
+                .consult_session(HookEvent::SessionEnd, session, about)
+                .await
+            {
+                tracing::warn!(hook = %hook.name, "session_end hook failed: {why}");
+            }
+        }
+    }
+
+    /// Tells the `notification` hooks `message` (dsh is about to ask the person) without
+    /// waiting for them: the question is not held up. Each runs in a task of its own;
+    /// its process group goes with the task (at the latest at daemon shutdown).
+    pub fn notify(&self, session: &Arc<Session>, message: &str) {
+        for hook in self.of(HookEvent::Notification) {
+            let (hook, session, message) = (hook.clone(), session.clone(), message.to_string());
+            tokio::spawn(async move {
+                let about = SessionEvent {
+                    message: Some(&message),
+                    ..SessionEvent::default()
+                };
+                if let Err(why) = hook
+                    .consult_session(HookEvent::Notification, &session, about)
+                    .await
+                {
+                    tracing::warn!(hook = %hook.name, "notification hook failed: {why}");
+                }
+            });
+        }
     }
 
     /// The programs' files, for the policy version (a changed script shows).
@@ -814,6 +954,15 @@ fn resolve_program(program: &str) -> PathBuf {
                 .unwrap_or_else(|| PathBuf::from(program))
         })
         .unwrap_or_else(|| PathBuf::from(program))
+}
+
+/// Whether a call failed, for post_tool_failure: an error result, or a foreground
+/// command that did not exit 0 (a signal, a timeout).
+fn failed(out: &ToolOutput) -> bool {
+    out.is_error
+        || out
+            .exit
+            .is_some_and(|e| e.exit_code != Some(0) || e.signal.is_some() || e.timed_out)
 }
 
 /// The session an input names.
