@@ -1,14 +1,18 @@
-//! External hook programs (`[[hooks.command]]`): the user's own policy code, at five
-//! events (see [`crate::config::HookEvent`]).
+//! External hooks (`[[hooks.command]]`): the user's own policy code, at nine events (see
+//! [`crate::config::HookEvent`]), as a program (a process per call or a server), an HTTP
+//! endpoint ([`http`]) or a model judge ([`judge`]).
 //!
-//! pre_tool and post_tool hooks are links of the waterfall, in config order after the
-//! policy; `permission` hooks are asked by the permission gate before the person;
-//! `prompt` and `session_start` hooks by the turn and the session's start, through the
-//! [`HookSet`]. A hook reads its event as JSON (protocol v1 or v2, or Claude Code's
-//! dialect) and answers with a decision, context, a rewrite, a replacement or a
-//! permission answer. Every failure (a crash, another exit code, a timeout, an answer
-//! it cannot read) denies, naming what went wrong: a broken policy must not open the
-//! door. A hook can tighten a decision, never loosen it.
+//! Enforced pre_tool hooks are links of the waterfall after the policy, asked at once per
+//! group and combined in config order ([`PreToolBatch`]); shadows, post_tool and
+//! post_tool_failure hooks follow, one link each. `permission` hooks are asked by the
+//! permission gate before the person, `notification` hooks told beside the question;
+//! `prompt`, `session_start`, `stop` and `session_end` hooks by the turn and the
+//! session's life, through the [`HookSet`]. A hook reads its event as JSON (protocol v1
+//! or v2, or Claude Code's dialect) and answers with a decision, context, a rewrite, a
+//! replacement, a permission answer or a `continue`. Every failure (a crash, another
+//! exit code, a timeout, an answer it cannot read, an API or HTTP error) denies where a
+//! hook decides, naming what went wrong: a broken policy must not open the door. A hook
+//! can tighten a decision, never loosen it.
 
 mod claude;
 mod http;
