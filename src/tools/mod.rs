@@ -294,18 +294,6 @@ impl ToolRegistry {
         judges.projects.hooks_for(&session.id, &judges.hooks)
     }
 
-    /// Tells the `session_end` hooks of every live session that it ends (`how`: the
-    /// daemon stops), all sessions at once.
-    pub async fn end_sessions(&self, how: &str) {
-        let sessions: Vec<_> = self.sessions.iter().flat_map(|s| s.sessions()).collect();
-        futures::future::join_all(
-            sessions
-                .iter()
-                .map(|s| async move { self.hooks_for(s).on_session_end(s, how).await }),
-        )
-        .await;
-    }
-
     /// Reads the project file of `session`'s cwd, if any, and judges the session by it
     /// from now on; the layer, for its warnings and mode. A reload reads it again.
     ///

@@ -861,7 +861,7 @@ async fn stop_session_end_notification_and_post_tool_failure_through_claude_code
         "{}[permissions]\ndefault_mode = \"auto\"\n[hooks]\nclaude_settings = [{settings:?}]\n",
         model.config()
     );
-    let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    let (mut daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
     let s = c.new_session(&ws).await;
 
     // Stop: the first end of the turn is sent on with the hook's reason; the second
@@ -947,6 +947,17 @@ async fn stop_session_end_notification_and_post_tool_failure_through_claude_code
         .collect();
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0]["session_id"], json!(s));
+
+    // And at the daemon's stop, for the sessions still open (not again for the closed one).
+    let open = c.new_session(&ws).await;
+    let _ = c.request("_dsh/stop", json!({})).await;
+    daemon.wait().await.unwrap();
+    let ended: Vec<Value> = logged_events(&ws)
+        .into_iter()
+        .filter(|e| e["hook_event_name"] == "SessionEnd")
+        .collect();
+    let ids: Vec<&Value> = ended.iter().map(|e| &e["session_id"]).collect();
+    assert_eq!(ids, [&json!(s), &json!(open)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
