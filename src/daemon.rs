@@ -591,6 +591,7 @@ impl Daemon {
         if let Some(exec) = &self.executor {
             exec.shutdown().await;
         }
+        self.service.end_sessions().await;
         self.tools.hooks().stop_servers().await;
         if let Some(router) = self.router.take() {
             let _ = router.await;

@@ -157,10 +157,52 @@ enum Command {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// Hooks without a daemon: import Claude Code's, test a config's.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
     /// Ask the permission policy about a command line; nothing runs.
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HooksCommand {
+    /// Print the `[[hooks.command]]` TOML equivalent to Claude Code's hooks in PATH: a
+    /// settings file (`~/.claude/settings.json`) or a plugin folder (`hooks/hooks.json`);
+    /// what has no dsh counterpart is listed as skipped.
+    Import {
+        /// The settings file or plugin folder.
+        path: PathBuf,
+    },
+    /// Run the config's hooks of one event on one call, for real, in the current
+    /// directory, without a daemon or a session: each hook's raw answer, its decision and
+    /// time, and the decision they make together. Exit 0 allow, 1 deny, 2 ask, 3 a hook
+    /// failed.
+    Test {
+        /// The config file (default: your own, else the built-in defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The event: pre_tool (default), post_tool, permission, prompt.
+        #[arg(long, default_value = "pre_tool")]
+        event: String,
+        /// The call's tool.
+        #[arg(long, default_value = "bash")]
+        tool: String,
+        /// A file holding the whole input instead: `{"tool", "arguments", "result":
+        /// {"text", "isError"}, "prompt"}` (each optional).
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The bash command line (for another tool: its arguments as JSON; for a prompt:
+        /// the prompt), after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
 }
 
@@ -253,6 +295,29 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::CheckConfig { config } => check_config(config.as_deref()),
+        Command::Hooks {
+            command: HooksCommand::Import { path },
+        } => import_hooks(&path),
+        Command::Hooks {
+            command:
+                HooksCommand::Test {
+                    config,
+                    event,
+                    tool,
+                    input,
+                    json,
+                    command,
+                },
+        } => {
+            return test_hooks(
+                config.as_deref(),
+                &event,
+                tool,
+                input.as_deref(),
+                json,
+                &command,
+            );
+        }
         Command::Policy {
             command: PolicyCommand::ShadowReport { audit, json },
         } => shadow_report(audit, json),
@@ -664,6 +729,96 @@ fn shadow_report(audit: Option<PathBuf>, json: bool) -> Result<(), String> {
 
 /// `dsh policy replay`: exit 0, 1 when `--fail-on` matches, 2 when the input cannot be
 /// read (the line named).
+fn import_hooks(path: &Path) -> Result<(), String> {
+    use dsh::config::claude_settings;
+    let imported = claude_settings::read(path)?;
+    print!("{}", claude_settings::to_toml(&imported, path)?);
+    Ok(())
+}
+
+fn test_hooks(
+    config: Option<&Path>,
+    event: &str,
+    tool: String,
+    input: Option<&Path>,
+    json: bool,
+    command: &[String],
+) -> ExitCode {
+    use dsh::hooks::tester::{TestInput, run};
+    let prepare = || -> Result<(dsh::config::Config, TestInput), String> {
+        let (config, _) = Config::load_layered(config).map_err(|e| e.to_string())?;
+        let event: dsh::config::HookEvent =
+            serde_json::from_value(serde_json::Value::String(event.to_string()))
+                .map_err(|_| format!("unknown event {event}"))?;
+        let text = command.join(" ");
+        let mut test = TestInput {
+            event,
+            arguments: match tool.as_str() {
+                "bash" => serde_json::json!({"command": text, "description": "dsh hooks test"}),
+                _ if text.trim().is_empty() => serde_json::json!({}),
+                _ => serde_json::from_str(&text)
+                    .map_err(|e| format!("the arguments of {tool} must be JSON: {e}"))?,
+            },
+            tool,
+            result: None,
+            prompt: (event == dsh::config::HookEvent::Prompt).then_some(text),
+        };
+        if let Some(file) = input {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Full {
+                tool: Option<String>,
+                arguments: Option<serde_json::Value>,
+                result: Option<Result_>,
+                prompt: Option<String>,
+            }
+            #[derive(serde::Deserialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Result_ {
+                text: String,
+                #[serde(default)]
+                is_error: bool,
+            }
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let full: Full =
+                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            test.tool = full.tool.unwrap_or(test.tool);
+            test.arguments = full.arguments.unwrap_or(test.arguments);
+            test.prompt = full.prompt.or(test.prompt);
+            test.result = full.result.map(|r| dsh::hooks::waterfall::ToolOutput {
+                text: r.text,
+                is_error: r.is_error,
+                ..Default::default()
+            });
+        }
+        Ok((config, test))
+    };
+    let outcome = prepare().and_then(|(config, test)| {
+        let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+        Ok(runtime()?.block_on(run(&config, test, &cwd)))
+    });
+    let report = match outcome {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("dsh: {message}");
+            return ExitCode::from(3);
+        }
+    };
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("dsh: {e}");
+                return ExitCode::from(3);
+            }
+        }
+    } else {
+        print!("{}", report.render());
+    }
+    ExitCode::from(report.exit_code())
+}
+
 fn replay(
     audit: &Path,
     config: Option<&Path>,

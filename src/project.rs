@@ -228,7 +228,7 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
         project.warnings.push(format!("{shown}: {failed}"));
     }
     project.permissions.tests = user.permissions.tests.clone();
-    for mut hook in config.hooks.command {
+    for mut hook in config.hooks.all() {
         let program = hook.argv.first().cloned().unwrap_or_default();
         if !trusted {
             project.warnings.push(format!(
@@ -250,6 +250,46 @@ fn apply(project: &mut Project, user: &Config, config: Config, table: &toml::Tab
             *first = project.dir.join(&*first).to_string_lossy().into_owned();
         }
         project.hooks.push(hook);
+    }
+    claude_project_hooks(project, trusted);
+}
+
+/// A project's own Claude Code settings (`.claude/settings.json`), under the same rule as
+/// its hooks: a trusted project's run (named apart from its other hooks), an untrusted
+/// one's are ignored with a warning.
+fn claude_project_hooks(project: &mut Project, trusted: bool) {
+    let Some(read) = crate::config::claude_settings::read_project(&project.dir) else {
+        return;
+    };
+    let shown = project
+        .dir
+        .join(".claude/settings.json")
+        .display()
+        .to_string();
+    let imported = match read {
+        Ok(imported) => imported,
+        Err(why) => {
+            project.warnings.push(format!("{shown} is ignored: {why}"));
+            return;
+        }
+    };
+    if !trusted {
+        if !imported.hooks.is_empty() {
+            project.warnings.push(format!(
+                "{shown}: its {} hook(s) are ignored: they would run the project's code, and it is not in your trusted_projects",
+                imported.hooks.len()
+            ));
+        }
+        return;
+    }
+    let mut taken: std::collections::HashSet<String> =
+        project.hooks.iter().map(|h| h.label()).collect();
+    for mut hook in imported.hooks {
+        crate::config::claude_settings::name_apart(&mut hook, &mut taken);
+        project.hooks.push(hook);
+    }
+    for skipped in imported.skipped {
+        project.warnings.push(format!("{shown}: skipped {skipped}"));
     }
 }
 

@@ -2,6 +2,10 @@
 //! daemons, interleaved: one with no hook, one with a trivial `allow` hook as a
 //! long-lived server (JSON-RPC over its stdio), one with the same hook spawned per call.
 //!
+//! H2 (issue 30): five matching spawned hooks of 50 ms each on every call, asked at once
+//! (the default), against the same five asked one after another (`sequential = true`)
+//! and a daemon with no hook, interleaved; the target is the five at once's median.
+//!
 //! L1 (issue 15): what live output costs a call. `printf x` calls (output, so a live
 //! update is built and sent) through a session whose client reads every update, against
 //! the same calls made outside any session (no watcher, no updates), interleaved.
@@ -102,6 +106,82 @@ pub(crate) async fn h1(env: &Env) -> Res<Outcome> {
             ),
         ],
         details: json!({"none": none.json(), "server": srv.json(), "spawned": spn.json()}),
+    })
+}
+
+/// A hook that takes 50 ms and allows.
+const SLOW_HOOK: &str = "#!/bin/sh\ncat > /dev/null\nsleep 0.05\necho '{\"decision\":\"allow\"}'\n";
+
+fn five_slow_hooks(path: &Path, sequential: bool) -> String {
+    let mut config = String::from("[permissions]\ndefault_mode = \"auto\"\n");
+    for i in 1..=5 {
+        config.push_str(&format!(
+            "[[hooks.command]]\nargv = [{:?}]\nname = \"slow{i}\"\nsequential = {sequential}\n",
+            path.display().to_string()
+        ));
+    }
+    config
+}
+
+pub(crate) async fn h2(env: &Env) -> Res<Outcome> {
+    // Each call costs at least 50 ms (250 ms one after another): a twentieth of B1's count.
+    let n = (env.counts.b1_calls / 20).max(10);
+    let slow = write_hook(&env.root, "slow-allow.sh", SLOW_HOOK)?;
+    let plain = Daemon::start_with(
+        &env.root,
+        "h2-none",
+        "[permissions]\ndefault_mode = \"auto\"\n",
+    )
+    .await?;
+    let at_once =
+        Daemon::start_with(&env.root, "h2-parallel", &five_slow_hooks(&slow, false)).await?;
+    let in_turn =
+        Daemon::start_with(&env.root, "h2-sequential", &five_slow_hooks(&slow, true)).await?;
+    let mut clients = Vec::new();
+    for daemon in [&plain, &at_once, &in_turn] {
+        let mut client = daemon.client().await?;
+        let session = client.new_session(&env.work).await?;
+        for _ in 0..env.counts.warmup.min(3) {
+            client.bash_true(&session).await?;
+        }
+        clients.push((client, session));
+    }
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for i in 0..n {
+        for k in 0..3 {
+            let j = (i + k) % 3;
+            let (client, session) = &mut clients[j];
+            times[j].push(timed(client.bash_true(session)).await?.0);
+        }
+    }
+    drop(clients);
+    for daemon in [plain, at_once, in_turn] {
+        daemon.stop().await?;
+    }
+    let [none, par, seq] = [
+        Stats::of(&times[0]),
+        Stats::of(&times[1]),
+        Stats::of(&times[2]),
+    ];
+    Ok(Outcome {
+        rows: vec![Row {
+            id: "H2",
+            scenario: format!(
+                "{n} `bash true` calls, five matching spawned hooks of 50 ms asked at once"
+            ),
+            metric: "median latency",
+            unit: "ms",
+            dsh: par.p50,
+            baseline: Some(none.p50),
+            ratio: Some(par.p50 / none.p50),
+            target: Target::ValueAtMost(70.0),
+        }],
+        notes: vec![
+            none.line("H2 no hook                 "),
+            par.line("H2 five hooks at once      "),
+            seq.line("H2 five hooks in turn      "),
+        ],
+        details: json!({"none": none.json(), "parallel": par.json(), "sequential": seq.json()}),
     })
 }
 

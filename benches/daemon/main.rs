@@ -20,7 +20,8 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2) run only
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `H2`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2)
+//! run only
 //! those scenarios (for profiling one; N1 and N2, the network proxy, run in-process without a daemon);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
 //! `perf record` of the daemon; `P7` (only when named) splits B7's turn the same way;
@@ -48,7 +49,7 @@ pub(crate) use answerer::*;
 pub(crate) use client::*;
 pub(crate) use daemon::*;
 pub(crate) use editor_path::a1;
-pub(crate) use hooks::{h1, l1};
+pub(crate) use hooks::{h1, h2, l1};
 pub(crate) use mcp::m1;
 pub(crate) use model::*;
 pub(crate) use profile::*;
@@ -176,6 +177,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 19] = [
     ("X1", |e| Box::pin(sandbox::x1(e))),
     ("B7", |e| Box::pin(b7(e))),
     ("H1", |e| Box::pin(h1(e))),
+    ("H2", |e| Box::pin(h2(e))),
     ("L1", |e| Box::pin(l1(e))),
     ("M1", |e| Box::pin(m1(e))),
     ("N1", |e| Box::pin(netproxy::n1(e))),

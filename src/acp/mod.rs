@@ -493,6 +493,23 @@ impl AcpService {
         released
     }
 
+    /// Tells the `session_end` hooks of every session still open that it ends with the
+    /// daemon (`shutdown`), all at once; one its client closed was told at its close.
+    pub async fn end_sessions(&self) {
+        let open: Vec<_> = self
+            .sessions
+            .sessions()
+            .into_iter()
+            .filter(|s| !self.live.is_closed(&s.id))
+            .collect();
+        futures::future::join_all(
+            open.iter().map(|s| async move {
+                self.tools.hooks_for(s).on_session_end(s, "shutdown").await
+            }),
+        )
+        .await;
+    }
+
     /// Ends a session's time on its connection, the one path for a close, a delete and
     /// a connection's end: released, its MCP servers stopped; then, when `ending` kills
     /// its tasks (a delete, a close under `close_kills_tasks`), the tasks, the session and
@@ -504,6 +521,17 @@ impl AcpService {
             self.release(id, None);
         }
         self.stop_unbound_mcp(id).await;
+        let how = match ending {
+            Ending::Disconnected => None,
+            Ending::Closed => Some("close"),
+            Ending::Deleted => Some("delete"),
+        };
+        if let (Some(how), Some(session)) = (how, self.sessions.get(id)) {
+            self.tools
+                .hooks_for(&session)
+                .on_session_end(&session, how)
+                .await;
+        }
         let kill_tasks = match ending {
             Ending::Disconnected => false,
             Ending::Closed => self.settings().close_kills_tasks,

@@ -603,6 +603,8 @@ pub async fn run_model_turn(
 ) -> Result<StopReason, ModelError> {
     let system = system_prompt(ctx.session, config);
     let mut told_shortened = false;
+    // How often the stop hooks sent this turn on.
+    let mut continued = 0;
     // The history as the log has it: read whole once, then only what each step added.
     let (mut events, mut read_to) = (Vec::new(), 0);
     for _ in 0..config.max_steps {
@@ -647,10 +649,20 @@ pub async fn run_model_turn(
             Ok(()) => {}
         }
         if step.calls.is_empty() {
-            return Ok(match step.finish {
-                Some(FinishReason::Length) => StopReason::MaxTokens,
-                _ => StopReason::EndTurn,
-            });
+            if step.finish == Some(FinishReason::Length) {
+                return Ok(StopReason::MaxTokens);
+            }
+            // The model ended its turn: a `stop` hook may send it on, with what it says
+            // as the model's next context (at most `[hooks] max_continues` times).
+            let hooks = ctx.tools.hooks_for(ctx.session);
+            match hooks.on_stop(ctx.session, continued).await {
+                Some(go_on) if !ctx.cancel.is_cancelled() => {
+                    continued += 1;
+                    add_context(ctx, &[go_on]);
+                    continue;
+                }
+                _ => return Ok(StopReason::EndTurn),
+            }
         }
         dispatch_calls(ctx, step.calls).await;
         if ctx.cancel.is_cancelled() {

@@ -105,6 +105,11 @@ impl Hook for PermissionGate {
                 )
                 .into();
         };
+        // For desktop notifiers: the person is about to be asked (not waited for).
+        hooks.notify(
+            session,
+            &format!("dsh needs your permission to use {}", call.tool),
+        );
         let request = PermissionRequest {
             session_id: session.id.clone(),
             call_id: call.call_id.clone(),

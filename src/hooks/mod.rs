@@ -13,6 +13,7 @@ pub mod gate;
 pub mod project;
 pub mod replay;
 pub mod rules;
+pub mod tester;
 pub mod waterfall;
 
 use std::sync::Arc;
@@ -27,11 +28,7 @@ pub fn judging_links(
     projects: &Arc<project::ProjectLayers>,
 ) -> Vec<Arc<dyn waterfall::Hook>> {
     let mut links: Vec<Arc<dyn waterfall::Hook>> = vec![Arc::new(policy)];
-    links.extend(
-        hooks
-            .waterfall_hooks()
-            .map(|hook| hook as Arc<dyn waterfall::Hook>),
-    );
+    links.extend(hooks.waterfall_hooks());
     links.push(Arc::new(project::ProjectHooks(projects.clone())));
     links
 }

@@ -37,12 +37,8 @@ impl SessionLayer {
     /// `[exec.sandbox.network]` judges hosts too); session logs are under its state
     /// directory, for the hooks.
     fn new(project: Project, user: &Config) -> Self {
-        let state_dir = user.exec.state_dir();
-        let hooks = Arc::new(HookSet::new(&project.hooks, Some(state_dir)));
-        let links = hooks
-            .waterfall_hooks()
-            .map(|h| h as Arc<dyn Hook>)
-            .collect();
+        let hooks = Arc::new(HookSet::new(&project.hooks, user));
+        let links = hooks.waterfall_hooks();
         let version = {
             use sha2::{Digest, Sha256};
             let mut hash = Sha256::new();

@@ -38,12 +38,11 @@ pub async fn replay_with_hooks(
     let audited = audited_calls(audit)?;
     let pre_tool: Vec<_> = config
         .hooks
-        .command
-        .iter()
+        .all()
+        .into_iter()
         .filter(|h| h.event == HookEvent::PreTool && h.enforce)
-        .cloned()
         .collect();
-    let hooks = HookSet::new(&pre_tool, Some(config.exec.state_dir()));
+    let hooks = HookSet::new(&pre_tool, config);
     // A call judged with a project's rules gets them again (the file as it is now, under
     // the candidate's trusted_projects), and a trusted project's hooks, as live.
     let projects = Arc::new(ProjectLayers::for_replay(config));

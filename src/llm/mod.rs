@@ -6,7 +6,7 @@
 //! OpenAI-compatible chat-completions API (DeepSeek by default, and vLLM,
 //! llama.cpp, Ollama and others by configuration).
 
-mod http;
+pub(crate) mod http;
 pub mod openai;
 mod sse;
 

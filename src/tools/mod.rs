@@ -216,11 +216,10 @@ impl ToolRegistry {
         for session in self.sessions.iter().flat_map(|s| s.sessions()) {
             projects.open(&session.id, &session.cwd);
         }
-        let hooks = Arc::new(HookSet::reusing(
-            &config.hooks.command,
-            Some(config.exec.state_dir()),
-            old,
-        ));
+        for skipped in &config.hooks.skipped {
+            tracing::warn!("claude_settings: skipped {skipped}");
+        }
+        let hooks = Arc::new(HookSet::reusing(&config.hooks.all(), config, old));
         let judges = Arc::new(Judges {
             version: policy_version(config, &hooks),
             policy: Arc::new(Policy::of_config(config)),

@@ -163,6 +163,11 @@ impl FakeModel {
         self.seen.lock().unwrap().len()
     }
 
+    /// The `index`th turn request body (in arrival order).
+    pub fn request_at(&self, index: usize) -> Value {
+        self.seen.lock().unwrap()[index].clone()
+    }
+
     /// Config lines pointing dsh at this server.
     pub fn config(&self) -> String {
         format!(

@@ -369,7 +369,7 @@ async fn claude_code_hooks_run_unmodified_but_never_loosen() {
     let config = format!(
         "[permissions]\ndefault_mode = \"auto\"\n[[permissions.rules]]\ntool = \"bash\"\ncommand = \"git push\"\naction = \"deny\"\n{}\
          [[hooks.command]]\nargv = [{hook:?}]\ndialect = \"claude-code\"\nenv = [\"HOOK_OUT\"]\n\
-         [[hooks.command]]\nargv = [{hook:?}]\ndialect = \"claude-code\"\nevent = \"prompt\"\nenv = [\"HOOK_OUT\"]\n",
+         [[hooks.command]]\nargv = [{hook:?}]\nname = \"cc_prompt\"\ndialect = \"claude-code\"\nevent = \"prompt\"\nenv = [\"HOOK_OUT\"]\n",
         model.config()
     );
     let (_d, mut c) = daemon(dir.path(), &config, &[("HOOK_OUT", out.to_str().unwrap())]).await;
@@ -410,10 +410,9 @@ async fn claude_code_hooks_run_unmodified_but_never_loosen() {
     // UserPromptSubmit's plain stdout is context for the model.
     c.prompt(&s, "hi").await.unwrap();
     let sent = messages(&model.requests.recv().await.unwrap());
-    assert!(
-        sent.iter().any(|m| m["content"]
-            == "<context source=\"hook:cc_hook.py\">Claude-style context</context>")
-    );
+    assert!(sent.iter().any(
+        |m| m["content"] == "<context source=\"hook:cc_prompt\">Claude-style context</context>"
+    ));
 }
 
 const SERVER_HOOK: &str = r#"#!/usr/bin/env python3

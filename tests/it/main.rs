@@ -21,6 +21,7 @@ mod exec_sandbox;
 mod exec_ssh;
 mod file_tools;
 mod hooks_v2;
+mod hooks_v3;
 mod layered_config;
 mod live_output;
 mod mcp_servers;

@@ -17,15 +17,24 @@ fn event_name(event: HookEvent) -> &'static str {
         HookEvent::Permission => "PermissionRequest",
         HookEvent::Prompt => "UserPromptSubmit",
         HookEvent::SessionStart => "SessionStart",
+        HookEvent::Stop => "Stop",
+        HookEvent::SessionEnd => "SessionEnd",
+        HookEvent::Notification => "Notification",
+        HookEvent::PostToolFailure => "PostToolUseFailure",
     }
 }
 
-/// Claude Code's names for dsh's tools; others keep their own.
-fn tool_name(tool: &str) -> &str {
+/// Claude Code's names for dsh's tools (what its matchers and `tool_name` say); others,
+/// MCP tools among them (`mcp__server__tool` in both), keep their own.
+pub fn tool_name(tool: &str) -> &str {
     match tool {
         "bash" => "Bash",
         "bash_output" => "BashOutput",
         "bash_kill" => "KillShell",
+        "read_file" => "Read",
+        "edit_file" => "Edit",
+        "write_file" => "Write",
+        "todo_write" => "TodoWrite",
         other => other,
     }
 }
@@ -67,6 +76,15 @@ fn tool_input(tool: &str, arguments: &Value) -> Value {
                 input.insert("shell_id".into(), v);
             }
         }
+        "read_file" | "edit_file" | "write_file" => {
+            let Some(args) = arguments.as_object() else {
+                return arguments.clone();
+            };
+            for (name, v) in args {
+                let theirs = if name == "path" { "file_path" } else { name };
+                input.insert(theirs.into(), v.clone());
+            }
+        }
         _ => return arguments.clone(),
     }
     Value::Object(input)
@@ -82,6 +100,7 @@ fn arguments_from(tool: &str, arguments: &Value, updated: &Value) -> Value {
         let ours = match (tool, theirs.as_str()) {
             ("bash", "timeout") => "timeoutMs",
             ("bash_output", "bash_id") | ("bash_kill", "shell_id") => "task_id",
+            ("read_file" | "edit_file" | "write_file", "file_path") => "path",
             (_, name) => name,
         };
         args.insert(ours.into(), v.clone());
@@ -108,12 +127,24 @@ pub fn input(e: &EventInput<'_>) -> Value {
     if let Some(prompt) = e.prompt {
         v["prompt"] = prompt.into();
     }
-    if let Some(source) = e.source {
-        v["source"] = match source {
-            "load" => "resume",
-            _ => "startup",
-        }
-        .into();
+    match (e.event, e.source) {
+        (HookEvent::SessionEnd, _) => v["reason"] = "other".into(),
+        (_, Some("load")) => v["source"] = "resume".into(),
+        (_, Some(_)) => v["source"] = "startup".into(),
+        _ => {}
+    }
+    if let Some(active) = e.stop_active {
+        v["stop_hook_active"] = active.into();
+    }
+    if let Some(message) = e.message {
+        v["message"] = message.into();
+        v["notification_type"] = "permission_prompt".into();
+    }
+    if e.event == HookEvent::PostToolFailure
+        && let Some(result) = e.result
+    {
+        v["error"] = result.text.clone().into();
+        v["is_interrupt"] = false.into();
     }
     v
 }
@@ -215,7 +246,11 @@ pub fn answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
         None | Some("approve") => {}
         Some("block") => {
             let reason = out.reason.clone().unwrap_or_else(|| "blocked".into());
-            if event == HookEvent::PostTool {
+            if event == HookEvent::Stop {
+                // A Stop hook's block keeps the turn going, its reason the model's next word.
+                a.go_on = Some(reason.clone());
+                reasons.push(reason);
+            } else if event == HookEvent::PostTool {
                 // Claude Code shows a PostToolUse block's reason to the model.
                 a.context = Some(match a.context {
                     Some(c) => format!("{c}\n{reason}"),
@@ -229,6 +264,8 @@ pub fn answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
         Some(other) => return Err(format!("unknown decision `{other}`")),
     }
     if out.go_on == Some(false) {
+        // `continue: false` stops: at Stop the turn ends (no going on) whatever else.
+        a.go_on = None;
         a.decision = Some(Decision::Deny);
         reasons.push(out.stop_reason.unwrap_or_else(|| "stopped by hook".into()));
     }
@@ -260,6 +297,14 @@ mod tests {
         assert_eq!(back["command"], "ls -a");
         assert_eq!(back["timeoutMs"], 9);
         assert_eq!(back["description"], "d");
+        let edit = json!({"path": "a.rs", "old_string": "x", "new_string": "y"});
+        assert_eq!(tool_input("edit_file", &edit)["file_path"], "a.rs");
+        let back = rewrite_arguments("edit_file", &edit, &json!({"file_path": "b.rs"}));
+        assert_eq!(
+            (back["path"].as_str(), back.get("file_path")),
+            (Some("b.rs"), None)
+        );
+        assert_eq!(tool_name("write_file"), "Write");
     }
 
     #[test]
@@ -305,6 +350,14 @@ mod tests {
             (Some(Decision::Deny), "halt")
         );
         assert!(answer(HookEvent::PreTool, br#"{"decision":"maybe"}"#).is_err());
+        let a = answer(
+            HookEvent::Stop,
+            br#"{"decision":"block","reason":"tests fail"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.go_on.as_deref(), Some("tests fail"));
+        let a = reply(HookEvent::Stop, Reply::Exit2("lint first".into())).unwrap();
+        assert_eq!(a.go_on.as_deref(), Some("lint first"));
         assert!(answer(HookEvent::PreTool, b"{not json").is_err());
     }
 }

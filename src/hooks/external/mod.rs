@@ -1,26 +1,34 @@
-//! External hook programs (`[[hooks.command]]`): the user's own policy code, at five
-//! events (see [`crate::config::HookEvent`]).
+//! External hooks (`[[hooks.command]]`): the user's own policy code, at nine events (see
+//! [`crate::config::HookEvent`]), as a program (a process per call or a server), an HTTP
+//! endpoint ([`http`]) or a model judge ([`judge`]).
 //!
-//! pre_tool and post_tool hooks are links of the waterfall, in config order after the
-//! policy; `permission` hooks are asked by the permission gate before the person;
-//! `prompt` and `session_start` hooks by the turn and the session's start, through the
-//! [`HookSet`]. A hook reads its event as JSON (protocol v1 or v2, or Claude Code's
-//! dialect) and answers with a decision, context, a rewrite, a replacement or a
-//! permission answer. Every failure (a crash, another exit code, a timeout, an answer
-//! it cannot read) denies, naming what went wrong: a broken policy must not open the
-//! door. A hook can tighten a decision, never loosen it.
+//! Enforced pre_tool hooks are links of the waterfall after the policy, asked at once per
+//! group and combined in config order ([`PreToolBatch`]); shadows, post_tool and
+//! post_tool_failure hooks follow, one link each. `permission` hooks are asked by the
+//! permission gate before the person, `notification` hooks told beside the question;
+//! `prompt`, `session_start`, `stop` and `session_end` hooks by the turn and the
+//! session's life, through the [`HookSet`]. A hook reads its event as JSON (protocol v1
+//! or v2, or Claude Code's dialect) and answers with a decision, context, a rewrite, a
+//! replacement, a permission answer or a `continue`. Every failure (a crash, another
+//! exit code, a timeout, an answer it cannot read, an API or HTTP error) denies where a
+//! hook decides, naming what went wrong: a broken policy must not open the door. A hook
+//! can tighten a decision, never loosen it.
 
 mod claude;
+mod http;
+mod judge;
 pub mod protocol;
 mod runner;
 
 use super::waterfall::{Hook, Next, Passed, ToolExecution, ToolOutput, TraceDecision, TraceEntry};
-use crate::config::{Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun};
+use crate::config::{
+    Config, Decision, ExternalHookConfig, HookDialect, HookEvent, HookRun, ModelConfig, ToolMatcher,
+};
 use crate::policy::{CommandMatcher, glob_matches};
 use crate::registry::Session;
 use protocol::{Answer, EventInput, PermissionReply, Reply};
 use runner::{Program, Server};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,14 +40,39 @@ pub struct ExternalHook {
     /// NAME, for `<context source="hook:NAME">`.
     label: String,
     commands: Option<CommandMatcher>,
+    /// Claude Code's matcher over its tool names, when the config has one.
+    matcher: Option<ToolMatcher>,
     runner: Runner,
     /// Where session logs live, to tell hooks the path of theirs.
     state_dir: Option<PathBuf>,
+    /// The `[model]` it was made with: a model judge is made again when it changes.
+    model_fingerprint: String,
 }
 
 enum Runner {
     Spawn(Program),
     Server(Server),
+    /// A model judge, or why it cannot be made (every call then denies with it).
+    Model(Result<judge::ModelJudge, String>),
+    /// An HTTP endpoint, or why it cannot be reached (every call then denies with it).
+    Http(Result<Box<http::HttpHook>, String>),
+}
+
+/// One consultation of a hook: its answer (or why it failed), what it said as it said it
+/// (stdout, or exit code 2 and stderr; `None` when it said nothing readable), how long.
+pub struct Consulted {
+    pub answer: Result<Answer, String>,
+    pub raw: Option<String>,
+    pub ms: u64,
+}
+
+/// What a session event tells its hooks (each field for the events that have it).
+#[derive(Default, Clone, Copy)]
+struct SessionEvent<'a> {
+    prompt: Option<&'a str>,
+    source: Option<&'a str>,
+    stop_active: Option<bool>,
+    message: Option<&'a str>,
 }
 
 /// What a prompt's hooks said.
@@ -52,17 +85,20 @@ pub struct PromptOutcome {
 }
 
 impl ExternalHook {
-    /// The hook `config` describes; session logs are found under `state_dir`.
-    pub fn new(config: ExternalHookConfig, state_dir: Option<PathBuf>) -> Self {
-        let program = config.argv.first().cloned().unwrap_or_default();
-        let label = config.name.clone().unwrap_or_else(|| {
-            Path::new(&program)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or(program)
-        });
+    /// The hook `config` describes; session logs are found under `state_dir`, and a
+    /// model judge asks `[model]`'s endpoint (`model`) unless it names its own.
+    pub fn new(
+        config: ExternalHookConfig,
+        state_dir: Option<PathBuf>,
+        model: &ModelConfig,
+    ) -> Self {
+        let label = config.label();
         let process = Program::new(&config.argv, &config.env);
         let runner = match config.run {
+            HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
+            HookRun::Spawn if config.url.is_some() => {
+                Runner::Http(http::HttpHook::new(&config).map(Box::new))
+            }
             HookRun::Spawn => Runner::Spawn(process),
             HookRun::Server => Runner::Server(Server::new(
                 &label,
@@ -74,8 +110,15 @@ impl ExternalHook {
             name: format!("hook {label}"),
             label,
             commands: (!config.commands.is_empty()).then(|| CommandMatcher::new(&config.commands)),
+            // The config was validated: a matcher that does not parse never gets here, and
+            // would match nothing if it did.
+            matcher: config
+                .matcher
+                .as_deref()
+                .map(|m| ToolMatcher::parse(m).unwrap_or_else(|_| ToolMatcher::Names(Vec::new()))),
             runner,
             state_dir,
+            model_fingerprint: format!("{model:?}"),
             config,
         }
     }
@@ -92,6 +135,11 @@ impl ExternalHook {
         if !tools.is_empty() && !tools.iter().any(|t| glob_matches(t, &call.tool)) {
             return false;
         }
+        if let Some(matcher) = &self.matcher
+            && !matcher.matches(claude::tool_name(&call.tool))
+        {
+            return false;
+        }
         match &self.commands {
             None => true,
             Some(matcher) => {
@@ -106,6 +154,12 @@ impl ExternalHook {
     /// Asks the program about one event: its answer, or (on any failure) a deny naming
     /// what went wrong, and how long it took.
     async fn consult(&self, input: EventInput<'_>) -> (Result<Answer, String>, u64) {
+        let c = self.consult_raw(input).await;
+        (c.answer, c.ms)
+    }
+
+    /// [`ExternalHook::consult`], keeping what the hook said as it said it.
+    async fn consult_raw(&self, input: EventInput<'_>) -> Consulted {
         let started = Instant::now();
         let event = input.event;
         let json = match self.config.dialect {
@@ -114,12 +168,38 @@ impl ExternalHook {
         };
         let timeout = Duration::from_millis(self.config.timeout_ms);
         let reply: Result<Reply, String> = match &self.runner {
+            Runner::Http(Err(why)) => Err(why.clone()),
+            Runner::Http(Ok(endpoint)) => {
+                endpoint.call(json.to_string().into_bytes(), timeout).await
+            }
+            Runner::Model(Err(why)) => Err(format!("model judge failed: {why}")),
+            Runner::Model(Ok(judge)) => {
+                // A judge reads dsh's own input (v2), whatever the dialect says.
+                let input = protocol::input(crate::config::HookProtocol::V2, &input);
+                let judged = judge
+                    .judge(event, &input, input_session(&input), timeout)
+                    .await;
+                let mut answer = judged.answer.map_err(|e| e.to_string());
+                if let Ok(a) = &mut answer
+                    && judged.cached
+                {
+                    a.reason = format!("{} (cached)", a.reason);
+                }
+                return Consulted {
+                    answer,
+                    raw: judged.raw,
+                    ms: started.elapsed().as_millis() as u64,
+                };
+            }
             Runner::Spawn(program) => {
                 runner::spawn_once(
                     program,
                     input.cwd,
                     input.session_id,
                     event,
+                    // Claude Code's scripts find their project by it; the session's cwd
+                    // is dsh's nearest (a project's settings set their own first).
+                    self.config.dialect == HookDialect::ClaudeCode,
                     json.to_string().as_bytes(),
                     timeout,
                 )
@@ -127,11 +207,20 @@ impl ExternalHook {
             }
             Runner::Server(server) => server.call(event, json, timeout).await,
         };
+        let raw = match &reply {
+            Ok(Reply::Output(out)) => Some(String::from_utf8_lossy(out).into_owned()),
+            Ok(Reply::Exit2(stderr)) => Some(format!("(exit code 2) {stderr}")),
+            Err(_) => None,
+        };
         let answer = reply.and_then(|r| match self.config.dialect {
             HookDialect::Dsh => protocol::answer(self.config.protocol, event, r),
             HookDialect::ClaudeCode => claude::reply(event, r),
         });
-        (answer, started.elapsed().as_millis() as u64)
+        Consulted {
+            answer,
+            raw,
+            ms: started.elapsed().as_millis() as u64,
+        }
     }
 
     fn session_log(&self, session: Option<&Arc<Session>>) -> Option<PathBuf> {
@@ -159,18 +248,56 @@ impl ExternalHook {
             result,
             prompt: None,
             source: None,
+            stop_active: None,
+            message: None,
         })
         .await
     }
 
+    /// Asks the hook about one event outside any session (`dsh hooks test`): in `cwd`,
+    /// about `call` (its result at post_tool) or `prompt`. Whether it applies to the call
+    /// is the caller's to ask ([`ExternalHook::applies`]).
+    pub async fn probe(
+        &self,
+        event: HookEvent,
+        call: Option<&ToolExecution>,
+        result: Option<&ToolOutput>,
+        prompt: Option<&str>,
+        cwd: &std::path::Path,
+    ) -> Consulted {
+        self.consult_raw(EventInput {
+            event,
+            session_id: None,
+            cwd,
+            mode: call.and_then(|c| c.judged()).map(|(mode, _)| mode),
+            session_log: None,
+            call,
+            result,
+            prompt,
+            source: None,
+            stop_active: None,
+            message: None,
+        })
+        .await
+    }
+
+    /// Whether the hook is asked about `call` (its `tools`, `matcher` and `commands`).
+    pub fn applies(&self, call: &ToolExecution) -> bool {
+        self.applies_to(call)
+    }
+
+    /// Whether its word counts (`enforce`), or it is a shadow.
+    pub fn enforced(&self) -> bool {
+        self.config.enforce
+    }
+
     /// Asks the program about an event of a session with no call in it (a prompt, the
-    /// session's start).
+    /// session's start or end, the turn's end, a notification).
     async fn consult_session(
         &self,
         event: HookEvent,
         session: &Arc<Session>,
-        prompt: Option<&str>,
-        source: Option<&str>,
+        about: SessionEvent<'_>,
     ) -> Result<Answer, String> {
         let log = self.session_log(Some(session));
         self.consult(EventInput {
@@ -181,8 +308,10 @@ impl ExternalHook {
             session_log: log.as_deref(),
             call: None,
             result: None,
-            prompt,
-            source,
+            prompt: about.prompt,
+            source: about.source,
+            stop_active: about.stop_active,
+            message: about.message,
         })
         .await
         .0
@@ -258,57 +387,38 @@ impl ExternalHook {
         out
     }
 
-    async fn pre_tool(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
-        let (answer, ms) = self.consult_call(HookEvent::PreTool, call, None).await;
-        let answer = match answer {
-            Ok(a) => a,
-            Err(why) => {
-                self.trace(call, TraceDecision::Deny, &why, ms);
-                return call.veto(&self.name, &why).into();
-            }
-        };
-        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
-        // past its own hook's refusal.
-        if answer.decision == Some(Decision::Deny) {
-            self.trace(call, TraceDecision::Deny, &answer.reason, ms);
-            return call.veto(&self.name, &answer.reason).into();
-        }
-        if let Some(arguments) = &answer.rewrite {
-            let arguments = match self.config.dialect {
-                HookDialect::ClaudeCode => {
-                    claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
-                }
-                HookDialect::Dsh => arguments.clone(),
-            };
-            if call.may_rewrite() {
-                self.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
-                // The call runs again, from the start, with the new arguments
-                // (`Waterfall::execute`); this pass ends here.
-                return Passed::Rewrite(arguments);
-            }
-            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
-            self.trace(
-                call,
-                TraceDecision::RewriteIgnored,
-                "the call was already rewritten",
-                ms,
-            );
-        }
-        let decision = answer.decision;
-        self.trace(call, decision.into(), &answer.reason, ms);
-        match decision {
-            Some(Decision::Deny) => return call.veto(&self.name, &answer.reason).into(),
-            Some(d) => call.tighten(d, &self.name, &answer.reason, Vec::new()),
-            None => {}
-        }
+    /// A post_tool_failure hook: after a call that failed (an error result that is no
+    /// veto, or a command that did not exit 0), its context reaches the model; a hook
+    /// that fails is logged and adds nothing (the result is already a failure).
+    async fn post_tool_failure(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
         let mut out = match next.run(call).await {
-            Passed::Output(out) => out,
-            rewrite @ Passed::Rewrite(_) => return rewrite,
+            Passed::Output(out) if !out.vetoed && failed(&out) => out,
+            passed => return passed,
         };
-        if let Some(context) = answer.context
-            && !out.vetoed
-        {
-            out.context.push((self.context_source(), context));
+        let (answer, ms) = self
+            .consult_call(HookEvent::PostToolFailure, call, Some(&out))
+            .await;
+        match answer {
+            Err(why) => {
+                self.trace(
+                    call,
+                    TraceDecision::NoOpinion,
+                    &format!("failed: {why}"),
+                    ms,
+                );
+                tracing::warn!(hook = %self.name, "post_tool_failure hook failed: {why}");
+            }
+            Ok(answer) => {
+                let said = if answer.context.is_some() {
+                    TraceDecision::Context
+                } else {
+                    TraceDecision::NoOpinion
+                };
+                self.trace(call, said, &answer.reason, ms);
+                if let Some(context) = answer.context {
+                    out.context.push((self.context_source(), context));
+                }
+            }
         }
         out.into()
     }
@@ -370,11 +480,125 @@ impl Hook for ExternalHook {
             return self.shadow(call, next).await;
         }
         match self.config.event {
-            HookEvent::PreTool => self.pre_tool(call, next).await,
+            HookEvent::PreTool => judge_together(&[self], call, next).await,
             HookEvent::PostTool => self.post_tool(call, next).await,
+            HookEvent::PostToolFailure => self.post_tool_failure(call, next).await,
             _ => next.run(call).await,
         }
     }
+}
+
+/// Enforced pre_tool hooks asked about a call at once: one waterfall link. Their word
+/// is combined as if asked one after another in config order, so the outcome never
+/// depends on which answers first.
+pub struct PreToolBatch {
+    hooks: Vec<Arc<ExternalHook>>,
+    name: String,
+}
+
+#[async_trait::async_trait]
+impl Hook for PreToolBatch {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+        let hooks: Vec<&ExternalHook> = self.hooks.iter().map(|h| h.as_ref()).collect();
+        judge_together(&hooks, call, next).await
+    }
+}
+
+/// Asks the `hooks` that apply to `call` at once and combines their answers in config
+/// order: a failure or a deny vetoes (the first in config order names it), rewrites are
+/// applied over each other in config order (the call then goes through the waterfall
+/// again, once, and is judged by every hook anew), asks and allows tighten in config
+/// order, and contexts are added in config order after the call ran.
+async fn judge_together(hooks: &[&ExternalHook], call: &ToolExecution, next: Next<'_>) -> Passed {
+    let asked: Vec<&ExternalHook> = hooks
+        .iter()
+        .copied()
+        .filter(|h| h.applies_to(call))
+        .collect();
+    if asked.is_empty() {
+        return next.run(call).await;
+    }
+    let answers = futures::future::join_all(
+        asked
+            .iter()
+            .map(|h| h.consult_call(HookEvent::PreTool, call, None)),
+    )
+    .await;
+    let mut veto: Option<(String, String)> = None;
+    let mut rewrite: Option<serde_json::Map<String, serde_json::Value>> = None;
+    let mut tighten = Vec::new();
+    let mut contexts = Vec::new();
+    for (hook, (answer, ms)) in asked.iter().zip(answers) {
+        let answer = match answer {
+            Ok(a) => a,
+            Err(why) => {
+                hook.trace(call, TraceDecision::Deny, &why, ms);
+                veto.get_or_insert((hook.name.clone(), why));
+                continue;
+            }
+        };
+        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
+        // past its own hook's refusal.
+        if answer.decision == Some(Decision::Deny) {
+            hook.trace(call, TraceDecision::Deny, &answer.reason, ms);
+            veto.get_or_insert((hook.name.clone(), answer.reason));
+            continue;
+        }
+        if let Some(arguments) = &answer.rewrite {
+            if call.may_rewrite() {
+                let arguments = match hook.config.dialect {
+                    HookDialect::ClaudeCode => {
+                        claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
+                    }
+                    HookDialect::Dsh => arguments.clone(),
+                };
+                hook.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
+                let merged = rewrite.get_or_insert_with(Default::default);
+                if let serde_json::Value::Object(fields) = arguments {
+                    merged.extend(fields);
+                }
+                // The rewritten call is judged again from the start, this hook too.
+                continue;
+            }
+            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
+            hook.trace(
+                call,
+                TraceDecision::RewriteIgnored,
+                "the call was already rewritten",
+                ms,
+            );
+        }
+        hook.trace(call, answer.decision.into(), &answer.reason, ms);
+        if let Some(d) = answer.decision {
+            tighten.push((d, hook.name.clone(), answer.reason.clone()));
+        }
+        if let Some(context) = answer.context {
+            contexts.push((hook.context_source(), context));
+        }
+    }
+    if let Some((by, why)) = veto {
+        return call.veto(&by, &why).into();
+    }
+    if let Some(arguments) = rewrite {
+        // The call runs again, from the start, with the new arguments
+        // (`Waterfall::execute`); this pass ends here.
+        return Passed::Rewrite(serde_json::Value::Object(arguments));
+    }
+    for (decision, by, reason) in tighten {
+        call.tighten(decision, &by, &reason, Vec::new());
+    }
+    let mut out = match next.run(call).await {
+        Passed::Output(out) => out,
+        rewrite @ Passed::Rewrite(_) => return rewrite,
+    };
+    if !out.vetoed {
+        out.context.extend(contexts);
+    }
+    out.into()
 }
 
 /// Every configured hook, for the events outside the waterfall and the lifecycle of
@@ -382,39 +606,57 @@ impl Hook for ExternalHook {
 #[derive(Default)]
 pub struct HookSet {
     hooks: Vec<Arc<ExternalHook>>,
+    /// `[hooks] max_continues`: how often the stop hooks may send a turn on.
+    max_continues: u32,
 }
 
 impl HookSet {
-    /// The hooks of `configs`, in order; session logs are under `state_dir`.
-    pub fn new(configs: &[ExternalHookConfig], state_dir: Option<PathBuf>) -> Self {
+    /// The hooks of `configs`, in order, under `config` (session logs in its state
+    /// directory, model judges asking its `[model]`).
+    pub fn new(configs: &[ExternalHookConfig], config: &Config) -> Self {
+        let state_dir = Some(config.exec.state_dir());
         Self {
             hooks: configs
                 .iter()
-                .map(|c| Arc::new(ExternalHook::new(c.clone(), state_dir.clone())))
+                .map(|c| {
+                    Arc::new(ExternalHook::new(
+                        c.clone(),
+                        state_dir.clone(),
+                        &config.model,
+                    ))
+                })
                 .collect(),
+            max_continues: config.hooks.max_continues,
         }
     }
 
-    /// The hooks of `configs`, keeping those of `old` whose config is the same (a hook
-    /// server keeps running across a reload that did not change it).
-    pub fn reusing(
-        configs: &[ExternalHookConfig],
-        state_dir: Option<PathBuf>,
-        old: &HookSet,
-    ) -> Self {
+    /// The hooks of `configs` under `config`, keeping those of `old` whose config is the
+    /// same (a hook server keeps running across a reload that did not change it).
+    pub fn reusing(configs: &[ExternalHookConfig], config: &Config, old: &HookSet) -> Self {
+        let state_dir = Some(config.exec.state_dir());
+        let model = format!("{:?}", config.model);
         Self {
             hooks: configs
                 .iter()
                 .map(|c| {
                     old.hooks
                         .iter()
-                        .find(|h| h.config == *c && h.state_dir == state_dir)
+                        .find(|h| {
+                            h.config == *c
+                                && h.state_dir == state_dir
+                                && (c.run != HookRun::Model || h.model_fingerprint == model)
+                        })
                         .cloned()
                         .unwrap_or_else(|| {
-                            Arc::new(ExternalHook::new(c.clone(), state_dir.clone()))
+                            Arc::new(ExternalHook::new(
+                                c.clone(),
+                                state_dir.clone(),
+                                &config.model,
+                            ))
                         })
                 })
                 .collect(),
+            max_continues: config.hooks.max_continues,
         }
     }
 
@@ -422,6 +664,7 @@ impl HookSet {
     pub fn joined(first: &HookSet, then: &HookSet) -> Self {
         Self {
             hooks: first.hooks.iter().chain(&then.hooks).cloned().collect(),
+            max_continues: first.max_continues,
         }
     }
 
@@ -442,12 +685,49 @@ impl HookSet {
         }
     }
 
-    /// The waterfall's links: pre_tool and post_tool hooks in config order.
-    pub fn waterfall_hooks(&self) -> impl Iterator<Item = Arc<ExternalHook>> + '_ {
-        self.hooks
-            .iter()
-            .filter(|h| matches!(h.event(), HookEvent::PreTool | HookEvent::PostTool))
-            .cloned()
+    /// The waterfall's links: the enforced pre_tool hooks in batches asked at once (a
+    /// hook with `sequential = true` starts a new batch, after the ones before it), then
+    /// the shadows and the post_tool hooks, each in config order.
+    pub fn waterfall_hooks(&self) -> Vec<Arc<dyn Hook>> {
+        let mut links: Vec<Arc<dyn Hook>> = Vec::new();
+        let mut others: Vec<Arc<dyn Hook>> = Vec::new();
+        let mut batch: Vec<Arc<ExternalHook>> = Vec::new();
+        let flush = |batch: &mut Vec<Arc<ExternalHook>>, links: &mut Vec<Arc<dyn Hook>>| match batch
+            .len()
+        {
+            0 => {}
+            1 => links.push(batch.remove(0)),
+            _ => {
+                let names: Vec<&str> = batch.iter().map(|h| h.label.as_str()).collect();
+                let name = format!("hooks {}", names.join(" + "));
+                links.push(Arc::new(PreToolBatch {
+                    hooks: std::mem::take(batch),
+                    name,
+                }));
+            }
+        };
+        for hook in &self.hooks {
+            match hook.event() {
+                HookEvent::PreTool if hook.config.enforce => {
+                    if hook.config.sequential {
+                        flush(&mut batch, &mut links);
+                    }
+                    batch.push(hook.clone());
+                }
+                HookEvent::PreTool | HookEvent::PostTool | HookEvent::PostToolFailure => {
+                    others.push(hook.clone())
+                }
+                _ => {}
+            }
+        }
+        flush(&mut batch, &mut links);
+        links.extend(others);
+        links
+    }
+
+    /// Every hook of `event`, shadows included, in config order.
+    pub fn of_event(&self, event: HookEvent) -> impl Iterator<Item = &Arc<ExternalHook>> {
+        self.hooks.iter().filter(move |h| h.event() == event)
     }
 
     /// The enforced hooks of `event` outside the waterfall (a shadow of a prompt or a
@@ -514,7 +794,14 @@ impl HookSet {
         let mut outcome = PromptOutcome::default();
         for hook in self.of(HookEvent::Prompt) {
             let answer = hook
-                .consult_session(HookEvent::Prompt, session, Some(prompt), None)
+                .consult_session(
+                    HookEvent::Prompt,
+                    session,
+                    SessionEvent {
+                        prompt: Some(prompt),
+                        ..SessionEvent::default()
+                    },
+                )
                 .await;
             match answer {
                 Err(why) => {
@@ -546,7 +833,14 @@ impl HookSet {
         let mut context = Vec::new();
         for hook in self.of(HookEvent::SessionStart) {
             let answer = hook
-                .consult_session(HookEvent::SessionStart, session, None, Some(source))
+                .consult_session(
+                    HookEvent::SessionStart,
+                    session,
+                    SessionEvent {
+                        source: Some(source),
+                        ..SessionEvent::default()
+                    },
+                )
                 .await;
             match answer {
                 Ok(Answer {
@@ -558,6 +852,74 @@ impl HookSet {
             }
         }
         context
+    }
+
+    /// Asks the `stop` hooks whether the turn `session`'s model just ended should go on,
+    /// `continued` times sent on already: the first (in config order) that answers
+    /// `continue`, as (context source, what the model reads next). `None` once
+    /// `max_continues` is reached, and when none says so; a hook that fails is logged and
+    /// lets the turn end (ending is the side that runs nothing).
+    pub async fn on_stop(
+        &self,
+        session: &Arc<Session>,
+        continued: u32,
+    ) -> Option<(String, String)> {
+        if continued >= self.max_continues {
+            return None;
+        }
+        for hook in self.of(HookEvent::Stop) {
+            let about = SessionEvent {
+                stop_active: Some(continued > 0),
+                ..SessionEvent::default()
+            };
+            match hook.consult_session(HookEvent::Stop, session, about).await {
+                Ok(Answer {
+                    go_on: Some(reason),
+                    ..
+                }) => return Some((hook.context_source(), reason)),
+                Ok(_) => {}
+                Err(why) => tracing::warn!(hook = %hook.name, "stop hook failed: {why}"),
+            }
+        }
+        None
+    }
+
+    /// Tells the `session_end` hooks that `session` ended (`close`, `delete`,
+    /// `shutdown`), each in turn; failures are logged.
+    pub async fn on_session_end(&self, session: &Arc<Session>, how: &str) {
+        for hook in self.of(HookEvent::SessionEnd) {
+            let about = SessionEvent {
+                source: Some(how),
+                ..SessionEvent::default()
+            };
+            if let Err(why) = hook
+                .consult_session(HookEvent::SessionEnd, session, about)
+                .await
+            {
+                tracing::warn!(hook = %hook.name, "session_end hook failed: {why}");
+            }
+        }
+    }
+
+    /// Tells the `notification` hooks `message` (dsh is about to ask the person) without
+    /// waiting for them: the question is not held up. Each runs in a task of its own;
+    /// its process group goes with the task (at the latest at daemon shutdown).
+    pub fn notify(&self, session: &Arc<Session>, message: &str) {
+        for hook in self.of(HookEvent::Notification) {
+            let (hook, session, message) = (hook.clone(), session.clone(), message.to_string());
+            tokio::spawn(async move {
+                let about = SessionEvent {
+                    message: Some(&message),
+                    ..SessionEvent::default()
+                };
+                if let Err(why) = hook
+                    .consult_session(HookEvent::Notification, &session, about)
+                    .await
+                {
+                    tracing::warn!(hook = %hook.name, "notification hook failed: {why}");
+                }
+            });
+        }
     }
 
     /// The programs' files, for the policy version (a changed script shows).
@@ -596,6 +958,20 @@ fn resolve_program(program: &str) -> PathBuf {
                 .unwrap_or_else(|| PathBuf::from(program))
         })
         .unwrap_or_else(|| PathBuf::from(program))
+}
+
+/// Whether a call failed, for post_tool_failure: an error result, or a foreground
+/// command that did not exit 0 (a signal, a timeout).
+fn failed(out: &ToolOutput) -> bool {
+    out.is_error
+        || out
+            .exit
+            .is_some_and(|e| e.exit_code != Some(0) || e.signal.is_some() || e.timed_out)
+}
+
+/// The session an input names.
+fn input_session(input: &serde_json::Value) -> Option<&str> {
+    input.get("sessionId").and_then(|s| s.as_str())
 }
 
 fn daemon_cwd() -> PathBuf {

@@ -23,8 +23,14 @@ pub struct EventInput<'a> {
     pub result: Option<&'a ToolOutput>,
     /// The user's prompt, for `prompt`.
     pub prompt: Option<&'a str>,
-    /// How the session started (`new` or `load`), for `session_start`.
+    /// How the session started (`new` or `load`), for `session_start`; how it ended
+    /// (`close`, `delete`, `shutdown`), for `session_end`.
     pub source: Option<&'a str>,
+    /// For `stop`: whether a stop hook already sent this turn on (a hook that always
+    /// says continue should look at it).
+    pub stop_active: Option<bool>,
+    /// For `notification`: what dsh is about to ask the person.
+    pub message: Option<&'a str>,
 }
 
 /// What a permission hook answers.
@@ -51,6 +57,8 @@ pub struct Answer {
     pub replace: Option<String>,
     /// The answer to a permission question.
     pub permission: Option<PermissionReply>,
+    /// At `stop`: go on with the turn, with this as the model's next context.
+    pub go_on: Option<String>,
 }
 
 /// The JSON a dsh-dialect hook reads on stdin (or as its server method's params).
@@ -112,6 +120,12 @@ fn v2_input(e: &EventInput<'_>) -> Value {
     if let Some(source) = e.source {
         v["source"] = source.into();
     }
+    if let Some(active) = e.stop_active {
+        v["stopHookActive"] = active.into();
+    }
+    if let Some(message) = e.message {
+        v["message"] = message.into();
+    }
     v
 }
 
@@ -151,13 +165,21 @@ pub fn answer(protocol: HookProtocol, event: HookEvent, reply: Reply) -> Result<
 }
 
 /// Exit code 2: a deny with stderr as the reason (at post_tool the result is withheld,
-/// at `prompt` the prompt is blocked, a permission question is rejected).
+/// at `prompt` the prompt is blocked, a permission question is rejected); at `stop`, the
+/// turn goes on with stderr as the model's next context (as Claude Code's Stop does).
 pub fn denial(event: HookEvent, stderr: String) -> Answer {
     let reason = if stderr.is_empty() {
         "denied (exit code 2)".to_string()
     } else {
         stderr
     };
+    if event == HookEvent::Stop {
+        return Answer {
+            go_on: Some(reason.clone()),
+            reason,
+            ..Answer::default()
+        };
+    }
     Answer {
         decision: Some(Decision::Deny),
         reason,
@@ -201,6 +223,8 @@ fn v2_answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
         rewrite: Option<Rewrite>,
         replace: Option<String>,
         answer: Option<PermissionReply>,
+        #[serde(rename = "continue")]
+        go_on: Option<bool>,
     }
     if stdout.iter().all(u8::is_ascii_whitespace) {
         return Ok(Answer::default());
@@ -222,6 +246,13 @@ fn v2_answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
     if a.answer.is_some() {
         misplaced("answer", &[HookEvent::Permission])?;
     }
+    if a.go_on.is_some() {
+        misplaced("continue", &[HookEvent::Stop])?;
+    }
+    let reason = a.reason.unwrap_or_default();
+    if a.go_on == Some(true) && reason.trim().is_empty() {
+        return Err("`continue` needs a `reason` (what the model should do next)".into());
+    }
     if let Some(rewrite) = &a.rewrite
         && !rewrite.arguments.is_object()
     {
@@ -229,7 +260,8 @@ fn v2_answer(event: HookEvent, stdout: &[u8]) -> Result<Answer, String> {
     }
     Ok(Answer {
         decision: a.decision,
-        reason: a.reason.unwrap_or_default(),
+        go_on: (a.go_on == Some(true)).then(|| reason.clone()),
+        reason,
         context: a.context.filter(|c| !c.is_empty()),
         rewrite: a.rewrite.map(|r| r.arguments),
         replace: a.replace,
@@ -288,6 +320,14 @@ mod tests {
         assert!(v2(HookEvent::PreTool, r#"{"rewrite":{"arguments":"rm"}}"#).is_err());
         let a = v2(HookEvent::Permission, r#"{"answer":"allow_once"}"#).unwrap();
         assert_eq!(a.permission, Some(PermissionReply::AllowOnce));
+        let a = v2(
+            HookEvent::Stop,
+            r#"{"continue":true,"reason":"run the tests"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.go_on.as_deref(), Some("run the tests"));
+        assert!(v2(HookEvent::Stop, r#"{"continue":true}"#).is_err());
+        assert!(v2(HookEvent::PreTool, r#"{"continue":true,"reason":"x"}"#).is_err());
     }
 
     #[test]

@@ -89,11 +89,15 @@ pub async fn spawn_once(
     cwd: &Path,
     session_id: Option<&str>,
     event: HookEvent,
+    claude_project_dir: bool,
     input: &[u8],
     timeout: Duration,
 ) -> Result<Reply, String> {
     let mut cmd = program.command(cwd)?;
     cmd.env("DSH_HOOK_EVENT", event.as_str());
+    if claude_project_dir {
+        cmd.env("CLAUDE_PROJECT_DIR", cwd);
+    }
     if let Some(id) = session_id {
         cmd.env("DSH_SESSION_ID", id);
     }
