@@ -343,3 +343,41 @@ async fn a_new_program_that_fails_after_it_started_gives_everything_back() {
         "after\n"
     );
 }
+
+/// The MCP servers an editor passed are started again by the next program (their
+/// processes are not carried), and the old ones are gone: the session's tools answer
+/// from a new process after the upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_are_started_again_by_the_next_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let servers = json!([{"name": "fx", "command": common::mcp_fixture(), "args": [], "env": []}]);
+    let s = c
+        .request("session/new", json!({"cwd": ws, "mcpServers": servers}))
+        .await
+        .unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.permission_answers.extend(["allow_once"; 4]);
+    let whoami = |text: String| -> i32 { text.rsplit(' ').next().unwrap().parse().unwrap() };
+    let (before, is_error) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
+    assert!(!is_error, "{before}");
+    let before = whoami(before);
+
+    let upgraded = d.upgrade().await.unwrap();
+    assert!(upgraded.status.success(), "{}", text_of(&upgraded));
+    let (after, is_error) = c.tool(Some(&s), "mcp__fx__whoami", json!({})).await;
+    assert!(!is_error, "{after}");
+    let after = whoami(after);
+    assert_ne!(before, after, "a server of the next program's own");
+    for _ in 0..500 {
+        if !common::alive(before) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the old program's MCP server (pid {before}) outlived the upgrade");
+}
