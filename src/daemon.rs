@@ -896,13 +896,15 @@ async fn serve_resumed(carried: FrozenConnection, service: Arc<dyn Service>, hol
         unread: carried.unread,
         state: carried.state,
     });
-    let socket = |fd: &OwnedFd| -> std::io::Result<(tokio::net::UnixStream, OwnedFd)> {
-        let stream = std::os::unix::net::UnixStream::from(fd.try_clone()?);
+    // The socket served, and the duplicate kept for a later freeze.
+    let socket = |fd: OwnedFd| -> std::io::Result<(tokio::net::UnixStream, OwnedFd)> {
+        let kept = fd.try_clone()?;
+        let stream = std::os::unix::net::UnixStream::from(fd);
         stream.set_nonblocking(true)?;
-        Ok((tokio::net::UnixStream::from_std(stream)?, fd.try_clone()?))
+        Ok((tokio::net::UnixStream::from_std(stream)?, kept))
     };
     let served = match carried.ends {
-        KeptEnds::Socket(fd) => socket(&fd).and_then(|(stream, kept)| {
+        KeptEnds::Socket(fd) => socket(fd).and_then(|(stream, kept)| {
             let (reader, writer) = rpc::socket::split(stream)?;
             Ok(tokio::spawn(async move {
                 let kept = KeptEnds::Socket(kept);
@@ -918,7 +920,7 @@ async fn serve_resumed(carried: FrozenConnection, service: Arc<dyn Service>, hol
             output,
             lifeline,
         } => (|| {
-            let (stream, kept_lifeline) = socket(&lifeline)?;
+            let (stream, kept_lifeline) = socket(lifeline)?;
             let (reader, mut writer) = rpc::socket::split(stream)?;
             let kept = KeptEnds::Pipes {
                 input: input.try_clone()?,

@@ -182,7 +182,19 @@ struct Harness {
     server: JoinHandle<()>,
 }
 
-fn start(options: Options, pipe_bytes: usize) -> Harness {
+/// A probed service and a duplex pipe: the test's client on one end, the server's two
+/// halves on the other, for the caller to serve as it means to.
+struct Parts {
+    harness_client: Client,
+    service: Arc<TestService>,
+    notes: mpsc::UnboundedReceiver<(String, Option<Value>)>,
+    asked: mpsc::UnboundedReceiver<Result<Value, RpcError>>,
+    flooded: mpsc::UnboundedReceiver<usize>,
+    server_read: ReadHalf<DuplexStream>,
+    server_write: WriteHalf<DuplexStream>,
+}
+
+fn parts(pipe_bytes: usize) -> Parts {
     let (asked_tx, asked) = mpsc::unbounded_channel();
     let (flooded_tx, flooded) = mpsc::unbounded_channel();
     let (notes_tx, notes) = mpsc::unbounded_channel();
@@ -197,15 +209,9 @@ fn start(options: Options, pipe_bytes: usize) -> Harness {
     });
     let (client_end, server_end) = duplex(pipe_bytes);
     let (server_read, server_write) = split(server_end);
-    let server = tokio::spawn(serve_connection(
-        server_read,
-        server_write,
-        service.clone(),
-        options,
-    ));
     let (client_read, client_write) = split(client_end);
-    Harness {
-        client: Client {
+    Parts {
+        harness_client: Client {
             reader: BufReader::new(client_read),
             writer: client_write,
         },
@@ -213,6 +219,25 @@ fn start(options: Options, pipe_bytes: usize) -> Harness {
         notes,
         asked,
         flooded,
+        server_read,
+        server_write,
+    }
+}
+
+fn start(options: Options, pipe_bytes: usize) -> Harness {
+    let p = parts(pipe_bytes);
+    let server = tokio::spawn(serve_connection(
+        p.server_read,
+        p.server_write,
+        p.service.clone(),
+        options,
+    ));
+    Harness {
+        client: p.harness_client,
+        service: p.service,
+        notes: p.notes,
+        asked: p.asked,
+        flooded: p.flooded,
         server,
     }
 }
@@ -752,20 +777,14 @@ async fn an_asking_side_tells_a_refusal_from_a_closed_connection() {
 /// the client sees each request answered once and no end.
 #[tokio::test]
 async fn a_frozen_connection_finishes_what_is_in_flight_and_resumes_with_the_rest() {
-    let (asked_tx, mut asked) = mpsc::unbounded_channel();
-    let (flooded_tx, _flooded) = mpsc::unbounded_channel();
-    let (notes_tx, _notes) = mpsc::unbounded_channel();
-    let service = Arc::new(TestService {
-        methods: module(Probe {
-            asked: asked_tx,
-            flooded: flooded_tx,
-        }),
-        notes: Mutex::new(notes_tx),
-        closed: AtomicUsize::new(0),
-        closed_peer: Mutex::new(None),
-    });
-    let (client_end, server_end) = duplex(64 * 1024);
-    let (server_read, server_write) = split(server_end);
+    let Parts {
+        harness_client: mut c,
+        service,
+        mut asked,
+        server_read,
+        server_write,
+        ..
+    } = parts(64 * 1024);
     let freeze = CancellationToken::new();
     let options = Options {
         freeze: freeze.clone(),
@@ -778,11 +797,6 @@ async fn a_frozen_connection_finishes_what_is_in_flight_and_resumes_with_the_res
         options,
         None,
     ));
-    let (client_read, client_write) = split(client_end);
-    let mut c = Client {
-        reader: BufReader::new(client_read),
-        writer: client_write,
-    };
 
     c.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": {"q": 1}}))
         .await;

@@ -11,26 +11,24 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::process::{Child, Command};
 
-/// A daemon started from `dir/bin/dsh`, a copy of the binary under test.
+/// A daemon started from `dir/bin/dsh`, a copy of the binary under test, and that path.
 struct Copied {
-    /// Held for its child, which ends with it.
-    _daemon: SocketDaemon,
-    pid: i32,
-    socket: PathBuf,
-    state: PathBuf,
-    config: PathBuf,
+    daemon: SocketDaemon,
     program: PathBuf,
 }
 
+impl std::ops::Deref for Copied {
+    type Target = SocketDaemon;
+
+    fn deref(&self) -> &SocketDaemon {
+        &self.daemon
+    }
+}
+
 async fn start_copied(dir: &Path, extra_config: &str) -> Copied {
-    let daemon = SocketDaemon::start_copy(dir, extra_config).await;
     Copied {
-        pid: daemon.pid,
-        socket: daemon.socket.clone(),
-        state: daemon.state.clone(),
-        config: daemon.config.clone(),
+        daemon: SocketDaemon::start_copy(dir, extra_config).await,
         program: dir.join("bin/dsh"),
-        _daemon: daemon,
     }
 }
 
