@@ -594,7 +594,10 @@ mod tests {
         assert!(reads_format(FORMAT).is_ok());
         let refused = reads_format(FORMAT + 1).unwrap_err();
         assert!(
-            refused.contains(&format!("format {FORMAT}, not {}", FORMAT + 1)),
+            refused.contains(&format!(
+                "format {OLDEST_FORMAT} to {FORMAT}, not {}",
+                FORMAT + 1
+            )),
             "{refused}"
         );
     }
