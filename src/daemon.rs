@@ -964,7 +964,9 @@ async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service
         arrival = handover::arrival(&reader) => arrival,
         () = hold.closing.cancelled() => return,
         () = hold.freeze.token.cancelled() => {
-            // Said nothing yet: a null state (see `serve_resumed`).
+            // Said nothing yet: a null state (see `serve_resumed`). The peer must see
+            // no end: the socket lives on in the duplicate handed over.
+            writer.keep_open();
             hold.keep(KeptEnds::Socket(kept_socket), Vec::new(), serde_json::Value::Null);
             return;
         }
