@@ -469,8 +469,13 @@ impl Daemon {
                 }
                 self.service.stop_all_mcp().await;
                 self.tools.hooks().stop_servers().await;
-                let ready =
-                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)));
+                // A SIGTERM that came during this part must not be replaced with the
+                // next program: this one serves on just long enough to stop.
+                let ready = if self.shutdown.is_cancelled() {
+                    Err("the daemon is stopping".to_string())
+                } else {
+                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
+                };
                 let why = match ready {
                     Ok((old_program, config)) => upgrade::exec(&Handover {
                         format: upgrade::FORMAT,
