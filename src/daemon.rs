@@ -336,7 +336,9 @@ impl Daemon {
         let connections = TaskTracker::new();
         self.watch_idle(&connections);
         let mut freeze = Freeze::default();
-        self.service.expect_resumes(resumed.len());
+        // One that said nothing yet has no state to resume (it begins as a new one).
+        self.service
+            .expect_resumes(resumed.iter().filter(|c| !c.said_nothing()).count());
         for carried in resumed {
             self.spawn_connection(&connections, Arriving::Resumed(carried), &freeze);
         }
@@ -857,6 +859,14 @@ struct FrozenConnection {
     state: serde_json::Value,
 }
 
+impl FrozenConnection {
+    /// Frozen before its first byte was read ([`serve_accepted`]): a socket, a null
+    /// state and nothing unread. It begins in the next program as any new connection.
+    fn said_nothing(&self) -> bool {
+        matches!(self.ends, KeptEnds::Socket(_)) && self.state.is_null() && self.unread.is_empty()
+    }
+}
+
 /// A connection's descriptors, duplicated when it began (close-on-exec: only the
 /// upgrade's `execve` lets them through).
 enum KeptEnds {
@@ -1055,11 +1065,7 @@ async fn serve_new(stream: tokio::net::UnixStream, service: Arc<dyn Service>, ho
 /// here as any accepted connection does, with whatever it sends first (ACP, or the
 /// launcher's hand-over of the editor's pipes).
 async fn serve_resumed(carried: FrozenConnection, service: Arc<dyn Service>, hold: Hold) {
-    if let (KeptEnds::Socket(_), true, true) = (
-        &carried.ends,
-        carried.state.is_null(),
-        carried.unread.is_empty(),
-    ) {
+    if carried.said_nothing() {
         let KeptEnds::Socket(fd) = carried.ends else {
             return;
         };

@@ -16,8 +16,10 @@
 //!    hand-over of running tasks is not built yet), or a new program that does not
 //!    answer [`check`] (it reads this state format and the config as it is now);
 //! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
-//!    finish, new ones stay unread; turns get `[daemon] upgrade_drain_secs`, then are
-//!    cancelled;
+//!    finish, new ones stay unread (up to a bound; the rest waits in the descriptor);
+//!    turns get `[daemon] upgrade_drain_secs`, then every request in flight is
+//!    cancelled and the last wait is bounded (the daemon accepts meanwhile, and freezes
+//!    what it accepts at once);
 //! 3. stop hook and MCP servers (the next program starts them again), write the
 //!    [`Handover`] into a memory file and `execve` with its descriptor in
 //!    `DSH_HANDOVER`;
