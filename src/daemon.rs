@@ -19,9 +19,11 @@ use crate::rpc::{self, Options, Service};
 use crate::tools::ToolRegistry;
 use crate::upgrade::{self, CarriedConnection, CarriedTask, Ends, Handover};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -71,7 +73,7 @@ pub struct Daemon {
     executor: Option<Arc<dyn BashExecutor>>,
     /// The completion-notice router; it ends after the executor's shutdown, once
     /// every notice is delivered (and logged).
-    router: Option<tokio::task::JoinHandle<()>>,
+    router: Option<NoticeRouter>,
     /// The tools and the waterfall: their hook servers start with the daemon and stop
     /// with it.
     tools: Arc<ToolRegistry>,
@@ -89,6 +91,9 @@ pub struct Daemon {
     upgrade_drain: std::time::Duration,
     /// The session registry: tasks handed over by an upgrade are owned again here.
     sessions: Arc<SessionRegistry>,
+    /// Set while an upgrade is under way: its frozen connections have left the tracker
+    /// the idle-exit watcher looks at, yet the daemon is anything but idle.
+    handing_over: Arc<AtomicBool>,
 }
 
 impl Daemon {
@@ -112,7 +117,7 @@ impl Daemon {
         }
         let router = executor
             .as_ref()
-            .and_then(|exec| crate::tools::notices::spawn_router(exec, sessions.clone()));
+            .and_then(|exec| NoticeRouter::spawn(exec, sessions.clone()));
         let audit = Arc::new(
             AuditLog::open_rotating(
                 &state_dir.join(crate::state_dir::AUDIT_LOG),
@@ -154,6 +159,7 @@ impl Daemon {
             idle_exit: None,
             upgrade_drain,
             sessions,
+            handing_over: Arc::default(),
         })
     }
 
@@ -172,10 +178,11 @@ impl Daemon {
         let Some(after) = self.idle_exit else {
             return;
         };
-        let (connections, executor, shutdown) = (
+        let (connections, executor, shutdown, handing_over) = (
             connections.clone(),
             self.executor.clone(),
             self.shutdown.clone(),
+            self.handing_over.clone(),
         );
         let tick = (after / 2).clamp(
             std::time::Duration::from_millis(100),
@@ -189,7 +196,7 @@ impl Daemon {
                     () = shutdown.cancelled() => return,
                 }
                 let running = executor.as_ref().is_some_and(|e| !e.running().is_empty());
-                if !connections.is_empty() || running {
+                if !connections.is_empty() || running || handing_over.load(Ordering::SeqCst) {
                     idle_since = None;
                     continue;
                 }
@@ -235,6 +242,7 @@ impl Daemon {
 
     /// Serves exactly one connection on stdin/stdout; its end stops the daemon.
     pub async fn serve_stdio(self) {
+        self.stop_on_signals();
         self.tools.hooks().start_servers().await;
         self.reload_on_sighup();
         self.service
@@ -253,7 +261,7 @@ impl Daemon {
             rpc::serve_connection(input, output, service, options).await;
             end.cancel();
         });
-        self.triggered().await;
+        self.shutdown.cancelled().await;
         self.stop(connections).await;
         tracing::info!("dsh daemon stopped");
     }
@@ -291,7 +299,7 @@ impl Daemon {
             .map(|c| FrozenConnection {
                 // SAFETY: as above.
                 ends: unsafe { KeptEnds::from_handover(c.ends) },
-                unread: c.unread,
+                unread: c.unread.0,
                 state: c.state,
             })
             .collect();
@@ -304,7 +312,10 @@ impl Daemon {
     }
 
     /// The accept loop of [`Daemon::serve_socket`] and [`Daemon::resume_socket`]; also
-    /// where `dsh upgrade` is carried out (see `crate::upgrade`).
+    /// where `dsh upgrade` is carried out (see `crate::upgrade`). The upgrade's long
+    /// part (the check, the freeze and the drain) runs as a task of its own
+    /// ([`drain_for_upgrade`]) that reports back while this loop keeps accepting: a
+    /// connection accepted meanwhile is frozen at once and handed over with the others.
     async fn serve_listener(
         self,
         listener: UnixListener,
@@ -312,6 +323,7 @@ impl Daemon {
         resumed: Vec<FrozenConnection>,
         tasks: Vec<crate::exec::HandedTask>,
     ) -> Result<(), String> {
+        self.stop_on_signals();
         self.tools.hooks().start_servers().await;
         self.reload_on_sighup();
         self.service
@@ -323,11 +335,12 @@ impl Daemon {
         self.service.accept_upgrades(orders);
         let connections = TaskTracker::new();
         self.watch_idle(&connections);
-        let frozen: FrozenList = Arc::default();
-        let mut freeze = CancellationToken::new();
-        self.service.expect_resumes(resumed.len());
+        let mut freeze = Freeze::default();
+        // One that said nothing yet has no state to resume (it begins as a new one).
+        self.service
+            .expect_resumes(resumed.iter().filter(|c| !c.said_nothing()).count());
         for carried in resumed {
-            self.spawn_resumed(&connections, carried, &freeze, &frozen);
+            self.spawn_connection(&connections, Arriving::Resumed(carried), &freeze);
         }
         if !tasks.is_empty() {
             // Once their sessions are back: a task that ends is told to its owner's log.
@@ -337,6 +350,7 @@ impl Daemon {
                 .await;
             self.adopt_tasks(tasks);
         }
+        let mut upgrading: Option<tokio::task::JoinHandle<()>> = None;
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -348,21 +362,43 @@ impl Daemon {
                         }
                     };
                     if let Some(stream) = own_user(stream) {
-                        self.spawn_accepted(&connections, stream, &freeze, &frozen);
+                        self.spawn_connection(&connections, Arriving::Accepted(stream), &freeze);
                     }
                 }
-                Some(order) = upgrade_orders.recv() => {
-                    // Returns only when this program serves on: the upgrade was refused
-                    // or failed, and the connections it froze are served again.
-                    let carried = self.hand_over(order, &listener, &connections, &freeze, &frozen).await;
-                    freeze = CancellationToken::new();
-                    self.service.expect_resumes(0);
-                    for connection in carried {
-                        self.spawn_resumed(&connections, connection, &freeze, &frozen);
-                    }
+                Some(order) = upgrade_orders.recv(), if upgrading.is_none() => {
+                    self.handing_over.store(true, Ordering::SeqCst);
+                    upgrading = Some(tokio::spawn(drain_for_upgrade(
+                        order,
+                        self.why_tasks_stay(),
+                        self.service.clone(),
+                        connections.clone(),
+                        freeze.clone(),
+                        self.upgrade_drain,
+                    )));
                 }
-                () = self.triggered() => break,
+                drained = join_upgrade(&mut upgrading) => {
+                    upgrading = None;
+                    if let Err(e) = drained {
+                        tracing::error!("the upgrade's drain failed: {e}");
+                    }
+                    if freeze.token.is_cancelled() {
+                        // Returns only when this program serves on: the upgrade failed,
+                        // and the connections it froze are served again.
+                        let carried = self.hand_over(&listener, &connections, &freeze).await;
+                        freeze = Freeze::default();
+                        self.service.expect_resumes(0);
+                        for connection in carried {
+                            self.spawn_connection(&connections, Arriving::Resumed(connection), &freeze);
+                        }
+                    }
+                    self.handing_over.store(false, Ordering::SeqCst);
+                }
+                () = self.shutdown.cancelled() => break,
             }
+        }
+        // A stop wins over an upgrade still draining: its connections end as any do.
+        if let Some(upgrading) = upgrading {
+            upgrading.abort();
         }
         // Stop accepting first: nothing new arrives while the rest shuts down.
         drop(listener);
@@ -373,105 +409,83 @@ impl Daemon {
         Ok(())
     }
 
-    fn spawn_accepted(
-        &self,
-        connections: &TaskTracker,
-        stream: tokio::net::UnixStream,
-        freeze: &CancellationToken,
-        frozen: &FrozenList,
-    ) {
+    /// Serves one connection in a task of `connections`: one just accepted, or one an
+    /// upgrade froze, served again from where it was.
+    fn spawn_connection(&self, connections: &TaskTracker, arriving: Arriving, freeze: &Freeze) {
         let service: Arc<dyn Service> = self.service.clone();
         let hold = Hold {
             closing: self.closing.clone(),
             freeze: freeze.clone(),
-            frozen: frozen.clone(),
         };
-        connections.spawn(async move {
-            // E7: nothing the daemon started (a command however detached, a
-            // hook, an MCP server) may drive it (exec::lineage). Judged in the
-            // connection's task: the walk reads /proc, off the accept loop.
-            let me = std::process::id();
-            if let Some(origin) = crate::exec::lineage::started_by(&stream, me) {
-                tracing::warn!(%origin, "refused a connection from a process dsh started");
-                refuse_started(stream, origin).await;
-            } else {
-                serve_accepted(stream, service, hold).await;
-            }
-        });
+        match arriving {
+            Arriving::Accepted(stream) => connections.spawn(serve_new(stream, service, hold)),
+            Arriving::Resumed(carried) => connections.spawn(serve_resumed(carried, service, hold)),
+        };
     }
 
-    fn spawn_resumed(
-        &self,
-        connections: &TaskTracker,
-        carried: FrozenConnection,
-        freeze: &CancellationToken,
-        frozen: &FrozenList,
-    ) {
-        let service: Arc<dyn Service> = self.service.clone();
-        let hold = Hold {
-            closing: self.closing.clone(),
-            freeze: freeze.clone(),
-            frozen: frozen.clone(),
-        };
-        connections.spawn(serve_resumed(carried, service, hold));
+    /// Why the tasks running now cannot be carried, asked again when the drain is over
+    /// (a turn that ran during it may have started one): a closure the drain's task
+    /// owns.
+    fn why_tasks_stay(&self) -> impl Fn() -> Option<String> + Send + 'static {
+        let executor = self.executor.clone();
+        move || running_tasks(executor.as_ref())
     }
 
-    /// `dsh upgrade`: refuses what cannot be carried, else freezes every connection,
-    /// lets turns finish (for `upgrade_drain`, then cancels them), and executes the
-    /// program on disk with the hand-over. Returns only when this program serves on,
-    /// with the frozen connections to serve again (the outcome is recorded for
+    /// The rest of `dsh upgrade` once every connection is frozen (the accept loop waits
+    /// here; what connects meanwhile waits in the listener's backlog, which is handed
+    /// over too): lets the tasks go, drains the completion notices, and executes the
+    /// program on disk with the hand-over. Returns only when this program serves on, with
+    /// the frozen connections to serve again (the outcome is recorded for
     /// `_dsh/upgrade/outcome`).
     async fn hand_over(
         &self,
-        order: crate::acp::UpgradeOrder,
         listener: &UnixListener,
         connections: &TaskTracker,
-        freeze: &CancellationToken,
-        frozen: &FrozenList,
+        freeze: &Freeze,
     ) -> Vec<FrozenConnection> {
-        let refused = match self.running_tasks() {
-            Some(why) => Err(why),
-            None => upgrade::check().await,
-        };
-        if let Err(why) = refused {
-            tracing::warn!(%why, "upgrade refused");
-            let _ = order.answer.send(Err(why));
-            return Vec::new();
-        }
-        tracing::info!("upgrade: freezing every connection");
-        freeze.cancel();
-        let _ = order.answer.send(Ok(()));
+        // Connections accepted after the drain ended freeze at once; wait for them.
         connections.close();
-        if tokio::time::timeout(self.upgrade_drain, connections.wait())
+        if tokio::time::timeout(LAST_WAIT, connections.wait())
             .await
             .is_err()
         {
-            tracing::warn!(
-                drain_secs = self.upgrade_drain.as_secs(),
-                "upgrade: turns still running after the drain are cancelled"
+            tracing::error!(
+                "upgrade: a connection is still busy after every request was cancelled; \
+                 it ends with this program"
             );
-            self.service.cancel_all_prompts();
-            connections.wait().await;
         }
         connections.reopen();
-        let carried = std::mem::take(&mut *frozen.lock().unwrap_or_else(|p| p.into_inner()));
+        let carried = std::mem::take(&mut *freeze.frozen.lock().unwrap_or_else(|p| p.into_inner()));
         // A turn that ran during the drain may have started a task.
-        let why = match self.running_tasks() {
+        let why = match running_tasks(self.executor.as_ref()) {
             Some(why) => why,
             None => {
                 let tasks = match &self.executor {
                     Some(exec) => exec.let_go_tasks().await.unwrap_or_default(),
                     None => Vec::new(),
                 };
+                // A task that ended while it was let go has its notice in the router's
+                // queue: delivered (and logged) before this program is replaced.
+                if let Some(router) = &self.router {
+                    router.flush().await;
+                }
                 self.service.stop_all_mcp().await;
                 self.tools.hooks().stop_servers().await;
-                let ready =
-                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)));
+                // A SIGTERM that came during this part must not be replaced with the
+                // next program: this one serves on just long enough to stop.
+                let ready = if self.shutdown.is_cancelled() {
+                    Err("the daemon is stopping".to_string())
+                } else {
+                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
+                };
                 let why = match ready {
                     Ok((old_program, config)) => upgrade::exec(&Handover {
                         format: upgrade::FORMAT,
                         from_version: env!("CARGO_PKG_VERSION").to_string(),
                         args: upgrade::args(),
+                        program: Some(upgrade::CarriedBytes(
+                            upgrade::program_path().into_os_string().into_vec(),
+                        )),
                         config,
                         listener: listener.as_raw_fd(),
                         old_program,
@@ -479,7 +493,7 @@ impl Daemon {
                             .iter()
                             .map(|c| CarriedConnection {
                                 ends: c.ends.raw(),
-                                unread: c.unread.clone(),
+                                unread: upgrade::CarriedBytes(c.unread.clone()),
                                 state: c.state.clone(),
                             })
                             .collect(),
@@ -542,38 +556,33 @@ impl Daemon {
         }
     }
 
-    /// Why an upgrade cannot carry this daemon over now: background tasks run under an
-    /// executor that cannot carry them.
-    fn running_tasks(&self) -> Option<String> {
-        if self.executor.as_ref().is_some_and(|e| e.carries_tasks()) {
-            return None;
-        }
-        let running: Vec<String> = self
-            .executor
-            .as_ref()
-            .map(|e| e.running())
-            .unwrap_or_default()
-            .iter()
-            .map(|t| t.id.to_string())
-            .collect();
-        (!running.is_empty()).then(|| {
-            format!(
-                "{} background task(s) still run ({}) and the {} executor cannot carry running \
-                 tasks over an upgrade; let them finish or kill them (`dsh kill ID`), then upgrade",
-                running.len(),
-                running.join(", "),
-                self.executor.as_ref().map(|e| e.kind()).unwrap_or("none")
-            )
-        })
-    }
-
-    /// Resolves when the daemon should stop: a signal, `_dsh/stop`, or (stdio) the end of
-    /// its connection.
-    async fn triggered(&self) {
-        tokio::select! {
-            () = shutdown_signal() => self.shutdown.cancel(),
-            () = self.shutdown.cancelled() => {}
-        }
+    /// SIGTERM and SIGINT pull the shutdown trigger. The streams are made once, here,
+    /// for the daemon's whole life (mini-redis hands its server one shutdown future):
+    /// tokio tells a signal only to the streams that exist when it arrives, so a stream
+    /// made anew on each turn of a loop lost a SIGTERM sent between two turns, or
+    /// during an upgrade, which held the loop.
+    fn stop_on_signals(&self) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (mut term, mut int) = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => (term, int),
+            (Err(e), _) | (_, Err(e)) => {
+                // SIGTERM then keeps its default action: the process ends, unordered.
+                tracing::error!("cannot listen for SIGTERM and SIGINT: {e}");
+                return;
+            }
+        };
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+                () = shutdown.cancelled() => return,
+            }
+            shutdown.cancel();
+        });
     }
 
     /// The ordered shutdown both serve paths end in: cancel prompts (pending permission
@@ -594,23 +603,138 @@ impl Daemon {
         self.service.end_sessions().await;
         self.tools.hooks().stop_servers().await;
         if let Some(router) = self.router.take() {
-            let _ = router.await;
+            let _ = router.task.await;
         }
     }
 }
 
-/// SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
+/// Why an upgrade cannot carry this daemon over now: background tasks run under an
+/// executor that cannot carry them.
+fn running_tasks(executor: Option<&Arc<dyn BashExecutor>>) -> Option<String> {
+    let executor = executor?;
+    if executor.carries_tasks() {
+        return None;
+    }
+    let running: Vec<String> = executor
+        .running()
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    (!running.is_empty()).then(|| {
+        format!(
+            "{} background task(s) still run ({}) and the {} executor cannot carry running \
+             tasks over an upgrade; let them finish or kill them (`dsh kill ID`), then upgrade",
+            running.len(),
+            running.join(", "),
+            executor.kind()
+        )
+    })
+}
+
+/// How long the end of an upgrade's drain waits for the connections once every request
+/// in flight was cancelled (and again once the loop took the hand-over in hand): a
+/// handler that ignores its cancellation must not hold every editor and `kill`.
+const LAST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The first part of `dsh upgrade`, in a task of its own while the accept loop serves
+/// on: refuses what cannot be carried (nothing frozen), else freezes every connection,
+/// gives turns `drain`, then cancels every request still in flight (turns, tool calls,
+/// anything) and waits at most [`LAST_WAIT`] more. The loop goes on with the hand-over
+/// once this returns with `freeze` cancelled.
+async fn drain_for_upgrade(
+    order: crate::acp::UpgradeOrder,
+    why_tasks_stay: impl Fn() -> Option<String>,
+    service: Arc<AcpService>,
+    connections: TaskTracker,
+    freeze: Freeze,
+    drain: std::time::Duration,
+) {
+    let refused = match why_tasks_stay() {
+        Some(why) => Err(why),
+        None => upgrade::check().await,
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    if let Err(why) = refused {
+        tracing::warn!(%why, "upgrade refused");
+        let _ = order.answer.send(Err(why));
+        return;
+    }
+    tracing::info!("upgrade: freezing every connection");
+    freeze.token.cancel();
+    let _ = order.answer.send(Ok(()));
+    connections.close();
+    if tokio::time::timeout(drain, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            drain_secs = drain.as_secs(),
+            "upgrade: requests still in flight after the drain are cancelled"
+        );
+        service.cancel_all_prompts();
+        freeze.requests.cancel();
+        if tokio::time::timeout(LAST_WAIT, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::error!("upgrade: a connection did not end its requests when cancelled");
+        }
+    }
+}
+
+/// Waits for the upgrade's drain task, if one runs (else never resolves).
+async fn join_upgrade(
+    upgrading: &mut Option<tokio::task::JoinHandle<()>>,
+) -> Result<(), tokio::task::JoinError> {
+    match upgrading {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The completion notices' router (T14): the one consumer of the executor's stream of
+/// finished tasks, each handed to the session registry (which logs it for its owner).
+/// Kept here rather than as a bare task so an upgrade can drain it before the
+/// `execve`: a task that ends while it is let go keeps its notice.
+struct NoticeRouter {
+    task: tokio::task::JoinHandle<()>,
+    flushes: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl NoticeRouter {
+    /// `None` when the stream was already taken (one router per executor).
+    fn spawn(executor: &Arc<dyn BashExecutor>, sessions: Arc<SessionRegistry>) -> Option<Self> {
+        let mut finished = executor.take_completions()?;
+        let (flushes, mut asked) =
+            tokio::sync::mpsc::unbounded_channel::<tokio::sync::oneshot::Sender<()>>();
+        let deliver = move |task: crate::exec::TaskInfo| {
+            sessions.deliver_notice(task.id, crate::tools::notices::notice_text(&task));
+        };
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    task = finished.recv() => match task {
+                        Some(task) => deliver(task),
+                        // The executor has shut down: every notice is delivered.
+                        None => break,
+                    },
+                    Some(done) = asked.recv() => {
+                        while let Ok(task) = finished.try_recv() {
+                            deliver(task);
+                        }
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        Some(Self { task, flushes })
+    }
+
+    /// Returns once every notice queued now is delivered.
+    async fn flush(&self) {
+        let (done, delivered) = tokio::sync::oneshot::channel();
+        if self.flushes.send(done).is_ok() {
+            let _ = delivered.await;
+        }
     }
 }
 
@@ -675,25 +799,40 @@ async fn refuse_started(stream: tokio::net::UnixStream, origin: crate::exec::lin
 /// Connections frozen by an upgrade, as their tasks hand them back.
 type FrozenList = Arc<std::sync::Mutex<Vec<FrozenConnection>>>;
 
+/// One upgrade's freeze, shared by every connection task (a new one after an upgrade
+/// that failed: a connection still frozen by the old one can never come back into a
+/// list nobody reads again).
+#[derive(Clone, Default)]
+struct Freeze {
+    /// Cancelled to freeze every connection (`rpc::Options::freeze`).
+    token: CancellationToken,
+    /// Cancelled at the end of the drain: every request still in flight is cancelled
+    /// (`rpc::Options::cancel_requests`).
+    requests: CancellationToken,
+    /// Where a frozen connection goes.
+    frozen: FrozenList,
+}
+
 /// What every connection task holds besides its own ends: the service's closing of all
-/// connections, the upgrade's freeze, and where a frozen connection goes.
+/// connections and the upgrade's freeze.
 struct Hold {
     closing: CancellationToken,
-    freeze: CancellationToken,
-    frozen: FrozenList,
+    freeze: Freeze,
 }
 
 impl Hold {
     fn options(&self) -> Options {
         Options {
             stop: self.closing.clone(),
-            freeze: self.freeze.clone(),
+            freeze: self.freeze.token.clone(),
+            cancel_requests: self.freeze.requests.clone(),
             ..Options::default()
         }
     }
 
     fn keep(&self, ends: KeptEnds, unread: Vec<u8>, state: serde_json::Value) {
-        self.frozen
+        self.freeze
+            .frozen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(FrozenConnection {
@@ -704,12 +843,28 @@ impl Hold {
     }
 }
 
+/// A connection a task of the accept loop serves.
+enum Arriving {
+    /// Just accepted.
+    Accepted(tokio::net::UnixStream),
+    /// Frozen by an upgrade (handed over, or kept by one that failed).
+    Resumed(FrozenConnection),
+}
+
 /// A connection frozen by an upgrade: its descriptors (duplicates, so the objects that
 /// served it could go) and where it was.
 struct FrozenConnection {
     ends: KeptEnds,
     unread: Vec<u8>,
     state: serde_json::Value,
+}
+
+impl FrozenConnection {
+    /// Frozen before its first byte was read ([`serve_accepted`]): a socket, a null
+    /// state and nothing unread. It begins in the next program as any new connection.
+    fn said_nothing(&self) -> bool {
+        matches!(self.ends, KeptEnds::Socket(_)) && self.state.is_null() && self.unread.is_empty()
+    }
 }
 
 /// A connection's descriptors, duplicated when it began (close-on-exec: only the
@@ -823,7 +978,10 @@ async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service
     let arrival = tokio::select! {
         arrival = handover::arrival(&reader) => arrival,
         () = hold.closing.cancelled() => return,
-        () = hold.freeze.cancelled() => {
+        () = hold.freeze.token.cancelled() => {
+            // Said nothing yet: a null state (see `serve_resumed`). The peer must see
+            // no end: the socket lives on in the duplicate handed over.
+            writer.keep_open();
             hold.keep(KeptEnds::Socket(kept_socket), Vec::new(), serde_json::Value::Null);
             return;
         }
@@ -890,8 +1048,37 @@ async fn serve_accepted(stream: tokio::net::UnixStream, service: Arc<dyn Service
     }
 }
 
-/// A connection frozen by an upgrade, served again from where it was.
+/// A connection just accepted. E7: nothing the daemon started (a command however
+/// detached, a hook, an MCP server) may drive it (exec::lineage); judged here, in the
+/// connection's task, since the walk reads /proc, off the accept loop.
+async fn serve_new(stream: tokio::net::UnixStream, service: Arc<dyn Service>, hold: Hold) {
+    if let Some(origin) = crate::exec::lineage::started_by(&stream, std::process::id()) {
+        tracing::warn!(%origin, "refused a connection from a process dsh started");
+        refuse_started(stream, origin).await;
+    } else {
+        serve_accepted(stream, service, hold).await;
+    }
+}
+
+/// A connection frozen by an upgrade, served again from where it was. One frozen
+/// before it said anything (a null state, nothing unread: [`serve_accepted`]) begins
+/// here as any accepted connection does, with whatever it sends first (ACP, or the
+/// launcher's hand-over of the editor's pipes).
 async fn serve_resumed(carried: FrozenConnection, service: Arc<dyn Service>, hold: Hold) {
+    if carried.said_nothing() {
+        let KeptEnds::Socket(fd) = carried.ends else {
+            return;
+        };
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        match stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(stream))
+        {
+            Ok(stream) => serve_accepted(stream, service, hold).await,
+            Err(e) => tracing::error!("a handed-over connection cannot be served: {e}"),
+        }
+        return;
+    }
     let resumed = Some(rpc::Resumed {
         unread: carried.unread,
         state: carried.state,

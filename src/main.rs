@@ -372,12 +372,20 @@ fn main() -> ExitCode {
             idle_exit,
             handover_check: None,
         } => {
+            // Untraceable before the hand-over is read (an `execve` made this process
+            // traceable again, and the hand-over may hold an MCP server's secrets).
+            let untraceable = dsh::exec::lineage::untraceable();
             // Before any thread: the hand-over's variable leaves the environment here.
             let handover = dsh::upgrade::take();
-            dsh::upgrade::remember_program();
+            dsh::upgrade::remember_program(
+                handover
+                    .as_ref()
+                    .and_then(|h| h.as_ref().ok())
+                    .and_then(|h| h.program.as_ref()),
+            );
             limit_malloc_arenas();
             default_path();
-            dsh::exec::lineage::untraceable().and_then(|()| {
+            untraceable.and_then(|()| {
                 // The main thread forks every command and is the one an upgrade executes
                 // on (dsh::exec::forker); the runtime runs on a thread beside it.
                 let (jobs, forks) = std::sync::mpsc::channel();

@@ -16,8 +16,10 @@
 //!    hand-over of running tasks is not built yet), or a new program that does not
 //!    answer [`check`] (it reads this state format and the config as it is now);
 //! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
-//!    finish, new ones stay unread; turns get `[daemon] upgrade_drain_secs`, then are
-//!    cancelled;
+//!    finish, new ones stay unread (up to a bound; the rest waits in the descriptor);
+//!    turns get `[daemon] upgrade_drain_secs`, then every request in flight is
+//!    cancelled and the last wait is bounded (the daemon accepts meanwhile, and freezes
+//!    what it accepts at once);
 //! 3. stop hook and MCP servers (the next program starts them again), write the
 //!    [`Handover`] into a memory file and `execve` with its descriptor in
 //!    `DSH_HANDOVER`;
@@ -41,9 +43,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The version of [`Handover`]'s layout. A program refuses a hand-over of another
-/// format ([`check`] says so before anything is frozen).
-pub const FORMAT: u32 = 1;
+/// The version of [`Handover`]'s layout this program writes. A program refuses a
+/// hand-over of a format it does not read ([`check`] says so before anything is
+/// frozen). 2: a connection's unread bytes are base64 ([`CarriedBytes`]), and the
+/// program's path is carried ([`Handover::program`]).
+pub const FORMAT: u32 = 2;
+
+/// The oldest format this program still reads (and writes back on a roll back to a
+/// program of that format).
+pub const OLDEST_FORMAT: u32 = 1;
 
 /// The environment variable that carries the hand-over's descriptor.
 pub const HANDOVER_VAR: &str = "DSH_HANDOVER";
@@ -57,6 +65,11 @@ pub struct Handover {
     pub from_version: String,
     /// The arguments the daemon was started with (the new program gets the same).
     pub args: Vec<Vec<u8>>,
+    /// This daemon's program path as first resolved ([`program_path`]): after a roll
+    /// back the program runs from a file that is gone, and its own path reads
+    /// `.../dsh (deleted)`. Absent from format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<CarriedBytes>,
     /// The config in force, as TOML: what the old program serves on with after a roll
     /// back (the file may be what the new program could not read).
     pub config: String,
@@ -79,9 +92,43 @@ pub struct Handover {
 pub struct CarriedConnection {
     pub ends: Ends,
     /// Bytes read from the editor and not yet handled.
-    pub unread: Vec<u8>,
+    pub unread: CarriedBytes,
     /// The ACP side's [`crate::acp::ConnectionState`].
     pub state: serde_json::Value,
+}
+
+/// Bytes in a [`Handover`]: a base64 string (format 2; a JSON array of numbers took
+/// up to four bytes per byte), and read from format 1's array of numbers too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CarriedBytes(pub Vec<u8>);
+
+impl Serialize for CarriedBytes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use base64::Engine;
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for CarriedBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Format 2's string, or format 1's array of numbers.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Shape {
+            Base64(String),
+            Numbers(Vec<u8>),
+        }
+        match Shape::deserialize(deserializer)? {
+            Shape::Numbers(bytes) => Ok(Self(bytes)),
+            Shape::Base64(text) => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map(Self)
+                    .map_err(serde::de::Error::custom)
+            }
+        }
+    }
 }
 
 /// A running background task in a [`Handover`] (see [`crate::exec::HandedTask`]).
@@ -203,15 +250,37 @@ struct Program {
 
 static PROGRAM: OnceLock<Program> = OnceLock::new();
 
-/// Remembers this program (see [`Program`]); call first thing in the daemon.
-pub fn remember_program() {
+/// Remembers this program (see [`Program`]); call first thing in the daemon, with the
+/// path a [`Handover`] carried ([`Handover::program`]) when there is one: the path is
+/// resolved once, at the first start, and kept across every upgrade and roll back.
+pub fn remember_program(carried: Option<&CarriedBytes>) {
     PROGRAM.get_or_init(|| Program {
-        path: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        path: carried
+            .map(|p| PathBuf::from(OsString::from_vec(p.0.clone())))
+            .unwrap_or_else(resolve_program_path),
         args: std::env::args_os().collect(),
         binary: std::fs::File::open("/proc/self/exe")
             .ok()
             .map(OwnedFd::from),
     });
+}
+
+/// Where this program is, asked of the kernel now.
+fn resolve_program_path() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
+
+/// The path of dsh's own program: the one accessor for what an upgrade checks and
+/// executes, what `initialize` offers as the terminal-auth command and what the ssh
+/// helper uploads. In the daemon it is the path resolved when it first started
+/// ([`remember_program`]), so neither a rebuild under a running daemon nor a roll back
+/// (after which the running file is gone, and the kernel names it `.../dsh
+/// (deleted)`) changes it; elsewhere it is resolved now.
+pub fn program_path() -> PathBuf {
+    PROGRAM
+        .get()
+        .map(|p| p.path.clone())
+        .unwrap_or_else(resolve_program_path)
 }
 
 /// The descriptor of this program's binary, held open since it started: a new program
@@ -394,8 +463,30 @@ fn write_handover(handover: &Handover) -> std::io::Result<std::fs::File> {
     let fd = nix::sys::memfd::memfd_create(c"dsh-handover", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
         .map_err(std::io::Error::from)?;
     let mut file = std::fs::File::from(fd);
-    file.write_all(&serde_json::to_vec(handover).map_err(std::io::Error::other)?)?;
+    file.write_all(&handover_bytes(handover).map_err(std::io::Error::other)?)?;
     Ok(file)
+}
+
+/// The hand-over as the program that reads it reads it: in its own format (a roll back
+/// gives a hand-over back in the format it came in, to a program that may read no
+/// other).
+fn handover_bytes(handover: &Handover) -> serde_json::Result<Vec<u8>> {
+    let mut value = serde_json::to_value(handover)?;
+    if handover.format < 2 {
+        // Format 1: unread bytes as an array of numbers, no program path.
+        if let Some(object) = value.as_object_mut() {
+            object.remove("program");
+        }
+        let connections = value
+            .get_mut("connections")
+            .and_then(|c| c.as_array_mut())
+            .into_iter()
+            .flatten();
+        for (connection, carried) in connections.zip(&handover.connections) {
+            connection["unread"] = serde_json::to_value(&carried.unread.0)?;
+        }
+    }
+    serde_json::to_vec(&value)
 }
 
 /// The hand-over this program was started with, if any: read from the descriptor in
@@ -434,11 +525,11 @@ pub fn take() -> Option<Result<Handover, String>> {
 
 /// Whether this program reads hand-overs of `format` ([`check`]'s question).
 pub fn reads_format(format: u32) -> Result<(), String> {
-    if format == FORMAT {
+    if (OLDEST_FORMAT..=FORMAT).contains(&format) {
         Ok(())
     } else {
         Err(format!(
-            "this dsh ({}) reads hand-overs of format {FORMAT}, not {format}",
+            "this dsh ({}) reads hand-overs of format {OLDEST_FORMAT} to {FORMAT}, not {format}",
             env!("CARGO_PKG_VERSION")
         ))
     }
@@ -465,6 +556,7 @@ mod tests {
             format: FORMAT,
             from_version: "0.1.0".into(),
             args: vec![b"dsh".to_vec(), b"serve".to_vec()],
+            program: Some(CarriedBytes(b"/opt/dsh/bin/dsh".to_vec())),
             config: String::new(),
             listener: 7,
             old_program: 8,
@@ -474,7 +566,7 @@ mod tests {
                     output: 10,
                     lifeline: 11,
                 },
-                unread: b"{\"half".to_vec(),
+                unread: CarriedBytes(b"{\"half".to_vec()),
                 state: serde_json::json!({"initialized": true}),
             }],
             tasks: vec![CarriedTask {
@@ -494,7 +586,7 @@ mod tests {
         let back: Handover = serde_json::from_slice(&text).unwrap();
         assert_eq!(back.fds(), vec![7, 8, 9, 10, 11, 12]);
         assert_eq!(back.tasks[0].id.to_string(), "bash-3");
-        assert_eq!(back.connections[0].unread, b"{\"half");
+        assert_eq!(back.connections[0].unread.0, b"{\"half");
         assert_eq!(
             back.outcome(),
             UpgradeOutcome::Upgraded {
@@ -504,8 +596,51 @@ mod tests {
         assert!(reads_format(FORMAT).is_ok());
         let refused = reads_format(FORMAT + 1).unwrap_err();
         assert!(
-            refused.contains(&format!("format {FORMAT}, not {}", FORMAT + 1)),
+            refused.contains(&format!(
+                "format {OLDEST_FORMAT} to {FORMAT}, not {}",
+                FORMAT + 1
+            )),
             "{refused}"
         );
+    }
+
+    /// Format 2 carries bytes as base64 and the program's path; format 1 (an older
+    /// daemon handing over to this one) is still read, and a hand-over that came in
+    /// format 1 goes back in format 1 (a roll back to a program that reads no other).
+    #[test]
+    fn unread_bytes_are_base64_and_format_1_is_read_and_written_back() {
+        let mut handover = Handover {
+            format: FORMAT,
+            from_version: "0.1.0".into(),
+            args: vec![b"dsh".to_vec()],
+            program: Some(CarriedBytes(b"/opt/dsh/bin/dsh".to_vec())),
+            config: String::new(),
+            listener: 7,
+            old_program: 8,
+            connections: vec![CarriedConnection {
+                ends: Ends::Socket { fd: 9 },
+                unread: CarriedBytes(vec![0xff, b'{', 0x00, b'\n']),
+                state: serde_json::Value::Null,
+            }],
+            tasks: Vec::new(),
+            rolled_back: None,
+        };
+        let v2: serde_json::Value =
+            serde_json::from_slice(&handover_bytes(&handover).unwrap()).unwrap();
+        assert_eq!(v2["connections"][0]["unread"], "/3sACg==");
+        assert_eq!(v2["program"], "L29wdC9kc2gvYmluL2RzaA==");
+
+        handover.format = 1;
+        let v1 = handover_bytes(&handover).unwrap();
+        let v1_value: serde_json::Value = serde_json::from_slice(&v1).unwrap();
+        assert_eq!(
+            v1_value["connections"][0]["unread"],
+            serde_json::json!([255, 123, 0, 10])
+        );
+        assert!(v1_value.get("program").is_none(), "{v1_value}");
+        let back: Handover = serde_json::from_slice(&v1).unwrap();
+        assert_eq!(back.connections[0].unread.0, vec![0xff, b'{', 0x00, b'\n']);
+        assert_eq!(back.program, None);
+        assert!(reads_format(1).is_ok());
     }
 }

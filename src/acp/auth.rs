@@ -30,7 +30,10 @@ pub fn methods() -> Vec<acp::AuthMethod> {
     let mut terminal = acp::AuthMethodTerminal::new(TERMINAL_METHOD, "Log in with an API key")
         .description("Run `dsh login` in a terminal: it asks for the key and keeps it, 0600")
         .args(vec!["login".to_string()]);
-    if let Ok(exe) = std::env::current_exe() {
+    {
+        // The daemon's own program as resolved at its first start (a rebuild or a roll
+        // back leaves the running file gone, named `... (deleted)`).
+        let exe = crate::upgrade::program_path();
         let mut meta = serde_json::Map::new();
         meta.insert(
             "terminal-auth".into(),

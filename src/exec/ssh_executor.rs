@@ -53,7 +53,7 @@ impl SshExecutor {
     /// connects on first use: a host that is down fails each call with an
     /// infrastructure error, not the daemon's start.
     pub fn new(config: &ExecConfig) -> Result<Self, String> {
-        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        let exe = crate::upgrade::program_path();
         Self::with_helper(config, exe)
     }
 

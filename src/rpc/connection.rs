@@ -135,6 +135,7 @@ where
         next_seq: AtomicU64::new(0),
         tasks: TaskTracker::new(),
         freeze: options.freeze.clone(),
+        cancel_requests: options.cancel_requests.clone(),
         deferred: Mutex::new(Vec::new()),
     };
     let ended = tokio::select! {
@@ -214,6 +215,8 @@ struct Connection {
     tasks: TaskTracker,
     /// [`Options::freeze`].
     freeze: CancellationToken,
+    /// [`Options::cancel_requests`].
+    cancel_requests: CancellationToken,
     /// Request lines that arrived after the freeze, each with its newline.
     deferred: Mutex<Vec<u8>>,
 }
@@ -243,6 +246,11 @@ impl Connection {
         let mut codec = LineCodec::new(max_line_bytes);
         let mut eof = false;
         let mut frozen = false;
+        let mut cancelled_all = false;
+        // Requests that arrive after the freeze wait unread, up to this many bytes; then
+        // the rest waits in the kernel's buffer (handed over with the descriptor), so
+        // an editor that writes on cannot grow the daemon's memory.
+        let deferred_limit = max_line_bytes.saturating_add(READ_CHUNK);
         loop {
             if closed.is_cancelled() {
                 return ReadEnd::Closed;
@@ -286,7 +294,14 @@ impl Connection {
                     self.tasks.close();
                 }
                 () = self.tasks.wait(), if frozen => return ReadEnd::Frozen(buf),
-                read = reader.read_buf(&mut buf) => match read {
+                () = self.cancel_requests.cancelled(), if !cancelled_all => {
+                    cancelled_all = true;
+                    for request in lock(&self.in_flight).values() {
+                        request.cancel.cancel();
+                    }
+                }
+                read = reader.read_buf(&mut buf),
+                    if !(frozen && lock(&self.deferred).len() >= deferred_limit) => match read {
                     Ok(0) => eof = true,
                     Ok(_) => {}
                     Err(e) => {

@@ -158,6 +158,10 @@ pub struct Options {
     /// upgrade of the daemon (see [`serve_freezable`]); [`serve_connection`] ends
     /// the connection instead.
     pub freeze: CancellationToken,
+    /// Cancelled at the end of an upgrade's drain: every request still in flight on a
+    /// frozen connection is cancelled (its handler's [`RequestContext::cancel`]), so no
+    /// handler, however long, holds the hand-over.
+    pub cancel_requests: CancellationToken,
 }
 
 impl Default for Options {
@@ -172,6 +176,7 @@ impl Default for Options {
             stop: CancellationToken::new(),
             announce_withdrawals: true,
             freeze: CancellationToken::new(),
+            cancel_requests: CancellationToken::new(),
         }
     }
 }

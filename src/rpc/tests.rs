@@ -848,3 +848,74 @@ async fn a_frozen_connection_finishes_what_is_in_flight_and_resumes_with_the_res
     assert!(within(resumed).await.unwrap().is_none());
     assert_eq!(service.closed.load(Ordering::SeqCst), 2);
 }
+
+/// Issue 42: at the end of an upgrade's drain every request still in flight is
+/// cancelled (`Options::cancel_requests`), so a handler waiting on something that will
+/// not come (here the client's answer, stuck behind its own flood) lets the freeze end;
+/// and the requests that arrive during the freeze are kept only up to a bound, the
+/// rest left unread in the pipe for whoever serves the connection next: nothing lost,
+/// nothing read twice.
+#[tokio::test]
+async fn at_the_drains_end_requests_are_cancelled_and_the_kept_bytes_are_bounded() {
+    let max_line = 1024;
+    let Parts {
+        harness_client: mut c,
+        service,
+        mut asked,
+        server_read,
+        server_write,
+        ..
+    } = parts(1024 * 1024);
+    let (freeze, cancel_requests) = (CancellationToken::new(), CancellationToken::new());
+    let options = Options {
+        max_line_bytes: max_line,
+        freeze: freeze.clone(),
+        cancel_requests: cancel_requests.clone(),
+        ..Options::default()
+    };
+    let server = tokio::spawn(serve_freezable(
+        server_read,
+        server_write,
+        service.clone(),
+        options,
+        None,
+    ));
+    c.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "ask", "params": {"q": 1}}))
+        .await;
+    let question = c.recv().await;
+    assert_eq!(question["method"], "client/question");
+    freeze.cancel();
+    let mut sent = Vec::new();
+    for id in 2..1000 {
+        sent.extend_from_slice(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"echo\",\"params\":[{id}]}}\n")
+                .as_bytes(),
+        );
+    }
+    sent.extend_from_slice(
+        format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": question["id"], "result": "late"})
+        )
+        .as_bytes(),
+    );
+    c.send_raw(&sent).await;
+    cancel_requests.cancel();
+    let frozen = within(server).await.unwrap().expect("frozen, not ended");
+    let bound = max_line + 2 * 8 * 1024;
+    assert!(
+        frozen.unread.len() <= bound,
+        "{} bytes kept, more than {bound}",
+        frozen.unread.len()
+    );
+    assert!(
+        matches!(within(asked.recv()).await, Some(Err(_))),
+        "the question in flight was cancelled, its answer never read"
+    );
+    let mut rest = vec![0; sent.len() - frozen.unread.len()];
+    let mut reader = frozen.reader;
+    within(reader.read_exact(&mut rest)).await.unwrap();
+    let mut whole = frozen.unread;
+    whole.extend_from_slice(&rest);
+    assert_eq!(whole, sent, "kept then unread: every byte once, in order");
+}

@@ -379,3 +379,205 @@ async fn mcp_servers_are_started_again_by_the_next_program() {
     }
     panic!("the old program's MCP server (pid {before}) outlived the upgrade");
 }
+
+/// Waits (bounded) until `done` holds; `what` names it in the failure.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never: {what}");
+}
+
+/// Issue 42, part 1: an upgrade never stalls the daemon. A `_dsh/tools/call` whose command
+/// would run for ten minutes is cancelled at the end of the drain (every request in
+/// flight is, not only turns), and a `dsh acp` started while the daemon hands over is
+/// served: both are answered within a bound far below the command's length (and below
+/// the launcher's own 30 s hand-over limit), and the command is gone from the process
+/// table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_cancels_a_stuck_tool_call_and_serves_an_editor_arriving_during_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(
+        dir.path(),
+        "[permissions]\ndefault_mode = \"auto\"\n[daemon]\nupgrade_drain_secs = 2\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    c.permission_answers.extend(["allow_once"; 4]);
+    let token = common::token();
+    let stuck = c
+        .start(
+            "_dsh/tools/call",
+            json!({"sessionId": s, "name": "bash",
+                   "arguments": {"command": format!("sleep 1000.{token}"), "description": "stuck"}}),
+        )
+        .await;
+    // Read (answering any permission question) until the command runs.
+    tokio::select! {
+        answer = c.wait_for(json!(stuck)) => panic!("the command ended early: {answer:?}"),
+        () = until("the stuck command runs", || common::with_token(&token).len() == 1) => {}
+    }
+
+    let upgrade = d.upgrade();
+    d.log_says("upgrade: freezing every connection").await;
+    let bound = Duration::from_secs(25);
+    let (_late_launcher, mut late) = tokio::time::timeout(bound, d.editor())
+        .await
+        .expect("an editor started during the upgrade is answered within the bound");
+    let answer = tokio::time::timeout(bound, c.wait_for(json!(stuck)))
+        .await
+        .expect("the stuck tool call is answered within the bound");
+    let upgraded = tokio::time::timeout(bound, upgrade)
+        .await
+        .expect("dsh upgrade ends within the bound")
+        .unwrap();
+    assert!(upgraded.status.success(), "{}", text_of(&upgraded));
+    until("the stuck command is gone", || {
+        common::with_token(&token).is_empty()
+    })
+    .await;
+    assert!(common::alive(d.pid), "the same process serves on");
+    // Answered as a call that was ended: its command aborted.
+    let answer = answer.unwrap();
+    assert_eq!(answer["isError"], true, "{answer}");
+    assert!(answer.to_string().contains("aborted"), "{answer}");
+    let s2 = late.new_session(&ws).await;
+    late.permission_answers.extend(["allow_once"; 2]);
+    let done = late.prompt(&s2, "!echo late").await.unwrap();
+    assert_eq!(done["stopReason"], "end_turn");
+    let done = c.prompt(&s, "!echo early").await.unwrap();
+    assert_eq!(done["stopReason"], "end_turn");
+}
+
+/// Issue 42, part 1: the signal streams are made once, so a SIGTERM that arrives while
+/// the daemon hands over (here: in a long drain, a turn waiting on a permission
+/// question) is not lost: the daemon stops, ending the connection, its launcher and
+/// `dsh upgrade`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_during_the_hand_over_stops_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "[daemon]\nupgrade_drain_secs = 600\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let (mut launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    c.ignore_permissions = true;
+    let _turn = c
+        .start("session/prompt", prompt(&s, "!echo one > one.txt"))
+        .await;
+    c.wait_permission_request().await;
+    let upgrade = d.upgrade();
+    d.log_says("upgrade: freezing every connection").await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(d.pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    until("the daemon stopped after SIGTERM", || !common::alive(d.pid)).await;
+    let upgraded = tokio::time::timeout(Duration::from_secs(30), upgrade)
+        .await
+        .expect("dsh upgrade ends with the daemon")
+        .unwrap();
+    assert!(!upgraded.status.success(), "{}", text_of(&upgraded));
+    let ended = tokio::time::timeout(Duration::from_secs(30), launcher.wait())
+        .await
+        .expect("the launcher ends with the daemon");
+    assert!(ended.is_ok());
+    assert!(
+        !ws.join("one.txt").exists(),
+        "the turn never ran its command"
+    );
+}
+
+/// Issue 42, part 1: a daemon upgraded twice in a row (the second by the program the
+/// first started) keeps the editor's connection and session through both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_upgraded_twice_in_a_row_keeps_its_editor() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let (mut launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    for round in ["first", "second"] {
+        let upgraded = d.upgrade().await.unwrap();
+        assert!(
+            upgraded.status.success() && text_of(&upgraded).contains("upgraded: dsh"),
+            "{round}: {}",
+            text_of(&upgraded)
+        );
+        c.permission_answers.push_back("allow_once");
+        let file = format!("{round}.txt");
+        let done = c
+            .prompt(&s, &format!("!echo {round} > {file}"))
+            .await
+            .unwrap();
+        assert_eq!(done["stopReason"], "end_turn", "{round}");
+        assert_eq!(
+            std::fs::read_to_string(ws.join(&file)).unwrap(),
+            format!("{round}\n")
+        );
+    }
+    assert!(common::alive(d.pid), "the same process serves on");
+    assert!(launcher.try_wait().unwrap().is_none());
+}
+
+/// Issue 42, part 4: after a roll back the program runs from a file that is gone (the
+/// path it was executed by reads `.../dsh (deleted)`). The program's path is resolved
+/// once, at the first start, and carried across every hand-over: `initialize` still
+/// offers the real path as the terminal-auth command, and once a good program is at
+/// that path again, the next `dsh upgrade` takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_after_a_roll_back_finds_the_program_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    d.replace_program(&format!(
+        "#!/bin/sh\ncase \" $* \" in *\" --handover-check \"*) exec {bin} \"$@\";; esac\n\
+         printf 'this is [not toml' > {config}\nexec {bin} \"$@\"\n",
+        bin = BIN,
+        config = d.config.display()
+    ));
+    let failed = d.upgrade().await.unwrap();
+    assert!(!failed.status.success(), "{}", text_of(&failed));
+    // The config and the program are good again.
+    common::daemon::write_config(dir.path(), "");
+    let next = d.program.with_extension("next");
+    std::fs::copy(BIN, &next).unwrap();
+    std::fs::rename(&next, &d.program).unwrap();
+
+    let mut other = {
+        let stream = tokio::net::UnixStream::connect(&d.socket).await.unwrap();
+        let (r, w) = stream.into_split();
+        Client::new(r, w)
+    };
+    let init = other.initialize().await.to_string();
+    assert!(!init.contains("(deleted)"), "{init}");
+    let methods = serde_json::from_str::<Value>(&init).unwrap()["authMethods"].clone();
+    let command = methods
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|m| m["_meta"]["terminal-auth"]["command"].as_str())
+        .map(str::to_string);
+    assert_eq!(
+        command.as_deref(),
+        Some(d.program.to_str().unwrap()),
+        "{methods}"
+    );
+
+    let upgraded = d.upgrade().await.unwrap();
+    assert!(
+        upgraded.status.success() && text_of(&upgraded).contains("upgraded: dsh"),
+        "{}",
+        text_of(&upgraded)
+    );
+    c.permission_answers.push_back("allow_once");
+    let done = c.prompt(&s, "!echo after").await.unwrap();
+    assert_eq!(done["stopReason"], "end_turn");
+}
