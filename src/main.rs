@@ -1341,8 +1341,8 @@ async fn status(at: Where) -> Result<(), String> {
 }
 
 /// `dsh gc [--dry-run]`: through the daemon when one answers; with none, directly on
-/// the state directory (nothing then writes a spill file; the session logs' mtimes and
-/// `session-loads.json` say which sessions were used in the last day).
+/// the state directory (`state_dir::collect_alone`: the task records keep what running
+/// tasks write, the sessions used in the last day what they name).
 async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
     let params = serde_json::json!({ "dryRun": dry_run });
     let (report, through) = match ask_daemon_typed(&at, "_dsh/state/gc", params).await {
@@ -1355,18 +1355,7 @@ async fn gc(at: Where, dry_run: bool) -> Result<(), String> {
             let config = at.config()?;
             let state_dir = config.exec.state_dir();
             let report = tokio::task::spawn_blocking(move || {
-                let now = std::time::SystemTime::now();
-                let named = |dir: &Path| {
-                    let loads = dsh::state_dir::sweep::read_loads(dir);
-                    dsh::state_dir::sweep::named_by_recent_sessions(dir, &loads, now)
-                };
-                dsh::state_dir::collect(
-                    &state_dir,
-                    &config.state,
-                    || named(&state_dir),
-                    false,
-                    dry_run,
-                )
+                dsh::state_dir::collect_alone(&state_dir, &config.state, dry_run)
             })
             .await
             .map_err(|e| format!("the collection failed: {e}"))?;

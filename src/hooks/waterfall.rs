@@ -151,6 +151,28 @@ impl ToolExecution {
         call
     }
 
+    /// The call as it would read with `arguments`, for asking a batch's hooks again about
+    /// their merged rewrite before it is sent round: the same id, tool, session, verdict
+    /// and policy judgement, no watcher and a trace of its own (the asker records on the
+    /// real call). It never runs: the merged call runs only as [`Passed::Rewrite`].
+    pub fn asking_about(&self, arguments: serde_json::Value) -> Self {
+        let call = ToolExecution {
+            internal: self.internal,
+            original_arguments: self.original_arguments.clone(),
+            ..ToolExecution::new(
+                self.call_id.clone(),
+                self.tool.clone(),
+                arguments,
+                self.session.clone(),
+                self.cancel.clone(),
+            )
+        };
+        *lock(&call.verdict) = self.verdict();
+        *lock(&call.judged) = self.judged();
+        *lock(&call.grants_used) = self.grants_used();
+        call
+    }
+
     /// Whether a hook may rewrite the call ([`Passed::Rewrite`]): not when the call is
     /// itself a rewrite.
     pub fn may_rewrite(&self) -> bool {

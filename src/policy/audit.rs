@@ -40,24 +40,28 @@ pub enum Outcome {
 }
 
 /// What the person answered to a permission question: kept on the call's verdict, in
-/// its trace and on its audit line.
+/// its trace and on its audit line. Written in ACP's own words (`allow_once`, ...);
+/// lines written before read back through the aliases (the `Debug` spelling dsh once
+/// wrote).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PermissionAnswer {
-    #[serde(rename = "AllowOnce")]
+    #[serde(rename = "allow_once", alias = "AllowOnce")]
     AllowOnce,
-    #[serde(rename = "AllowAlways")]
+    #[serde(rename = "allow_always", alias = "AllowAlways")]
     AllowAlways,
-    #[serde(rename = "RejectOnce")]
+    #[serde(rename = "reject_once", alias = "RejectOnce")]
     RejectOnce,
-    #[serde(rename = "RejectAlways")]
+    #[serde(rename = "reject_always", alias = "RejectAlways")]
     RejectAlways,
     /// Nobody answered: the prompt was cancelled, the client went away, or it failed.
-    #[serde(rename = "Cancelled")]
+    #[serde(rename = "cancelled", alias = "Cancelled")]
     Cancelled,
 }
 
 /// What one hook (or the policy, or the person) said about a call, as its trace entry
-/// names it. The spellings are those lines have always had, so old lines read back.
+/// names it. One lowercase vocabulary, ACP's words for permission answers (the entry's
+/// name says whether the person or a permission hook gave one); the spellings older
+/// lines had read back through the aliases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TraceDecision {
     #[serde(rename = "allow")]
@@ -72,9 +76,19 @@ pub enum TraceDecision {
     /// It rewrote the call's arguments (the call is judged again from the start).
     #[serde(rename = "rewrite")]
     Rewrite,
-    /// It asked for a rewrite of a call already rewritten: not followed.
-    #[serde(rename = "rewrite ignored")]
+    /// Older lines: it asked for a rewrite of a call already rewritten, and was not
+    /// followed. No longer written: such a rewrite is now [`TraceDecision::RewriteRefused`].
+    #[serde(rename = "rewrite_ignored", alias = "rewrite ignored")]
     RewriteIgnored,
+    /// It still asked for a change on the call's last pass (a rewritten call): the call
+    /// is refused (fail closed), since running it would ignore the hook.
+    #[serde(rename = "rewrite_refused")]
+    RewriteRefused,
+    /// Its rewrite changed a field another hook of its batch (earlier in config order)
+    /// had changed too, from the call before that change: set aside, and the hook asked
+    /// again about the merged call.
+    #[serde(rename = "rewrite_conflict")]
+    RewriteConflict,
     /// A post_tool hook replaced the result's text.
     #[serde(rename = "replace")]
     Replace,
@@ -84,26 +98,24 @@ pub enum TraceDecision {
     /// A permission hook left the question to the person.
     #[serde(rename = "pass")]
     Pass,
-    /// A permission hook answered "allow once" for the person.
-    #[serde(rename = "allow_once")]
-    HookAllowOnce,
-    /// A permission hook rejected for the person.
-    #[serde(rename = "reject")]
-    HookReject,
+    /// The person, or a permission hook for them, allowed this call once.
+    #[serde(rename = "allow_once", alias = "AllowOnce")]
+    AllowOnce,
+    /// The person allowed it and what its grants cover, for good.
+    #[serde(rename = "allow_always", alias = "AllowAlways")]
+    AllowAlways,
+    /// The person, or a permission hook for them (`reject`), refused this call.
+    #[serde(rename = "reject_once", alias = "RejectOnce", alias = "reject")]
+    RejectOnce,
+    /// The person refused it and its like, for good.
+    #[serde(rename = "reject_always", alias = "RejectAlways")]
+    RejectAlways,
+    /// Nobody answered the question (cancelled, the client went away).
+    #[serde(rename = "cancelled", alias = "Cancelled")]
+    Cancelled,
     /// A shadow that had not answered when the call ended.
     #[serde(rename = "unfinished")]
     Unfinished,
-    /// The person's answer (trace entry `user`).
-    #[serde(rename = "AllowOnce")]
-    UserAllowOnce,
-    #[serde(rename = "AllowAlways")]
-    UserAllowAlways,
-    #[serde(rename = "RejectOnce")]
-    UserRejectOnce,
-    #[serde(rename = "RejectAlways")]
-    UserRejectAlways,
-    #[serde(rename = "Cancelled")]
-    UserCancelled,
     /// A word a newer dsh wrote: read, counted under its own name nowhere, never a decision.
     #[serde(other, rename = "unknown")]
     Unknown,
@@ -129,18 +141,18 @@ impl TraceDecision {
             TraceDecision::Deny => "deny",
             TraceDecision::NoOpinion => "none",
             TraceDecision::Rewrite => "rewrite",
-            TraceDecision::RewriteIgnored => "rewrite ignored",
+            TraceDecision::RewriteIgnored => "rewrite_ignored",
+            TraceDecision::RewriteRefused => "rewrite_refused",
+            TraceDecision::RewriteConflict => "rewrite_conflict",
             TraceDecision::Replace => "replace",
             TraceDecision::Context => "context",
             TraceDecision::Pass => "pass",
-            TraceDecision::HookAllowOnce => "allow_once",
-            TraceDecision::HookReject => "reject",
+            TraceDecision::AllowOnce => "allow_once",
+            TraceDecision::AllowAlways => "allow_always",
+            TraceDecision::RejectOnce => "reject_once",
+            TraceDecision::RejectAlways => "reject_always",
+            TraceDecision::Cancelled => "cancelled",
             TraceDecision::Unfinished => "unfinished",
-            TraceDecision::UserAllowOnce => "AllowOnce",
-            TraceDecision::UserAllowAlways => "AllowAlways",
-            TraceDecision::UserRejectOnce => "RejectOnce",
-            TraceDecision::UserRejectAlways => "RejectAlways",
-            TraceDecision::UserCancelled => "Cancelled",
             TraceDecision::Unknown => "unknown",
         }
     }
@@ -165,11 +177,11 @@ impl From<Option<Decision>> for TraceDecision {
 impl From<PermissionAnswer> for TraceDecision {
     fn from(answer: PermissionAnswer) -> Self {
         match answer {
-            PermissionAnswer::AllowOnce => TraceDecision::UserAllowOnce,
-            PermissionAnswer::AllowAlways => TraceDecision::UserAllowAlways,
-            PermissionAnswer::RejectOnce => TraceDecision::UserRejectOnce,
-            PermissionAnswer::RejectAlways => TraceDecision::UserRejectAlways,
-            PermissionAnswer::Cancelled => TraceDecision::UserCancelled,
+            PermissionAnswer::AllowOnce => TraceDecision::AllowOnce,
+            PermissionAnswer::AllowAlways => TraceDecision::AllowAlways,
+            PermissionAnswer::RejectOnce => TraceDecision::RejectOnce,
+            PermissionAnswer::RejectAlways => TraceDecision::RejectAlways,
+            PermissionAnswer::Cancelled => TraceDecision::Cancelled,
         }
     }
 }
@@ -327,12 +339,14 @@ pub fn shown_call(tool: &str, arguments: &Value) -> String {
 mod tests {
     use super::*;
 
-    /// Lines as dsh wrote them before this type (the `Debug` spelling of the answer, a
-    /// user trace entry, a shadow's `unfinished`, a permission hook's `allow_once`): each
-    /// still reads, with the meaning it had.
+    /// Lines as dsh wrote them before this type and before the one vocabulary (the
+    /// `Debug` spelling of the answer and the person's trace word, a shadow's
+    /// `unfinished`, a permission hook's `allow_once` and `reject`, `rewrite ignored`):
+    /// each still reads, with the meaning it had, and is written again in ACP's
+    /// lowercase words (P8: the audit line is what replay reads).
     #[test]
-    fn lines_of_the_format_written_before_the_type_read_back() {
-        let old = r#"{"event":"execution","session":"s1","callId":"c1","tool":"bash","arguments":{"command":"rm x"},"decision":"allow","decidedBy":"user","reason":"allowed once","answer":"AllowOnce","durationMs":3,"outcome":"ok","mode":"ask","policyVersion":"abc","trace":[{"name":"policy","event":"pre_tool","decision":"ask","reason":"no rule","ms":0},{"name":"shadow policy","event":"pre_tool","decision":"deny","reason":"r","ms":0,"enforced":false},{"name":"slow","event":"pre_tool","decision":"unfinished","reason":"still running","ms":0,"enforced":false},{"name":"perm","event":"permission","decision":"allow_once","ms":1},{"name":"user","event":"permission","decision":"AllowOnce","ms":0}],"grants":[["git","push"],{"host":"crates.io"}],"timeMs":1700000000000}"#;
+    fn lines_of_the_format_written_before_the_type_read_back_and_are_written_lowercase() {
+        let old = r#"{"event":"execution","session":"s1","callId":"c1","tool":"bash","arguments":{"command":"rm x"},"decision":"allow","decidedBy":"user","reason":"allowed once","answer":"AllowOnce","durationMs":3,"outcome":"ok","mode":"ask","policyVersion":"abc","trace":[{"name":"policy","event":"pre_tool","decision":"ask","reason":"no rule","ms":0},{"name":"shadow policy","event":"pre_tool","decision":"deny","reason":"r","ms":0,"enforced":false},{"name":"slow","event":"pre_tool","decision":"unfinished","reason":"still running","ms":0,"enforced":false},{"name":"perm","event":"permission","decision":"allow_once","ms":1},{"name":"no","event":"permission","decision":"reject","ms":1},{"name":"twice","event":"pre_tool","decision":"rewrite ignored","ms":1},{"name":"user","event":"permission","decision":"AllowOnce","ms":0}],"grants":[["git","push"],{"host":"crates.io"}],"timeMs":1700000000000}"#;
         let AuditLine::Execution(line) = serde_json::from_str(old).expect("reads") else {
             panic!("not an execution line");
         };
@@ -346,8 +360,10 @@ mod tests {
                 TraceDecision::Ask,
                 TraceDecision::Deny,
                 TraceDecision::Unfinished,
-                TraceDecision::HookAllowOnce,
-                TraceDecision::UserAllowOnce
+                TraceDecision::AllowOnce,
+                TraceDecision::RejectOnce,
+                TraceDecision::RewriteIgnored,
+                TraceDecision::AllowOnce
             ]
         );
         assert!(!line.trace[1].enforced && line.trace[0].enforced);
@@ -359,10 +375,52 @@ mod tests {
                 Grant::host("crates.io").expect("a host")
             ])
         );
-        // Written again, it is the same line (field for field).
-        let again = serde_json::to_value(AuditLine::Execution(line)).expect("writes");
-        let before: Value = serde_json::from_str(old).expect("json");
-        assert_eq!(again, before);
+        // Written again, it is the same line but for the words, now lowercase.
+        let again = serde_json::to_value(AuditLine::Execution(line.clone())).expect("writes");
+        let mut expected: Value = serde_json::from_str(old).expect("json");
+        expected["answer"] = "allow_once".into();
+        for (i, word) in [
+            (4, "reject_once"),
+            (5, "rewrite_ignored"),
+            (6, "allow_once"),
+        ] {
+            expected["trace"][i]["decision"] = word.into();
+        }
+        assert_eq!(again, expected);
+        let AuditLine::Execution(reread) = serde_json::from_value(again).expect("reads") else {
+            panic!("not an execution line");
+        };
+        assert_eq!(reread, line);
+    }
+
+    /// Every permission answer is written in ACP's word and reads back as itself; the
+    /// old spelling of each reads as the same answer.
+    #[test]
+    fn permission_answers_are_acp_words_and_old_spellings_read() {
+        use PermissionAnswer::*;
+        for (answer, word, old) in [
+            (AllowOnce, "allow_once", "AllowOnce"),
+            (AllowAlways, "allow_always", "AllowAlways"),
+            (RejectOnce, "reject_once", "RejectOnce"),
+            (RejectAlways, "reject_always", "RejectAlways"),
+            (Cancelled, "cancelled", "Cancelled"),
+        ] {
+            assert_eq!(
+                serde_json::to_value(answer).expect("writes"),
+                Value::from(word)
+            );
+            assert_eq!(TraceDecision::from(answer).as_str(), word);
+            for spelled in [word, old] {
+                assert_eq!(
+                    serde_json::from_value::<PermissionAnswer>(spelled.into()).ok(),
+                    Some(answer)
+                );
+                assert_eq!(
+                    serde_json::from_value::<TraceDecision>(spelled.into()).ok(),
+                    Some(TraceDecision::from(answer))
+                );
+            }
+        }
     }
 
     /// The oldest lines kept no mode, grants or trace: they read, marked as such.
@@ -405,21 +463,28 @@ mod tests {
             NoOpinion,
             Rewrite,
             RewriteIgnored,
+            RewriteRefused,
+            RewriteConflict,
             Replace,
             Context,
             Pass,
-            HookAllowOnce,
-            HookReject,
+            AllowOnce,
+            AllowAlways,
+            RejectOnce,
+            RejectAlways,
+            Cancelled,
             Unfinished,
-            UserAllowOnce,
-            UserAllowAlways,
-            UserRejectOnce,
-            UserRejectAlways,
-            UserCancelled,
         ];
         for word in all {
             let text = serde_json::to_string(&word).expect("writes");
             assert_eq!(text, format!("\"{}\"", word.as_str()));
+            // One vocabulary: lowercase words, `_` between them.
+            assert!(
+                word.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{word}"
+            );
             assert_eq!(
                 serde_json::from_str::<TraceDecision>(&text).ok(),
                 Some(word)

@@ -9,9 +9,10 @@
 //!   recently, the executor to ask which files running tasks write, the periodic
 //!   sweep (on a thread of its own, never on the async workers) and `dsh gc`.
 //!
-//! `dsh gc` without a daemon calls [`collect`] directly on the directory: nothing
-//! then writes a spill file or holds a session, and only log mtimes say which
-//! sessions were used lately.
+//! `dsh gc` without a daemon on the socket calls [`collect_alone`] on the directory:
+//! the task records say which files running tasks write (a `serve --stdio` daemon has
+//! no socket to ask), and only log mtimes and `session-loads.json` say which sessions
+//! were used lately.
 
 pub mod retention;
 pub mod rotate;
@@ -156,8 +157,9 @@ pub struct Removed {
 #[serde(rename_all = "camelCase")]
 pub struct GcReport {
     pub dry_run: bool,
-    /// Spill files found, their bytes, and how many the limits would have removed
-    /// but were kept because in use.
+    /// Spill files found, their bytes, and (when the limits were reached) how many of
+    /// them were kept because in use: every file not removed and not in use is one the
+    /// limits did not reach.
     pub spill_files: usize,
     pub spill_bytes: u64,
     pub in_use: usize,
@@ -247,6 +249,21 @@ pub fn collect(
     report
 }
 
+/// `dsh gc` with no daemon answering on the socket: [`collect`] with what it can know
+/// from disk alone. A daemon may still run on the directory without a socket (`serve
+/// --stdio`), so the running tasks' records are read (their files are written now), and
+/// the sessions used in the last day (log mtimes, `session-loads.json`) keep what they
+/// name. Blocking.
+pub fn collect_alone(state_dir: &Path, config: &StateConfig, dry_run: bool) -> GcReport {
+    let in_use = || {
+        let loads = sweep::read_loads(state_dir);
+        let mut names = sweep::named_by_recent_sessions(state_dir, &loads, SystemTime::now());
+        names.extend(sweep::written_by_recorded_tasks(state_dir));
+        names
+    };
+    collect(state_dir, config, in_use, false, dry_run)
+}
+
 /// The daemon's keeper of its state directory: see the module docs.
 pub struct StateKeeper {
     state_dir: PathBuf,
@@ -321,9 +338,10 @@ impl StateKeeper {
         }
     }
 
-    /// The spill files to keep now: those running tasks write (the executor says),
-    /// those this process holds open (a foreground stream's, an MCP result's being
-    /// written), and those a session used in the last day names.
+    /// The spill files to keep now: those running tasks write (the executor says, and
+    /// the task records of every daemon on the directory), those this process holds
+    /// open (a foreground stream's, an MCP result's being written), and those a session
+    /// used in the last day names.
     fn in_use(&self) -> HashSet<String> {
         let spill = spill_dir(&self.state_dir);
         let canonical = std::fs::canonicalize(&spill).unwrap_or_else(|_| spill.clone());
@@ -335,6 +353,9 @@ impl StateKeeper {
                     .filter_map(|p| sweep::name_in(p, &[&spill, &canonical])),
             );
         }
+        // Every daemon's running tasks on this directory, this one's included: another
+        // daemon (a `serve --stdio` beside this one) writes its tasks' files too.
+        names.extend(sweep::written_by_recorded_tasks(&self.state_dir));
         let loads = self.loads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         names.extend(sweep::named_by_recent_sessions(
             &self.state_dir,

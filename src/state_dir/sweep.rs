@@ -103,7 +103,8 @@ pub struct SpillSweep {
     /// Spill files found, and their bytes (before any removal).
     pub files: usize,
     pub bytes: u64,
-    /// Files the limits would have removed, kept because they are in use.
+    /// When the limits were reached (something was due), the files kept because they
+    /// are in use; 0 when nothing was due (nobody was asked).
     pub in_use: usize,
     pub removed: Vec<Removal>,
 }
@@ -163,6 +164,22 @@ pub fn name_in(path: &Path, dirs: &[&Path]) -> Option<String> {
         return None;
     }
     path.file_name()?.to_str().map(str::to_string)
+}
+
+/// The names of the spill files that tasks recorded as running write
+/// ([`TaskRecords::running_files`](crate::exec::records::TaskRecords::running_files)):
+/// the records of every daemon on `state_dir`, whether it has a socket to ask or not.
+/// A record in the running state whose daemon died keeps its files too, until the next
+/// daemon's recovery marks it lost: better a file kept a while than output a task still
+/// writes removed.
+pub fn written_by_recorded_tasks(state_dir: &Path) -> HashSet<String> {
+    let spill_dir = state_dir.join("spill");
+    let canonical = std::fs::canonicalize(&spill_dir).unwrap_or_else(|_| spill_dir.clone());
+    crate::exec::records::TaskRecords::new(state_dir)
+        .running_files()
+        .iter()
+        .filter_map(|p| name_in(p, &[&spill_dir, &canonical]))
+        .collect()
 }
 
 /// The spill files named (in a result's `spills`) by the sessions used in the last
@@ -233,9 +250,12 @@ pub fn sweep_spill(
     } else {
         let keep_names = in_use();
         let keep: HashSet<&str> = keep_names.iter().map(String::as_str).collect();
-        let kept = due
+        // Every listed file kept, not only those the limits reached first: once a kept
+        // file stands in the way, newer ones are judged in its place, and a kept one
+        // among those is kept as much (else "N kept" and what was removed disagree).
+        let kept = files
             .iter()
-            .filter(|(i, _)| keep.contains(files[*i].name.as_str()))
+            .filter(|f| keep.contains(f.name.as_str()))
             .count();
         (retention::decide(&files, &keep, limits, now), kept)
     };
@@ -376,6 +396,38 @@ mod tests {
         let file = std::fs::File::options().write(true).open(path).unwrap();
         file.set_modified(now - Duration::from_secs(days * 86_400))
             .unwrap();
+    }
+
+    /// Issue 42 (part 3): four files past `max_bytes`, the three oldest in use and the
+    /// newest not, then all four in use. The count is every kept file, so what a sweep
+    /// says ("N kept in use") and what it removes agree: before, both sweeps said "3
+    /// kept", the first removing one and the second none, though a fourth was kept.
+    #[test]
+    fn past_max_bytes_the_kept_count_matches_what_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path();
+        let now = SystemTime::now();
+        for (name, days) in [("a", 4), ("b", 3), ("c", 2), ("d", 1)] {
+            std::fs::write(spill.join(name), [b'x'; 100]).unwrap();
+            set_age(&spill.join(name), days, now);
+        }
+        let tight = SpillLimits {
+            max_age_days: 10,
+            max_bytes: 250,
+        };
+        let kept = |names: &[&str]| {
+            let set: HashSet<String> = names.iter().map(|n| n.to_string()).collect();
+            move || set
+        };
+        let some = sweep_spill(spill, tight, kept(&["a", "b", "c"]), now, true).unwrap();
+        let removed: Vec<_> = some.removed.iter().map(|r| r.path.clone()).collect();
+        assert_eq!((some.in_use, removed), (3, vec![spill.join("d")]));
+        let all = sweep_spill(spill, tight, kept(&["a", "b", "c", "d"]), now, true).unwrap();
+        assert_eq!((all.files, all.in_use, all.removed.len()), (4, 4, 0));
+        // The real run does what the dry run said.
+        let done = sweep_spill(spill, tight, kept(&["a", "b", "c"]), now, false).unwrap();
+        assert_eq!((done.in_use, done.removed.len()), (3, 1));
+        assert!(!spill.join("d").exists() && spill.join("a").exists());
     }
 
     #[test]

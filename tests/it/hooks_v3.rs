@@ -720,7 +720,8 @@ async fn pre_tool_hooks_run_at_once_or_in_turn_and_combine_in_config_order() {
         ));
     }
     // Two rewriters at once: the later in config order answers first, and the earlier's
-    // rewrite is applied first all the same, so the later one's command stands.
+    // rewrite is applied first all the same; the later one changed the same field from
+    // the original, so it is asked again about the merged call (and has nothing to say).
     let rewriter = script(
         d,
         "rewrite.py",
@@ -783,12 +784,13 @@ else:
     let expected: Vec<String> = (0..5).map(|n| format!("{n} {n} 1")).collect();
     assert_eq!(log.lines().collect::<Vec<_>>(), expected, "{log}");
 
-    // Rewrites in config order, whatever order they came in; the rewritten call is
-    // judged once more (and not rewritten again).
+    // Rewrites in config order, whatever order they came in; a later rewrite of a field
+    // an earlier one changed is asked again about the merged call; the rewritten call is
+    // judged once more.
     let (out, _) = c.bash(&s, "true rewrite-me").await;
-    assert_eq!(out, "from-second\n");
+    assert_eq!(out, "from-first\n");
     let line = audit(d).pop().unwrap();
-    assert_eq!(line["arguments"]["command"], "echo from-second");
+    assert_eq!(line["arguments"]["command"], "echo from-first");
     assert_eq!(line["arguments"]["description"], "first");
     let rewrites: Vec<(String, String)> = line["trace"]
         .as_array()
@@ -806,7 +808,8 @@ else:
         rewrites,
         [
             ("hook r1".to_string(), "rewrite".to_string()),
-            ("hook r2".into(), "rewrite".into())
+            ("hook r2".into(), "rewrite_conflict".into()),
+            ("hook r2".into(), "none".into())
         ]
     );
 }
@@ -983,4 +986,244 @@ async fn a_stop_hook_sends_a_turn_on_at_most_max_continues_times() {
     assert_eq!(answer["stopReason"], "end_turn");
     assert_eq!(model.count(), 3, "the first end and two continues");
     assert!(model.request_at(2).to_string().contains("keep going"));
+}
+
+/// The guard of issue 42 (part 2): `rm -rf WHAT` becomes `TRASH WHAT`, keeping every
+/// other argument.
+const RM_GUARD: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+call = json.load(sys.stdin)
+words = call["arguments"].get("command", "").split()
+if words[:2] == ["rm", "-rf"]:
+    command = " ".join([os.environ["TRASH"]] + words[2:])
+    print(json.dumps({"rewrite": {"arguments": dict(call["arguments"], command=command)},
+                      "reason": "rm -rf goes to the trash"}))
+"#;
+
+/// A formatter: `tidy` squeezes the command's spaces (a change only when there is one to
+/// make); `stubborn` puts back the `rm -rf x` it was first given, whatever it is asked
+/// about (a formatter that rewrites from the original).
+const FORMATTER: &str = r#"#!/usr/bin/env python3
+import json, sys
+call = json.load(sys.stdin)
+command = call["arguments"].get("command", "")
+new = " ".join(command.split()) if sys.argv[1] == "tidy" else "rm -rf x"
+if new != command:
+    print(json.dumps({"rewrite": {"arguments": dict(call["arguments"], command=new)}}))
+"#;
+
+/// Issue 42, part 2: a guard and a formatter rewrite `command` of one call, asked at once
+/// (both orders, and a formatter that never lets go). Before, rewrites were merged with
+/// the later winning and a rewrite on the second pass was ignored: the formatter's
+/// `rm -rf x`, made from the original, undid the guard's and ran. Now the guard's rewrite
+/// holds or the call is refused, `x` is never removed, and the trace says which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_rewrites_of_one_field_cannot_undo_a_guards_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let guard = script(d, "guard.py", RM_GUARD);
+    let formatter = script(d, "formatter.py", FORMATTER);
+    let trash = script(
+        d,
+        "trash",
+        "#!/bin/sh\nmkdir -p .trash && mv -- \"$@\" .trash/\n",
+    );
+    let hook = |name: &str, argv: String| {
+        format!("[[hooks.command]]\nargv = {argv}\nname = \"{name}\"\nenv = [\"TRASH\"]\n")
+    };
+    let guard_hook = hook("guard", format!("[{guard:?}]"));
+    let cases = [
+        (
+            "guard-first",
+            format!(
+                "{guard_hook}{}",
+                hook("fmt", format!("[{formatter:?}, \"tidy\"]"))
+            ),
+        ),
+        (
+            "fmt-first",
+            format!(
+                "{}{guard_hook}",
+                hook("fmt", format!("[{formatter:?}, \"tidy\"]"))
+            ),
+        ),
+        (
+            "stubborn",
+            format!(
+                "{guard_hook}{}",
+                hook("fmt", format!("[{formatter:?}, \"stubborn\"]"))
+            ),
+        ),
+    ];
+    for (case, hooks) in cases {
+        let here = d.join(case);
+        std::fs::create_dir_all(&here).unwrap();
+        let config = format!("[permissions]\ndefault_mode = \"auto\"\n{hooks}");
+        let (_daemon, mut c) =
+            common::daemon::stdio_daemon(&here, &config, &[("TRASH", trash.to_str().unwrap())])
+                .await;
+        let ws = common::daemon::workspace(&here, "ws");
+        std::fs::create_dir_all(ws.join("x")).unwrap();
+        std::fs::write(ws.join("x/keep"), "precious").unwrap();
+        let s = c.new_session(&ws).await;
+        let (out, is_error) =
+            tokio::time::timeout(std::time::Duration::from_secs(120), c.bash(&s, "rm  -rf x"))
+                .await
+                .unwrap_or_else(|_| panic!("{case}: the call was not answered within 120 s"));
+        assert!(
+            ws.join("x/keep").is_file() || ws.join(".trash/x/keep").is_file(),
+            "{case}: `rm -rf x` ran ({out})"
+        );
+        let line = audit(&here).pop().expect("an audit line");
+        let said: Vec<(String, String)> = line["trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("hook ")))
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().into(),
+                    t["decision"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let said: Vec<(&str, &str)> = said.iter().map(|(n, d)| (n.as_str(), d.as_str())).collect();
+        match case {
+            // The guard's rewrite holds: x went to the trash.
+            "guard-first" | "fmt-first" => {
+                assert!(!is_error, "{case}: {out}");
+                assert!(ws.join(".trash/x/keep").is_file(), "{case}: {out}");
+                assert_eq!(
+                    line["arguments"]["command"],
+                    format!("{} x", trash.display()),
+                    "{case}"
+                );
+                let expected: &[(&str, &str)] = if case == "guard-first" {
+                    &[
+                        ("hook guard", "rewrite"),
+                        ("hook fmt", "rewrite_conflict"),
+                        ("hook fmt", "none"),
+                        ("hook guard", "none"),
+                        ("hook fmt", "none"),
+                    ]
+                } else {
+                    &[
+                        ("hook fmt", "rewrite"),
+                        ("hook guard", "rewrite_conflict"),
+                        ("hook guard", "rewrite"),
+                        ("hook fmt", "none"),
+                        ("hook guard", "none"),
+                    ]
+                };
+                assert_eq!(said, expected, "{case}");
+            }
+            // The formatter insists on `rm -rf x` over the guard's rewrite: on the last
+            // pass the guard still asks for its rewrite, and the call is refused.
+            _ => {
+                assert!(is_error, "{case}: {out}");
+                assert!(ws.join("x/keep").is_file(), "{case}: {out}");
+                assert!(
+                    out.starts_with("Error: vetoed by hook guard: still asks to change `command`"),
+                    "{case}: {out}"
+                );
+                assert_eq!(
+                    said,
+                    [
+                        ("hook guard", "rewrite"),
+                        ("hook fmt", "rewrite_conflict"),
+                        ("hook fmt", "rewrite"),
+                        ("hook guard", "rewrite_refused"),
+                    ],
+                    "{case}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 42, part 2: a deny ends the batch once every hook before it in config order has
+/// answered, without waiting for a slower one after it, and the slow one's process is
+/// killed. Before, the batch waited for every answer: this call hung for the slow hook's
+/// ten-minute timeout (here: the test's bound fails it). Also: a rewrite that is not an
+/// object is refused, never applied as no rewrite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_in_a_batch_does_not_wait_for_a_slower_hook_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let token = common::token();
+    let marks = d.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let fast = script(
+        d,
+        "fast.py",
+        r#"#!/usr/bin/env python3
+import json, os, sys, time
+call = json.load(sys.stdin)
+command = call["arguments"]["command"]
+if command == "echo veto-me":
+    # Deny once the slow hook is surely running (bounded by this hook's timeout).
+    while not os.path.exists(os.path.join(os.environ["MARKS"], "slow-started")):
+        time.sleep(0.005)
+    print(json.dumps({"decision": "deny", "reason": "not this one"}))
+"#,
+    );
+    let slow = script(
+        d,
+        "slow.py",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, sys
+call = json.load(sys.stdin)
+if call["arguments"]["command"] == "echo veto-me":
+    open(os.path.join(os.environ["MARKS"], "slow-started"), "w").close()
+    os.execvp("sleep", ["sleep", "1000.{token}"])
+"#
+        ),
+    );
+    let claude = script(
+        d,
+        "claude.py",
+        r#"#!/usr/bin/env python3
+import json, sys
+call = json.load(sys.stdin)
+if call["tool_input"]["command"] == "echo not-an-object":
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": "rm -rf x"}}))
+"#,
+    );
+    let config = format!(
+        "[permissions]\ndefault_mode = \"auto\"\n\
+         [[hooks.command]]\nargv = [{fast:?}]\nname = \"fast\"\nenv = [\"MARKS\"]\ntimeout_ms = 60000\n\
+         [[hooks.command]]\nargv = [{slow:?}]\nname = \"slow\"\nenv = [\"MARKS\"]\ntimeout_ms = 600000\n\
+         [[hooks.command]]\nargv = [{claude:?}]\nname = \"claude\"\ndialect = \"claude-code\"\ncommands = [\"echo\"]\n"
+    );
+    let (_daemon, mut c) =
+        common::daemon::stdio_daemon(d, &config, &[("MARKS", marks.to_str().unwrap())]).await;
+    let ws = common::daemon::workspace(d, "ws");
+    let s = c.new_session(&ws).await;
+    let (out, is_error) = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        c.bash(&s, "echo veto-me"),
+    )
+    .await
+    .expect("the deny waited for the slow hook (60 s)");
+    assert!(is_error);
+    assert_eq!(out, "Error: vetoed by hook fast: not this one");
+    let mut left = common::with_token(&token);
+    for _ in 0..1000 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        left = common::with_token(&token);
+    }
+    assert!(left.is_empty(), "the slow hook still runs: {left:?}");
+
+    // Claude Code's `updatedInput` that is no object: refused (before, it was read as
+    // no change and the call ran).
+    let (out, is_error) = c.bash(&s, "echo not-an-object").await;
+    assert!(is_error, "{out}");
+    assert_eq!(
+        out,
+        "Error: vetoed by hook claude: its rewrite is not an object of arguments"
+    );
 }

@@ -148,7 +148,7 @@ async fn issue_27_escalation_is_asked_in_auto_and_allowed_once_runs_outside_the_
     assert_eq!(line["arguments"]["sandbox"], "off");
     assert_eq!(line["arguments"]["justification"], JUSTIFICATION);
     assert_eq!(line["decision"], "ask");
-    assert_eq!(line["answer"], "AllowOnce");
+    assert_eq!(line["answer"], "allow_once");
     assert_eq!(line["outcome"], "ok");
     let plain = lines
         .iter()

@@ -17,10 +17,36 @@ use tokio_util::sync::CancellationToken;
 /// want to write to its own directory).
 pub const PYTHON: &str = "/usr/bin/python3";
 
-/// A directory outside /tmp (the sandbox's /tmp is private, which would hide a
-/// test directory there for reasons other than the defence under test).
+/// A directory every sandbox shows as it is on the host: not under /tmp (the sandbox's
+/// /tmp is private, which would hide a test directory there for reasons other than the
+/// defence under test) nor /run/user (masked). The target's tmp directory, unless the
+/// checkout itself lives under /tmp (a `git clone` there, issue 42): then /var/tmp. A
+/// test that can have neither fails saying what it needs, never for another reason.
 pub fn visible_dir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    let hidden = |dir: &Path| {
+        let real = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        ["/tmp", "/run/user", "/dev"]
+            .iter()
+            .any(|private| real.starts_with(private))
+    };
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from("/var/tmp"),
+    ];
+    for base in &candidates {
+        if base.is_dir()
+            && !hidden(base)
+            && let Ok(dir) = tempfile::Builder::new()
+                .prefix("dsh-test-")
+                .tempdir_in(base)
+        {
+            return dir;
+        }
+    }
+    panic!(
+        "this test needs a writable directory that the sandbox shows as on the host \
+         (outside /tmp and /run/user); none of {candidates:?} is one"
+    );
 }
 
 fn config(state: &Path, kind: ExecutorKind) -> ExecConfig {

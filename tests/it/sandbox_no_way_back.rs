@@ -217,21 +217,35 @@ async fn e7_under_the_sandbox_the_socket_is_out_of_reach_by_path_runtime_dir_and
     daemon.stop().await;
 }
 
+/// The premise is built, not assumed: the socket's directory is one every sandbox shows
+/// ([`visible_dir`], never under /tmp, whose sandbox copy is private), and the wait for
+/// the daemon's refusal is bounded: a daemon that started after all fails the test with
+/// a message instead of hanging it (as it did from a checkout under /tmp, issue 42).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e7_a_daemon_whose_socket_every_sandbox_would_show_refuses_to_start() {
     // A socket in a directory the sandbox shows read-only (connect needs no write).
     let dir = visible_dir();
+    let socket = dir.path().join("run/dsh.sock");
     let config = common::daemon::write_config(dir.path(), "kind = \"sandbox\"\n");
-    let out = common::dsh()
+    let mut serve = common::dsh();
+    serve
         .args(["serve", "--socket"])
-        .arg(dir.path().join("run/dsh.sock"))
+        .arg(&socket)
         .arg("--state-dir")
         .arg(dir.path().join("state"))
         .arg("--config")
         .arg(config)
-        .env_remove("XDG_RUNTIME_DIR")
-        .output()
+        .env_remove("XDG_RUNTIME_DIR");
+    // Dropped on the timeout, the daemon is killed (`common::dsh` kills on drop).
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), serve.output())
         .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the daemon did not refuse to start within 60 s: every sandbox shows {}, \
+                 so it should have",
+                socket.display()
+            )
+        })
         .unwrap();
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);

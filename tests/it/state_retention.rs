@@ -627,3 +627,84 @@ async fn acp_says_on_stderr_when_the_binary_on_disk_is_newer_than_the_daemon() {
     );
     daemon.stop().await;
 }
+
+/// Issue 42 (part 3): a `serve --stdio` daemon has no socket, so `dsh gc` beside it
+/// works on the directory alone. Before, its keep-list knew only the sessions' logs, and
+/// the running task's output file (the newest, past `spill_max_bytes`) was removed:
+/// `bash_output` then said "removed by retention". Now the task records keep it; the dry
+/// run and the real run say and do the same, and the count of kept files is right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_beside_a_stdio_daemon_keeps_its_running_tasks_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let state = d.join("state");
+    let spill = state.join("spill");
+    let token = crate::common::token();
+    let (_daemon, mut c) = crate::common::daemon::stdio_daemon(
+        d,
+        "[permissions]\ndefault_mode = \"auto\"\n[state]\nspill_max_bytes = 1000\n",
+        &[],
+    )
+    .await;
+    let ws = workspace(d, "ws");
+    let s = c.new_session(&ws).await;
+    let task = c
+        .start_task(
+            &s,
+            &format!("head -c 3000 /dev/zero | tr '\\0' x; exec sleep 1000.{token}"),
+        )
+        .await;
+    let task_file = spill.join(format!("{task}.stdout"));
+    until("the task's output file", || {
+        std::fs::metadata(&task_file).is_ok_and(|m| m.len() == 3000)
+    })
+    .await;
+    for (name, days) in [("old-1.stdout", 1), ("old-2.stdout", 2)] {
+        write(&spill.join(name), 600);
+        age(&spill.join(name), days * DAY);
+    }
+    let task_files = std::fs::read_dir(&spill)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{task}."))
+        })
+        .count();
+    let config = d.join("dsh.toml");
+    let none = d.join("run/none.sock");
+    let (dry, err, ok) = gc(&none, &state, &config, &["--dry-run"]);
+    assert!(ok, "{err}");
+    let size = "the oldest while spill files held more than 1000 bytes";
+    let expected_start = format!(
+        "would remove {} (600 bytes; {size})\nwould remove {} (600 bytes; {size})\n\
+         would remove 2 file(s), 1.2 KiB (spill files: {} holding ",
+        spill.join("old-2.stdout").display(),
+        spill.join("old-1.stdout").display(),
+        task_files + 2,
+    );
+    assert!(dry.starts_with(&expected_start), "{dry}");
+    assert!(
+        dry.ends_with(&format!(
+            ", {task_files} kept in use; no daemon runs: applied to the state directory directly)\n"
+        )),
+        "{dry}"
+    );
+    let (done, err, ok) = gc(&none, &state, &config, &[]);
+    assert!(ok, "{err}");
+    assert_eq!(done, dry.replace("would remove", "removed"));
+    assert!(task_file.is_file(), "the running task's output was removed");
+    let (text, is_error) = c
+        .tool(Some(&s), "bash_output", json!({"task_id": task}))
+        .await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains(&"x".repeat(3000)), "{text}");
+    assert!(!text.contains("removed by retention"), "{text}");
+    let (text, _) = c
+        .tool(Some(&s), "bash_kill", json!({"task_id": task}))
+        .await;
+    assert_eq!(text, format!("killed background task {task}"));
+    assert!(crate::common::with_token(&token).is_empty());
+}

@@ -950,7 +950,7 @@ async fn audit_has_a_line_for_every_path() {
     assert_eq!(lines[1]["outcome"], "error");
     assert_eq!(lines[2]["outcome"], "ok");
     assert_eq!(lines[2]["decidedBy"], "user");
-    assert_eq!(lines[2]["answer"], "AllowOnce");
+    assert_eq!(lines[2]["answer"], "allow_once");
     for l in &lines {
         assert_eq!(l["session"], json!(s.id));
         assert!(l["callId"].is_string() && l["timeMs"].is_u64() && l["durationMs"].is_u64());

@@ -811,9 +811,12 @@ impl Launcher for SandboxLauncher {
             Some(proxies) => proxies.prepare(spec, mark).map_err(refuse)?,
             None => (Vec::new(), Vec::new()),
         };
-        let (args, program) = self
-            .arguments_for(&spec.workdir, &spec.writable_roots, Some(mark), extra)
-            .map_err(refuse)?;
+        // The layout walks each writable root (up to `protect::MAX_DIRS` directories):
+        // never on an async worker, where it would hold up every other session's calls.
+        let (args, program) = off_the_workers(|| {
+            self.arguments_for(&spec.workdir, &spec.writable_roots, Some(mark), extra)
+        })
+        .map_err(refuse)?;
         inherited.push(program);
         self.pending
             .lock()
@@ -869,7 +872,7 @@ impl Launcher for SandboxLauncher {
             sid,
         };
         pidns::terminate(selector, sid, grace).await;
-        let _ = self.release(|m| m == mark);
+        let _ = self.release_off_workers(|m| m == mark).await;
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
@@ -877,7 +880,7 @@ impl Launcher for SandboxLauncher {
             proxies.abandon(&|m: &str| m.starts_with(prefix));
         }
         pidns::terminate(Selector::MarkPrefix(prefix.to_string()), None, grace).await;
-        let _ = self.release(|m| m.starts_with(prefix));
+        let _ = self.release_off_workers(|m| m.starts_with(prefix)).await;
     }
 
     /// When the command's namespace init exits, the kernel SIGKILLs what is left in
@@ -890,7 +893,48 @@ impl Launcher for SandboxLauncher {
             sid: Some(sid),
         };
         pidns::terminate(selector, Some(sid), grace).await;
-        self.release(|m| m == mark)
+        self.release_off_workers(|m| m == mark).await
+    }
+}
+
+/// [`protect::Settings`] owned, for a walk on the blocking pool.
+struct OwnedWalkSettings {
+    allow_git_config: bool,
+    global_hooks: Vec<PathBuf>,
+    home: Option<PathBuf>,
+}
+
+impl OwnedWalkSettings {
+    fn settings(&self) -> protect::Settings<'_> {
+        protect::Settings {
+            allow_git_config: self.allow_git_config,
+            global_hooks: &self.global_hooks,
+            home: self.home.as_deref(),
+        }
+    }
+}
+
+/// Checks what ended sandboxes left against their tripwires (walking their roots
+/// again): a line per refusal.
+fn check_watches(watches: Vec<Watch>, walk: &OwnedWalkSettings) -> Vec<String> {
+    watches
+        .into_iter()
+        .flat_map(|watch| watch.check(|root| protect::in_root(root, walk.settings()).repositories))
+        .collect()
+}
+
+/// Runs a blocking walk of the file system without holding an async worker. The
+/// launcher's `command` is synchronous (the engine calls it as it spawns), so the walk
+/// cannot be awaited on the blocking pool there: on a multi-threaded runtime's worker
+/// `block_in_place` hands that worker's other tasks to another thread for the walk's
+/// time; on a blocking thread, outside any runtime or on a current-thread runtime
+/// (where `block_in_place` would panic) it runs as it is.
+fn off_the_workers<T>(walk: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(walk)
+        }
+        _ => walk(),
     }
 }
 
@@ -903,22 +947,61 @@ impl SandboxLauncher {
         }
     }
 
+    /// What the walks read of the launcher, owned: a check on the blocking pool
+    /// outlives any borrow of it.
+    fn owned_walk_settings(&self) -> OwnedWalkSettings {
+        OwnedWalkSettings {
+            allow_git_config: self.allow_git_config,
+            global_hooks: self.global_hooks.clone(),
+            home: self.home.clone(),
+        }
+    }
+
     /// The sandboxes of the marks `ended` picks are gone: their placeholders are
     /// let go, and removed once no sandbox holds them.
     /// What their tripwires refused is returned, a line each, for the command's
-    /// output.
+    /// output. Walks on the calling thread: for the paths where no command ran (a
+    /// refused or unstarted one), whose tripwires found nothing yet to walk for.
     fn release(&self, ended: impl Fn(&str) -> bool) -> Vec<String> {
         let watches = self
             .tripwires
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take(&ended);
-        let mut notes: Vec<String> = watches
-            .into_iter()
-            .flat_map(|watch| {
-                watch.check(|root| protect::in_root(root, self.walk_settings()).repositories)
-            })
-            .collect();
+        let walk = self.owned_walk_settings();
+        let notes = check_watches(watches, &walk);
+        self.release_rest(ended, notes)
+    }
+
+    /// [`SandboxLauncher::release`] for a command that ran: the end-of-command check
+    /// walks its roots again (up to `protect::MAX_DIRS` directories each), so it runs
+    /// on tokio's blocking pool, never on an async worker. Everything else is let go
+    /// only after it, as before.
+    async fn release_off_workers(&self, ended: impl Fn(&str) -> bool) -> Vec<String> {
+        let watches = self
+            .tripwires
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(&ended);
+        let notes = if watches.is_empty() {
+            Vec::new()
+        } else {
+            let walk = self.owned_walk_settings();
+            match tokio::task::spawn_blocking(move || check_watches(watches, &walk)).await {
+                Ok(notes) => notes,
+                // A check that could not end must not pass for a clean one.
+                Err(e) => vec![format!(
+                    "dsh: the sandbox's end-of-command check did not complete ({e}); \
+                     what the command left in its roots was not checked"
+                )],
+            }
+        };
+        self.release_rest(ended, notes)
+    }
+
+    /// The rest of a release, after the tripwires' check: the proxies' and the
+    /// placeholders'.
+    fn release_rest(&self, ended: impl Fn(&str) -> bool, mut notes: Vec<String>) -> Vec<String> {
         if let Some(proxies) = &self.proxies {
             notes.extend(proxies.release(&ended));
         }

@@ -508,12 +508,54 @@ impl Hook for PreToolBatch {
     }
 }
 
+/// What a rewrite changes in the arguments its hook was asked about: each field set to
+/// a new value (`Some`) or dropped (`None`). A rewrite is the whole new arguments, so a
+/// field it leaves out is dropped; a field it repeats unchanged is no change.
+type FieldChanges = Vec<(String, Option<serde_json::Value>)>;
+
+fn field_changes(
+    seen: &serde_json::Map<String, serde_json::Value>,
+    proposed: &serde_json::Map<String, serde_json::Value>,
+) -> FieldChanges {
+    let set = proposed
+        .iter()
+        .filter(|(field, value)| seen.get(*field) != Some(value))
+        .map(|(field, value)| (field.clone(), Some(value.clone())));
+    let dropped = seen
+        .keys()
+        .filter(|field| !proposed.contains_key(*field))
+        .map(|field| (field.clone(), None));
+    set.chain(dropped).collect()
+}
+
+fn field_names(changes: &FieldChanges) -> String {
+    changes
+        .iter()
+        .map(|(field, _)| format!("`{field}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Asks the `hooks` that apply to `call` at once and combines their answers in config
-/// order: a failure or a deny vetoes (the first in config order names it), rewrites are
-/// applied over each other in config order (the call then goes through the waterfall
-/// again, once, and is judged by every hook anew), asks and allows tighten in config
-/// order, and contexts are added in config order after the call ran.
+/// order, each as soon as every hook before it has answered:
+///
+/// - a failure or a deny vetoes there and then (the first in config order names it):
+///   hooks still thinking are dropped, which kills their process groups;
+/// - rewrites are merged field by field over each other in config order. A rewrite that
+///   changes a field an earlier hook of the same round already changed was made from a
+///   call that no longer stands: it is set aside (`rewrite_conflict`) and that hook and
+///   every later one are asked again about the merged call. Rounds start ever later in
+///   config order, so they end. The merged call then goes through the waterfall again,
+///   from the start, and is judged by every hook anew;
+/// - on that last pass (`!call.may_rewrite()`) a hook that still asks for a change is a
+///   refusal (`rewrite_refused`): following it would need another pass, and ignoring it
+///   could run what it exists to stop. A rewrite equal to the call is no rewrite;
+/// - a rewrite that is not an object is refused;
+/// - asks and allows tighten in config order, and contexts are added in config order
+///   after the call ran.
 async fn judge_together(hooks: &[&ExternalHook], call: &ToolExecution, next: Next<'_>) -> Passed {
+    use futures::StreamExt;
+    use serde_json::Value;
     let asked: Vec<&ExternalHook> = hooks
         .iter()
         .copied()
@@ -522,71 +564,120 @@ async fn judge_together(hooks: &[&ExternalHook], call: &ToolExecution, next: Nex
     if asked.is_empty() {
         return next.run(call).await;
     }
-    let answers = futures::future::join_all(
-        asked
-            .iter()
-            .map(|h| h.consult_call(HookEvent::PreTool, call, None)),
-    )
-    .await;
-    let mut veto: Option<(String, String)> = None;
-    let mut rewrite: Option<serde_json::Map<String, serde_json::Value>> = None;
+    let original = call.arguments.as_object().cloned().unwrap_or_default();
+    let mut merged = original.clone();
     let mut tighten = Vec::new();
     let mut contexts = Vec::new();
-    for (hook, (answer, ms)) in asked.iter().zip(answers) {
-        let answer = match answer {
-            Ok(a) => a,
-            Err(why) => {
-                hook.trace(call, TraceDecision::Deny, &why, ms);
-                veto.get_or_insert((hook.name.clone(), why));
-                continue;
+    // The first hook (in config order) of the current round: the round asks it and every
+    // later one about `merged` as it stood when the round began.
+    let mut start = 0;
+    'rounds: loop {
+        let seen = merged.clone();
+        let view = (seen != original).then(|| call.asking_about(Value::Object(seen.clone())));
+        let about = view.as_ref().unwrap_or(call);
+        let mut pending: futures::stream::FuturesUnordered<_> = asked
+            .iter()
+            .enumerate()
+            .skip(start)
+            .map(|(i, hook)| async move {
+                (i, hook.consult_call(HookEvent::PreTool, about, None).await)
+            })
+            .collect();
+        let mut answers: Vec<Option<(Result<Answer, String>, u64)>> =
+            asked.iter().map(|_| None).collect();
+        // The fields this round's rewrites changed so far, and which hook changed each.
+        let mut changed_by: std::collections::HashMap<String, &str> = Default::default();
+        for (k, hook) in asked.iter().enumerate().skip(start) {
+            let (answer, ms) = loop {
+                if let Some(answered) = answers[k].take() {
+                    break answered;
+                }
+                match pending.next().await {
+                    Some((i, answered)) => answers[i] = Some(answered),
+                    // Every hook from `start` on is pending until its answer is taken.
+                    None => break (Err("gave no answer".into()), 0),
+                }
+            };
+            let answer = match answer {
+                Ok(a) => a,
+                Err(why) => {
+                    hook.trace(call, TraceDecision::Deny, &why, ms);
+                    return call.veto(&hook.name, &why).into();
+                }
+            };
+            // A deny stands, whatever else the answer holds: a rewrite must not carry a
+            // call past its own hook's refusal.
+            if answer.decision == Some(Decision::Deny) {
+                hook.trace(call, TraceDecision::Deny, &answer.reason, ms);
+                return call.veto(&hook.name, &answer.reason).into();
             }
-        };
-        // A deny stands, whatever else the answer holds: a rewrite must not carry a call
-        // past its own hook's refusal.
-        if answer.decision == Some(Decision::Deny) {
-            hook.trace(call, TraceDecision::Deny, &answer.reason, ms);
-            veto.get_or_insert((hook.name.clone(), answer.reason));
-            continue;
-        }
-        if let Some(arguments) = &answer.rewrite {
-            if call.may_rewrite() {
-                let arguments = match hook.config.dialect {
+            if let Some(arguments) = &answer.rewrite {
+                if !arguments.is_object() {
+                    let why = "its rewrite is not an object of arguments";
+                    hook.trace(call, TraceDecision::Deny, why, ms);
+                    return call.veto(&hook.name, why).into();
+                }
+                let proposed = match hook.config.dialect {
                     HookDialect::ClaudeCode => {
-                        claude::rewrite_arguments(&call.tool, &call.arguments, arguments)
+                        claude::rewrite_arguments(&call.tool, &about.arguments, arguments)
                     }
                     HookDialect::Dsh => arguments.clone(),
                 };
-                hook.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
-                let merged = rewrite.get_or_insert_with(Default::default);
-                if let serde_json::Value::Object(fields) = arguments {
-                    merged.extend(fields);
+                let proposed = proposed.as_object().cloned().unwrap_or_default();
+                let changes = field_changes(&seen, &proposed);
+                if !changes.is_empty() {
+                    if !call.may_rewrite() {
+                        let why = format!(
+                            "still asks to change {} of the rewritten call: refused, since a \
+                             call is rewritten once and running it would ignore the hook",
+                            field_names(&changes)
+                        );
+                        hook.trace(call, TraceDecision::RewriteRefused, &why, ms);
+                        return call.veto(&hook.name, &why).into();
+                    }
+                    let stale = changes.iter().find_map(|(field, value)| {
+                        let by = changed_by.get(field)?;
+                        (merged.get(field) != value.as_ref()).then(|| (field.clone(), *by))
+                    });
+                    if let Some((field, by)) = stale {
+                        hook.trace(
+                            call,
+                            TraceDecision::RewriteConflict,
+                            &format!(
+                                "changed `{field}` from the call before {by}'s rewrite of it; \
+                                 asked again about the merged call"
+                            ),
+                            ms,
+                        );
+                        start = k;
+                        continue 'rounds;
+                    }
+                    for (field, value) in changes {
+                        changed_by.insert(field.clone(), &hook.name);
+                        match value {
+                            Some(value) => merged.insert(field, value),
+                            None => merged.remove(&field),
+                        };
+                    }
+                    hook.trace(call, TraceDecision::Rewrite, &answer.reason, ms);
+                    // The rewritten call is judged again from the start, this hook too.
+                    continue;
                 }
-                // The rewritten call is judged again from the start, this hook too.
-                continue;
             }
-            // A rewrite of a rewrite is not followed: the call runs as rewritten once.
-            hook.trace(
-                call,
-                TraceDecision::RewriteIgnored,
-                "the call was already rewritten",
-                ms,
-            );
+            hook.trace(call, answer.decision.into(), &answer.reason, ms);
+            if let Some(d) = answer.decision {
+                tighten.push((d, hook.name.clone(), answer.reason.clone()));
+            }
+            if let Some(context) = answer.context {
+                contexts.push((hook.context_source(), context));
+            }
         }
-        hook.trace(call, answer.decision.into(), &answer.reason, ms);
-        if let Some(d) = answer.decision {
-            tighten.push((d, hook.name.clone(), answer.reason.clone()));
-        }
-        if let Some(context) = answer.context {
-            contexts.push((hook.context_source(), context));
-        }
+        break;
     }
-    if let Some((by, why)) = veto {
-        return call.veto(&by, &why).into();
-    }
-    if let Some(arguments) = rewrite {
-        // The call runs again, from the start, with the new arguments
+    if merged != original {
+        // The call runs again, from the start, with the merged arguments
         // (`Waterfall::execute`); this pass ends here.
-        return Passed::Rewrite(serde_json::Value::Object(arguments));
+        return Passed::Rewrite(Value::Object(merged));
     }
     for (decision, by, reason) in tighten {
         call.tighten(decision, &by, &reason, Vec::new());
@@ -776,8 +867,8 @@ impl HookSet {
                 Err(why) => (PermissionReply::Pass, why),
             };
             let said = match reply {
-                PermissionReply::AllowOnce => TraceDecision::HookAllowOnce,
-                PermissionReply::Reject => TraceDecision::HookReject,
+                PermissionReply::AllowOnce => TraceDecision::AllowOnce,
+                PermissionReply::Reject => TraceDecision::RejectOnce,
                 PermissionReply::Pass => TraceDecision::Pass,
             };
             hook.trace(call, said, &reason, ms);
@@ -791,35 +882,12 @@ impl HookSet {
     /// Asks the `prompt` hooks about a user prompt. A hook that fails blocks it (fail
     /// closed), naming what went wrong.
     pub async fn on_prompt(&self, session: &Arc<Session>, prompt: &str) -> PromptOutcome {
-        let mut outcome = PromptOutcome::default();
-        for hook in self.of(HookEvent::Prompt) {
-            let answer = hook
-                .consult_session(
-                    HookEvent::Prompt,
-                    session,
-                    SessionEvent {
-                        prompt: Some(prompt),
-                        ..SessionEvent::default()
-                    },
-                )
-                .await;
-            match answer {
-                Err(why) => {
-                    outcome.blocked = Some((hook.name.clone(), why));
-                    break;
-                }
-                Ok(a) => {
-                    if let Some(context) = a.context {
-                        outcome.context.push((hook.context_source(), context));
-                    }
-                    if a.decision == Some(Decision::Deny) {
-                        outcome.blocked = Some((hook.name.clone(), a.reason));
-                        break;
-                    }
-                }
-            }
-        }
-        outcome
+        let about = SessionEvent {
+            prompt: Some(prompt),
+            ..SessionEvent::default()
+        };
+        self.gather_context(HookEvent::Prompt, session, about, true)
+            .await
     }
 
     /// Asks the `session_start` hooks about a session created (`new`) or loaded
@@ -830,28 +898,48 @@ impl HookSet {
         session: &Arc<Session>,
         source: &str,
     ) -> Vec<(String, String)> {
-        let mut context = Vec::new();
-        for hook in self.of(HookEvent::SessionStart) {
-            let answer = hook
-                .consult_session(
-                    HookEvent::SessionStart,
-                    session,
-                    SessionEvent {
-                        source: Some(source),
-                        ..SessionEvent::default()
-                    },
-                )
-                .await;
-            match answer {
-                Ok(Answer {
-                    context: Some(text),
-                    ..
-                }) => context.push((hook.context_source(), text)),
-                Ok(_) => {}
-                Err(why) => tracing::warn!(hook = %hook.name, "session_start hook failed: {why}"),
+        let about = SessionEvent {
+            source: Some(source),
+            ..SessionEvent::default()
+        };
+        self.gather_context(HookEvent::SessionStart, session, about, false)
+            .await
+            .context
+    }
+
+    /// The one walk of the hooks that add context to a session event, in config order:
+    /// each one's context, and with `may_block` the first that denies or fails (fail
+    /// closed: asking stops there). Without it a failure is logged and adds nothing,
+    /// and a decision means nothing.
+    async fn gather_context(
+        &self,
+        event: HookEvent,
+        session: &Arc<Session>,
+        about: SessionEvent<'_>,
+        may_block: bool,
+    ) -> PromptOutcome {
+        let mut outcome = PromptOutcome::default();
+        for hook in self.of(event) {
+            match hook.consult_session(event, session, about).await {
+                Err(why) if may_block => {
+                    outcome.blocked = Some((hook.name.clone(), why));
+                    break;
+                }
+                Err(why) => {
+                    tracing::warn!(hook = %hook.name, "{} hook failed: {why}", event.as_str())
+                }
+                Ok(a) => {
+                    if let Some(context) = a.context {
+                        outcome.context.push((hook.context_source(), context));
+                    }
+                    if may_block && a.decision == Some(Decision::Deny) {
+                        outcome.blocked = Some((hook.name.clone(), a.reason));
+                        break;
+                    }
+                }
             }
         }
-        context
+        outcome
     }
 
     /// Asks the `stop` hooks whether the turn `session`'s model just ended should go on,
