@@ -51,7 +51,6 @@ impl Mount {
         matches!(self, Mount::HostReadOnly(_) | Mount::HostWritable(_))
     }
 
-    #[cfg(test)]
     fn writable(&self) -> bool {
         matches!(self, Mount::HostWritable(_) | Mount::Scratch(_))
     }
@@ -101,8 +100,7 @@ impl Layout {
     }
 
     /// Whether a command may write at `path` (canonical): what the tests hold the
-    /// mount order to.
-    #[cfg(test)]
+    /// mount order to, and where a placeholder can be made.
     pub fn writable(&self, path: &Path) -> bool {
         self.covering(path).is_some_and(Mount::writable)
     }
@@ -115,6 +113,120 @@ impl Layout {
         }
         args
     }
+}
+
+/// The kernel's files the sandbox's own `/proc` would leave open: Docker's masked
+/// paths and more (`kallsyms`, `kmsg`, the page maps, allocator and I/O maps). They
+/// read as empty, whoever runs the daemon.
+const MASKED_PROC: &[&str] = &[
+    "acpi",
+    "asound",
+    "config.gz",
+    "iomem",
+    "ioports",
+    "kallsyms",
+    "kcore",
+    "key-users",
+    "keys",
+    "kmsg",
+    "kpagecgroup",
+    "kpagecount",
+    "kpageflags",
+    "latency_stats",
+    "pagetypeinfo",
+    "sched_debug",
+    "scsi",
+    "slabinfo",
+    "timer_list",
+    "timer_stats",
+    "vmallocinfo",
+];
+
+/// The parts of `/sys` that are masked besides the whole being read-only: Docker's
+/// (`firmware`: ACPI tables and EFI variables; `powercap`: the RAPL energy counters,
+/// a side channel) and the kernel's debugging, tracing and security interfaces.
+const MASKED_SYS: &[&str] = &[
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+    "/sys/kernel/debug",
+    "/sys/kernel/tracing",
+    "/sys/kernel/security",
+];
+
+/// How a top-level entry of `/proc` is held in the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProcEntry {
+    /// A process's own directory, or the `self`/`thread-self`/`net`/`mounts` links
+    /// into one: the sandbox's PID namespace shows only its own processes.
+    Own,
+    /// A file no one may write (no write bit): nothing to do.
+    ReadOnlyFile,
+    /// A directory or a file with a write bit: the host's, bound read-only.
+    HeldReadOnly,
+}
+
+/// What the `/proc` entry `name` with metadata `meta` is held as. Every entry that
+/// is not a process's and could be written (a directory, where `/proc/sys`, `irq`,
+/// `bus`, `fs`, `pressure`... live, or a file with a write bit, like
+/// `sysrq-trigger` or `mtrr`) is read-only: a list of what is allowed, not of what
+/// is known to be dangerous, so a kernel's new tunable is held too.
+fn proc_entry(name: &str, meta: &std::fs::Metadata) -> ProcEntry {
+    use std::os::unix::fs::PermissionsExt;
+    if meta.file_type().is_symlink() || name.bytes().all(|b| b.is_ascii_digit()) {
+        ProcEntry::Own
+    } else if meta.is_file() && meta.permissions().mode() & 0o222 == 0 {
+        ProcEntry::ReadOnlyFile
+    } else {
+        ProcEntry::HeldReadOnly
+    }
+}
+
+/// The mounts that keep the kernel's interfaces from the sandbox's root (issue 39,
+/// "root is not root"): uid 0 inside is the host's uid 0 to procfs, which checks
+/// only the owner, so without them a command of a daemon run as root could open
+/// `/proc/sys/kernel/core_pattern` for writing and have the host's root run a
+/// program of its choosing at the next crash. Pushed last, over everything else:
+/// `/sys` read-only (whatever root a layout made writable), each writable entry of
+/// `/proc` outside the processes' own read from the host's `/proc` (the same kernel,
+/// so the same entries) and bound read-only, and [`MASKED_PROC`], [`MASKED_SYS`]
+/// masked with `empty`. Only what exists on this machine is mounted (bwrap cannot
+/// create a file in procfs).
+pub fn kernel_mounts(empty: &Path) -> Vec<Mount> {
+    let proc_root = Path::new("/proc");
+    let mut mounts = vec![Mount::HostReadOnly("/sys".into())];
+    let mut entries: Vec<(String, std::fs::Metadata)> = std::fs::read_dir(proc_root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some((name, e.metadata().ok()?))
+        })
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, meta) in &entries {
+        // A masked entry needs no bind of its own under its mask.
+        if proc_entry(name, meta) == ProcEntry::HeldReadOnly
+            && !MASKED_PROC.contains(&name.as_str())
+        {
+            mounts.push(Mount::HostReadOnly(proc_root.join(name)));
+        }
+    }
+    let masked = MASKED_PROC
+        .iter()
+        .map(|name| proc_root.join(name))
+        .chain(MASKED_SYS.iter().map(PathBuf::from));
+    for path in masked {
+        match path.symlink_metadata() {
+            Ok(meta) if meta.is_dir() => mounts.push(Mount::EmptyDir(path)),
+            Ok(meta) if meta.is_file() => mounts.push(Mount::EmptyFile {
+                path,
+                empty: empty.to_path_buf(),
+            }),
+            _ => {}
+        }
+    }
+    mounts
 }
 
 #[cfg(test)]
@@ -183,6 +295,52 @@ mod tests {
              /run/user --bind /tmp/project /tmp/project --ro-bind /tmp/project/.git/hooks \
              /tmp/project/.git/hooks --tmpfs /home/u/.ssh --remount-ro /home/u/.ssh --ro-bind \
              /state/empty /home/u/.netrc"
+        );
+    }
+
+    #[test]
+    fn issue_39_the_kernels_tunables_are_read_only_and_its_secrets_masked() {
+        let mut l = layout();
+        for m in kernel_mounts(Path::new("/state/empty")) {
+            l.push(m);
+        }
+        for path in [
+            "/proc/sys/kernel/core_pattern",
+            "/proc/sys/vm/overcommit_memory",
+            "/proc/sys/net/ipv4/ip_forward",
+            "/sys/kernel/mm",
+            "/sys/fs/cgroup/x",
+        ] {
+            assert!(!l.writable(&p(path)), "{path}");
+        }
+        assert!(l.shows_host(&p("/proc/sys/kernel/hostname")), "readable");
+        assert!(
+            !l.shows_host(&p("/proc/self/status")),
+            "the sandbox's own /proc"
+        );
+        for path in [
+            "/proc/kallsyms",
+            "/proc/keys",
+            "/proc/timer_list",
+            "/sys/firmware/acpi",
+        ] {
+            if p(path).exists() {
+                assert!(!l.shows_host(&p(path)), "{path} is masked");
+            }
+        }
+        let names = |m: &str| std::fs::metadata(m).unwrap();
+        assert_eq!(proc_entry("1234", &names("/proc/self")), ProcEntry::Own);
+        assert_eq!(
+            proc_entry("sys", &names("/proc/sys")),
+            ProcEntry::HeldReadOnly
+        );
+        assert_eq!(
+            proc_entry("self", &std::fs::symlink_metadata("/proc/self").unwrap()),
+            ProcEntry::Own
+        );
+        assert_eq!(
+            proc_entry("version", &names("/proc/version")),
+            ProcEntry::ReadOnlyFile
         );
     }
 }
