@@ -63,11 +63,10 @@ fn script(root: &Path, name: &str, body: &str, args: &str) -> String {
     format!("{PYTHON} {name} {args}")
 }
 
-/// The control: the layout dsh rendered before (the host's root read-only, a fresh
-/// `/proc`, a user namespace without capabilities), in plain bwrap. As root, the
-/// kernel's crash handler opens for writing; as any other user it never did.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn e6_issue_39_the_old_layout_let_root_open_core_pattern_for_writing() {
+/// Runs python `code` with `args` in plain bwrap under the layout dsh rendered
+/// before issue 39: the host's root read-only, a fresh `/proc`, a user namespace
+/// without capabilities.
+fn in_the_old_layout(code: &str, args: &[&str]) -> String {
     let out = std::process::Command::new("bwrap")
         .args([
             "--ro-bind",
@@ -88,16 +87,35 @@ async fn e6_issue_39_the_old_layout_let_root_open_core_pattern_for_writing() {
             "--",
             PYTHON,
             "-c",
-            OPEN_FOR_WRITING,
-            "/proc/sys/kernel/core_pattern",
+            code,
         ])
+        .args(args)
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The control, the attack without the defence: as root, the old layout let a
+/// command open the kernel's crash handler (and hundreds of other tunables) for
+/// writing; as any other user, a few of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_issue_39_the_old_layout_let_root_open_core_pattern_for_writing() {
+    let out = in_the_old_layout(OPEN_FOR_WRITING, &["/proc/sys/kernel/core_pattern"]);
+    let walk = in_the_old_layout(WALK, &[]);
+    let writable = walk.lines().filter(|l| l.starts_with("WRITABLE")).count();
     if am_root() {
         assert!(out.contains("OPENED"), "{out}");
+        assert!(
+            walk.contains("WRITABLE /proc/sys/kernel/core_pattern") && writable > 100,
+            "{writable}: {walk}"
+        );
     } else {
+        // The crash handler is root's; but the sysctls of the command's own PID
+        // namespace (`kernel/ns_last_pid`, on new kernels `pid_max`) belong to its
+        // user namespace's root, and `/proc/pressure` is open to all: the walk finds
+        // something to hold as any user.
         assert!(out.contains("REFUSED"), "{out}");
+        assert!(writable > 0, "{walk}");
     }
 }
 
