@@ -117,7 +117,10 @@ impl ProjectLayers {
             .unwrap_or(Path::new("/"));
         let surveyed = crate::project::pins::survey(dir, &self.user);
         let mut project = crate::project::load(&file, &self.user);
-        let pins = project.trusted.then_some(surveyed);
+        // A replay (`pre_tool_only`) is the person's own run of the hooks they name,
+        // now; the pins guard the live daemon against what its sessions' commands
+        // wrote, and are kept in its state directory, which a replay may not know.
+        let pins = (project.trusted && !self.pre_tool_only).then_some(surveyed);
         if self.pre_tool_only {
             project
                 .hooks

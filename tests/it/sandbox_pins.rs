@@ -15,16 +15,16 @@ use dsh::config::ExecutorKind;
 use dsh::exec::{BashExecutor, LocalExecutor, SandboxExecutor};
 use std::path::Path;
 
-/// `dsh trust ws` against the test daemon's config and state (`d/dsh.toml`,
-/// `d/state`): what it printed.
-async fn trust(d: &Path, ws: &Path) -> String {
+/// `dsh trust ws` against a daemon's `state` directory and `config` file: what it
+/// printed. (Every test of a trusted project pins it first.)
+pub async fn trust(state: &Path, config: &Path, ws: &Path) -> String {
     let out = common::dsh()
         .arg("trust")
         .arg(ws)
         .arg("--state-dir")
-        .arg(d.join("state"))
+        .arg(state)
         .arg("--config")
-        .arg(d.join("dsh.toml"))
+        .arg(config)
         .output()
         .await
         .unwrap();
@@ -60,7 +60,7 @@ async fn e9_issue_39_a_rewritten_hook_script_suspends_the_project_until_trusted_
         ws
     );
     common::daemon::write_config(&d, &config);
-    let shown = trust(&d, &ws).await;
+    let shown = trust(&d.join("state"), &d.join("dsh.toml"), &ws).await;
     assert!(shown.contains(&guard.display().to_string()), "{shown}");
     let (_daemon, mut c) = common::daemon::stdio_daemon(&d, &config, &[]).await;
     let s = c.new_session(&ws).await;
@@ -96,7 +96,7 @@ async fn e9_issue_39_a_rewritten_hook_script_suspends_the_project_until_trusted_
     assert!(!canary.exists(), "the rewritten hook ran");
     assert!(!text.contains("two\n"), "the command ran: {text}");
     // Reviewed and trusted again, it is what judges the next call.
-    let shown = trust(&d, &ws).await;
+    let shown = trust(&d.join("state"), &d.join("dsh.toml"), &ws).await;
     assert!(shown.contains("was different"), "{shown}");
     let (text, _) = c.bash(&s, "echo three").await;
     assert_eq!(text, "three\n");
