@@ -10,7 +10,7 @@
 //! * no privilege: a user namespace with every capability dropped and no nested
 //!   user namespaces (`--unshare-user --disable-userns --cap-drop ALL`), and the
 //!   kernel's interfaces read-only or masked (`/sys`, `/proc` outside the sandbox's
-//!   own processes: `layout::kernel_mounts`), since uid 0 inside is the host's root
+//!   own processes: `layout::Kernel`), since uid 0 inside is the host's root
 //!   to procfs;
 //! * no way back: the runtime directory and the host's service sockets are masked,
 //!   and a command is refused when the layout would still show the daemon's
@@ -84,6 +84,8 @@ pub struct SandboxLauncher {
     host: HostView,
     /// `core.hooksPath` of the user's global git config.
     global_hooks: Vec<PathBuf>,
+    /// The kernel's interfaces in `/proc` and `/sys` to hold, read once.
+    kernel: layout::Kernel,
 }
 
 /// Runs commands in bubblewrap sandboxes (see the module docs).
@@ -419,7 +421,10 @@ impl SandboxLauncher {
         let floor = Floor {
             allow_unix_sockets: sandbox.allow_unix_sockets,
         };
+        let empty = empty_file(&config.state_dir())?;
         Ok(Self {
+            kernel: layout::Kernel::of_this_host(&empty),
+            empty,
             bwrap: sandbox.bwrap.clone(),
             network: sandbox.network.mode,
             writable: sandbox.writable.clone(),
@@ -428,7 +433,6 @@ impl SandboxLauncher {
             allow_home_root: sandbox.allow_home_root,
             seccomp: sealed_program(&seccomp::bytes(floor)?)?,
             pending: Default::default(),
-            empty: empty_file(&config.state_dir())?,
             home: home.as_deref().and_then(|h| h.canonicalize().ok()),
             placeholders: Default::default(),
             tripwires: Default::default(),
@@ -588,10 +592,7 @@ impl SandboxLauncher {
         for real in masked {
             layout.extend(Some(mask_real(real, &self.empty)));
         }
-        // Last, so no root or mask before can reopen them.
-        for mount in layout::kernel_mounts(&self.empty) {
-            layout.push(mount);
-        }
+        self.kernel.apply(&mut layout);
         let real_workdir = workdir
             .canonicalize()
             .unwrap_or_else(|_| workdir.to_path_buf());
