@@ -175,14 +175,34 @@ pub fn survey(dir: &Path, user: &Config) -> Pins {
         pins.files.insert(path.clone(), Content::of(&path));
     }
     let mut hooks: Vec<ExternalHookConfig> = user.hooks.all();
+    // The project's file read for its hooks only (no rule is checked: this runs
+    // before every call of a trusted project's session). One that does not parse
+    // names nothing, and its own bytes are pinned all the same.
     let project_file = dir.join(crate::project::PROJECT_FILE);
-    if project_file.is_file() {
-        let mut as_trusted = user.clone();
-        as_trusted.permissions.trusted_projects = vec![dir.clone()];
-        hooks.extend(crate::project::load(&project_file, &as_trusted).hooks);
-    } else if let Some(Ok(imported)) = crate::config::claude_settings::read_project(&dir) {
-        // dsh reads a project's Claude Code settings only beside a `.dsh/config.toml`;
-        // one made later is a change all the same, so its programs are pinned too.
+    let project = std::fs::read_to_string(&project_file)
+        .ok()
+        .and_then(|text| toml::from_str::<Config>(&text).ok());
+    if let Some(project) = project {
+        hooks.extend(project.hooks.command);
+        // Claude Code settings files or plugin folders it imports, when inside it.
+        for listed in &project.hooks.claude_settings {
+            let path = normalize(&dir.join(listed));
+            let file = if path.is_dir() {
+                path.join("hooks/hooks.json")
+            } else {
+                path.clone()
+            };
+            if file.starts_with(&dir) {
+                pins.files.insert(file.clone(), Content::of(&file));
+                if let Ok(imported) = crate::config::claude_settings::read(&path) {
+                    hooks.extend(imported.hooks);
+                }
+            }
+        }
+    }
+    // dsh reads a project's Claude Code settings only beside a `.dsh/config.toml`;
+    // one made later is a change all the same, so its programs are pinned either way.
+    if let Some(Ok(imported)) = crate::config::claude_settings::read_project(&dir) {
         hooks.extend(imported.hooks);
     }
     for hook in &hooks {
