@@ -157,6 +157,16 @@ enum Command {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// Pin what dsh runs for a trusted project: its `.dsh/config.toml`, its
+    /// `.claude/settings.json` and every script their hooks (or yours, through
+    /// `$CLAUDE_PROJECT_DIR`) name inside it, by content. Prints what it pinned; while
+    /// any of it differs, the project's calls are refused (review, then run this again).
+    Trust {
+        /// The project's directory (default: the current directory).
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        at: Where,
+    },
     /// Hooks without a daemon: import Claude Code's, test a config's.
     Hooks {
         #[command(subcommand)]
@@ -435,6 +445,11 @@ fn main() -> ExitCode {
                 rt.shutdown_background();
                 result
             }),
+        Command::Trust { dir, at } => at.config().and_then(|config| {
+            let dir = dir.unwrap_or_else(|| PathBuf::from("."));
+            print!("{}", dsh::project::pins::trust(&dir, &config)?);
+            Ok(())
+        }),
         Command::Status { at } => runtime().and_then(|rt| rt.block_on(status(at))),
         Command::Stop { at } => runtime().and_then(|rt| rt.block_on(stop(at))),
         Command::Gc { dry_run, at } => runtime().and_then(|rt| rt.block_on(gc(at, dry_run))),

@@ -13,6 +13,8 @@
 //! Pure apart from reading the file: the daemon keeps what this builds per session
 //! (`hooks::project`), and `dsh policy explain` / `check-config` show it.
 
+pub mod pins;
+
 use crate::config::{Config, Decision, ExternalHookConfig, HookRun, Mode, PermissionsConfig};
 use std::path::{Path, PathBuf};
 

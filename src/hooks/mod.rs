@@ -18,8 +18,9 @@ pub mod waterfall;
 
 use std::sync::Arc;
 
-/// The judging links of the waterfall in their one order: the policy, the user's hook
-/// programs, then a trusted project's. The live chain puts the audit and schema links in
+/// The judging links of the waterfall in their one order: the policy, a trusted
+/// project's pins (`project::ProjectPins`), the user's hook programs, then a trusted
+/// project's. The live chain puts the audit and schema links in
 /// front of these and the gate behind; `dsh policy replay --hooks` runs exactly these, so
 /// a replay cannot judge in another order than a live call.
 pub fn judging_links(
@@ -27,7 +28,10 @@ pub fn judging_links(
     hooks: &external::HookSet,
     projects: &Arc<project::ProjectLayers>,
 ) -> Vec<Arc<dyn waterfall::Hook>> {
-    let mut links: Vec<Arc<dyn waterfall::Hook>> = vec![Arc::new(policy)];
+    let mut links: Vec<Arc<dyn waterfall::Hook>> = vec![
+        Arc::new(policy),
+        Arc::new(project::ProjectPins(projects.clone())),
+    ];
     links.extend(hooks.waterfall_hooks());
     links.push(Arc::new(project::ProjectHooks(projects.clone())));
     links

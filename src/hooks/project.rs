@@ -30,13 +30,16 @@ pub struct SessionLayer {
     /// A hash of the project file, whether it is trusted and its hook programs' bytes: the
     /// second half of the policy version its session's audit lines name.
     pub version: String,
+    /// A trusted project's: what would run for it as the layer was read, which each
+    /// call checks against its pins ([`ProjectPins`]).
+    pub pins: Option<crate::project::pins::Pins>,
 }
 
 impl SessionLayer {
     /// Builds the layer of `project` (read against the user's `config`, whose
     /// `[exec.sandbox.network]` judges hosts too); session logs are under its state
     /// directory, for the hooks.
-    fn new(project: Project, user: &Config) -> Self {
+    fn new(project: Project, user: &Config, pins: Option<crate::project::pins::Pins>) -> Self {
         let hooks = Arc::new(HookSet::new(&project.hooks, user));
         let links = hooks.waterfall_hooks();
         let version = {
@@ -58,6 +61,7 @@ impl SessionLayer {
             links,
             version,
             project,
+            pins,
         }
     }
 }
@@ -106,7 +110,17 @@ impl ProjectLayers {
     /// [`ProjectLayers::open`], which a caller runs off its locks.
     pub fn load(&self, session_id: &str, cwd: &Path) -> Option<Arc<SessionLayer>> {
         let file = crate::project::find_for(cwd)?;
+        // Surveyed before the file is read: a change in between shows at the first call.
+        let dir = file
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/"));
+        let surveyed = crate::project::pins::survey(dir, &self.user);
         let mut project = crate::project::load(&file, &self.user);
+        // A replay (`pre_tool_only`) is the person's own run of the hooks they name,
+        // now; the pins guard the live daemon against what its sessions' commands
+        // wrote, and are kept in its state directory, which a replay may not know.
+        let pins = (project.trusted && !self.pre_tool_only).then_some(surveyed);
         if self.pre_tool_only {
             project
                 .hooks
@@ -115,7 +129,7 @@ impl ProjectLayers {
         for warning in &project.warnings {
             tracing::warn!(session = session_id, "{warning}");
         }
-        Some(Arc::new(SessionLayer::new(project, &self.user)))
+        Some(Arc::new(SessionLayer::new(project, &self.user, pins)))
     }
 
     /// Keeps `layer` as the session's (replacing any it had); `None` drops it.
@@ -172,5 +186,39 @@ impl Hook for ProjectHooks {
             Some(layer) if !layer.links.is_empty() => next.through(&layer.links, call).await,
             _ => next.run(call).await,
         }
+    }
+}
+
+/// The waterfall link that holds a trusted project to its pins (issue 39): before the
+/// user's hooks (which may run the project's scripts through `$CLAUDE_PROJECT_DIR`)
+/// and the project's, what would run for the session's trusted project is compared
+/// with what `dsh trust` pinned. Any difference refuses the call with the reason and
+/// the command to review it: every call of the session, since which calls a changed
+/// hook or config would judge is itself what changed. Never the hooks skipped.
+pub struct ProjectPins(pub Arc<ProjectLayers>);
+
+#[async_trait::async_trait]
+impl Hook for ProjectPins {
+    fn name(&self) -> &str {
+        "project pins"
+    }
+
+    async fn handle(&self, call: &ToolExecution, next: Next<'_>) -> Passed {
+        let layer = call.session.as_ref().and_then(|s| self.0.get(&s.id));
+        if let Some(layer) = layer
+            && let Some(loaded) = &layer.pins
+        {
+            let user = &self.0.user;
+            let checked = crate::project::pins::check(
+                &user.exec.state_dir(),
+                &layer.project.dir,
+                user,
+                loaded,
+            );
+            if let Err(suspended) = checked {
+                return call.veto(self.name(), &suspended.to_string()).into();
+            }
+        }
+        next.run(call).await
     }
 }

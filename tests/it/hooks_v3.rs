@@ -277,6 +277,7 @@ async fn a_trusted_projects_claude_settings_run_and_an_untrusted_ones_do_not() {
         trusted
     );
     let (_daemon, mut c) = common::daemon::stdio_daemon(d, &config, &[]).await;
+    crate::sandbox_pins::trust(&d.join("state"), &d.join("dsh.toml"), &trusted).await;
     let s = c.new_session(&trusted).await;
     let (text, _) = c.bash(&s, "rm -f nothing").await;
     assert_eq!(text, "Error: vetoed by hook bash_guard: no rm here");

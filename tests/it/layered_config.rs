@@ -131,6 +131,7 @@ async fn an_untrusted_project_only_tightens_and_a_trusted_one_is_honoured_after_
         ),
     )
     .unwrap();
+    crate::sandbox_pins::trust(&daemon.state, &daemon.config, &proj).await;
     let out = crate::policy_lifecycle::reload(&daemon);
     assert!(
         out.status.success(),
@@ -163,6 +164,7 @@ async fn a_session_started_in_a_trusted_project_runs_its_hook_from_the_start() {
         ),
     )
     .await;
+    crate::sandbox_pins::trust(&daemon.state, &daemon.config, &proj).await;
     let mut c = daemon.connect().await;
     let s = c.new_session(&proj).await;
     assert_eq!(c.bash(&s, "echo hi").await, ("hi\n".into(), false));

@@ -38,6 +38,8 @@ mod sandbox_escalation;
 mod sandbox_escape;
 mod sandbox_network;
 mod sandbox_no_way_back;
+mod sandbox_pins;
+mod sandbox_proc;
 mod sandbox_walks;
 mod security;
 mod sessions_keep_work;

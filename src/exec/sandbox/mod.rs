@@ -8,7 +8,10 @@
 //!
 //! Containment (E6-E9, spec/tools.md), each a layer of its own:
 //! * no privilege: a user namespace with every capability dropped and no nested
-//!   user namespaces (`--unshare-user --disable-userns --cap-drop ALL`);
+//!   user namespaces (`--unshare-user --disable-userns --cap-drop ALL`), and the
+//!   kernel's interfaces read-only or masked (`/sys`, `/proc` outside the sandbox's
+//!   own processes: `layout::Kernel`), since uid 0 inside is the host's root
+//!   to procfs;
 //! * no way back: the runtime directory and the host's service sockets are masked,
 //!   and a command is refused when the layout would still show the daemon's
 //!   socket (`layout`); the daemon also refuses any connection from a process it
@@ -81,6 +84,8 @@ pub struct SandboxLauncher {
     host: HostView,
     /// `core.hooksPath` of the user's global git config.
     global_hooks: Vec<PathBuf>,
+    /// The kernel's interfaces in `/proc` and `/sys` to hold, read once.
+    kernel: layout::Kernel,
 }
 
 /// Runs commands in bubblewrap sandboxes (see the module docs).
@@ -416,7 +421,10 @@ impl SandboxLauncher {
         let floor = Floor {
             allow_unix_sockets: sandbox.allow_unix_sockets,
         };
+        let empty = empty_file(&config.state_dir())?;
         Ok(Self {
+            kernel: layout::Kernel::of_this_host(&empty),
+            empty,
             bwrap: sandbox.bwrap.clone(),
             network: sandbox.network.mode,
             writable: sandbox.writable.clone(),
@@ -425,7 +433,6 @@ impl SandboxLauncher {
             allow_home_root: sandbox.allow_home_root,
             seccomp: sealed_program(&seccomp::bytes(floor)?)?,
             pending: Default::default(),
-            empty: empty_file(&config.state_dir())?,
             home: home.as_deref().and_then(|h| h.canonicalize().ok()),
             placeholders: Default::default(),
             tripwires: Default::default(),
@@ -504,8 +511,13 @@ impl SandboxLauncher {
             .iter()
             .filter_map(|p| p.canonicalize().ok())
             .collect();
+        // Each root and the nested projects in it: where missing protected entries
+        // are held.
+        let mut levels: Vec<PathBuf> = Vec::new();
         for root in &writable {
             let found = protect::in_root(root, self.walk_settings());
+            levels.push(root.clone());
+            levels.extend(found.projects.iter().cloned());
             if found.truncated {
                 tracing::warn!(
                     root = %root.display(),
@@ -552,12 +564,18 @@ impl SandboxLauncher {
                 .set(mark, watch);
             let home = self.home.as_deref();
             let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
-            for root in &writable {
-                let at_home = home == Some(root.as_path());
+            for level in &levels {
+                let at_home = home == Some(level.as_path());
                 for (name, dir) in protect::held_if_missing(at_home) {
-                    let path = root.join(name);
+                    let path = level.join(name);
                     if path.symlink_metadata().is_ok() && !held.holds(&path) {
                         continue; // it exists (and was guarded above)
+                    }
+                    // A nested project inside a guarded path (a repository under
+                    // `.vscode/`) is read-only already, and bwrap could not make
+                    // the mount point there.
+                    if !layout.writable(&path) {
+                        continue;
                     }
                     held.take(mark, &path);
                     layout.push(if dir {
@@ -574,6 +592,7 @@ impl SandboxLauncher {
         for real in masked {
             layout.extend(Some(mask_real(real, &self.empty)));
         }
+        self.kernel.apply(&mut layout);
         let real_workdir = workdir
             .canonicalize()
             .unwrap_or_else(|_| workdir.to_path_buf());

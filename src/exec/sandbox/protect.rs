@@ -38,6 +38,7 @@ const SKIPPED: &[&str] = &[
 /// for a root that is a home directory), shell startup files.
 const PROTECTED_NAMES: &[&str] = &[
     ".dsh",
+    ".claude",
     ".vscode",
     ".zed",
     ".idea",
@@ -56,16 +57,22 @@ const PROTECTED_NAMES: &[&str] = &[
     ".zlogout",
 ];
 
-/// The protected entries a root may lack and a command must not create, each with
-/// whether it is a directory: the ones that name programs to run outside the
-/// sandbox later (dsh's project config and hooks, Zed's and VS Code's settings and
-/// tasks), and in the home directory, when it is a root, the shell's and git's
-/// startup files. Each costs every command a mount (about 0.25 ms, bench X1), so
+/// The protected entries a project level (a root, or a nested project in it: see
+/// [`Found::projects`]) may lack and a command must not create, each with whether it
+/// is a directory: the ones that name programs to run outside the sandbox later
+/// (dsh's project config and hooks, Claude Code's project settings, which dsh reads
+/// as hooks, Zed's and VS Code's settings and tasks), and in the home directory,
+/// when it is a root, the shell's and git's startup files. Each costs every command a mount (about 0.25 ms, bench X1), so
 /// entries that only configure what a person starts by hand (`.idea/` run
 /// configurations, `.gitmodules`, whose update commands git ignores) are held only
 /// when they exist.
 pub fn held_if_missing(at_home: bool) -> Vec<(&'static str, bool)> {
-    let mut names = vec![(".dsh", true), (".vscode", true), (".zed", true)];
+    let mut names = vec![
+        (".dsh", true),
+        (".claude", true),
+        (".vscode", true),
+        (".zed", true),
+    ];
     if at_home {
         names.extend(
             PROTECTED_NAMES
@@ -120,6 +127,10 @@ pub struct Found {
     /// the target, and the link itself could be replaced by an entry the command
     /// wrote.
     pub links: Vec<(PathBuf, PathBuf)>,
+    /// The nested projects below the root: directories holding a `.git` or a `.dsh`
+    /// (a session there reads its own `.dsh/config.toml`, and dsh trusts projects by
+    /// directory), where missing protected entries are held as at the root.
+    pub projects: Vec<PathBuf>,
     /// Whether the walk stopped at [`MAX_DIRS`] before reading all it would have.
     pub truncated: bool,
 }
@@ -220,6 +231,12 @@ impl Walk<'_> {
             };
             let name = entry.file_name();
             let path = entry.path();
+            if (name == ".git" || name == ".dsh")
+                && dir != self.root
+                && self.found.projects.last().map(PathBuf::as_path) != Some(dir)
+            {
+                self.found.projects.push(dir.to_path_buf());
+            }
             if name == ".git" {
                 self.git_entry(dir, &path, kind);
                 continue;
