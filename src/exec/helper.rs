@@ -28,8 +28,9 @@
 //! which kills what a dead owner left under the same state directory.
 
 use super::{
-    BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, OutputStream,
-    RunOutcome, Spill, StreamRead, TaskId, TaskStatus,
+    BashExecutor, CollectedOutput, ExecError, ExecSpec, FileError, FileIntent, FileRequest,
+    FileStat, KillOutcome, LocalExecutor, OutputStream, RunOutcome, Spill, StreamRead, TaskId,
+    TaskStatus, WriteOutcome,
 };
 use crate::config::ExecConfig;
 use crate::rpc::{self, Peer, RequestContext, RpcError, Service};
@@ -119,6 +120,41 @@ pub struct KeyParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScopeParams {
     pub scope: String,
+}
+
+/// `file` params: one file tool's access to a file on the host (E11), at the mapped
+/// path, judged and done by the helper's own executor (its containment, not the
+/// daemon's disk).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileParams {
+    pub path: PathBuf,
+    pub writable_roots: Vec<PathBuf>,
+    pub op: FileOp,
+}
+
+/// What `file` does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum FileOp {
+    Stat {
+        intent: FileIntent,
+    },
+    Read,
+    /// The whole new text (the file tools write only UTF-8 text).
+    Write {
+        content: String,
+    },
+}
+
+/// The answer to `file`. A read carries text: the file tools read only UTF-8, so
+/// other bytes are refused on the host rather than shipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileAnswer {
+    Stat(Option<FileStat>),
+    Read(Option<String>),
+    Written(WriteOutcome),
+    Err(FileError),
 }
 
 /// `cancel` notification params.
@@ -480,6 +516,30 @@ impl Helper {
         Ok(Value::Null)
     }
 
+    async fn file(&self, p: FileParams) -> Result<Value, RpcError> {
+        let exec = self.exec()?;
+        let request = FileRequest {
+            path: p.path,
+            writable_roots: p.writable_roots,
+        };
+        let answer = match p.op {
+            FileOp::Stat { intent } => exec.stat_file(&request, intent).await.map(FileAnswer::Stat),
+            FileOp::Read => match exec.read_file(&request).await {
+                Ok(Some(bytes)) => String::from_utf8(bytes)
+                    .map(|text| FileAnswer::Read(Some(text)))
+                    .map_err(|_| FileError::NotText(request.path.clone())),
+                Ok(None) => Ok(FileAnswer::Read(None)),
+                Err(e) => Err(e),
+            },
+            FileOp::Write { content } => exec
+                .write_file(&request, content.as_bytes())
+                .await
+                .map(FileAnswer::Written),
+        };
+        serde_json::to_value(answer.unwrap_or_else(FileAnswer::Err))
+            .map_err(|e| RpcError::internal(e.to_string()))
+    }
+
     /// Ends everything, then answers once the pump has sent every completion, so
     /// the local side has every task's final status when the answer arrives.
     async fn shutdown(&self) -> Result<Value, RpcError> {
@@ -678,6 +738,7 @@ impl HelperService {
         method!(m, "start", |h, ctx, p: StartParams| h.start(p));
         method!(m, "kill", |h, ctx, p: KeyParams| h.kill(p));
         method!(m, "kill_scope", |h, ctx, p: ScopeParams| h.kill_scope(p));
+        method!(m, "file", |h, ctx, p: FileParams| h.file(p));
         method!(m, "shutdown", |h, ctx, p: Value| {
             let _ = p;
             h.shutdown()

@@ -54,6 +54,52 @@ impl SandboxTerms {
         })
     }
 
+    /// Whether a failed sandboxed command's output says the sandbox may be why (E13):
+    /// a read-only file system; a permission refused on a path outside `roots` and the
+    /// configured writable directories, or on no path at all (a masked file, the seccomp
+    /// floor's EPERM, a dropped capability); a name or network the sandbox withholds;
+    /// dsh's own notes (its proxy's refusals, its tripwires); a death by SIGSYS. A plain
+    /// non-zero exit reads as it would under the local executor.
+    pub fn plausibly_why(&self, outcome: &RunOutcome, roots: &[PathBuf]) -> bool {
+        if outcome.signal == Some(libc::SIGSYS) {
+            return true;
+        }
+        let inside = |word: &str| {
+            let path = Path::new(word);
+            roots
+                .iter()
+                .chain(&self.writable)
+                .any(|r| path.starts_with(r))
+        };
+        let network = self.network != crate::config::NetworkMode::Host;
+        [&outcome.stdout.text, &outcome.stderr.text]
+            .iter()
+            .flat_map(|text| text.lines())
+            .any(|line| {
+                let lower = line.to_ascii_lowercase();
+                if lower.contains("read-only file system")
+                    || lower.contains("operation not permitted")
+                    || lower.contains("the sandbox")
+                {
+                    return true;
+                }
+                if lower.contains("permission denied") {
+                    // The paths the line names: one of the session's own is its own
+                    // business (a chmod 000 file), any other may be the sandbox's.
+                    let paths: Vec<&str> = line
+                        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '\'' | '"' | '`'))
+                        .filter(|w| w.starts_with('/'))
+                        .collect();
+                    return paths.is_empty() || paths.iter().any(|p| !inside(p));
+                }
+                network
+                    && (lower.contains("network is unreachable")
+                        || lower.contains("could not resolve host")
+                        || lower.contains("temporary failure in name resolution")
+                        || lower.contains("name or service not known"))
+            })
+    }
+
     /// The note after a failed sandboxed command's status markers: what the sandbox
     /// refuses (writes outside `roots` and the configured ones, named), and how to ask
     /// the person to run it outside. Only roots the sandbox binds (existing absolute
@@ -249,7 +295,12 @@ impl Tool for Bash {
             Ok(outcome) => {
                 let mut text = run_result_text(&outcome);
                 let failed = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
-                if let Some(terms) = contained.filter(|_| failed) {
+                // E13: the text is the local executor's unless the sandbox plausibly
+                // caused the failure (never for a timeout or a plain exit code).
+                if let Some(terms) = contained
+                    .filter(|_| failed && !outcome.timed_out)
+                    .filter(|terms| terms.plausibly_why(&outcome, &roots))
+                {
                     text.push('\n');
                     text.push_str(&terms.failure_note(&roots));
                 }
