@@ -214,6 +214,59 @@ fn opened_error(path: &Path, e: nix::Error) -> FileError {
     }
 }
 
+/// How many links one path may pass through (the kernel's own bound).
+const MAX_LINKS: usize = 40;
+
+/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
+/// one too (a link to a hook that does not exist yet is judged as that hook), the part
+/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
+/// whose target is missing.
+fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let push_front = |todo: &mut VecDeque<std::ffi::OsString>, p: &Path| {
+        for c in p.components().rev() {
+            match c {
+                Component::Normal(n) => todo.push_front(n.to_os_string()),
+                Component::ParentDir => todo.push_front("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    push_front(&mut todo, path);
+    let mut done = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = todo.pop_front() {
+        if name == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                let target = std::fs::read_link(&next).map_err(|e| FileError::Io {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
+                if hops > MAX_LINKS {
+                    return Err(FileError::Io {
+                        path: path.to_path_buf(),
+                        reason: "too many levels of symbolic links".into(),
+                    });
+                }
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                push_front(&mut todo, &target);
+            }
+            _ => done = next,
+        }
+    }
+    Ok(done)
+}
+
 /// Everything a file operation under the sandbox needs, moved onto a blocking thread.
 pub(super) struct FileCall {
     view: FileView,
@@ -231,7 +284,7 @@ impl FileCall {
         Ok(Self {
             view: launcher.file_view(&request.writable_roots)?,
             asked: request.path.clone(),
-            real: crate::fsutil::real_path(&request.path),
+            real: follow_links(&request.path)?,
         })
     }
 
@@ -346,6 +399,48 @@ mod tests {
             masked: vec![p("/w/project/secret.env"), p("/home/u/.ssh"), p("/state")],
             spill_dir: Some(p("/state/spill")),
         }
+    }
+
+    #[test]
+    fn e11_links_are_followed_to_their_end_and_a_link_swapped_in_later_fails_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::fs::write(base.join("a/b/f"), "inside").unwrap();
+        std::fs::write(base.join("elsewhere/f"), "elsewhere").unwrap();
+        std::os::unix::fs::symlink(base.join("hooks/pre-commit"), base.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("a/b", base.join("rel")).unwrap();
+        assert_eq!(
+            follow_links(&base.join("dangling")).unwrap(),
+            base.join("hooks/pre-commit")
+        );
+        assert_eq!(
+            follow_links(&base.join("rel/f")).unwrap(),
+            base.join("a/b/f")
+        );
+        assert_eq!(
+            follow_links(&base.join("rel/../x")).unwrap(),
+            base.join("a/x")
+        );
+        // Checked as a/b/f; then `a` becomes a link to elsewhere: the open refuses.
+        let real = follow_links(&base.join("a/b/f")).unwrap();
+        let how = || OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC);
+        assert!(open_beneath(&base, &real, how()).is_ok());
+        std::fs::rename(base.join("a"), base.join("a-old")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere/b")).unwrap();
+        std::fs::rename(base.join("elsewhere/f"), base.join("elsewhere/b/f")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("a")).unwrap();
+        assert_eq!(
+            open_beneath(&base, &real, how()).unwrap_err(),
+            nix::Error::ELOOP
+        );
+        assert_eq!(
+            open_beneath(Path::new("/"), &real, how()).unwrap_err(),
+            nix::Error::ELOOP
+        );
+        // A plain open would have followed it.
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "elsewhere");
     }
 
     #[test]
