@@ -908,3 +908,66 @@ fn forward_output(peer: Peer, run: u64) -> (super::OutputWatch, Arc<Forward>) {
     };
     (watch, forward)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// Every file answer, refusals included, crosses the wire and comes back the same
+    /// (the ssh executor's file tools, E11).
+    #[test]
+    fn e11_file_answers_round_trip_on_the_wire() {
+        let p = PathBuf::from("/srv/p/f");
+        let errors = [
+            FileError::Masked { path: p.clone() },
+            FileError::Protected {
+                path: p.clone(),
+                what: "git's hooks".into(),
+            },
+            FileError::OutsideRoots {
+                path: p.clone(),
+                roots: "/srv/p".into(),
+            },
+            FileError::NotReachable {
+                path: p.clone(),
+                why: "private /tmp".into(),
+            },
+            FileError::IsDirectory(p.clone()),
+            FileError::NotRegular(p.clone()),
+            FileError::NotText(p.clone()),
+            FileError::TooLarge {
+                path: p.clone(),
+                len: 1 << 30,
+            },
+            FileError::NoDirectory {
+                path: p.clone(),
+                dir: "/srv".into(),
+            },
+            FileError::Io {
+                path: p.clone(),
+                reason: "EIO".into(),
+            },
+            FileError::Unavailable("down".into()),
+        ];
+        let mut answers: Vec<FileAnswer> = errors.into_iter().map(FileAnswer::Err).collect();
+        answers.push(FileAnswer::Read(Some("text".into())));
+        answers.push(FileAnswer::Stat(Some(FileStat {
+            len: 4,
+            regular: true,
+        })));
+        answers.push(FileAnswer::Written(WriteOutcome { created: true }));
+        for answer in answers {
+            let wire = serde_json::to_value(&answer).unwrap();
+            let back: FileAnswer = serde_json::from_value(wire.clone()).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{answer:?}"), "{wire}");
+        }
+        let op: FileOp = serde_json::from_value(json!({"op": "stat", "intent": "write"})).unwrap();
+        assert!(matches!(
+            op,
+            FileOp::Stat {
+                intent: FileIntent::Write
+            }
+        ));
+    }
+}

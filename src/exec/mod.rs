@@ -266,7 +266,8 @@ pub struct WriteOutcome {
 /// Why a file tool's read or write was refused or failed below the seam. The texts are
 /// the model's: each says what happened and, for a refusal, what it can do instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+// Externally tagged: an internally tagged enum cannot carry the newtype variants.
+#[serde(rename_all = "snake_case")]
 pub enum FileError {
     /// A path the sandbox masks (`[exec.sandbox] deny_read`, dsh's own directories,
     /// the host's sockets): its commands read it as empty, so the file tools refuse it.
