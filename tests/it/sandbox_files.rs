@@ -285,6 +285,18 @@ async fn e11_under_ssh_the_file_tools_read_and_write_the_mapped_side() {
     // The daemon's own disk at the unmapped path is untouched.
     assert_eq!(read(&ws.join("f.txt")).as_deref(), Some("local side\n"));
     assert!(!ws.join("new.txt").exists());
+    // A refusal on the host comes back as the host's words, naming the mapped path.
+    let (text, is_error) = c.tool(Some(&s), "read_file", json!({"path": "."})).await;
+    assert_eq!(
+        (text, is_error),
+        (
+            format!(
+                "Error: {} is a directory; list it with bash (ls)",
+                remote.display()
+            ),
+            true
+        )
+    );
     // And the commands see what the file tools wrote.
     let (out, _) = c.bash(&s, "cat new.txt").await;
     assert_eq!(out, "made remotely\n");
