@@ -116,6 +116,15 @@ async fn e4_a_sandboxed_command_gets_the_allowlist_and_what_the_config_names() {
         "PWD",
         "SHLVL",
         "_",
+        // The proxy's, set by dsh in proxy mode (the default).
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
     ];
     for line in &seen {
         let name = line.split('=').next().unwrap_or_default();
