@@ -263,3 +263,94 @@ async fn e10_this_machines_own_addresses_are_asked_under_default_allow() {
         }
     }
 }
+
+/// A repository whose hooks are husky's (`core.hooksPath = .husky/_`, whose `h`
+/// runs `.husky/<hook>`), with pre-commit's, lefthook's and overcommit's files.
+fn hook_managed_repository(root: &std::path::Path) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "core.hooksPath", ".husky/_"]);
+    std::fs::create_dir_all(root.join(".husky/_")).unwrap();
+    std::fs::write(
+        root.join(".husky/_/h"),
+        "#!/bin/sh\n. \"$(dirname \"$0\")/../$(basename \"$0\")\"\n",
+    )
+    .unwrap();
+    std::fs::write(root.join(".husky/pre-commit"), "npm test\n").unwrap();
+    std::fs::write(root.join(".pre-commit-config.yaml"), "repos: []\n").unwrap();
+    std::fs::write(root.join("lefthook.yml"), "pre-commit: {}\n").unwrap();
+    std::fs::create_dir_all(root.join(".lefthook/pre-commit")).unwrap();
+    std::fs::write(root.join(".overcommit.yml"), "PreCommit: {}\n").unwrap();
+}
+
+/// What a command plants in the hook managers' files: the next commit runs it.
+const PLANT_HOOKS: &str = "for f in .husky/pre-commit .husky/post-checkout .husky/_/h \
+     .pre-commit-config.yaml lefthook.yml .lefthook/pre-commit/x.sh .overcommit.yml; do \
+     if echo 'touch /tmp/owned' > \"$f\" 2>/dev/null; then echo \"planted $f\"; \
+     else echo \"held $f\"; fi; done";
+
+/// E9 (issue 40): the hook managers are protected like `.git/hooks`. With
+/// `core.hooksPath = .husky/_` the guarded `_/h` runs `.husky/pre-commit`, so all
+/// of `.husky/` is read-only; so are `.pre-commit-config.yaml`, `lefthook.yml`,
+/// `.lefthook/` and `.overcommit.yml`. The local executor plants each (the attack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_hook_managers_files_cannot_be_written_from_the_sandbox() {
+    let planted = [
+        ".husky/pre-commit",
+        ".husky/post-checkout",
+        ".husky/_/h",
+        ".pre-commit-config.yaml",
+        "lefthook.yml",
+        ".lefthook/pre-commit/x.sh",
+        ".overcommit.yml",
+    ];
+    assert!(planted.iter().all(|f| PLANT_HOOKS.contains(f)));
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    hook_managed_repository(&root);
+    let out = run_in(&local, PLANT_HOOKS, &root).await.unwrap();
+    local.shutdown().await;
+    for file in &planted {
+        assert!(out.contains(&format!("planted {file}")), "local: {out}");
+    }
+
+    let mut cfg = common::test_config(state.path());
+    cfg.kind = dsh::config::ExecutorKind::Sandbox;
+    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    hook_managed_repository(&root);
+    let out = run_in(&sandbox, PLANT_HOOKS, &root).await.unwrap();
+    sandbox.shutdown().await;
+    for file in &planted {
+        assert!(out.contains(&format!("held {file}")), "sandbox: {out}");
+        assert!(
+            !std::fs::read_to_string(root.join(file))
+                .unwrap_or_default()
+                .contains("/tmp/owned"),
+            "{file} written"
+        );
+    }
+    // The rest of the project stays writable.
+    let out = run_in(
+        &sandbox_again(&cfg),
+        "echo x > src.txt && echo wrote",
+        &root,
+    )
+    .await
+    .unwrap();
+    assert!(out.contains("wrote"), "{out}");
+}
+
+fn sandbox_again(cfg: &ExecConfig) -> SandboxExecutor {
+    SandboxExecutor::new(cfg, &[]).unwrap()
+}
