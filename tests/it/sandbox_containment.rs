@@ -354,3 +354,55 @@ async fn e9_hook_managers_files_cannot_be_written_from_the_sandbox() {
 fn sandbox_again(cfg: &ExecConfig) -> SandboxExecutor {
     SandboxExecutor::new(cfg, &[]).unwrap()
 }
+
+/// What the issue's command did: a bare repository in a root that held none, with
+/// a `core.fsmonitor` the host's next `git status` there would run.
+const BARE_WITH_FSMONITOR: &str = "git init -q --bare . && \
+     git config core.fsmonitor 'touch fsmonitor-ran' && git config core.bare false && git config core.worktree . && \
+     echo made";
+
+/// E12 (issue 40): a bare repository a command made at the root (`HEAD`, `config`,
+/// `objects`, `refs`) is refused when the command ends: its `HEAD` is renamed, so
+/// the host's git finds no repository there and runs no fsmonitor. Locally the
+/// repository stands and the host's `git status` runs the command's fsmonitor (the
+/// attack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends() {
+    let git_status = |root: &std::path::Path| {
+        std::process::Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(root)
+            .env("GIT_CEILING_DIRECTORIES", root.parent().unwrap())
+            .output()
+            .unwrap()
+    };
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let out = run_in(&local, BARE_WITH_FSMONITOR, &root).await.unwrap();
+    local.shutdown().await;
+    assert!(out.contains("made"), "{out}");
+    let _ = git_status(&root);
+    assert!(
+        root.join("fsmonitor-ran").exists(),
+        "the attack works locally"
+    );
+
+    let mut cfg = common::test_config(state.path());
+    cfg.kind = dsh::config::ExecutorKind::Sandbox;
+    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let out = run_in(&sandbox, BARE_WITH_FSMONITOR, &root).await.unwrap();
+    sandbox.shutdown().await;
+    assert!(out.contains("made"), "{out}");
+    assert!(
+        out.contains("HEAD of a new bare repository"),
+        "the output says what was refused: {out}"
+    );
+    assert!(!root.join("HEAD").exists() && root.join("HEAD.dsh-refused").is_file());
+    let status = git_status(&root);
+    assert!(!status.status.success(), "still a repository: {status:?}");
+    assert!(!root.join("fsmonitor-ran").exists(), "the fsmonitor ran");
+}

@@ -138,9 +138,10 @@ pub struct Found {
     /// In an order the layout can apply (a `.git` pin before the read-only parts
     /// inside it).
     pub guards: Vec<Guard>,
-    /// Every `.git` entry (directory, pointer file or symlink) the walk saw: git
-    /// takes the nearest one for the directories below it, so one that was not
-    /// there before the command is one the command made.
+    /// Every `.git` entry (directory, pointer file or symlink) and every bare
+    /// repository's directory the walk saw: git takes the nearest one for the
+    /// directories below it, so one that was not there before the command is one
+    /// the command made.
     pub repositories: Vec<PathBuf>,
     /// Protected names that are symlinks, with what each pointed to: the mount holds
     /// the target, and the link itself could be replaced by an entry the command
@@ -278,6 +279,9 @@ impl Walk<'_> {
         // A bare repository (the usual home of worktrees' common hooks): its hooks
         // and config are guarded as a `.git`'s are, and it is pinned the same way.
         if bare == [true; 3] {
+            // Reported with the `.git` entries: one a command made (`git init --bare
+            // .` in a root that had none) is refused by its tripwire (issue 40).
+            self.found.repositories.push(dir.to_path_buf());
             self.repository(dir, dir);
             return;
         }

@@ -2,13 +2,15 @@
 //!
 //! A mount guards what exists when the sandbox starts. Three things a command can
 //! still make in a writable root would run its code outside the sandbox later, and
-//! each is found afterwards and renamed to `<name>.dsh-refused` (git and editors no
-//! longer read it; a person can look and rename it back), logged, and told in the
+//! each is found afterwards and renamed to `<name>.dsh-refused` (or, when taken,
+//! `<name>.dsh-refused-<command>-<N>`, N without a bound; git and editors no longer
+//! read it; a person can look and rename it back), logged, and told in the
 //! command's output:
 //!
 //! - a git redirect in a guarded repository's writable `.git`: `commondir` (git then
 //!   takes config and hooks from the directory it names) or `config.worktree`;
-//! - a new `.git` anywhere the walk reaches: git takes the nearest one, so a
+//! - a new `.git` or bare repository (whose `HEAD` is renamed) anywhere the walk
+//!   reaches: git takes the nearest one, so a
 //!   repository made inside a project runs its own hooks and config (a
 //!   `core.fsmonitor` runs at the next `git status`, which editors run by
 //!   themselves). `[exec.sandbox] allow_git_config` lifts this one, as it lifts the
@@ -41,6 +43,9 @@ pub struct Watch {
     pub repositories: Vec<(PathBuf, Vec<PathBuf>)>,
     /// Which redirects each of `gitdirs` already had (filled by [`Tripwires::set`]).
     redirects_before: Vec<[bool; 2]>,
+    /// The command's own part of the names refusals take (its sequence number in
+    /// the executor, from its mark; filled by [`Tripwires::set`]).
+    label: String,
 }
 
 /// The watches of the running sandboxes, by their commands' marks.
@@ -52,6 +57,13 @@ pub struct Tripwires {
 impl Tripwires {
     /// Starts watching for the command marked `mark`.
     pub fn set(&mut self, mark: &str, mut watch: Watch) {
+        watch.label = mark
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect();
         watch.redirects_before = watch
             .gitdirs
             .iter()
@@ -82,6 +94,7 @@ impl Watch {
                     notes.push(refuse(
                         &path,
                         "a git redirect (git would read config and hooks elsewhere)",
+                        &self.label,
                     ));
                 }
             }
@@ -89,10 +102,21 @@ impl Watch {
         for (root, before) in &self.repositories {
             for git in repositories_now(root) {
                 if !before.contains(&git) {
+                    // A `.git` is renamed whole; a bare repository (whose directory may
+                    // be the root itself) loses its HEAD, without which git takes it
+                    // for no repository at all.
+                    let (target, what) = if git.file_name().is_some_and(|n| n == ".git") {
+                        (git.clone(), "a new repository")
+                    } else {
+                        (git.join("HEAD"), "the HEAD of a new bare repository")
+                    };
                     notes.push(refuse(
-                        &git,
-                        "a new repository (its hooks and config would run outside the sandbox; \
-                         [exec.sandbox] allow_git_config allows it)",
+                        &target,
+                        &format!(
+                            "{what} (its hooks and config would run outside the sandbox; \
+                             [exec.sandbox] allow_git_config allows it)"
+                        ),
+                        &self.label,
                     ));
                 }
             }
@@ -105,6 +129,7 @@ impl Watch {
                 notes.push(refuse(
                     link,
                     "a protected path that was a symlink and was replaced",
+                    &self.label,
                 ));
             }
             if let Err(e) = std::os::unix::fs::symlink(target, link) {
@@ -115,20 +140,23 @@ impl Watch {
     }
 }
 
-/// Renames `path` to the first free `<path>.dsh-refused[-N]`, logs it and says it.
-fn refuse(path: &Path, what: &str) -> String {
+/// Renames `path` to `<path>.dsh-refused`, or when that is taken to the first free
+/// `<path>.dsh-refused-<label>-<N>` (`label` the command's, `N` counting up without
+/// a bound: a command that took names ahead cannot run them out), logs it and says
+/// it.
+fn refuse(path: &Path, what: &str, label: &str) -> String {
     let mut name = path.as_os_str().to_owned();
     name.push(".dsh-refused");
     let first = PathBuf::from(name);
     let free = std::iter::once(first.clone())
-        .chain((2..100).map(|n| {
+        .chain((1..=u64::MAX).map(|n| {
             let mut name = first.clone().into_os_string();
-            name.push(format!("-{n}"));
+            name.push(format!("-{label}-{n}"));
             PathBuf::from(name)
         }))
         .find(|p| p.symlink_metadata().is_err());
     let Some(free) = free else {
-        tracing::error!(path = %path.display(), "a sandboxed command made {what}; no free name to rename it to");
+        // 2^64 names taken: not on any file system there is.
         return format!(
             "the sandbox could not refuse {} ({what}): every *.dsh-refused name is taken",
             path.display()
@@ -160,7 +188,7 @@ mod tests {
     fn watched(root: &Path) -> Watch {
         let mut wires = Tripwires::default();
         wires.set(
-            "m",
+            "tag:1.2:abc:/7",
             Watch {
                 gitdirs: vec![root.join(".git")],
                 links: vec![(root.join(".vscode"), PathBuf::from("settings"))],
@@ -168,7 +196,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        wires.take(&|m: &str| m == "m").pop().unwrap()
+        wires.take(&|m: &str| m == "tag:1.2:abc:/7").pop().unwrap()
     }
 
     #[test]
@@ -186,11 +214,21 @@ mod tests {
         std::fs::remove_file(root.join(".vscode")).unwrap();
         std::fs::create_dir(root.join(".vscode")).unwrap();
         std::fs::create_dir(root.join("sub/.git.dsh-refused")).unwrap(); // taken
-        let notes = watch.check(|r| vec![r.join(".git"), r.join("sub/.git")]);
-        assert_eq!(notes.len(), 3, "{notes:?}");
+        // Issue 40: the names a command could take ahead never run out.
+        for n in 1..=150 {
+            std::fs::create_dir(root.join(format!("sub/.git.dsh-refused-7-{n}"))).unwrap();
+        }
+        // A bare repository the command made in the root itself.
+        std::fs::write(root.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let notes = watch.check(|r| vec![r.join(".git"), r.join("sub/.git"), r.to_path_buf()]);
+        assert_eq!(notes.len(), 4, "{notes:?}");
         assert!(root.join(".git/commondir.dsh-refused").is_file());
         assert!(root.join(".git/config.worktree").is_file(), "kept");
-        assert!(root.join("sub/.git.dsh-refused-2").is_dir());
+        assert!(
+            root.join("sub/.git.dsh-refused-7-151").is_dir(),
+            "{notes:?}"
+        );
+        assert!(!root.join("HEAD").exists() && root.join("HEAD.dsh-refused").is_file());
         assert!(!root.join("sub/.git").exists());
         assert!(root.join(".vscode.dsh-refused").is_dir());
         assert_eq!(
