@@ -406,3 +406,42 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
     assert!(!status.status.success(), "still a repository: {status:?}");
     assert!(!root.join("fsmonitor-ran").exists(), "the fsmonitor ran");
 }
+
+/// E10 (issue 40): a question about a host that nobody answered (cancelled here;
+/// a closed editor is the same) refuses that connection but is not remembered for
+/// the command's life: the command's next connection to the same host asks again,
+/// and a real answer then lets it through (and is remembered: a third connection
+/// asks nothing). Before, the first refusal stood for as long as the command ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_an_unanswered_question_is_not_remembered_a_real_answer_is() {
+    let port = server_on(std::net::Ipv4Addr::LOCALHOST.into()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = common::daemon::workspace(dir.path(), "ws");
+    let (_daemon, mut c) = common::daemon::stdio_daemon(
+        dir.path(),
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"ask\"\n",
+        &[],
+    )
+    .await;
+    let s = c.new_session(&ws).await;
+    let curl =
+        format!("NO_PROXY= no_proxy= curl -s -w ' %{{http_code}}\\n' http://localhost:{port}/");
+    // The bash call; the first question (an option no client offers: cancelled);
+    // the second, allowed.
+    c.permission_answers
+        .extend(["allow_once", "no-such-option", "allow_once"]);
+    let (out, _) = c.bash(&s, &format!("{curl}; {curl}; {curl}")).await;
+    let refused = out.find(" 403").expect("the first connection is refused");
+    assert!(refused < out.find("hello from").unwrap_or(0), "{out}");
+    assert_eq!(
+        out.matches(&format!("hello from {port} 200")).count(),
+        2,
+        "asked again after the unanswered question: {out}"
+    );
+    assert_eq!(
+        c.permission_requests.len(),
+        3,
+        "{:?}",
+        c.permission_requests
+    );
+}
