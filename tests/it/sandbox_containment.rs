@@ -445,3 +445,58 @@ async fn e10_an_unanswered_question_is_not_remembered_a_real_answer_is() {
         c.permission_requests
     );
 }
+
+/// Repositories where the start's bounded walk does not reach: ten levels down,
+/// under `node_modules/` (a skipped folder), and behind 3000 directories (past
+/// the walk's 2000).
+const DEEP_REPOSITORIES: &str = "mkdir -p a/b/c/d/e/f/g/h/i/j node_modules/pkg && \
+     git -C a/b/c/d/e/f/g/h/i/j init -q && git -C node_modules/pkg init -q && \
+     for i in $(seq 3000); do mkdir d$i; done && git -C d3000 init -q && echo made";
+
+/// E12 (issue 40): a repository a command made anywhere under its root is refused
+/// when it ends, with no depth cap and no skip list: ten levels down, under
+/// `node_modules/`, behind 3000 directories. Locally all three stand (the attack:
+/// the host's git would run their hooks and fsmonitor). A repository the person
+/// had before, deep down, is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e12_a_repository_made_anywhere_under_the_root_is_refused() {
+    let made = [
+        "a/b/c/d/e/f/g/h/i/j/.git",
+        "node_modules/pkg/.git",
+        "d3000/.git",
+    ];
+    let state = tempfile::tempdir().unwrap();
+    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let out = run_in(&local, DEEP_REPOSITORIES, &root).await.unwrap();
+    local.shutdown().await;
+    assert!(out.contains("made"), "{out}");
+    for git in made {
+        assert!(root.join(git).is_dir(), "locally {git} stands");
+    }
+
+    let mut cfg = common::test_config(state.path());
+    cfg.kind = dsh::config::ExecutorKind::Sandbox;
+    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    // The person's own, deep down and under node_modules, made before.
+    for own in ["x/y/z/w/v/.git", "node_modules/dep/.git"] {
+        std::fs::create_dir_all(root.join(own)).unwrap();
+    }
+    let out = run_in(&sandbox, DEEP_REPOSITORIES, &root).await.unwrap();
+    sandbox.shutdown().await;
+    assert!(out.contains("made"), "{out}");
+    for git in made {
+        assert!(!root.join(git).exists(), "{git} stands: {out}");
+        assert!(
+            root.join(format!("{git}.dsh-refused")).is_dir(),
+            "{git}: {out}"
+        );
+        assert!(out.contains(&root.join(git).display().to_string()), "{out}");
+    }
+    for own in ["x/y/z/w/v/.git", "node_modules/dep/.git"] {
+        assert!(root.join(own).is_dir(), "{own} was the person's: {out}");
+    }
+}

@@ -19,6 +19,12 @@
 //!   or leads elsewhere: the mount held the link's target, not the link. The link
 //!   is put back.
 //!
+//! New repositories are found twice: by the start's bounded walk done again, and
+//! by [`made_since`], a search of the whole root without depth cap or skip list
+//! for repositories born since the sandbox started (a birth time, not a snapshot:
+//! nothing is read at the start, and a repository the person had is never taken
+//! for the command's).
+//!
 //! What is left: the window while the command runs (a background task can keep a
 //! redirect in place for as long as it lives), and a `.git` a person made by hand
 //! in a root while a command ran there, which is renamed like the command's.
@@ -46,6 +52,96 @@ pub struct Watch {
     /// The command's own part of the names refusals take (its sequence number in
     /// the executor, from its mark; filled by [`Tripwires::set`]).
     label: String,
+    /// When the sandbox started (filled by [`Tripwires::set`]): a repository whose
+    /// directory was born since is one the command made ([`made_since`]).
+    started: Option<std::time::SystemTime>,
+}
+
+/// How many directories the end-of-command search for new repositories reads at
+/// most per root ([`made_since`]); past it the check says it could not finish.
+pub const SEARCH_BUDGET_DIRS: usize = 1_000_000;
+
+/// What the search for repositories made since a time found under one root.
+#[derive(Debug, Default)]
+pub struct Made {
+    /// Each new `.git` entry, and each new bare repository's directory.
+    pub repositories: Vec<PathBuf>,
+    /// The search stopped at [`SEARCH_BUDGET_DIRS`] before reading everything.
+    pub unfinished: bool,
+}
+
+/// Every repository under `root` born at or after `since`, at any depth and in
+/// every folder (no skip list, no depth cap: a repository under `node_modules/`,
+/// ten levels down or behind 3000 directories runs its hooks and fsmonitor as
+/// well as one at the top): a `.git` entry whose own birth time is that late,
+/// and a bare repository (`HEAD` + `objects/` + `refs/`) whose `objects/` is.
+/// Where the file system keeps no birth time, the last change of the entry's
+/// inode stands in (a repository the command only touched then counts as made:
+/// the closed side, since a rename can be undone by hand and a hook that ran
+/// cannot; one nobody touched never does). Symlinks are not
+/// followed, nor is a git directory entered (its insides are the repository's
+/// own, guarded by the start's walk). Reads each directory once; bounded by
+/// `budget` directories.
+pub fn made_since(root: &Path, since: std::time::SystemTime, budget: usize) -> Made {
+    let born_since = |path: &Path| {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return false; // gone: nothing to refuse
+        };
+        let born = meta.created().ok().or_else(|| {
+            use std::os::unix::fs::MetadataExt;
+            let changed = std::time::Duration::new(
+                u64::try_from(meta.ctime()).ok()?,
+                u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+            );
+            std::time::UNIX_EPOCH.checked_add(changed)
+        });
+        // A time that cannot be read at all: new (the closed side).
+        born.is_none_or(|born| born >= since)
+    };
+    let mut made = Made::default();
+    let mut stack = vec![root.to_path_buf()];
+    let mut read = 0usize;
+    while let Some(dir) = stack.pop() {
+        if read >= budget {
+            made.unfinished = true;
+            break;
+        }
+        read += 1;
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut bare = [false; 3];
+        let mut subdirs = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            if name == ".git" {
+                if born_since(&entry.path()) {
+                    made.repositories.push(entry.path());
+                }
+                continue;
+            }
+            match name.to_str() {
+                Some("HEAD") => bare[0] = kind.is_file(),
+                Some("objects") => bare[1] = kind.is_dir(),
+                Some("refs") => bare[2] = kind.is_dir(),
+                _ => {}
+            }
+            if kind.is_dir() {
+                subdirs.push(entry.path());
+            }
+        }
+        if bare == [true; 3] {
+            if born_since(&dir.join("objects")) {
+                made.repositories.push(dir);
+            }
+            continue;
+        }
+        stack.extend(subdirs);
+    }
+    made
 }
 
 /// The watches of the running sandboxes, by their commands' marks.
@@ -64,6 +160,7 @@ impl Tripwires {
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .collect();
+        watch.started = Some(std::time::SystemTime::now());
         watch.redirects_before = watch
             .gitdirs
             .iter()
@@ -100,7 +197,25 @@ impl Watch {
             }
         }
         for (root, before) in &self.repositories {
-            for git in repositories_now(root) {
+            let mut now = repositories_now(root);
+            if let Some(started) = self.started {
+                let made = made_since(root, started, SEARCH_BUDGET_DIRS);
+                if made.unfinished {
+                    tracing::error!(root = %root.display(), "the search for new repositories did not finish");
+                    notes.push(format!(
+                        "the sandbox could not finish its search for repositories this command \
+                         made under {} ({SEARCH_BUDGET_DIRS} directories read): what lies beyond \
+                         was not checked; do not run git there before looking",
+                        root.display()
+                    ));
+                }
+                for git in made.repositories {
+                    if !now.contains(&git) {
+                        now.push(git);
+                    }
+                }
+            }
+            for git in now {
                 if !before.contains(&git) {
                     // A `.git` is renamed whole; a bare repository (whose directory may
                     // be the root itself) loses its HEAD, without which git takes it
