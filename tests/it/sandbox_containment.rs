@@ -485,6 +485,19 @@ async fn e12_a_repository_made_anywhere_under_the_root_is_refused() {
     for own in ["x/y/z/w/v/.git", "node_modules/dep/.git"] {
         std::fs::create_dir_all(root.join(own)).unwrap();
     }
+    // File times move in ticks of a coarse clock: a repository made in the tick
+    // the command starts in counts as the command's. The person's are older: wait
+    // (bounded) until a new file's birth shows the clock has moved on.
+    let born = |p: &std::path::Path| std::fs::metadata(p).unwrap().created().unwrap();
+    let own_birth = born(&root.join("node_modules/dep/.git"));
+    let probe = dir.path().join("probe");
+    let moved = (0..1_000_000).any(|_| {
+        let _ = std::fs::remove_file(&probe);
+        std::fs::write(&probe, "").unwrap();
+        born(&probe) > own_birth
+    });
+    assert!(moved, "the file clock moves");
+    std::fs::remove_file(&probe).unwrap();
     let out = run_in(&sandbox, DEEP_REPOSITORIES, &root).await.unwrap();
     sandbox.shutdown().await;
     assert!(out.contains("made"), "{out}");

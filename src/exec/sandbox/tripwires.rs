@@ -57,11 +57,6 @@ pub struct Watch {
     started: Option<std::time::SystemTime>,
 }
 
-/// How far before a sandbox's start a repository's birth still counts as the
-/// command's: more than a tick of the kernel's coarse clock, which file times
-/// come from (a person's repository made in those 50 ms before is the price).
-const FILE_CLOCK_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// How many directories the end-of-command search for new repositories reads at
 /// most per root ([`made_since`]); past it the check says it could not finish.
 pub const SEARCH_BUDGET_DIRS: usize = 1_000_000;
@@ -165,10 +160,11 @@ impl Tripwires {
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .collect();
-        // File times come from the kernel's coarse clock, which lags the precise
-        // one by up to a tick: a repository made in the command's first
-        // milliseconds could look older than the start without the slack.
-        watch.started = std::time::SystemTime::now().checked_sub(FILE_CLOCK_SLACK);
+        // The precise clock: a person's repository made before the start is never
+        // taken for the command's. Where file times come from the coarse clock
+        // (a tick behind), a repository made in the tick after the start could
+        // look older; bwrap's own start takes longer than that tick.
+        watch.started = Some(std::time::SystemTime::now());
         watch.redirects_before = watch
             .gitdirs
             .iter()
