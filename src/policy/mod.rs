@@ -991,11 +991,13 @@ impl Policy {
                 Mode::Auto => {
                     let (decision, word) = match self.network_default {
                         NetworkDefault::Ask => (Decision::Ask, "ask"),
-                        // This machine's own services are outside the sandbox: a
-                        // default does not open them, a rule naming the host does.
-                        NetworkDefault::Allow if network::is_this_machine(&host) => {
-                            (Decision::Ask, "allow, which does not cover this machine")
-                        }
+                        // This machine's own services are outside the sandbox, and a
+                        // non-public address is someone's local network: a default
+                        // opens neither, a rule naming the host does (issue 40).
+                        NetworkDefault::Allow if network::is_local(&host) => (
+                            Decision::Ask,
+                            "allow, which does not cover this machine or a non-public address",
+                        ),
                         NetworkDefault::Allow => (Decision::Allow, "allow"),
                         NetworkDefault::Deny => (Decision::Deny, "deny"),
                     };
@@ -3012,6 +3014,19 @@ mod tests {
             "::1",
             "::ffff:127.0.0.1",
             "0.0.0.0",
+            // Issue 40: every non-public address too, however spelt.
+            "10.0.0.5",
+            "192.168.1.1",
+            "172.16.0.1",
+            "100.64.0.1",
+            "169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+            "192.0.2.2",
+            "fd00::2",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:10.0.0.5",
         ] {
             let j = connect(&p, host, 5432, Mode::Auto, &[]);
             assert_eq!(j.decision, Ask, "{host}: {}", j.reason);
@@ -3021,11 +3036,20 @@ mod tests {
                 j.reason
             );
         }
+        for public in ["example.com", "93.184.216.34", "2606:4700::1111"] {
+            assert_eq!(
+                connect(&p, public, 443, Mode::Auto, &[]).decision,
+                Allow,
+                "{public}"
+            );
+        }
+        // A rule naming the host still allows it.
+        let rule = net_rule(Some("10.0.0.5"), None, Allow);
+        let named = net_policy(vec![rule], &network);
         assert_eq!(
-            connect(&p, "example.com", 443, Mode::Auto, &[]).decision,
+            connect(&named, "10.0.0.5", 5432, Mode::Auto, &[]).decision,
             Allow
         );
-        // A rule naming the host still allows it.
         let rule = net_rule(Some("localhost"), None, Allow);
         let p = net_policy(vec![rule], &network);
         assert_eq!(
