@@ -22,6 +22,7 @@ pub mod audit;
 pub mod embedded;
 pub mod escalation;
 pub mod explain;
+pub mod harmless;
 pub mod inline;
 pub mod inner;
 pub mod network;
