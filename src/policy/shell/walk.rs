@@ -258,6 +258,7 @@ impl Walker {
             via: self.via.clone(),
             opaque,
             writes_redirect: parts.writes,
+            stdin: literal(parts.stdin.as_ref()),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -637,6 +638,7 @@ impl Walker {
             via: self.via.clone(),
             opaque: Some("arithmetic on a variable's value, which can run commands".into()),
             writes_redirect: false,
+            stdin: None,
         });
     }
 
@@ -679,6 +681,7 @@ impl Walker {
                     via: self.via.clone(),
                     opaque: opaque_name(&words, risky_env),
                     writes_redirect: false,
+                    stdin: literal(Some(stdin)),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -693,6 +696,7 @@ impl Walker {
                     via: self.via.clone(),
                     opaque: Some(why),
                     writes_redirect: false,
+                    stdin: None,
                 });
                 Ok(())
             }
@@ -759,5 +763,13 @@ fn assignment_name(assignment: &ast::Assignment) -> &str {
     match &assignment.name {
         ast::AssignmentName::VariableName(name) => name,
         ast::AssignmentName::ArrayElementName(name, _) => name,
+    }
+}
+
+/// The text of a literal here-document or here-string, if that is what stdin is.
+fn literal(stdin: Option<&Stdin>) -> Option<String> {
+    match stdin {
+        Some(Stdin::Literal(text)) => Some(text.clone()),
+        _ => None,
     }
 }
