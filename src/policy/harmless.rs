@@ -1174,7 +1174,11 @@ impl Rules {
                         }
                         // Any other name is a variable unless it is called.
                         let called = matches!(next, Some(Tok::P("(")));
-                        if called && !self.globals.contains(&name) && !bound.contains(name) {
+                        if called
+                            && !self.keywords.contains(&name)
+                            && !self.globals.contains(&name)
+                            && !bound.contains(name)
+                        {
                             return Err(not(format!(
                                 "the awk function `{name}` is not on the list of harmless ones"
                             )));
@@ -2581,7 +2585,10 @@ static LUA: Rules = Rules {
 
 static AWK: Rules = Rules {
     lang: Lang::Awk,
-    keywords: &[],
+    keywords: &[
+        "if", "else", "while", "for", "do", "in", "return", "delete", "print", "printf", "next",
+        "nextfile", "exit", "function", "func", "getline", "BEGIN", "END", "break", "continue",
+    ],
     // Builtin functions an awk program may call; any other name is a variable unless
     // called (then it must be a function the program defines).
     globals: &[
@@ -2765,6 +2772,10 @@ mod tests {
         ok(Lang::Awk, "$3 > 10 {print $1, ($2 > 1)}");
         ok(Lang::Awk, "/a|b/ || /c/ {n++}");
         ok(Lang::Awk, "function f(x) { return x * 2 } {print f($1)}");
+        ok(
+            Lang::Awk,
+            "{a[$1]++} END {for (k in a) print k, a[k]; if (NR) print(NR)}",
+        );
         no(Lang::Awk, r#"BEGIN{system("rm c")}"#);
         no(Lang::Awk, r#"BEGIN{print "x" | "rm c"}"#);
         no(

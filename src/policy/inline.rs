@@ -268,7 +268,17 @@ fn python(args: &[String], stdin: Option<&str>) -> Option<Code> {
         Source::Given(vec![code.to_owned()])
     } else if let Some(module) = parsed.value("m") {
         if PYTHON_CODE_MODULES.contains(&module) {
-            Source::Opaque(format!("`-m {module}` runs code given as its arguments"))
+            let rest: Vec<&str> = parsed
+                .operands
+                .iter()
+                .filter_map(|&i| args.get(i))
+                .map(String::as_str)
+                .collect();
+            return Some(Code::opaque(
+                "python",
+                &rest.join(" "),
+                format!("`-m {module}` runs code given as its arguments"),
+            ));
         } else {
             Source::File
         }
