@@ -149,11 +149,16 @@ pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
         | "yash" => other_shell(args),
         "tclsh" | "wish" | "expect" | "tclsh8.6" | "jimsh" => tcl(name, args),
         "sqlite3" | "sqlite" => sqlite(args, stdin),
-        "ed" | "red" => Some(Code::opaque(
-            "ed",
-            stdin.unwrap_or(""),
-            "ed runs the commands on its stdin (`!` runs a shell, `w` writes)",
-        )),
+        "ed" | "red" => {
+            let text = stdin.unwrap_or("");
+            let mut code = Code::opaque(
+                "ed",
+                text,
+                "ed runs the commands on its stdin (`!` runs a shell, `w` writes)",
+            );
+            code.words.extend(shell_words(text, &["!"]));
+            Some(code)
+        }
         "vim" | "vi" | "nvim" | "view" | "ex" | "vimdiff" | "rvim" | "gvim" | "vim.tiny"
         | "vim.basic" | "vim.nox" => vim(name, args),
         "emacs" | "emacs-nox" | "emacsclient" => emacs(args),
@@ -1100,8 +1105,27 @@ fn sqlite(args: &[String], stdin: Option<&str>) -> Option<Code> {
     let text = commands.join("\n");
     Some(match sqlite_harmless(&text) {
         Ok(()) => Code::new("sqlite3", &text, Reading::Harmless),
-        Err(why) => Code::opaque("sqlite3", &text, why),
+        Err(why) => {
+            let mut code = Code::opaque("sqlite3", &text, why);
+            code.words
+                .extend(shell_words(&text, &[".shell", ".system"]));
+            code
+        }
     })
+}
+
+/// The words of the command lines a program hands to a shell (sqlite3's `.shell CMD`,
+/// ed's `!CMD`), read as the shell will read them: `r''m` is `rm`.
+fn shell_words(text: &str, prefixes: &[&str]) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            prefixes.iter().find_map(|p| line.strip_prefix(p))
+        })
+        .filter_map(|command| super::shell::segments(command).ok())
+        .flatten()
+        .flat_map(|segment| segment.words)
+        .collect()
 }
 
 /// Read-only dot-commands and `SELECT`s calling only functions that read.
@@ -1729,7 +1753,7 @@ mod tests {
 
     #[test]
     fn p8_programs_that_run_strings() {
-        let c = code(&["sqlite3", ":memory:", ".shell rm c"]).unwrap();
+        let c = code(&["sqlite3", ":memory:", ".shell r''m c"]).unwrap();
         assert!(!c.is_harmless() && c.words.contains(&"rm".to_owned()));
         assert!(harmless(code(&["sqlite3", "db", "select count(*) from t"])));
         assert!(opaque(code(&[

@@ -40,7 +40,14 @@
 //! (start-stop-daemon), openssh-client (ssh-agent, ssh, scp, sftp), strace,
 //! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
 //! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
-//! ruby, php-cli, lua5.4, mawk, sed.
+//! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make.
+//!
+//! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
+//! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
+//! held in a variable, `print c | s` after a division): asked, not denied. Interpreter
+//! options are spelled as the real programs take them (`-pe`, `--title t`, `-C -e`,
+//! `-Mstrict;...`), and code arrives on stdin (here-strings, here-documents, a pipe,
+//! `-f /dev/stdin`, `<(...)`).
 
 use crate::common;
 
