@@ -2233,6 +2233,43 @@ mod tests {
         );
     }
 
+    /// P8 (issue 41): a variable that runs a command is judged by its value, the same
+    /// whether it prefixes the command, is exported earlier or set through `git -c`;
+    /// variables that run code by existing make the command unknown.
+    #[test]
+    fn p8_variables_are_judged_by_their_value() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "PAGER=cat git log -3",
+            "export PAGER=cat; git log -3",
+            "git -c core.pager=cat log -3",
+            "GIT_EDITOR=true git commit -q --amend --allow-empty",
+            "GIT_SSH_COMMAND='ssh -o BatchMode=yes' git ls-remote .",
+            "MANPAGER=cat man ls",
+            "CC=clang make",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+        for line in [
+            "PAGER='rm c' git log",
+            "export PAGER='rm c'; git log",
+            "git -c core.pager='rm c' log",
+            "RSYNC_CONNECT_PROG='rm c' rsync x::a .",
+            "CC='rm c;:' make p",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+        }
+        for line in [
+            "LUA_INIT='os.execute(\"ls\")' lua5.4 -e 1",
+            "PERL5DB='BEGIN{system q(ls)}' perl -e 1",
+            "PS0='$(ls)' bash -i",
+            "MAKEFLAGS=--eval=x make",
+            "GIT_ALLOW_PROTOCOL=ext git clone 'ext::sh -c ls' x",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+        }
+    }
+
     #[test]
     fn arithmetic_on_variables_cannot_be_allowed_by_a_prefix_rule() {
         let p = policy(&[(Some("echo"), Allow)]);

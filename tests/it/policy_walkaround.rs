@@ -621,6 +621,8 @@ const SHAPES: &[Shape] = &[
     s("P8 vim -es -c !", "vim -es -c '!%V %F' -c 'q!'"),
     s("P8 zip -TT", "zip -q %D.zip /etc/hostname -T -TT '%V %F #'"),
     s("P8 make --eval", "make --eval='x: ; %V %F' x"),
+    // ---- issue 41: variables judged by their value (P3b, P8) ----
+    s("P3b CC for make", "echo 'int main(){return 0;}' > p.c; CC='%V %F;:' make p"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -1187,7 +1189,14 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"php -r 'echo json_encode(["ok" => true]), "\n";'"#, ["allow", "ask", "deny"]),
     (r#"sqlite3 app.db 'select count(*) from users'"#, ["allow", "ask", "deny"]),
     (r#"sqlite3 app.db .tables"#, ["allow", "ask", "deny"]),
-    (r#"rg --pretty fn src"#, ["allow", "ask", "allow"]),
+    (r#"rg --pretty fn src"#, ["allow", "ask", "allow"]),    // Issue 41: variables judged by their value.
+    (r#"PAGER=cat git log -3"#, ["allow", "ask", "allow"]),
+    (r#"GIT_EDITOR=true git commit -q --amend --allow-empty"#, ["allow", "ask", "deny"]),
+    (r#"GIT_SSH_COMMAND='ssh -o BatchMode=yes' git ls-remote ."#, ["allow", "ask", "deny"]),
+    (r#"MANPAGER=cat man ls"#, ["allow", "ask", "deny"]),
+    (r#"GIT_PAGER=cat git diff --stat"#, ["allow", "ask", "allow"]),
+    (r#"EDITOR=true git rebase -i HEAD~2"#, ["allow", "ask", "deny"]),
+    (r#"CC=clang make"#, ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

@@ -5,7 +5,7 @@ use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
 use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
-use crate::policy::word::{Word, changes_code, texts};
+use crate::policy::word::{EnvRuns, Word, changes_code, env_runs, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
@@ -293,7 +293,13 @@ impl Walker {
                 if in_prefix {
                     let value = self.assignment(assignment)?;
                     let name = assignment_name(assignment);
-                    parts.risky_env |= changes_code(name);
+                    // P3b, issue 41: a variable whose value the command will run as a
+                    // command line (`PAGER=`, `GIT_SSH_COMMAND=`) is judged by that value
+                    // below, so it does not make the command unknown: `PAGER=cat git log`
+                    // is `git log` and `cat`, as `export PAGER=cat; git log` is.
+                    let judged_by_value =
+                        value.is_some() && env_runs(name) == Some(EnvRuns::CommandLine);
+                    parts.risky_env |= changes_code(name) && !judged_by_value;
                     // P3b: a variable whose value the command will run (`PAGER=`,
                     // `GIT_SSH_COMMAND=`, `BASH_ENV=`) is judged as what it runs.
                     if let Some(value) = value {
