@@ -652,10 +652,8 @@ impl<'a> Lexer<'a> {
             match self.lang {
                 Perl => perl_interpolation(&body)?,
                 Ruby => self.interpolations(&body, "#{", "\\#{")?,
-                Php => {
-                    if body.contains("{$") || body.contains("${") {
-                        return Err(not("code inside a php string"));
-                    }
+                Php if body.contains("{$") || body.contains("${") => {
+                    return Err(not("code inside a php string"));
                 }
                 _ => {}
             }
@@ -1001,7 +999,7 @@ impl Rules {
                     Some(Tok::Name(w)) => starts && (w == "in" || w == "of"),
                     _ => starts && names.len() == 1,
                 };
-                if ends && names.len() > 1 || (starts && ends) {
+                if ends && (names.len() > 1 || starts) {
                     bound.extend(names);
                 }
             }
