@@ -169,8 +169,62 @@ pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
         "rg" => option_runs("rg", args, "pre", 3),
         "ag" => option_runs("ag", args, "pager", 3),
         "socat" => socat(args),
-        _ => None,
+        _ => evaluating_builtin(name, args),
     }
+}
+
+/// Builtins that evaluate text as code (P8: judged alike in every mode): `let` and
+/// `declare -i` evaluate arithmetic, whose array subscripts run `$(...)`; `declare -n`
+/// makes a name a reference; `printf -v`, `read`, `test -v` with a subscript;
+/// `mapfile -C`, `compgen -C`/`-F`/`-W`, `fc` run strings; `${x@P}` expands a prompt; a
+/// shell's `--rcfile`/`--init-file` from the line.
+fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
+    let subscript = |w: &String| w.contains('[');
+    let why: Option<&str> = match name {
+        "let" => args
+            .iter()
+            .any(|a| {
+                !a.bytes()
+                    .all(|b| b.is_ascii_digit() || b"+-*/%() ".contains(&b))
+            })
+            .then_some("`let` evaluates arithmetic, whose subscripts run commands"),
+        "declare" | "typeset" | "local" | "export" | "readonly" => args
+            .iter()
+            .take_while(|a| a.starts_with('-') || a.starts_with('+'))
+            .any(|a| a.contains('i') || a.contains('n'))
+            .then_some("`declare -i`/`-n` evaluates or references what it is given"),
+        "printf" => (args.first().is_some_and(|a| a == "-v") && args.get(1).is_some_and(subscript))
+            .then_some("`printf -v` into a subscript evaluates it"),
+        "read" | "mapfile" | "readarray" | "compgen" | "complete" | "fc" | "test" | "[" | "[[" => {
+            let flagged = match name {
+                "read" | "test" | "[" | "[[" => {
+                    args.iter().any(subscript)
+                        && args
+                            .iter()
+                            .any(|a| a.contains(['$', '`']) || a.contains("-v"))
+                }
+                "mapfile" | "readarray" => {
+                    args.iter().any(|a| a.starts_with("-C") || a.contains('['))
+                }
+                "compgen" | "complete" => args
+                    .iter()
+                    .any(|a| a.starts_with("-C") || a.starts_with("-F") || a.starts_with("-W")),
+                _ => true,
+            };
+            flagged.then_some("the builtin evaluates a string it is given")
+        }
+        "bash" | "sh" | "dash" | "rbash" => args
+            .iter()
+            .any(|a| a.starts_with("--rcfile") || a.starts_with("--init-file"))
+            .then_some("the shell reads a startup file the line names"),
+        _ => None,
+    };
+    let why = why.or_else(|| {
+        args.iter()
+            .any(|a| a.contains("@P}") || a.contains("@E}"))
+            .then_some("`${x@P}` expands a prompt, which runs what the value holds")
+    })?;
+    Some(Code::opaque("bash builtin", &args.join(" "), why))
 }
 
 /// Whether `name` is a program this file reads (its code is P8's, so P3b's safety net for

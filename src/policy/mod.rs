@@ -2270,6 +2270,37 @@ mod tests {
         }
     }
 
+    /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.
+    #[test]
+    fn p8_builtins_that_evaluate_are_opaque_in_auto() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "let 'a[$(ls)]=1'",
+            "declare -i x='a[$(ls)]'",
+            "declare -n r=x",
+            "printf -v 'a[$(ls)]' x",
+            "read 'a[$(ls)]' <<< x",
+            "mapfile -C f -c 1 a <<< x",
+            "compgen -C ls x",
+            "fc -e ls",
+            "echo ${x@P}",
+            "bash --rcfile <(echo ls) -i",
+            "test -v 'a[$(ls)]'",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+            assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+        }
+        for line in [
+            "let 1+2",
+            "declare -a x",
+            "printf -v x %s y",
+            "read x <<< y",
+            "test -f x",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+    }
+
     #[test]
     fn arithmetic_on_variables_cannot_be_allowed_by_a_prefix_rule() {
         let p = policy(&[(Some("echo"), Allow)]);

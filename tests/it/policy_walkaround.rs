@@ -623,6 +623,16 @@ const SHAPES: &[Shape] = &[
     s("P8 make --eval", "make --eval='x: ; %V %F' x"),
     // ---- issue 41: variables judged by their value (P3b, P8) ----
     s("P3b CC for make", "echo 'int main(){return 0;}' > p.c; CC='%V %F;:' make p"),
+    // ---- issue 41: builtins that evaluate, judged in auto as in read-only (P8) ----
+    s("P8 let with a subscript", "let 'a[$(%V %F)]=1'"),
+    s("P8 declare -i", "declare -i x='a[$(%V %F)]'"),
+    s("P8 printf -v into a subscript", "printf -v 'a[$(%V %F)]' x"),
+    s("P8 read into a subscript", "read 'a[$(%V %F)]' <<< x"),
+    s("P8 mapfile -C", "mapfile -C '%V %F;:' -c 1 a <<< x"),
+    s("P8 compgen -C", "compgen -C '%V %F' x"),
+    s("P8 test -v with a subscript", "test -v 'a[$(%V %F)]'"),
+    s("P8 prompt expansion @P", "x='$(%V %F)'; echo ${x@P}"),
+    s("P8 bash --rcfile from the line", "bash --rcfile <(echo '%V %F') -i <<< ''"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -651,6 +661,7 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 perl from a pipe",
     "P8 vim -es here-string",
     "P8 tclsh here-string",
+    "P8 prompt expansion @P",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
