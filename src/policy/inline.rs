@@ -197,12 +197,8 @@ fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
             .then_some("`printf -v` into a subscript evaluates it"),
         "read" | "mapfile" | "readarray" | "compgen" | "complete" | "fc" | "test" | "[" | "[[" => {
             let flagged = match name {
-                "read" | "test" | "[" | "[[" => {
-                    args.iter().any(subscript)
-                        && args
-                            .iter()
-                            .any(|a| a.contains(['$', '`']) || a.contains("-v"))
-                }
+                "read" => args.iter().any(subscript),
+                "test" | "[" | "[[" => args.iter().any(|a| a == "-v") && args.iter().any(subscript),
                 "mapfile" | "readarray" => {
                     args.iter().any(|a| a.starts_with("-C") || a.contains('['))
                 }
