@@ -1,0 +1,525 @@
+//! `dsh exec`: one turn, non-interactive, for scripts and CI.
+//!
+//! It is a client of the daemon's ACP surface like any editor (`initialize`,
+//! `session/new`, `session/set_mode`, `session/prompt`), starting the daemon if none
+//! answers exactly as `dsh acp` does. Nobody is there to answer a permission question,
+//! so `session/request_permission` is answered by `--ask`, and the default is to deny:
+//! a script that did not say otherwise never runs what the policy wanted a person to
+//! see. The exit status says how the turn ended ([`Ending`]).
+
+use crate::Where;
+use agent_client_protocol_schema::v1 as acp;
+use dsh::config::Decision;
+use dsh::policy::audit::{AuditLine, Outcome};
+use dsh::rpc::{Options, Peer, RequestFailure, RpcError, Service, serve_connection};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// How a question the agent asks is answered when nobody is at a terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskAnswer {
+    /// Reject once: the call is refused and the turn goes on (the default: fail closed).
+    Deny,
+    /// Allow once: the call runs, nothing is remembered.
+    Allow,
+}
+
+impl AskAnswer {
+    /// The option of the question this answer picks: "once", never "always", so a
+    /// script's blanket answer is never remembered for other sessions.
+    fn kind(self) -> acp::PermissionOptionKind {
+        match self {
+            AskAnswer::Deny => acp::PermissionOptionKind::RejectOnce,
+            AskAnswer::Allow => acp::PermissionOptionKind::AllowOnce,
+        }
+    }
+}
+
+/// `dsh exec`'s arguments.
+#[derive(clap::Args)]
+pub struct ExecArgs {
+    /// The session's working directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// The session mode (default: the config's default_mode).
+    #[arg(long, value_parser = ["ask", "auto", "read-only"])]
+    mode: Option<String>,
+    /// Print one JSON line per event (session updates, permission answers, tool calls
+    /// with their decision, the stop reason) instead of the final message.
+    #[arg(long)]
+    json: bool,
+    /// How a permission question is answered (nobody is asked): `deny` (the default)
+    /// rejects the call once, `allow` allows it once.
+    #[arg(long, value_enum, default_value = "deny")]
+    ask: AskAnswer,
+    /// The prompt; read from stdin when not given.
+    prompt: Option<String>,
+    #[command(flatten)]
+    at: Where,
+}
+
+/// How `dsh exec` ended, as its exit status: each stop reason its own code, so a
+/// script tells a refusal from a cancel from a limit without parsing output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// `end_turn`: 0.
+    EndTurn,
+    /// No turn, or no answer: the daemon could not be reached or started, the
+    /// connection ended, a request failed: 1 (clap's usage errors are 2).
+    Error,
+    /// `refusal`: the model refused to go on: 3.
+    Refusal,
+    /// `cancelled` (Ctrl-C sent `session/cancel`): 4.
+    Cancelled,
+    /// `max_tokens` or `max_turn_requests`: the turn hit a limit: 5.
+    Limit,
+}
+
+impl Ending {
+    fn of(reason: acp::StopReason) -> Self {
+        match reason {
+            acp::StopReason::EndTurn => Ending::EndTurn,
+            acp::StopReason::Refusal => Ending::Refusal,
+            acp::StopReason::Cancelled => Ending::Cancelled,
+            acp::StopReason::MaxTokens | acp::StopReason::MaxTurnRequests => Ending::Limit,
+            // A reason of a newer protocol: not an end of turn a script may take as done.
+            _ => Ending::Error,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Ending::EndTurn => 0,
+            Ending::Error => 1,
+            Ending::Refusal => 3,
+            Ending::Cancelled => 4,
+            Ending::Limit => 5,
+        }
+    }
+}
+
+/// One line of `--json` output.
+#[derive(Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+enum Event<'a> {
+    /// The session the turn runs in (loadable later by an editor).
+    Session {
+        session_id: &'a str,
+        cwd: &'a Path,
+        mode: Option<&'a str>,
+    },
+    /// A `session/update` as the daemon sent it (its `update` object).
+    Update { update: &'a Value },
+    /// A permission question and the answer `--ask` gave it.
+    Permission {
+        tool_call_id: &'a str,
+        title: Option<&'a str>,
+        answer: AskAnswer,
+        option_id: Option<&'a str>,
+    },
+    /// A tool call of the turn with the waterfall's decision and who made it, from the
+    /// daemon's audit log.
+    ToolCall {
+        tool_call_id: &'a str,
+        tool: &'a str,
+        decision: Decision,
+        decided_by: &'a str,
+        reason: &'a str,
+        outcome: Outcome,
+    },
+    /// How the turn ended, with the last usage the daemon reported.
+    Stop {
+        stop_reason: acp::StopReason,
+        usage: Option<&'a Value>,
+    },
+}
+
+/// What reaches the command from the connection while the turn runs.
+enum Incoming {
+    /// A `session/update`'s params.
+    Update(Value),
+    /// A question and what was answered.
+    Asked {
+        tool_call_id: String,
+        title: Option<String>,
+        option_id: Option<String>,
+    },
+}
+
+/// Answers the agent's requests on the connection: `session/request_permission` by
+/// `--ask`; everything else "method not found".
+struct Answerer {
+    ask: AskAnswer,
+    incoming: mpsc::UnboundedSender<Incoming>,
+}
+
+impl Answerer {
+    fn answer(&self, request: acp::RequestPermissionRequest) -> acp::RequestPermissionResponse {
+        let wanted = self.ask.kind();
+        let option = request.options.iter().find(|o| o.kind == wanted);
+        let _ = self.incoming.send(Incoming::Asked {
+            tool_call_id: request.tool_call.tool_call_id.0.to_string(),
+            title: request.tool_call.fields.title.clone(),
+            option_id: option.map(|o| o.option_id.0.to_string()),
+        });
+        // A question without the option wanted is not answered with another one:
+        // "cancelled", which the daemon takes as a refusal.
+        let outcome = match option {
+            Some(o) => acp::RequestPermissionOutcome::Selected(
+                acp::SelectedPermissionOutcome::new(o.option_id.clone()),
+            ),
+            None => acp::RequestPermissionOutcome::Cancelled,
+        };
+        acp::RequestPermissionResponse::new(outcome)
+    }
+}
+
+/// The service of `dsh exec`'s connection: the [`Answerer`]'s methods, updates into
+/// the channel, the peer handed over once the connection opens.
+struct ExecService {
+    answerer: Arc<Answerer>,
+    peer: Mutex<Option<oneshot::Sender<Peer>>>,
+}
+
+impl Service for ExecService {
+    fn methods(&self) -> jsonrpsee::Methods {
+        let mut m = jsonrpsee::RpcModule::from_arc(self.answerer.clone());
+        let registered = m.register_method(
+            "session/request_permission",
+            |params, answerer: &Answerer, _| {
+                let request: acp::RequestPermissionRequest = params
+                    .parse()
+                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+                serde_json::to_value(answerer.answer(request))
+                    .map_err(|e| RpcError::internal(e.to_string()))
+            },
+        );
+        if let Err(e) = registered {
+            tracing::error!("cannot register the permission answerer: {e}");
+        }
+        m.into()
+    }
+
+    fn opened(&self, peer: &Peer) {
+        if let Some(tx) = self.peer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(peer.clone());
+        }
+    }
+
+    fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
+        if method == "session/update"
+            && let Some(params) = params
+        {
+            let _ = self.answerer.incoming.send(Incoming::Update(params));
+        }
+    }
+
+    fn closed(&self, _peer: &Peer) {}
+}
+
+/// `dsh exec`: runs the turn and maps how it ended to the exit status.
+pub fn run(args: ExecArgs) -> ExitCode {
+    let result = crate::runtime().and_then(|rt| {
+        let result = rt.block_on(turn(args));
+        // A stdin reader may still block; nothing else of ours runs.
+        rt.shutdown_background();
+        result
+    });
+    match result {
+        Ok(ending) => ExitCode::from(ending.code()),
+        Err(message) => {
+            eprintln!("dsh: {message}");
+            ExitCode::from(Ending::Error.code())
+        }
+    }
+}
+
+/// Why a request of the turn failed, in words.
+fn failed(method: &str, failure: RequestFailure) -> String {
+    match failure {
+        RequestFailure::Answered(e) => format!("{method}: {}", e.message),
+        _ => format!("{method}: the daemon closed the connection"),
+    }
+}
+
+async fn turn(args: ExecArgs) -> Result<Ending, String> {
+    let prompt = match args.prompt {
+        Some(p) => p,
+        None => {
+            if std::io::stdin().is_terminal() {
+                return Err("no prompt: give it as an argument or on stdin".into());
+            }
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+            text
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err("the prompt is empty".into());
+    }
+    let cwd = match args.cwd {
+        Some(dir) => {
+            std::path::absolute(&dir).map_err(|e| format!("bad --cwd {}: {e}", dir.display()))?
+        }
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    if !cwd.is_dir() {
+        return Err(format!("{} is not a directory", cwd.display()));
+    }
+
+    let stream = crate::connect_or_start(&args.at).await?;
+    crate::warn_if_daemon_is_older(&stream, &args.at.socket());
+    let (reader, writer) = stream.into_split();
+    let (incoming_tx, mut incoming) = mpsc::unbounded_channel();
+    let (peer_tx, peer_rx) = oneshot::channel();
+    let service = Arc::new(ExecService {
+        answerer: Arc::new(Answerer {
+            ask: args.ask,
+            incoming: incoming_tx,
+        }),
+        peer: Mutex::new(Some(peer_tx)),
+    });
+    let serve = tokio::spawn(serve_connection(
+        reader,
+        writer,
+        service,
+        Options::default(),
+    ));
+    let peer = peer_rx
+        .await
+        .map_err(|_| "the connection to the daemon ended at once".to_string())?;
+    let never = CancellationToken::new();
+    let call = |method: &'static str, params: Value| {
+        let (peer, never) = (peer.clone(), never.clone());
+        async move {
+            peer.call(method, params, &never)
+                .await
+                .map_err(|f| failed(method, f))
+        }
+    };
+
+    call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {},
+               "clientInfo": {"name": "dsh exec", "version": env!("CARGO_PKG_VERSION")}}),
+    )
+    .await?;
+    let created = call("session/new", json!({"cwd": cwd, "mcpServers": []})).await?;
+    let created: acp::NewSessionResponse = serde_json::from_value(created)
+        .map_err(|e| format!("session/new: the daemon's answer is not what this dsh reads: {e}"))?;
+    let session = created.session_id.0.to_string();
+    if let Some(mode) = &args.mode {
+        call(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": mode}),
+        )
+        .await?;
+    }
+    let mut out = Output::new(args.json);
+    out.emit(&Event::Session {
+        session_id: &session,
+        cwd: &cwd,
+        mode: args.mode.as_deref(),
+    })?;
+
+    let prompt_call = call(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
+    );
+    tokio::pin!(prompt_call);
+    let mut cancels = 0;
+    let answer = loop {
+        tokio::select! {
+            answer = &mut prompt_call => break answer?,
+            Some(message) = incoming.recv() => out.take(message)?,
+            signal = tokio::signal::ctrl_c() => {
+                signal.map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
+                cancels += 1;
+                if cancels > 1 {
+                    // A second Ctrl-C leaves without waiting for the daemon to wind the
+                    // turn down (it does so on its own when the connection ends).
+                    return Ok(Ending::Cancelled);
+                }
+                peer.notify("session/cancel", json!({"sessionId": session}))
+                    .map_err(|_| "session/cancel: the daemon closed the connection".to_string())?;
+            }
+        }
+    };
+    // The daemon sends a turn's updates before its answer, and the connection hands
+    // them over in the order read: all of them are in the channel now.
+    while let Ok(message) = incoming.try_recv() {
+        out.take(message)?;
+    }
+    let answer: acp::PromptResponse = serde_json::from_value(answer).map_err(|e| {
+        format!("session/prompt: the daemon's answer is not what this dsh reads: {e}")
+    })?;
+    if args.json {
+        let state_dir = call("_dsh/status", json!({"stateUsage": false}))
+            .await
+            .ok()
+            .and_then(|s| {
+                s.get("stateDir")
+                    .and_then(|d| d.as_str())
+                    .map(PathBuf::from)
+            });
+        match state_dir {
+            Some(dir) => out.decisions(&dir, &session)?,
+            None => eprintln!("dsh: the daemon did not say where its audit log is"),
+        }
+    }
+    out.emit(&Event::Stop {
+        stop_reason: answer.stop_reason,
+        usage: out.usage.clone().as_ref(),
+    })?;
+    out.finish()?;
+    peer.close();
+    let _ = serve.await;
+    Ok(Ending::of(answer.stop_reason))
+}
+
+/// What `dsh exec` prints: JSON lines as events come, or the final message at the end.
+struct Output {
+    json: bool,
+    /// The agent's text since its last tool call: its final message once the turn ends.
+    last_message: String,
+    /// The last `usage_update`'s fields.
+    usage: Option<Value>,
+}
+
+impl Output {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            last_message: String::new(),
+            usage: None,
+        }
+    }
+
+    fn emit(&self, event: &Event<'_>) -> Result<(), String> {
+        if !self.json {
+            return Ok(());
+        }
+        let line = serde_json::to_string(event).map_err(|e| format!("cannot write JSON: {e}"))?;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{line}")
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("cannot write to stdout: {e}"))
+    }
+
+    fn take(&mut self, message: Incoming) -> Result<(), String> {
+        match message {
+            Incoming::Update(params) => {
+                let update = params.get("update").cloned().unwrap_or(Value::Null);
+                if let Ok(note) = serde_json::from_value::<acp::SessionNotification>(params) {
+                    match note.update {
+                        acp::SessionUpdate::AgentMessageChunk(chunk) => {
+                            if let acp::ContentBlock::Text(text) = chunk.content {
+                                self.last_message.push_str(&text.text);
+                            }
+                        }
+                        acp::SessionUpdate::ToolCall(_) => self.last_message.clear(),
+                        acp::SessionUpdate::UsageUpdate(_) => {
+                            let mut usage = update.clone();
+                            if let Some(fields) = usage.as_object_mut() {
+                                fields.remove("sessionUpdate");
+                            }
+                            self.usage = Some(usage);
+                        }
+                        _ => {}
+                    }
+                }
+                self.emit(&Event::Update { update: &update })
+            }
+            Incoming::Asked {
+                tool_call_id,
+                title,
+                option_id,
+            } => {
+                let answer = self.answerer_label(&option_id);
+                if !self.json {
+                    // The only trace a plain run leaves of a question nobody saw.
+                    eprintln!(
+                        "dsh: asked about `{}`: {} (--ask)",
+                        title.as_deref().unwrap_or(&tool_call_id),
+                        match answer {
+                            AskAnswer::Allow => "allowed once",
+                            AskAnswer::Deny => "refused",
+                        }
+                    );
+                }
+                self.emit(&Event::Permission {
+                    tool_call_id: &tool_call_id,
+                    title: title.as_deref(),
+                    answer,
+                    option_id: option_id.as_deref(),
+                })
+            }
+        }
+    }
+
+    /// What the answer amounted to: an allow only when an allow option was picked.
+    fn answerer_label(&self, option_id: &Option<String>) -> AskAnswer {
+        match option_id.as_deref() {
+            Some(id) if id.starts_with("allow") => AskAnswer::Allow,
+            _ => AskAnswer::Deny,
+        }
+    }
+
+    /// One `tool_call` event per call of `session` in the audit log in `state_dir`:
+    /// the decision and who made it are the waterfall's, which only the daemon knows.
+    fn decisions(&self, state_dir: &Path, session: &str) -> Result<(), String> {
+        let path = state_dir.join("audit.jsonl");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        for line in text.lines() {
+            let Ok(AuditLine::Execution(line)) = serde_json::from_str::<AuditLine>(line) else {
+                continue;
+            };
+            if line.session.as_deref() != Some(session) {
+                continue;
+            }
+            self.emit(&Event::ToolCall {
+                tool_call_id: &line.call_id,
+                tool: &line.tool,
+                decision: line.decision,
+                decided_by: &line.decided_by,
+                reason: &line.reason,
+                outcome: line.outcome,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Without `--json`: the agent's final message on stdout.
+    fn finish(&self) -> Result<(), String> {
+        if self.json {
+            return Ok(());
+        }
+        let mut stdout = std::io::stdout().lock();
+        let text = &self.last_message;
+        let newline = if text.ends_with('\n') || text.is_empty() {
+            ""
+        } else {
+            "\n"
+        };
+        write!(stdout, "{text}{newline}")
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("cannot write to stdout: {e}"))
+    }
+}

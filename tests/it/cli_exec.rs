@@ -1,0 +1,262 @@
+//! `dsh exec` (issue 45) against a real daemon and a scripted model: one turn from a
+//! script, the final message or JSON lines on stdout, questions answered by `--ask`
+//! (deny unless told: nobody is at a terminal), the exit status from the stop reason,
+//! and Ctrl-C cancelling the turn with nothing left running.
+
+use crate::common;
+use common::daemon::{SocketDaemon, processes_under, workspace};
+use common::fake_model::{FakeModel, Reply, bash_call, text};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use tokio::io::AsyncBufReadExt;
+
+/// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed.
+fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = common::dsh();
+    cmd.args(["exec", "--socket"])
+        .arg(&daemon.socket)
+        .arg("--state-dir")
+        .arg(&daemon.state)
+        .arg("--config")
+        .arg(&daemon.config)
+        .arg("--cwd")
+        .arg(cwd)
+        .args(args)
+        .stdin(Stdio::null());
+    cmd
+}
+
+async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
+    exec(daemon, cwd, args)
+        .output()
+        .await
+        .expect("run dsh exec")
+}
+
+fn lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_prints_the_final_message_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let model =
+        FakeModel::start(vec![bash_call("call_1", "echo hi"), text("It printed hi.")]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--mode", "auto", "say hi"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Only the final message: not the text before the tool call, not the tool's output.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "It printed hi.\n");
+    // The prompt on stdin works the same.
+    model.push(text("From stdin."));
+    let mut child = exec(&daemon, &ws, &["--mode", "auto"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"what now?").await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "From stdin.\n");
+    // The session is the daemon's like an editor's: listed by `dsh status`.
+    assert_eq!(
+        daemon.cli_status().matches(&*ws.to_string_lossy()).count(),
+        2
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_json_lines_carry_the_tool_call_its_decision_and_the_stop_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![bash_call("call_1", "echo hi"), text("Done.")]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--json", "--mode", "auto", "say hi"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = lines(&out);
+    assert_eq!(events[0]["type"], "session", "{events:?}");
+    let session = events[0]["sessionId"].as_str().unwrap();
+    let update = |kind: &str| {
+        events
+            .iter()
+            .filter(|e| e["type"] == "update" && e["update"]["sessionUpdate"] == kind)
+            .collect::<Vec<_>>()
+    };
+    let calls = update("tool_call");
+    assert_eq!(calls.len(), 1, "{events:?}");
+    assert_eq!(calls[0]["update"]["toolCallId"], "call_1");
+    assert!(
+        update("tool_call_update")
+            .iter()
+            .any(|u| u["update"]["status"] == "completed"),
+        "{events:?}"
+    );
+    let decided: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call").collect();
+    assert_eq!(decided.len(), 1, "{events:?}");
+    assert_eq!(decided[0]["toolCallId"], "call_1");
+    assert_eq!(decided[0]["tool"], "bash");
+    assert_eq!(decided[0]["decision"], "allow");
+    assert_eq!(decided[0]["outcome"], "ok");
+    assert!(decided[0]["decidedBy"].is_string(), "{:?}", decided[0]);
+    // As the audit log says, for that session.
+    let audit = std::fs::read_to_string(daemon.state.join("audit.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["session"], session);
+    assert_eq!(line["decidedBy"], decided[0]["decidedBy"]);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "stop");
+    assert_eq!(last["stopReason"], "end_turn");
+    daemon.stop().await;
+}
+
+/// Nobody is at the terminal: a call the policy asks about is refused by default and does
+/// not run (the canary file stays absent); `--ask allow` is what lets it run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_ask_deny_by_default_refuses_a_question_and_the_command_does_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![
+        bash_call("call_1", "touch canary"),
+        text("Could not."),
+        bash_call("call_2", "touch canary"),
+        text("Made it."),
+    ])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let canary = ws.join("canary");
+    let out = run(&daemon, &ws, &["--json", "--mode", "ask", "make a canary"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!canary.exists(), "the refused command ran");
+    let events = lines(&out);
+    let asked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "permission")
+        .collect();
+    assert_eq!(asked.len(), 1, "{events:?}");
+    assert_eq!(asked[0]["answer"], "deny");
+    assert_eq!(asked[0]["optionId"], "reject_once");
+    let decided = events.iter().find(|e| e["type"] == "tool_call").unwrap();
+    assert_eq!(decided["decision"], "deny", "{decided}");
+    assert_eq!(decided["decidedBy"], "permission", "{decided}");
+    assert_eq!(decided["outcome"], "vetoed", "{decided}");
+
+    let out = run(
+        &daemon,
+        &ws,
+        &["--mode", "ask", "--ask", "allow", "make a canary"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Made it.\n");
+    assert!(canary.exists(), "--ask allow did not run it");
+    assert!(stderr(&out).contains("allowed once"), "{}", stderr(&out));
+    daemon.stop().await;
+}
+
+/// A turn that hits the model's length limit exits 5 (`max_tokens`), told apart from
+/// an end of turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_exit_status_says_max_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![Reply::Events(vec![
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+    ])])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--json", "go on"]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert_eq!(lines(&out).last().unwrap()["stopReason"], "max_tokens");
+    daemon.stop().await;
+}
+
+/// Ctrl-C during a long command sends `session/cancel`: the turn ends `cancelled`, exit
+/// status 4, and the command is gone from the process table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_ctrl_c_cancels_the_turn_and_nothing_is_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![bash_call("call_1", "sleep 600")]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let mut child = exec(&daemon, &ws, &["--json", "--ask", "allow", "wait a while"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The command runs once its call is in progress (or has a terminal).
+    loop {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+            .await
+            .expect("no tool call in time")
+            .unwrap()
+            .expect("dsh exec ended before the call ran");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["update"]["sessionUpdate"] == "tool_call_update"
+            && event["update"]["status"] == "in_progress"
+        {
+            break;
+        }
+    }
+    assert!(!processes_under(&ws).is_empty(), "the sleep is not running");
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+        .await
+        .expect("dsh exec did not end in time")
+        .unwrap()
+    {
+        rest.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(4), "{rest:?}");
+    assert_eq!(rest.last().unwrap()["stopReason"], "cancelled");
+    assert!(
+        processes_under(&ws).is_empty(),
+        "{:?}",
+        processes_under(&ws)
+    );
+    daemon.stop().await;
+}
+
+/// With no daemon on the socket and nothing to start one with (a config that does not
+/// load), the status is 1 and stderr says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_without_a_daemon_that_can_start_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(dir.path(), "w");
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[exec\n").unwrap();
+    let out = common::dsh()
+        .args(["exec", "--socket"])
+        .arg(dir.path().join("run/dsh.sock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&ws)
+        .arg("hello")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("daemon"), "{}", stderr(&out));
+}
