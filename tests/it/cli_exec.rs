@@ -260,3 +260,45 @@ async fn exec_without_a_daemon_that_can_start_exits_1() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("daemon"), "{}", stderr(&out));
 }
+
+/// With no daemon on the socket, `dsh exec` starts one as `dsh acp` does (the same
+/// code), and that daemon serves the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_starts_the_daemon_when_none_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![text("Started and answered.")]).await;
+    let ws = workspace(dir.path(), "w");
+    let config = common::daemon::write_config(
+        dir.path(),
+        &format!("{}[daemon]\nidle_exit_secs = 60\n", model.config()),
+    );
+    let socket = dir.path().join("run/dsh.sock");
+    assert!(!socket.exists());
+    let out = common::dsh()
+        .args(["exec", "--socket"])
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&ws)
+        .arg("hello")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Started and answered.\n"
+    );
+    // The daemon it started outlives it (as for an editor) until stopped.
+    let stopped = std::process::Command::new(common::daemon::BIN)
+        .args(["stop", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert!(!socket.exists());
+}
