@@ -8,6 +8,7 @@
 //! see. The exit status says how the turn ended ([`Ending`]).
 
 use crate::Where;
+use crate::cli::terminal;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{AuditLine, Outcome};
@@ -55,10 +56,11 @@ pub struct ExecArgs {
     /// with their decision, the stop reason) instead of the final message.
     #[arg(long)]
     json: bool,
-    /// How a permission question is answered (nobody is asked): `deny` (the default)
-    /// rejects the call once, `allow` allows it once.
-    #[arg(long, value_enum, default_value = "deny")]
-    ask: AskAnswer,
+    /// How a permission question is answered without asking: `deny` rejects the call
+    /// once, `allow` allows it once. Without it, the question goes to the controlling
+    /// terminal when there is one, and is denied when there is none (fail closed).
+    #[arg(long, value_enum)]
+    ask: Option<AskAnswer>,
     /// The prompt; read from stdin when not given.
     prompt: Option<String>,
     #[command(flatten)]
@@ -154,24 +156,67 @@ enum Incoming {
         tool_call_id: String,
         title: Option<String>,
         option_id: Option<String>,
+        answer: AskAnswer,
     },
 }
 
+/// Who answers a permission question.
+#[derive(Clone, Copy)]
+enum Asker {
+    /// `--ask`, or deny when nobody can be asked.
+    Fixed(AskAnswer),
+    /// The person at the controlling terminal (`/dev/tty`), asked there.
+    Terminal,
+}
+
+impl Asker {
+    /// `--ask` when given; else the terminal when one is reachable; else deny.
+    fn of(ask: Option<AskAnswer>) -> Self {
+        match ask {
+            Some(answer) => Asker::Fixed(answer),
+            None if terminal::reachable() => Asker::Terminal,
+            None => Asker::Fixed(AskAnswer::Deny),
+        }
+    }
+}
+
 /// Answers the agent's requests on the connection: `session/request_permission` by
-/// `--ask`; everything else "method not found".
+/// its [`Asker`]; everything else "method not found".
 struct Answerer {
-    ask: AskAnswer,
+    asker: Asker,
     incoming: mpsc::UnboundedSender<Incoming>,
 }
 
 impl Answerer {
-    fn answer(&self, request: acp::RequestPermissionRequest) -> acp::RequestPermissionResponse {
-        let wanted = self.ask.kind();
-        let option = request.options.iter().find(|o| o.kind == wanted);
+    async fn answer(
+        &self,
+        request: acp::RequestPermissionRequest,
+    ) -> acp::RequestPermissionResponse {
+        let option = match self.asker {
+            Asker::Fixed(answer) => {
+                let wanted = answer.kind();
+                request.options.iter().find(|o| o.kind == wanted).cloned()
+            }
+            Asker::Terminal => {
+                let question = request.clone();
+                tokio::task::spawn_blocking(move || terminal::ask(&question))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        };
+        let option = option.as_ref();
         let _ = self.incoming.send(Incoming::Asked {
             tool_call_id: request.tool_call.tool_call_id.0.to_string(),
             title: request.tool_call.fields.title.clone(),
             option_id: option.map(|o| o.option_id.0.to_string()),
+            // An allow only when an allow option was picked.
+            answer: match option.map(|o| o.kind) {
+                Some(
+                    acp::PermissionOptionKind::AllowOnce | acp::PermissionOptionKind::AllowAlways,
+                ) => AskAnswer::Allow,
+                _ => AskAnswer::Deny,
+            },
         });
         // A question without the option wanted is not answered with another one:
         // "cancelled", which the daemon takes as a refusal.
@@ -195,13 +240,13 @@ struct ExecService {
 impl Service for ExecService {
     fn methods(&self) -> jsonrpsee::Methods {
         let mut m = jsonrpsee::RpcModule::from_arc(self.answerer.clone());
-        let registered = m.register_method(
+        let registered = m.register_async_method(
             "session/request_permission",
-            |params, answerer: &Answerer, _| {
+            |params, answerer: Arc<Answerer>, _| async move {
                 let request: acp::RequestPermissionRequest = params
                     .parse()
                     .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-                serde_json::to_value(answerer.answer(request))
+                serde_json::to_value(answerer.answer(request).await)
                     .map_err(|e| RpcError::internal(e.to_string()))
             },
         );
@@ -287,7 +332,7 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
     let (peer_tx, peer_rx) = oneshot::channel();
     let service = Arc::new(ExecService {
         answerer: Arc::new(Answerer {
-            ask: args.ask,
+            asker: Asker::of(args.ask),
             incoming: incoming_tx,
         }),
         peer: Mutex::new(Some(peer_tx)),
@@ -447,8 +492,8 @@ impl Output {
                 tool_call_id,
                 title,
                 option_id,
+                answer,
             } => {
-                let answer = self.answerer_label(&option_id);
                 if !self.json {
                     // The only trace a plain run leaves of a question nobody saw.
                     eprintln!(
@@ -467,14 +512,6 @@ impl Output {
                     option_id: option_id.as_deref(),
                 })
             }
-        }
-    }
-
-    /// What the answer amounted to: an allow only when an allow option was picked.
-    fn answerer_label(&self, option_id: &Option<String>) -> AskAnswer {
-        match option_id.as_deref() {
-            Some(id) if id.starts_with("allow") => AskAnswer::Allow,
-            _ => AskAnswer::Deny,
         }
     }
 

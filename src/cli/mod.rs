@@ -4,3 +4,4 @@
 //! grows here keeps `main.rs` to its clap variant and one dispatch line.
 
 pub mod exec;
+pub mod terminal;

@@ -11,9 +11,19 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use tokio::io::AsyncBufReadExt;
 
-/// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed.
+/// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed,
+/// in a session of its own: no controlling terminal, wherever the tests run, so nobody
+/// is there to ask.
 fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
     let mut cmd = common::dsh();
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
     cmd.args(["exec", "--socket"])
         .arg(&daemon.socket)
         .arg("--state-dir")
@@ -301,4 +311,119 @@ async fn exec_starts_the_daemon_when_none_answers() {
         .unwrap();
     assert!(stopped.status.success(), "{}", stderr(&stopped));
     assert!(!socket.exists());
+}
+
+/// A private tmux server: `dsh exec` on a real terminal, driven by keys.
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits (bounded) until the pane shows `text`; returns the pane.
+    async fn wait_for(&self, text: &str) -> String {
+        for _ in 0..600 {
+            let pane = self.tmux(&["capture-pane", "-p", "-J", "-t", "t"]);
+            if pane.contains(text) {
+                return pane;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the pane never showed {text:?}:\n{}",
+            self.tmux(&["capture-pane", "-p", "-J", "-t", "t"])
+        );
+    }
+}
+
+impl Tmux {
+    /// Waits (bounded) for the `echo EXIT-{name}=$?` line after `dsh exec`: its status,
+    /// and the pane.
+    async fn exit_of(&self, name: &str) -> (String, String) {
+        let prefix = format!("EXIT-{name}=");
+        for _ in 0..600 {
+            let pane = self.tmux(&["capture-pane", "-p", "-J", "-t", "t"]);
+            if let Some(code) = pane.lines().find_map(|l| l.strip_prefix(&prefix)) {
+                return (code.trim().to_string(), pane);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("dsh exec {name} did not end");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+/// Without `--ask`, on a terminal, the question goes to the person: `o` (allow once)
+/// runs the command; the same question answered `r` does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_on_a_terminal_asks_the_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![
+        bash_call("call_1", "touch refused"),
+        text("Not made."),
+        bash_call("call_2", "touch allowed"),
+        text("Made it."),
+    ])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    let exec_line = |name: &str| {
+        format!(
+            "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} exec --socket {} --config {} --cwd {} --mode ask make-{name}; echo EXIT-{name}=$?",
+            common::daemon::BIN,
+            daemon.socket.display(),
+            daemon.config.display(),
+            ws.display(),
+        )
+    };
+    tmux.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+    ]);
+    tmux.tmux(&["send-keys", "-t", "t", &exec_line("one"), "Enter"]);
+    let pane = tmux.wait_for("(anything else: reject) >").await;
+    assert!(pane.contains("dsh asks: allow"), "{pane}");
+    assert!(pane.contains("[o] Allow once"), "{pane}");
+    tmux.tmux(&["send-keys", "-t", "t", "r", "Enter"]);
+    let (code, pane) = tmux.exit_of("one").await;
+    assert_eq!(code, "0", "{pane}");
+    assert!(pane.contains("Not made."), "{pane}");
+    assert!(!ws.join("refused").exists());
+
+    tmux.tmux(&["send-keys", "-t", "t", "clear", "Enter"]);
+    tmux.tmux(&["send-keys", "-t", "t", &exec_line("two"), "Enter"]);
+    tmux.wait_for("(anything else: reject) >").await;
+    tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
+    let (code, pane) = tmux.exit_of("two").await;
+    assert_eq!(code, "0", "{pane}");
+    assert!(pane.contains("Made it."), "{pane}");
+    assert!(ws.join("allowed").exists());
+    drop(tmux);
+    daemon.stop().await;
 }
