@@ -8,40 +8,15 @@
 //! see. The exit status says how the turn ended ([`Ending`]).
 
 use crate::Where;
-use crate::cli::terminal;
+use crate::cli::client::{AskAnswer, Asker, Client, Incoming};
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{AuditLine, Outcome};
-use dsh::rpc::{Options, Peer, RequestFailure, RpcError, Service, serve_connection};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
-
-/// How a question the agent asks is answered when nobody is at a terminal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AskAnswer {
-    /// Reject once: the call is refused and the turn goes on (the default: fail closed).
-    Deny,
-    /// Allow once: the call runs, nothing is remembered.
-    Allow,
-}
-
-impl AskAnswer {
-    /// The option of the question this answer picks: "once", never "always", so a
-    /// script's blanket answer is never remembered for other sessions.
-    fn kind(self) -> acp::PermissionOptionKind {
-        match self {
-            AskAnswer::Deny => acp::PermissionOptionKind::RejectOnce,
-            AskAnswer::Allow => acp::PermissionOptionKind::AllowOnce,
-        }
-    }
-}
 
 /// `dsh exec`'s arguments.
 #[derive(clap::Args)]
@@ -147,132 +122,6 @@ enum Event<'a> {
     },
 }
 
-/// What reaches the command from the connection while the turn runs.
-enum Incoming {
-    /// A `session/update`'s params.
-    Update(Value),
-    /// A question and what was answered.
-    Asked {
-        tool_call_id: String,
-        title: Option<String>,
-        option_id: Option<String>,
-        answer: AskAnswer,
-    },
-}
-
-/// Who answers a permission question.
-#[derive(Clone, Copy)]
-enum Asker {
-    /// `--ask`, or deny when nobody can be asked.
-    Fixed(AskAnswer),
-    /// The person at the controlling terminal (`/dev/tty`), asked there.
-    Terminal,
-}
-
-impl Asker {
-    /// `--ask` when given; else the terminal when one is reachable; else deny.
-    fn of(ask: Option<AskAnswer>) -> Self {
-        match ask {
-            Some(answer) => Asker::Fixed(answer),
-            None if terminal::reachable() => Asker::Terminal,
-            None => Asker::Fixed(AskAnswer::Deny),
-        }
-    }
-}
-
-/// Answers the agent's requests on the connection: `session/request_permission` by
-/// its [`Asker`]; everything else "method not found".
-struct Answerer {
-    asker: Asker,
-    incoming: mpsc::UnboundedSender<Incoming>,
-}
-
-impl Answerer {
-    async fn answer(
-        &self,
-        request: acp::RequestPermissionRequest,
-    ) -> acp::RequestPermissionResponse {
-        let option = match self.asker {
-            Asker::Fixed(answer) => {
-                let wanted = answer.kind();
-                request.options.iter().find(|o| o.kind == wanted).cloned()
-            }
-            Asker::Terminal => {
-                let question = request.clone();
-                tokio::task::spawn_blocking(move || terminal::ask(&question))
-                    .await
-                    .ok()
-                    .flatten()
-            }
-        };
-        let option = option.as_ref();
-        let _ = self.incoming.send(Incoming::Asked {
-            tool_call_id: request.tool_call.tool_call_id.0.to_string(),
-            title: request.tool_call.fields.title.clone(),
-            option_id: option.map(|o| o.option_id.0.to_string()),
-            // An allow only when an allow option was picked.
-            answer: match option.map(|o| o.kind) {
-                Some(
-                    acp::PermissionOptionKind::AllowOnce | acp::PermissionOptionKind::AllowAlways,
-                ) => AskAnswer::Allow,
-                _ => AskAnswer::Deny,
-            },
-        });
-        // A question without the option wanted is not answered with another one:
-        // "cancelled", which the daemon takes as a refusal.
-        let outcome = match option {
-            Some(o) => acp::RequestPermissionOutcome::Selected(
-                acp::SelectedPermissionOutcome::new(o.option_id.clone()),
-            ),
-            None => acp::RequestPermissionOutcome::Cancelled,
-        };
-        acp::RequestPermissionResponse::new(outcome)
-    }
-}
-
-/// The service of `dsh exec`'s connection: the [`Answerer`]'s methods, updates into
-/// the channel, the peer handed over once the connection opens.
-struct ExecService {
-    answerer: Arc<Answerer>,
-    peer: Mutex<Option<oneshot::Sender<Peer>>>,
-}
-
-impl Service for ExecService {
-    fn methods(&self) -> jsonrpsee::Methods {
-        let mut m = jsonrpsee::RpcModule::from_arc(self.answerer.clone());
-        let registered = m.register_async_method(
-            "session/request_permission",
-            |params, answerer: Arc<Answerer>, _| async move {
-                let request: acp::RequestPermissionRequest = params
-                    .parse()
-                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-                serde_json::to_value(answerer.answer(request).await)
-                    .map_err(|e| RpcError::internal(e.to_string()))
-            },
-        );
-        if let Err(e) = registered {
-            tracing::error!("cannot register the permission answerer: {e}");
-        }
-        m.into()
-    }
-
-    fn opened(&self, peer: &Peer) {
-        if let Some(tx) = self.peer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = tx.send(peer.clone());
-        }
-    }
-
-    fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
-        if method == "session/update"
-            && let Some(params) = params
-        {
-            let _ = self.answerer.incoming.send(Incoming::Update(params));
-        }
-    }
-
-    fn closed(&self, _peer: &Peer) {}
-}
-
 /// `dsh exec`: runs the turn and maps how it ended to the exit status.
 pub fn run(args: ExecArgs) -> ExitCode {
     let result = crate::runtime().and_then(|rt| {
@@ -287,14 +136,6 @@ pub fn run(args: ExecArgs) -> ExitCode {
             eprintln!("dsh: {message}");
             ExitCode::from(Ending::Error.code())
         }
-    }
-}
-
-/// Why a request of the turn failed, in words.
-fn failed(method: &str, failure: RequestFailure) -> String {
-    match failure {
-        RequestFailure::Answered(e) => format!("{method}: {}", e.message),
-        _ => format!("{method}: the daemon closed the connection"),
     }
 }
 
@@ -325,54 +166,9 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
         return Err(format!("{} is not a directory", cwd.display()));
     }
 
-    let stream = crate::connect_or_start(&args.at).await?;
-    crate::warn_if_daemon_is_older(&stream, &args.at.socket());
-    let (reader, writer) = stream.into_split();
-    let (incoming_tx, mut incoming) = mpsc::unbounded_channel();
-    let (peer_tx, peer_rx) = oneshot::channel();
-    let service = Arc::new(ExecService {
-        answerer: Arc::new(Answerer {
-            asker: Asker::of(args.ask),
-            incoming: incoming_tx,
-        }),
-        peer: Mutex::new(Some(peer_tx)),
-    });
-    let serve = tokio::spawn(serve_connection(
-        reader,
-        writer,
-        service,
-        Options::default(),
-    ));
-    let peer = peer_rx
-        .await
-        .map_err(|_| "the connection to the daemon ended at once".to_string())?;
-    let never = CancellationToken::new();
-    let call = |method: &'static str, params: Value| {
-        let (peer, never) = (peer.clone(), never.clone());
-        async move {
-            peer.call(method, params, &never)
-                .await
-                .map_err(|f| failed(method, f))
-        }
-    };
-
-    call(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {},
-               "clientInfo": {"name": "dsh exec", "version": env!("CARGO_PKG_VERSION")}}),
-    )
-    .await?;
-    let created = call("session/new", json!({"cwd": cwd, "mcpServers": []})).await?;
-    let created: acp::NewSessionResponse = serde_json::from_value(created)
-        .map_err(|e| format!("session/new: the daemon's answer is not what this dsh reads: {e}"))?;
-    let session = created.session_id.0.to_string();
-    if let Some(mode) = &args.mode {
-        call(
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": mode}),
-        )
-        .await?;
-    }
+    let client = Client::open(&args.at, Asker::of(args.ask), "dsh exec").await?;
+    let (peer, mut incoming) = (client.peer.clone(), client.take_incoming());
+    let session = client.new_session(&cwd, args.mode.as_deref()).await?;
     let mut out = Output::new(args.json);
     out.emit(&Event::Session {
         session_id: &session,
@@ -380,7 +176,7 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
         mode: args.mode.as_deref(),
     })?;
 
-    let prompt_call = call(
+    let prompt_call = client.call(
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
     );
@@ -412,7 +208,8 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
         format!("session/prompt: the daemon's answer is not what this dsh reads: {e}")
     })?;
     if args.json {
-        let state_dir = call("_dsh/status", json!({"stateUsage": false}))
+        let state_dir = client
+            .call("_dsh/status", json!({"stateUsage": false}))
             .await
             .ok()
             .and_then(|s| {
@@ -430,8 +227,7 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
         usage: out.usage.clone().as_ref(),
     })?;
     out.finish()?;
-    peer.close();
-    let _ = serve.await;
+    client.close().await;
     Ok(Ending::of(answer.stop_reason))
 }
 
