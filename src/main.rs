@@ -84,6 +84,9 @@ enum Command {
     /// message on stdout (or JSON lines with --json), questions answered by --ask (deny
     /// unless told), the exit status from the stop reason (docs/cli.md).
     Exec(cli::exec::ExecArgs),
+    /// An interactive session at the terminal (a session like an editor's): streamed
+    /// text, tool calls, questions answered at the prompt, `!command` and slash commands.
+    Chat(cli::chat::ChatArgs),
     /// Ask for the model endpoint's API key on the terminal (not echoed), check it with one
     /// cheap request when the endpoint answers, and keep it 0600 in the config directory.
     Login {
@@ -301,6 +304,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Exec(args) => return cli::exec::run(args),
+        Command::Chat(args) => return cli::chat::run(args),
         Command::CheckConfig { config } => check_config(config.as_deref()),
         Command::Hooks {
             command: HooksCommand::Import { path },

@@ -361,6 +361,23 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Waits (bounded) until the pane shows `text` `n` times.
+    async fn wait_for_count(&self, text: &str, n: usize) -> String {
+        for _ in 0..600 {
+            let pane = self.tmux(&["capture-pane", "-p", "-J", "-t", "t"]);
+            if pane.matches(text).count() >= n {
+                return pane;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!(
+            "the pane never showed {text:?} {n} times:\n{}",
+            self.tmux(&["capture-pane", "-p", "-J", "-t", "t"])
+        );
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
@@ -424,6 +441,82 @@ async fn exec_on_a_terminal_asks_the_person() {
     assert_eq!(code, "0", "{pane}");
     assert!(pane.contains("Made it."), "{pane}");
     assert!(ws.join("allowed").exists());
+    drop(tmux);
+    daemon.stop().await;
+}
+
+/// `dsh chat` on a real terminal (tmux): the agent's text, a question answered at the
+/// prompt, a tool call's title and end state, Ctrl-C cancelling a long command (gone
+/// from the process table), and Ctrl-C at the prompt leaving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![
+        text("Hello there."),
+        bash_call("call_1", "touch asked"),
+        text("Made it."),
+        bash_call("call_2", "sleep 600"),
+    ])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    tmux.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+    ]);
+    let line = format!(
+        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --mode ask; echo EXIT-chat=$?",
+        common::daemon::BIN,
+        daemon.socket.display(),
+        daemon.config.display(),
+        ws.display(),
+    );
+    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&["send-keys", "-t", "t", "hi", "Enter"]);
+    tmux.wait_for("Hello there.").await;
+
+    tmux.tmux(&["send-keys", "-t", "t", "make it", "Enter"]);
+    tmux.wait_for("(anything else: reject) >").await;
+    tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
+    let pane = tmux.wait_for("Made it.").await;
+    assert!(pane.contains("] completed"), "{pane}");
+    assert!(ws.join("asked").exists(), "{pane}");
+
+    tmux.tmux(&["send-keys", "-t", "t", "wait", "Enter"]);
+    tmux.wait_for_count("(anything else: reject) >", 2).await;
+    tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
+    for _ in 0..600 {
+        if !processes_under(&ws).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!processes_under(&ws).is_empty(), "the sleep never ran");
+    tmux.tmux(&["send-keys", "-t", "t", "C-c"]);
+    let pane = tmux.wait_for("(turn ended: cancelled)").await;
+    assert!(
+        processes_under(&ws).is_empty(),
+        "{:?}\n{pane}",
+        processes_under(&ws)
+    );
+
+    // Ctrl-C at the prompt leaves.
+    tmux.tmux(&["send-keys", "-t", "t", "C-c"]);
+    let (code, pane) = tmux.exit_of("chat").await;
+    assert_eq!(code, "0", "{pane}");
     drop(tmux);
     daemon.stop().await;
 }
