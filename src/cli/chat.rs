@@ -206,6 +206,15 @@ impl Shown {
                     _ => return,
                 };
                 let title = self.titles.get(&id).cloned().unwrap_or(id);
+                // What the call gave back (a `!command`'s output), shown once it ended.
+                for content in update.fields.content.iter().flatten() {
+                    if let acp::ToolCallContent::Content(c) = content
+                        && let acp::ContentBlock::Text(text) = &c.content
+                        && !text.text.is_empty()
+                    {
+                        self.line(shown(&text.text).trim_end());
+                    }
+                }
                 self.line(&format!("[{title}] {end}"));
             }
             _ => {}

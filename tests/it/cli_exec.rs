@@ -473,7 +473,7 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
         "-x",
         "200",
         "-y",
-        "50",
+        "100",
         "sh",
     ]);
     let line = format!(
@@ -488,15 +488,21 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
     tmux.tmux(&["send-keys", "-t", "t", "hi", "Enter"]);
     tmux.wait_for("Hello there.").await;
 
-    tmux.tmux(&["send-keys", "-t", "t", "make it", "Enter"]);
+    // A `!` line goes as the editor sends it: a command of the person's, no model.
+    tmux.tmux(&["send-keys", "-t", "t", "!echo bang-$((6*7))", "Enter"]);
     tmux.wait_for("(anything else: reject) >").await;
+    tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
+    tmux.wait_for("bang-42").await;
+
+    tmux.tmux(&["send-keys", "-t", "t", "make it", "Enter"]);
+    tmux.wait_for_count("(anything else: reject) >", 2).await;
     tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
     let pane = tmux.wait_for("Made it.").await;
     assert!(pane.contains("] completed"), "{pane}");
     assert!(ws.join("asked").exists(), "{pane}");
 
     tmux.tmux(&["send-keys", "-t", "t", "wait", "Enter"]);
-    tmux.wait_for_count("(anything else: reject) >", 2).await;
+    tmux.wait_for_count("(anything else: reject) >", 3).await;
     tmux.tmux(&["send-keys", "-t", "t", "o", "Enter"]);
     for _ in 0..600 {
         if !processes_under(&ws).is_empty() {
