@@ -109,13 +109,15 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
             json!({"sessionId": session, "prompt": [{"type": "text", "text": line}]}),
         );
         tokio::pin!(prompt);
+        // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
         let mut cancels = 0;
         let answer = loop {
             tokio::select! {
                 answer = &mut prompt => break answer,
                 Some(message) = incoming.recv() => shown.take(message),
-                signal = tokio::signal::ctrl_c() => {
-                    signal.map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
+                Some(()) = sigint.recv() => {
                     cancels += 1;
                     if cancels > 1 {
                         println!();

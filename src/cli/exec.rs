@@ -181,13 +181,15 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
         json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
     );
     tokio::pin!(prompt_call);
+    // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
     let mut cancels = 0;
     let answer = loop {
         tokio::select! {
             answer = &mut prompt_call => break answer?,
             Some(message) = incoming.recv() => out.take(message)?,
-            signal = tokio::signal::ctrl_c() => {
-                signal.map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
+            Some(()) = sigint.recv() => {
                 cancels += 1;
                 if cancels > 1 {
                     // A second Ctrl-C leaves without waiting for the daemon to wind the
