@@ -526,3 +526,38 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
     drop(tmux);
     daemon.stop().await;
 }
+
+/// The daemon going away mid-turn is an error (status 1), not an end of turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_exits_1_when_the_daemon_goes_away_mid_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = FakeModel::start(vec![Reply::EventsThenHold(vec![json!(
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Thinking"}}]}
+    )])])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let child = exec(&daemon, &ws, &["--json", "think"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The turn is at the model (which holds its stream open) when the daemon dies.
+    model
+        .requests
+        .recv()
+        .await
+        .expect("the turn reached the model");
+    daemon.sigkill().await;
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("dsh exec did not end")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("closed the connection"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(lines(&out).iter().all(|e| e["type"] != "stop"));
+}
