@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AskAnswer {
-    /// Reject once: the call is refused and the turn goes on (the default: fail closed).
+    /// Reject once: the call is refused and the turn goes on (also what a question gets
+    /// when nobody can be asked: fail closed).
     Deny,
     /// Allow once: the call runs, nothing is remembered.
     Allow,

@@ -2,10 +2,10 @@
 //!
 //! It is a client of the daemon's ACP surface like any editor (`initialize`,
 //! `session/new`, `session/set_mode`, `session/prompt`), starting the daemon if none
-//! answers exactly as `dsh acp` does. Nobody is there to answer a permission question,
-//! so `session/request_permission` is answered by `--ask`, and the default is to deny:
-//! a script that did not say otherwise never runs what the policy wanted a person to
-//! see. The exit status says how the turn ended ([`Ending`]).
+//! answers exactly as `dsh acp` does. A permission question is answered by `--ask`, else
+//! asked at the controlling terminal, else denied: a script in CI that did not say
+//! otherwise never runs what the policy wanted a person to see. The exit status says how
+//! the turn ended ([`Ending`]).
 
 use crate::Where;
 use crate::cli::client::{AskAnswer, Asker, Client, Incoming};
