@@ -28,6 +28,9 @@ pub struct ChatArgs {
     /// The session mode (default: the config's default_mode).
     #[arg(long, value_parser = ["ask", "auto", "read-only"])]
     mode: Option<String>,
+    /// Go on with this session (its history is shown first) instead of a new one.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
     #[command(flatten)]
     at: Where,
 }
@@ -66,8 +69,22 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
         return Err(format!("{} is not a directory", cwd.display()));
     }
     let client = Client::open(&args.at, Asker::of(None), "dsh chat").await?;
-    let session = client.new_session(&cwd, args.mode.as_deref()).await?;
     let mut incoming = client.take_incoming();
+    let mut shown = Shown::default();
+    let session = match args.session {
+        Some(id) => {
+            client.load_session(&id, &cwd, args.mode.as_deref()).await?;
+            // The history, with the person's own lines, before the first prompt.
+            shown.replaying = true;
+            while let Ok(message) = incoming.try_recv() {
+                shown.take(message);
+            }
+            shown.end_turn();
+            shown.replaying = false;
+            id
+        }
+        None => client.new_session(&cwd, args.mode.as_deref()).await?,
+    };
     println!(
         "dsh chat: session {session} in {}\n`!command` runs a command, `/help` lists the commands; Ctrl-C \
          cancels a turn, Ctrl-D or Ctrl-C at the prompt leaves.",
@@ -75,7 +92,6 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
     );
     let mut editor =
         Some(rustyline::DefaultEditor::new().map_err(|e| format!("cannot edit lines here: {e}"))?);
-    let mut shown = Shown::default();
     loop {
         let Some(mut ed) = editor.take() else {
             break;
@@ -165,6 +181,9 @@ struct Shown {
     titles: HashMap<String, String>,
     /// Whether the last thing printed left the cursor mid-line.
     mid_line: bool,
+    /// A loaded session's history is being shown: the person's lines too (in a live
+    /// turn they are on the screen already).
+    replaying: bool,
 }
 
 impl Shown {
@@ -185,6 +204,11 @@ impl Shown {
             return;
         };
         match note.update {
+            acp::SessionUpdate::UserMessageChunk(chunk) if self.replaying => {
+                if let acp::ContentBlock::Text(text) = chunk.content {
+                    self.line(&format!("> {}", shown(&text.text)));
+                }
+            }
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
                 if let acp::ContentBlock::Text(text) = chunk.content {
                     print!("{}", shown(&text.text));

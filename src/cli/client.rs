@@ -263,6 +263,30 @@ impl Client {
         Ok(session)
     }
 
+    /// Loads session `id` (the daemon replays its history as `session/update`s), in
+    /// `mode` when given. Returns once the whole replay is in the channel: the daemon
+    /// queues it right after the load's answer, so the answer of a request sent after
+    /// that answer comes behind it.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        cwd: &std::path::Path,
+        mode: Option<&str>,
+    ) -> Result<(), String> {
+        self.call(
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await?;
+        if let Some(mode) = mode {
+            self.call("session/set_mode", json!({"sessionId": id, "modeId": mode}))
+                .await?;
+        }
+        self.call("_dsh/status", json!({"stateUsage": false}))
+            .await
+            .map(|_| ())
+    }
+
     /// Ends the connection and waits for it to wind down.
     pub async fn close(&self) {
         self.peer.close();

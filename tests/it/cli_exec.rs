@@ -561,3 +561,53 @@ async fn exec_exits_1_when_the_daemon_goes_away_mid_turn() {
     );
     assert!(lines(&out).iter().all(|e| e["type"] != "stop"));
 }
+
+/// `dsh chat --session ID` goes on with a session another client (here `dsh exec`)
+/// started: its history first, then a new turn in it; Ctrl-D leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_goes_on_with_a_session_and_shows_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![text("First answer."), text("Second answer.")]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--json", "first question"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let session = lines(&out)[0]["sessionId"].as_str().unwrap().to_string();
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    tmux.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+    ]);
+    let line = format!(
+        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --session {session}; echo EXIT-chat=$?",
+        common::daemon::BIN,
+        daemon.socket.display(),
+        daemon.config.display(),
+        ws.display(),
+    );
+    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+    let pane = tmux.wait_for("dsh chat: session").await;
+    assert!(pane.contains("> first question"), "{pane}");
+    assert!(pane.contains("First answer."), "{pane}");
+    tmux.tmux(&["send-keys", "-t", "t", "and then?", "Enter"]);
+    tmux.wait_for("Second answer.").await;
+    // The model saw the history: the same session.
+    let second = model.request_at(1).to_string();
+    assert!(second.contains("first question"), "{second}");
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    let (code, pane) = tmux.exit_of("chat").await;
+    assert_eq!(code, "0", "{pane}");
+    drop(tmux);
+    daemon.stop().await;
+}
