@@ -1,6 +1,8 @@
 //! The `dsh` command line: the daemon (`serve`), the editor's launcher (`acp`),
 //! and `status` / `stop` for people.
 
+mod cli;
+
 use clap::{Parser, Subcommand};
 use dsh::config::Config;
 use dsh::daemon::{Daemon, default_socket_path};
@@ -78,6 +80,13 @@ enum Command {
         #[arg(hide = true, value_parser = ["login"])]
         then: Option<String>,
     },
+    /// One turn from a script: the prompt (argument or stdin) in a new session, the final
+    /// message on stdout (or JSON lines with --json), questions answered by --ask (deny
+    /// unless told), the exit status from the stop reason (docs/cli.md).
+    Exec(cli::exec::ExecArgs),
+    /// An interactive session at the terminal (a session like an editor's): streamed
+    /// text, tool calls, questions answered at the prompt, `!command` and slash commands.
+    Chat(cli::chat::ChatArgs),
     /// Ask for the model endpoint's API key on the terminal (not echoed), check it with one
     /// cheap request when the endpoint answers, and keep it 0600 in the config directory.
     Login {
@@ -304,6 +313,8 @@ enum PolicyCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Exec(args) => return cli::exec::run(args),
+        Command::Chat(args) => return cli::chat::run(args),
         Command::CheckConfig { config } => check_config(config.as_deref()),
         Command::Hooks {
             command: HooksCommand::Import { path },

@@ -1,0 +1,298 @@
+//! The CLI's ACP client of its daemon: one connection (the daemon started if none
+//! answers, as for `dsh acp`), `initialize` sent, `session/request_permission` answered
+//! by an [`Asker`], `session/update`s handed over in arrival order. `dsh exec` and
+//! `dsh chat` are this with different faces.
+
+use crate::Where;
+use crate::cli::terminal;
+use agent_client_protocol_schema::v1 as acp;
+use dsh::rpc::{Options, Peer, RequestFailure, RpcError, Service, serve_connection};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How a question the agent asks is answered when nobody is at a terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskAnswer {
+    /// Reject once: the call is refused and the turn goes on (also what a question gets
+    /// when nobody can be asked: fail closed).
+    Deny,
+    /// Allow once: the call runs, nothing is remembered.
+    Allow,
+}
+
+impl AskAnswer {
+    /// The option of the question this answer picks: "once", never "always", so a
+    /// script's blanket answer is never remembered for other sessions.
+    pub(crate) fn kind(self) -> acp::PermissionOptionKind {
+        match self {
+            AskAnswer::Deny => acp::PermissionOptionKind::RejectOnce,
+            AskAnswer::Allow => acp::PermissionOptionKind::AllowOnce,
+        }
+    }
+}
+
+/// What reaches the command from the connection while the turn runs.
+pub enum Incoming {
+    /// A `session/update`'s params.
+    Update(Value),
+    /// A question and what was answered.
+    Asked {
+        tool_call_id: String,
+        title: Option<String>,
+        option_id: Option<String>,
+        answer: AskAnswer,
+    },
+}
+
+/// Who answers a permission question.
+#[derive(Clone, Copy)]
+pub enum Asker {
+    /// `--ask`, or deny when nobody can be asked.
+    Fixed(AskAnswer),
+    /// The person at the controlling terminal (`/dev/tty`), asked there.
+    Terminal,
+}
+
+impl Asker {
+    /// `--ask` when given; else the terminal when one is reachable; else deny.
+    pub fn of(ask: Option<AskAnswer>) -> Self {
+        match ask {
+            Some(answer) => Asker::Fixed(answer),
+            None if terminal::reachable() => Asker::Terminal,
+            None => Asker::Fixed(AskAnswer::Deny),
+        }
+    }
+}
+
+/// Answers the agent's requests on the connection: `session/request_permission` by
+/// its [`Asker`]; everything else "method not found".
+struct Answerer {
+    asker: Asker,
+    incoming: mpsc::UnboundedSender<Incoming>,
+}
+
+impl Answerer {
+    async fn answer(
+        &self,
+        request: acp::RequestPermissionRequest,
+    ) -> acp::RequestPermissionResponse {
+        let option = match self.asker {
+            Asker::Fixed(answer) => {
+                let wanted = answer.kind();
+                request.options.iter().find(|o| o.kind == wanted).cloned()
+            }
+            Asker::Terminal => {
+                let question = request.clone();
+                tokio::task::spawn_blocking(move || terminal::ask(&question))
+                    .await
+                    .ok()
+                    .flatten()
+            }
+        };
+        let option = option.as_ref();
+        let _ = self.incoming.send(Incoming::Asked {
+            tool_call_id: request.tool_call.tool_call_id.0.to_string(),
+            title: request.tool_call.fields.title.clone(),
+            option_id: option.map(|o| o.option_id.0.to_string()),
+            // An allow only when an allow option was picked.
+            answer: match option.map(|o| o.kind) {
+                Some(
+                    acp::PermissionOptionKind::AllowOnce | acp::PermissionOptionKind::AllowAlways,
+                ) => AskAnswer::Allow,
+                _ => AskAnswer::Deny,
+            },
+        });
+        // A question without the option wanted is not answered with another one:
+        // "cancelled", which the daemon takes as a refusal.
+        let outcome = match option {
+            Some(o) => acp::RequestPermissionOutcome::Selected(
+                acp::SelectedPermissionOutcome::new(o.option_id.clone()),
+            ),
+            None => acp::RequestPermissionOutcome::Cancelled,
+        };
+        acp::RequestPermissionResponse::new(outcome)
+    }
+}
+
+/// The service of the CLI's connection: the [`Answerer`]'s methods, updates into
+/// the channel, the peer handed over once the connection opens.
+struct ClientService {
+    answerer: Arc<Answerer>,
+    peer: Mutex<Option<oneshot::Sender<Peer>>>,
+}
+
+impl Service for ClientService {
+    fn methods(&self) -> jsonrpsee::Methods {
+        let mut m = jsonrpsee::RpcModule::from_arc(self.answerer.clone());
+        let registered = m.register_async_method(
+            "session/request_permission",
+            |params, answerer: Arc<Answerer>, _| async move {
+                let request: acp::RequestPermissionRequest = params
+                    .parse()
+                    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
+                serde_json::to_value(answerer.answer(request).await)
+                    .map_err(|e| RpcError::internal(e.to_string()))
+            },
+        );
+        if let Err(e) = registered {
+            tracing::error!("cannot register the permission answerer: {e}");
+        }
+        m.into()
+    }
+
+    fn opened(&self, peer: &Peer) {
+        if let Some(tx) = self.peer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(peer.clone());
+        }
+    }
+
+    fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
+        if method == "session/update"
+            && let Some(params) = params
+        {
+            let _ = self.answerer.incoming.send(Incoming::Update(params));
+        }
+    }
+
+    fn closed(&self, _peer: &Peer) {}
+}
+
+/// Why a request of the turn failed, in words.
+fn failed(method: &str, failure: RequestFailure) -> String {
+    match failure {
+        RequestFailure::Answered(e) => format!("{method}: {}", e.message),
+        _ => format!("{method}: the daemon closed the connection"),
+    }
+}
+
+/// One initialized connection to the daemon.
+pub struct Client {
+    /// Sends on the connection (requests, `session/cancel`).
+    pub peer: Peer,
+    serve: Mutex<Option<JoinHandle<()>>>,
+    incoming: Mutex<Option<mpsc::UnboundedReceiver<Incoming>>>,
+}
+
+impl Client {
+    /// Connects to the daemon of `at` (starting it if none answers) and initializes the
+    /// connection as `name`; questions are answered by `asker`.
+    pub async fn open(at: &Where, asker: Asker, name: &str) -> Result<Self, String> {
+        let stream = crate::connect_or_start(at).await?;
+        crate::warn_if_daemon_is_older(&stream, &at.socket());
+        let (reader, writer) = stream.into_split();
+        let (incoming_tx, incoming) = mpsc::unbounded_channel();
+        let (peer_tx, peer_rx) = oneshot::channel();
+        let service = Arc::new(ClientService {
+            answerer: Arc::new(Answerer {
+                asker,
+                incoming: incoming_tx,
+            }),
+            peer: Mutex::new(Some(peer_tx)),
+        });
+        let serve = tokio::spawn(serve_connection(
+            reader,
+            writer,
+            service,
+            Options::default(),
+        ));
+        let peer = peer_rx
+            .await
+            .map_err(|_| "the connection to the daemon ended at once".to_string())?;
+        let client = Self {
+            peer,
+            serve: Mutex::new(Some(serve)),
+            incoming: Mutex::new(Some(incoming)),
+        };
+        client
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {},
+                       "clientInfo": {"name": name, "version": env!("CARGO_PKG_VERSION")}}),
+            )
+            .await?;
+        Ok(client)
+    }
+
+    /// The updates and answered questions, in arrival order (once).
+    pub fn take_incoming(&self) -> mpsc::UnboundedReceiver<Incoming> {
+        match self
+            .incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            Some(rx) => rx,
+            // Taken before: a receiver whose sender is gone reads as the end.
+            None => mpsc::unbounded_channel().1,
+        }
+    }
+
+    /// One request; its failure in words.
+    pub async fn call(&self, method: &'static str, params: Value) -> Result<Value, String> {
+        self.peer
+            .call(method, params, &CancellationToken::new())
+            .await
+            .map_err(|f| failed(method, f))
+    }
+
+    /// A new session in `cwd` (absolute), in `mode` when given: its id.
+    pub async fn new_session(
+        &self,
+        cwd: &std::path::Path,
+        mode: Option<&str>,
+    ) -> Result<String, String> {
+        let created = self
+            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .await?;
+        let created: acp::NewSessionResponse = serde_json::from_value(created).map_err(|e| {
+            format!("session/new: the daemon's answer is not what this dsh reads: {e}")
+        })?;
+        let session = created.session_id.0.to_string();
+        if let Some(mode) = mode {
+            self.call(
+                "session/set_mode",
+                json!({"sessionId": session, "modeId": mode}),
+            )
+            .await?;
+        }
+        Ok(session)
+    }
+
+    /// Loads session `id` (the daemon replays its history as `session/update`s), in
+    /// `mode` when given. Returns once the whole replay is in the channel: the daemon
+    /// queues it right after the load's answer, so the answer of a request sent after
+    /// that answer comes behind it.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        cwd: &std::path::Path,
+        mode: Option<&str>,
+    ) -> Result<(), String> {
+        self.call(
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await?;
+        if let Some(mode) = mode {
+            self.call("session/set_mode", json!({"sessionId": id, "modeId": mode}))
+                .await?;
+        }
+        self.call("_dsh/status", json!({"stateUsage": false}))
+            .await
+            .map(|_| ())
+    }
+
+    /// Ends the connection and waits for it to wind down.
+    pub async fn close(&self) {
+        self.peer.close();
+        let serve = self.serve.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(serve) = serve {
+            let _ = serve.await;
+        }
+    }
+}
