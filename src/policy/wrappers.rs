@@ -116,12 +116,8 @@ static WRAPPERS: &[Wrapper] = &[
         WORDS,
     ),
     // busybox runs its first operand as an applet (`busybox rm x`, `busybox sh`): the
-    // applet is the command, read as any other (issue 41).
-    row(
-        "busybox",
-        Grammar::stopping(&[LONG_HELP, long("list", No), long("list-full", No)]),
-        WORDS,
-    ),
+    // applet is the command, read as any other. Not getopt (see `busybox`).
+    own("busybox", busybox),
     row(
         "setsid",
         Grammar::stopping(&[
@@ -1227,6 +1223,26 @@ fn setarch(_parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> 
             after_options(&SETARCH, "setarch", rest, stdin, true)
         }
         None => Vec::new(),
+    }
+}
+
+/// `busybox APPLET [ARGS]`, or one of its own words alone: `--list`, `--list-full` and
+/// `--help` print and run nothing; `--install` makes links (a write, so opaque). It is
+/// not getopt (held against the real busybox by tests/it/wrapper_grammars.rs's
+/// runs): only those exact first words are its own, with no abbreviation and no
+/// `=value`; any other first word, `-x` included, is the applet it runs.
+fn busybox(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<InnerCommand> {
+    match args.first() {
+        None => Vec::new(),
+        Some(first) if !first.known() => vec![opaque(args, COMMAND_NOT_KNOWN.into())],
+        Some(first) if matches!(first.text.as_str(), "--list" | "--list-full" | "--help") => {
+            Vec::new()
+        }
+        Some(first) if first.text == "--install" => vec![opaque(
+            args,
+            "busybox --install makes a link for every applet".into(),
+        )],
+        Some(_) => command_at(args, 0, false),
     }
 }
 

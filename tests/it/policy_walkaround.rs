@@ -268,6 +268,8 @@ const SHAPES: &[Shape] = &[
     root("P4 P6 sg -c", "sg root -c '%V %F'"),
     s("P3 nohup", "nohup %V %F"),
     s("P3 nohup --", "nohup -- %V %F"),
+    s("P3 busybox applet", "busybox %V %F"),
+    s("P3 busybox applet through its shell", "busybox sh -c '%V %F'"),
     s("P3 setsid -w", "setsid -w %V %F"),
     s("P3 setsid --wait", "setsid --wait %V %F"),
     s("P3 /usr/bin/time", "/usr/bin/time %V %F"),
