@@ -15,6 +15,7 @@ mod agent_model;
 mod daemon_acp;
 mod daemon_executors;
 mod daemon_upgrade;
+mod docs;
 mod editor_session;
 mod exec_contract;
 mod exec_sandbox;
