@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `H1`, `H2`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2)
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `X2`, `H1`, `H2`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2)
 //! run only
 //! those scenarios (for profiling one; N1 and N2, the network proxy, run in-process without a daemon);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
@@ -164,7 +164,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 20] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 21] = [
     ("B1", |e| Box::pin(b1(e))),
     ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
@@ -175,6 +175,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 20] = [
     ("J1", |e| Box::pin(j1(e))),
     ("S1", |e| Box::pin(s1(e))),
     ("X1", |e| Box::pin(sandbox::x1(e))),
+    ("X2", |e| Box::pin(sandbox::x2(e))),
     ("B7", |e| Box::pin(b7(e))),
     ("H1", |e| Box::pin(h1(e))),
     ("H2", |e| Box::pin(h2(e))),

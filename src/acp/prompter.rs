@@ -180,7 +180,13 @@ impl PermissionPrompter for AcpPrompter {
         let cwd = session.as_ref().map(|s| s.cwd.clone());
         // The question carries the diff again: it replaces the call's content.
         let diff = if crate::tools::files::writes(&request.tool) {
-            crate::tools::files::preview(session.as_ref(), &request.tool, &request.arguments).await
+            crate::tools::files::preview(
+                agent.tools.file_place(),
+                session.as_ref(),
+                &request.tool,
+                &request.arguments,
+            )
+            .await
         } else {
             None
         };

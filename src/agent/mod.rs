@@ -232,7 +232,8 @@ async fn run_any_tool(
         .unwrap_or(ToolKind::Other);
     // An edit or write shows its diff from the first update, before any question.
     let diff = if crate::tools::files::writes(tool) && ctx.tools.get(tool).is_some() {
-        crate::tools::files::preview(Some(ctx.session), tool, &arguments).await
+        crate::tools::files::preview(ctx.tools.file_place(), Some(ctx.session), tool, &arguments)
+            .await
     } else {
         None
     };

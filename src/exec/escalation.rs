@@ -10,8 +10,9 @@
 //! markers carry an instance of their own, so neither's cleanup touches the other's work.
 
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, LocalExecutor, OutputWatch,
-    RunOutcome, ServiceProcess, TaskId, TaskInfo, TaskRead,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, FileError, FileIntent, FileRequest, FileStat,
+    KillOutcome, LocalExecutor, OutputWatch, RunOutcome, ServiceProcess, TaskId, TaskInfo,
+    TaskRead, WriteOutcome,
 };
 use crate::config::{ExecConfig, ExecutorKind};
 use std::sync::Arc;
@@ -176,6 +177,32 @@ impl BashExecutor for Escalating {
 
     async fn shutdown(&self) {
         tokio::join!(self.contained.shutdown(), self.outside.shutdown());
+    }
+
+    // The file tools stay in the sandbox: only a bash call can be let out of it.
+
+    fn files_are_local(&self) -> bool {
+        self.contained.files_are_local()
+    }
+
+    async fn stat_file(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError> {
+        self.contained.stat_file(request, intent).await
+    }
+
+    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+        self.contained.read_file(request).await
+    }
+
+    async fn write_file(
+        &self,
+        request: &FileRequest,
+        content: &[u8],
+    ) -> Result<WriteOutcome, FileError> {
+        self.contained.write_file(request, content).await
     }
 }
 

@@ -28,8 +28,9 @@
 //! which kills what a dead owner left under the same state directory.
 
 use super::{
-    BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, OutputStream,
-    RunOutcome, Spill, StreamRead, TaskId, TaskStatus,
+    BashExecutor, CollectedOutput, ExecError, ExecSpec, FileError, FileIntent, FileRequest,
+    FileStat, KillOutcome, LocalExecutor, OutputStream, RunOutcome, Spill, StreamRead, TaskId,
+    TaskStatus, WriteOutcome,
 };
 use crate::config::ExecConfig;
 use crate::rpc::{self, Peer, RequestContext, RpcError, Service};
@@ -119,6 +120,41 @@ pub struct KeyParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScopeParams {
     pub scope: String,
+}
+
+/// `file` params: one file tool's access to a file on the host (E11), at the mapped
+/// path, judged and done by the helper's own executor (its containment, not the
+/// daemon's disk).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileParams {
+    pub path: PathBuf,
+    pub writable_roots: Vec<PathBuf>,
+    pub op: FileOp,
+}
+
+/// What `file` does.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum FileOp {
+    Stat {
+        intent: FileIntent,
+    },
+    Read,
+    /// The whole new text (the file tools write only UTF-8 text).
+    Write {
+        content: String,
+    },
+}
+
+/// The answer to `file`. A read carries text: the file tools read only UTF-8, so
+/// other bytes are refused on the host rather than shipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileAnswer {
+    Stat(Option<FileStat>),
+    Read(Option<String>),
+    Written(WriteOutcome),
+    Err(FileError),
 }
 
 /// `cancel` notification params.
@@ -480,6 +516,30 @@ impl Helper {
         Ok(Value::Null)
     }
 
+    async fn file(&self, p: FileParams) -> Result<Value, RpcError> {
+        let exec = self.exec()?;
+        let request = FileRequest {
+            path: p.path,
+            writable_roots: p.writable_roots,
+        };
+        let answer = match p.op {
+            FileOp::Stat { intent } => exec.stat_file(&request, intent).await.map(FileAnswer::Stat),
+            FileOp::Read => match exec.read_file(&request).await {
+                Ok(Some(bytes)) => String::from_utf8(bytes)
+                    .map(|text| FileAnswer::Read(Some(text)))
+                    .map_err(|_| FileError::NotText(request.path.clone())),
+                Ok(None) => Ok(FileAnswer::Read(None)),
+                Err(e) => Err(e),
+            },
+            FileOp::Write { content } => exec
+                .write_file(&request, content.as_bytes())
+                .await
+                .map(FileAnswer::Written),
+        };
+        serde_json::to_value(answer.unwrap_or_else(FileAnswer::Err))
+            .map_err(|e| RpcError::internal(e.to_string()))
+    }
+
     /// Ends everything, then answers once the pump has sent every completion, so
     /// the local side has every task's final status when the answer arrives.
     async fn shutdown(&self) -> Result<Value, RpcError> {
@@ -678,6 +738,7 @@ impl HelperService {
         method!(m, "start", |h, ctx, p: StartParams| h.start(p));
         method!(m, "kill", |h, ctx, p: KeyParams| h.kill(p));
         method!(m, "kill_scope", |h, ctx, p: ScopeParams| h.kill_scope(p));
+        method!(m, "file", |h, ctx, p: FileParams| h.file(p));
         method!(m, "shutdown", |h, ctx, p: Value| {
             let _ = p;
             h.shutdown()
@@ -846,4 +907,67 @@ fn forward_output(peer: Peer, run: u64) -> (super::OutputWatch, Arc<Forward>) {
         Arc::new(move |stream: super::OutputStream, bytes: &[u8]| forward.push(stream, bytes))
     };
     (watch, forward)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// Every file answer, refusals included, crosses the wire and comes back the same
+    /// (the ssh executor's file tools, E11).
+    #[test]
+    fn e11_file_answers_round_trip_on_the_wire() {
+        let p = PathBuf::from("/srv/p/f");
+        let errors = [
+            FileError::Masked { path: p.clone() },
+            FileError::Protected {
+                path: p.clone(),
+                what: "git's hooks".into(),
+            },
+            FileError::OutsideRoots {
+                path: p.clone(),
+                roots: "/srv/p".into(),
+            },
+            FileError::NotReachable {
+                path: p.clone(),
+                why: "private /tmp".into(),
+            },
+            FileError::IsDirectory(p.clone()),
+            FileError::NotRegular(p.clone()),
+            FileError::NotText(p.clone()),
+            FileError::TooLarge {
+                path: p.clone(),
+                len: 1 << 30,
+            },
+            FileError::NoDirectory {
+                path: p.clone(),
+                dir: "/srv".into(),
+            },
+            FileError::Io {
+                path: p.clone(),
+                reason: "EIO".into(),
+            },
+            FileError::Unavailable("down".into()),
+        ];
+        let mut answers: Vec<FileAnswer> = errors.into_iter().map(FileAnswer::Err).collect();
+        answers.push(FileAnswer::Read(Some("text".into())));
+        answers.push(FileAnswer::Stat(Some(FileStat {
+            len: 4,
+            regular: true,
+        })));
+        answers.push(FileAnswer::Written(WriteOutcome { created: true }));
+        for answer in answers {
+            let wire = serde_json::to_value(&answer).unwrap();
+            let back: FileAnswer = serde_json::from_value(wire.clone()).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{answer:?}"), "{wire}");
+        }
+        let op: FileOp = serde_json::from_value(json!({"op": "stat", "intent": "write"})).unwrap();
+        assert!(matches!(
+            op,
+            FileOp::Stat {
+                intent: FileIntent::Write
+            }
+        ));
+    }
 }

@@ -223,6 +223,96 @@ pub enum ExecError {
     Lost(String),
 }
 
+/// Largest file the file tools read (F8): bigger files are refused below the seam, not
+/// loaded (an executor whose files are elsewhere would otherwise ship them whole).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// One file a file tool reads or writes, as the executor's commands would reach it
+/// (E11): the path as the daemon resolved it (absolute, cleaned, unmapped) and the
+/// directories the calling session may write, the same `writable_roots` its commands
+/// get. Each executor answers for its own place: the local one opens the daemon's
+/// disk, the sandbox decides by its own layout, ssh reads the host at the mapped path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRequest {
+    pub path: PathBuf,
+    pub writable_roots: Vec<PathBuf>,
+}
+
+/// What a file tool means to do with a file, for [`BashExecutor::stat_file`]'s check:
+/// a write is held to more than a read (the sandbox's read-only rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileIntent {
+    Read,
+    Write,
+}
+
+/// What [`BashExecutor::stat_file`] found at an allowed path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileStat {
+    /// Its size in bytes.
+    pub len: u64,
+    /// A regular file (not a directory, device or socket).
+    pub regular: bool,
+}
+
+/// What [`BashExecutor::write_file`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WriteOutcome {
+    /// The file did not exist before.
+    pub created: bool,
+}
+
+/// Why a file tool's read or write was refused or failed below the seam. The texts are
+/// the model's: each says what happened and, for a refusal, what it can do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+// Externally tagged: an internally tagged enum cannot carry the newtype variants.
+#[serde(rename_all = "snake_case")]
+pub enum FileError {
+    /// A path the sandbox masks (`[exec.sandbox] deny_read`, dsh's own directories,
+    /// the host's sockets): its commands read it as empty, so the file tools refuse it.
+    #[error(
+        "{path}: refused: the sandbox masks this path ([exec.sandbox] deny_read, dsh's own \
+         files or the host's sockets), so neither commands nor the file tools read or write it"
+    )]
+    Masked { path: PathBuf },
+    /// A path the sandbox keeps read-only inside a writable root (git hooks and config,
+    /// `.dsh`, editor folders, shell rc files...).
+    #[error(
+        "{path}: refused: the sandbox keeps it read-only ({what}: what runs on the host \
+         later must not be written by the session). If the change is needed, ask the person \
+         to make it, or call bash with sandbox: \"off\" and a justification, so the person \
+         is asked to let that one command run outside the sandbox"
+    )]
+    Protected { path: PathBuf, what: String },
+    /// A write outside every writable root of the session.
+    #[error("{path}: refused: the sandbox writes only in {roots}; this path is outside them")]
+    OutsideRoots { path: PathBuf, roots: String },
+    /// A place of the sandbox's own that the file tools cannot reach (its private
+    /// `/tmp`, `/proc`, `/dev`): each command's is its own and gone when it ends.
+    #[error("{path}: refused: {why}")]
+    NotReachable { path: PathBuf, why: String },
+    #[error("{0} is a directory; list it with bash (ls)")]
+    IsDirectory(PathBuf),
+    #[error("{0} is not a regular file")]
+    NotRegular(PathBuf),
+    #[error("{0} is not UTF-8 text")]
+    NotText(PathBuf),
+    #[error(
+        "{path} is {len} bytes, more than the {max} the file tools read; use bash (head, sed -n, grep)",
+        max = MAX_FILE_BYTES
+    )]
+    TooLarge { path: PathBuf, len: u64 },
+    #[error("{path}: the directory {dir} does not exist")]
+    NoDirectory { path: PathBuf, dir: PathBuf },
+    #[error("{path}: {reason}")]
+    Io { path: PathBuf, reason: String },
+    /// The executor cannot reach the file at all (a remote host down, a path without
+    /// file access).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// A long-lived program spoken to over its stdin and stdout (an MCP server), started
 /// through the executor like a command: the same launcher (so it is sandboxed under the
 /// sandbox executor), environment filter, marker and accounting, so shutdown ends it
@@ -431,6 +521,34 @@ pub trait BashExecutor: Send + Sync + 'static {
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.
     async fn shutdown(&self);
+
+    // File access (E11). The file tools reach files only through these, so each
+    // executor answers for its own place under the containment its commands get. No
+    // default bodies: a decorator or a new executor that forgot one does not compile.
+
+    /// Whether its files are this machine's, at the paths the daemon sees: only then
+    /// may the editor's `fs` (unsaved buffers) stand in for them, after
+    /// [`BashExecutor::stat_file`] allowed the path.
+    fn files_are_local(&self) -> bool;
+
+    /// Checks that a file tool may `intent` the file, and what is there (`None`:
+    /// nothing yet).
+    async fn stat_file(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError>;
+
+    /// The file's bytes (`None`: it does not exist), at most [`MAX_FILE_BYTES`].
+    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError>;
+
+    /// Replaces the file's content atomically (a new file beside it, renamed over it,
+    /// its mode kept), or creates it in an existing directory.
+    async fn write_file(
+        &self,
+        request: &FileRequest,
+        content: &[u8],
+    ) -> Result<WriteOutcome, FileError>;
 
     /// The spill files (on this host) of the tasks still running: the state
     /// directory's sweep never removes them (`crate::state_dir`). An executor whose

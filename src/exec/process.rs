@@ -27,9 +27,9 @@ use super::records::{LOST_REASON, RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, HandedTask, KillOutcome, OutputStream,
-    OutputWatch, RecoveredTask, RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo,
-    TaskRead, TaskStatus,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, FileError, FileIntent, FileRequest, FileStat,
+    HandedTask, KillOutcome, OutputStream, OutputWatch, RecoveredTask, RunOutcome, Scope,
+    ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus, WriteOutcome,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;
@@ -175,6 +175,29 @@ pub trait Launcher: Send + Sync + 'static {
     fn carries_tasks(&self) -> bool {
         false
     }
+
+    // File access (E11): what `BashExecutor`'s file methods ask of the executor's
+    // place. No defaults, so each launcher says where its files are.
+
+    /// See [`BashExecutor::files_are_local`].
+    fn files_are_local(&self) -> bool;
+
+    /// See [`BashExecutor::stat_file`].
+    async fn stat_file(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError>;
+
+    /// See [`BashExecutor::read_file`].
+    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError>;
+
+    /// See [`BashExecutor::write_file`].
+    async fn write_file(
+        &self,
+        request: &FileRequest,
+        content: &[u8],
+    ) -> Result<WriteOutcome, FileError>;
 
     /// Where a command of this launcher reads the spill file `local` (on this
     /// machine): the path itself where commands run here. A launcher whose commands
@@ -1389,6 +1412,30 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             stderr,
             handle: ServiceHandle::new(stop, ended),
         })
+    }
+
+    fn files_are_local(&self) -> bool {
+        self.inner.launcher.files_are_local()
+    }
+
+    async fn stat_file(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError> {
+        self.inner.launcher.stat_file(request, intent).await
+    }
+
+    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+        self.inner.launcher.read_file(request).await
+    }
+
+    async fn write_file(
+        &self,
+        request: &FileRequest,
+        content: &[u8],
+    ) -> Result<WriteOutcome, FileError> {
+        self.inner.launcher.write_file(request, content).await
     }
 
     async fn shutdown(&self) {

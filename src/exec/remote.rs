@@ -28,8 +28,9 @@ use super::children::{self, Child};
 use super::collector::Collector;
 use super::collector::SpillTarget;
 use super::helper::{
-    self, DoneParams, Hello, KeyParams, OutputParams, RunAnswer, RunParams, ScopeParams,
-    StartAnswer, StartParams, WireCollected, WireError, WireRead, WireSpec, WireSpill,
+    self, DoneParams, FileAnswer, FileOp, FileParams, Hello, KeyParams, OutputParams, RunAnswer,
+    RunParams, ScopeParams, StartAnswer, StartParams, WireCollected, WireError, WireRead, WireSpec,
+    WireSpill,
 };
 use super::ids::{TaskId, TaskIds};
 use super::records::{RecordState, TaskRecord, TaskRecords};
@@ -1160,6 +1161,46 @@ impl HelperClient {
             .as_ref()
             .filter(|c| c.generation == generation && !c.peer.is_closed())
             .cloned()
+    }
+
+    /// One file tool's access to a file on the host, through the helper (`file`), at
+    /// the mapped path with the mapped roots.
+    pub(crate) async fn file(
+        &self,
+        request: &super::FileRequest,
+        op: FileOp,
+    ) -> Result<FileAnswer, super::FileError> {
+        use super::FileError;
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(FileError::Unavailable(ExecError::ShuttingDown.to_string()));
+        }
+        let conn = self
+            .connection()
+            .await
+            .map_err(|e| FileError::Unavailable(self.unusable(e).to_string()))?;
+        let params = serde_json::to_value(FileParams {
+            path: self.ssh.remote_path(&request.path),
+            writable_roots: request
+                .writable_roots
+                .iter()
+                .map(|root| self.ssh.remote_path(root))
+                .collect(),
+            op,
+        })
+        .map_err(|e| FileError::Unavailable(e.to_string()))?;
+        let answer = conn
+            .peer
+            .request("file", params, &CancellationToken::new())
+            .await
+            .map_err(|e| FileError::Unavailable(self.rpc_error(&conn, e).to_string()))?;
+        match serde_json::from_value::<FileAnswer>(answer) {
+            Ok(FileAnswer::Err(e)) => Err(e),
+            Ok(answer) => Ok(answer),
+            Err(e) => Err(FileError::Unavailable(format!(
+                "the dsh helper on ssh host {} answered a file request with {e}",
+                self.shared.host
+            ))),
+        }
     }
 
     pub(crate) async fn kill_scope(&self, scope: &str) {

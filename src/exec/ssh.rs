@@ -277,6 +277,21 @@ impl SshLauncher {
             .unwrap_or_else(|| local.to_path_buf())
     }
 
+    /// Why the wrapper path has no file tools: they go through dsh's helper on the host
+    /// (its engine, with the host's containment), and a `cat` or a heredoc over ssh
+    /// would be a second, unchecked way in. Refused, saying what to use instead.
+    fn no_file_access(&self, request: &crate::exec::FileRequest) -> crate::exec::FileError {
+        crate::exec::FileError::Unavailable(format!(
+            "{}: refused: the file tools reach {} only through dsh's helper there, and this \
+             connection runs commands without it ([exec.ssh] helper); use bash to read or \
+             change the file ({}:{})",
+            request.path.display(),
+            self.host(),
+            self.host(),
+            self.remote_path(&request.path).display()
+        ))
+    }
+
     /// The options every ssh invocation shares.
     fn base_command(&self) -> Command {
         let c = &self.config;
@@ -529,6 +544,34 @@ impl Launcher for SshLauncher {
     /// ssh reports a remote signal death as 255 and the wrapper as 128+n.
     fn exact_status(&self) -> bool {
         false
+    }
+
+    /// The host's files are elsewhere.
+    fn files_are_local(&self) -> bool {
+        false
+    }
+
+    async fn stat_file(
+        &self,
+        request: &crate::exec::FileRequest,
+        _intent: crate::exec::FileIntent,
+    ) -> Result<Option<crate::exec::FileStat>, crate::exec::FileError> {
+        Err(self.no_file_access(request))
+    }
+
+    async fn read_file(
+        &self,
+        request: &crate::exec::FileRequest,
+    ) -> Result<Option<Vec<u8>>, crate::exec::FileError> {
+        Err(self.no_file_access(request))
+    }
+
+    async fn write_file(
+        &self,
+        request: &crate::exec::FileRequest,
+        _content: &[u8],
+    ) -> Result<crate::exec::WriteOutcome, crate::exec::FileError> {
+        Err(self.no_file_access(request))
     }
 
     async fn check_workdir(&self, dir: &Path) -> Result<(), ExecError> {

@@ -3,12 +3,13 @@
 //! (src/exec/ssh.rs), as `[exec.ssh] helper` says. It sits above both, so neither
 //! imports the other's executor.
 
+use super::helper::{FileAnswer, FileOp};
 use super::process::Launcher;
 use super::remote::{ConnectError, HelperClient, InstallReport};
 use super::ssh::{SshLauncher, WrapperExecutor, wrapper};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, KillOutcome, OutputWatch, RunOutcome,
-    ServiceProcess, TaskId, TaskInfo, TaskRead,
+    BashExecutor, ExecError, ExecRequest, ExecSpec, FileError, FileIntent, FileRequest, FileStat,
+    KillOutcome, OutputWatch, RunOutcome, ServiceProcess, TaskId, TaskInfo, TaskRead, WriteOutcome,
 };
 use crate::config::{ExecConfig, HelperMode};
 use std::path::PathBuf;
@@ -144,6 +145,22 @@ impl SshExecutor {
     }
 }
 
+impl SshExecutor {
+    /// [`SshExecutor::backend`] for a file tool.
+    async fn file_backend(&self) -> Result<Backend, FileError> {
+        self.backend()
+            .await
+            .map_err(|e| FileError::Unavailable(e.to_string()))
+    }
+}
+
+/// A helper's answer of the wrong kind for the request.
+fn unexpected(answer: FileAnswer) -> FileError {
+    FileError::Unavailable(format!(
+        "the dsh helper answered a file request out of turn: {answer:?}"
+    ))
+}
+
 #[async_trait::async_trait]
 impl BashExecutor for SshExecutor {
     /// `ssh+helper` or `ssh` (the wrapper path), as decided at first contact;
@@ -270,6 +287,53 @@ impl BashExecutor for SshExecutor {
             ));
         }
         self.wrapper.start_service(spec, env).await
+    }
+
+    /// The host's files, at the mapped paths: never the editor's buffers here.
+    fn files_are_local(&self) -> bool {
+        false
+    }
+
+    async fn stat_file(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError> {
+        match self.file_backend().await? {
+            Backend::Helper => match self.helper.file(request, FileOp::Stat { intent }).await? {
+                FileAnswer::Stat(stat) => Ok(stat),
+                other => Err(unexpected(other)),
+            },
+            Backend::Wrapper => self.wrapper.stat_file(request, intent).await,
+        }
+    }
+
+    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+        match self.file_backend().await? {
+            Backend::Helper => match self.helper.file(request, FileOp::Read).await? {
+                FileAnswer::Read(text) => Ok(text.map(String::into_bytes)),
+                other => Err(unexpected(other)),
+            },
+            Backend::Wrapper => self.wrapper.read_file(request).await,
+        }
+    }
+
+    async fn write_file(
+        &self,
+        request: &FileRequest,
+        content: &[u8],
+    ) -> Result<WriteOutcome, FileError> {
+        match self.file_backend().await? {
+            Backend::Helper => {
+                let content = String::from_utf8(content.to_vec())
+                    .map_err(|_| FileError::NotText(request.path.clone()))?;
+                match self.helper.file(request, FileOp::Write { content }).await? {
+                    FileAnswer::Written(done) => Ok(done),
+                    other => Err(unexpected(other)),
+                }
+            }
+            Backend::Wrapper => self.wrapper.write_file(request, content).await,
+        }
     }
 
     async fn shutdown(&self) {

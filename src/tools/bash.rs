@@ -54,6 +54,63 @@ impl SandboxTerms {
         })
     }
 
+    /// Whether a failed sandboxed command's output says the sandbox may be why (E13):
+    /// a read-only file system; a permission refused on a path outside `roots` and the
+    /// configured writable directories, or on no path at all (a masked file, the seccomp
+    /// floor's EPERM, a dropped capability); a missing path under the host's /tmp or
+    /// /run outside the roots (the sandbox has its own); a name or network it withholds;
+    /// dsh's own notes (its proxy's refusals, its tripwires); a death by SIGSYS. A plain
+    /// non-zero exit reads as it would under the local executor.
+    pub fn plausibly_why(&self, outcome: &RunOutcome, roots: &[PathBuf]) -> bool {
+        if outcome.signal == Some(libc::SIGSYS) {
+            return true;
+        }
+        let inside = |word: &str| {
+            let path = Path::new(word);
+            roots
+                .iter()
+                .chain(&self.writable)
+                .any(|r| path.starts_with(r))
+        };
+        let network = self.network != crate::config::NetworkMode::Host;
+        [&outcome.stdout.text, &outcome.stderr.text]
+            .iter()
+            .flat_map(|text| text.lines())
+            .any(|line| {
+                let lower = line.to_ascii_lowercase();
+                if lower.contains("read-only file system")
+                    || lower.contains("operation not permitted")
+                    || lower.contains("the sandbox")
+                {
+                    return true;
+                }
+                // The paths the line names.
+                let paths = || {
+                    line.split(|c: char| c.is_whitespace() || matches!(c, ':' | '\'' | '"' | '`'))
+                        .filter(|w| w.starts_with('/'))
+                        .collect::<Vec<&str>>()
+                };
+                if lower.contains("permission denied") {
+                    // One of the session's own is its own business (a chmod 000
+                    // file); any other may be the sandbox's.
+                    let paths = paths();
+                    return paths.is_empty() || paths.iter().any(|p| !inside(p));
+                }
+                if lower.contains("no such file or directory") {
+                    // The host's /tmp and /run are not the sandbox's: what is there
+                    // outside the roots is missing in it.
+                    return paths()
+                        .iter()
+                        .any(|p| !inside(p) && (p.starts_with("/tmp/") || p.starts_with("/run/")));
+                }
+                network
+                    && (lower.contains("network is unreachable")
+                        || lower.contains("could not resolve host")
+                        || lower.contains("temporary failure in name resolution")
+                        || lower.contains("name or service not known"))
+            })
+    }
+
     /// The note after a failed sandboxed command's status markers: what the sandbox
     /// refuses (writes outside `roots` and the configured ones, named), and how to ask
     /// the person to run it outside. Only roots the sandbox binds (existing absolute
@@ -249,7 +306,12 @@ impl Tool for Bash {
             Ok(outcome) => {
                 let mut text = run_result_text(&outcome);
                 let failed = outcome.signal.is_some() || outcome.exit_code.is_some_and(|c| c != 0);
-                if let Some(terms) = contained.filter(|_| failed) {
+                // E13: the text is the local executor's unless the sandbox plausibly
+                // caused the failure (never for a timeout or a plain exit code).
+                if let Some(terms) = contained
+                    .filter(|_| failed && !outcome.timed_out)
+                    .filter(|terms| terms.plausibly_why(&outcome, &roots))
+                {
                     text.push('\n');
                     text.push_str(&terms.failure_note(&roots));
                 }
@@ -603,6 +665,41 @@ mod tests {
 
     /// Issue 27: the note names the roots the sandbox binds, once each, and leaves out
     /// the network when commands have it.
+    #[test]
+    fn e13_the_note_is_for_failures_the_sandbox_plausibly_caused() {
+        let terms = SandboxTerms {
+            writable: vec![],
+            network: crate::config::NetworkMode::Proxy,
+            unix_sockets: false,
+            git_config: false,
+        };
+        let roots = [PathBuf::from("/w/p")];
+        let why = |stderr: &str| terms.plausibly_why(&outcome("", stderr), &roots);
+        for blamed in [
+            "bash: line 1: /etc/x: Read-only file system",
+            "touch: cannot touch '/home/u/x': Permission denied",
+            "cat: /w/p/.env: Permission denied\ncat: /home/u/.ssh/id: Permission denied",
+            "socket: Operation not permitted",
+            "bash: line 1: /tmp/outside/report: No such file or directory",
+            "curl: (6) Could not resolve host: example.com",
+            "[the sandbox's network refused example.com (443): not allowed]",
+        ] {
+            assert!(why(blamed), "{blamed}");
+        }
+        for own in [
+            "",
+            "failing",
+            "cat: /w/p/mine: Permission denied",
+            "cat: /w/p/missing: No such file or directory",
+            "ls: cannot access '/nonexistent': No such file or directory",
+        ] {
+            assert!(!why(own), "{own}");
+        }
+        let mut killed = outcome("", "");
+        killed.signal = Some(libc::SIGSYS);
+        assert!(terms.plausibly_why(&killed, &roots));
+    }
+
     #[test]
     fn issue_27_the_failure_note_names_the_writable_roots() {
         let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@
 
 use super::schema::{self, ToolSchema};
 use super::{Tool, ToolKind};
+use crate::exec::{BashExecutor, FileError, FileIntent, FileRequest, FileStat, WriteOutcome};
 use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use crate::registry::Session;
 use serde_json::Value;
@@ -24,21 +25,25 @@ pub const MAX_READ_BYTES: usize = 256 * 1024;
 /// Largest text (before or after) a diff preview carries (F6): a bigger change is shown by
 /// its result only, rather than pushing megabytes into every update of the call.
 pub const MAX_DIFF_BYTES: usize = 1024 * 1024;
-/// Largest file the tools read from disk (F8): bigger files are refused, not loaded.
-pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest file the tools read (F8): bigger files are refused below the seam, not loaded.
+pub const MAX_FILE_BYTES: u64 = crate::exec::MAX_FILE_BYTES;
 
-/// The three file tools, in the order the model is offered them.
-pub fn tools() -> Vec<Arc<dyn Tool>> {
+/// The three file tools, in the order the model is offered them, reaching files at
+/// `place`.
+pub fn tools(place: FilePlace) -> Vec<Arc<dyn Tool>> {
     let load = |doc: &str| Arc::new(ToolSchema::parse(doc).expect("embedded tool schema is valid"));
     vec![
         Arc::new(ReadFile {
             schema: load(schema::READ_FILE),
+            place: place.clone(),
         }),
         Arc::new(EditFile {
             schema: load(schema::EDIT_FILE),
+            place: place.clone(),
         }),
         Arc::new(WriteFile {
             schema: load(schema::WRITE_FILE),
+            place,
         }),
     ]
 }
@@ -91,127 +96,138 @@ fn call_path(call: &ToolExecution) -> Result<PathBuf, String> {
     }
 }
 
-/// Reads a file's text: through the editor when it offers reads, else from disk (F5).
+/// Where the file tools reach files (E11): through the executor, which answers for its
+/// own place (the local disk, the sandbox's view of it, the ssh host at the mapped
+/// path), or, when the daemon has no executor at all (`[exec] kind = "none"`), the
+/// daemon's disk as the local executor would.
+#[derive(Clone)]
+pub enum FilePlace {
+    Executor(Arc<dyn BashExecutor>),
+    Disk,
+}
+
+impl FilePlace {
+    /// Whether the files are this machine's (the editor's `fs` may stand in for them).
+    fn is_local(&self) -> bool {
+        match self {
+            FilePlace::Executor(exec) => exec.files_are_local(),
+            FilePlace::Disk => true,
+        }
+    }
+
+    async fn stat(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<FileStat>, FileError> {
+        match self {
+            FilePlace::Executor(exec) => exec.stat_file(request, intent).await,
+            FilePlace::Disk => {
+                let path = request.path.clone();
+                crate::exec::local::blocking(move || crate::exec::local::stat_disk(&path)).await
+            }
+        }
+    }
+
+    async fn read(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+        match self {
+            FilePlace::Executor(exec) => exec.read_file(request).await,
+            FilePlace::Disk => {
+                let path = request.path.clone();
+                crate::exec::local::blocking(move || crate::exec::local::read_disk(&path)).await
+            }
+        }
+    }
+
+    async fn write(&self, request: &FileRequest, content: &str) -> Result<WriteOutcome, FileError> {
+        match self {
+            FilePlace::Executor(exec) => exec.write_file(request, content.as_bytes()).await,
+            FilePlace::Disk => {
+                let (path, content) = (request.path.clone(), content.to_string());
+                crate::exec::local::blocking(move || {
+                    crate::exec::local::write_disk(&path, content.as_bytes())
+                })
+                .await
+            }
+        }
+    }
+}
+
+/// What the executor is asked about `path` for a call of `session`: the same writable
+/// roots its commands get.
+fn file_request(session: Option<&Arc<Session>>, path: &Path) -> FileRequest {
+    FileRequest {
+        path: path.to_path_buf(),
+        writable_roots: session.map(|s| s.writable_roots()).unwrap_or_default(),
+    }
+}
+
+/// Reads a file's text (F5): through the editor when it offers reads and the file is on
+/// this machine, once the executor allowed the path; else through the executor.
 /// `Ok(None)`: the file does not exist.
-async fn read_text(session: Option<&Arc<Session>>, path: &Path) -> Result<Option<String>, String> {
-    if let Some(files) = session.and_then(|s| s.client_files())
-        && let Some(answer) = files.read(path).await
+async fn read_text(
+    place: &FilePlace,
+    session: Option<&Arc<Session>>,
+    path: &Path,
+) -> Result<Option<String>, String> {
+    let request = file_request(session, path);
+    if place.is_local()
+        && let Some(files) = session.and_then(|s| s.client_files())
     {
-        // The editor answers for files it has open and for files on disk; one it cannot
-        // find is an error there too, so ask the disk whether it exists at all.
-        return match answer {
-            Ok(text) => Ok(Some(text)),
-            Err(_) if !path.exists() => Ok(None),
-            Err(e) => Err(format!("the editor could not read {}: {e}", path.display())),
-        };
+        // The same containment first: the editor reads whatever its user can.
+        let stat = place
+            .stat(&request, FileIntent::Read)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(answer) = files.read(path).await {
+            // The editor answers for files it has open and for files on disk; one it
+            // cannot find is an error there too, so the executor said whether it exists.
+            return match answer {
+                Ok(text) => Ok(Some(text)),
+                Err(_) if stat.is_none() => Ok(None),
+                Err(e) => Err(format!("the editor could not read {}: {e}", path.display())),
+            };
+        }
     }
-    let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || read_disk(&path))
-        .await
-        .map_err(|e| e.to_string())?
+    match place.read(&request).await {
+        Ok(Some(bytes)) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| FileError::NotText(path.to_path_buf()).to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
-fn read_disk(path: &Path) -> Result<Option<String>, String> {
-    use std::io::Read;
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.is_dir() {
-        return Err(format!(
-            "{} is a directory; list it with bash (ls)",
-            path.display()
-        ));
-    }
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is {} bytes, more than the {MAX_FILE_BYTES} the file tools read; use bash (head, sed -n, grep)",
-            path.display(),
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| format!("{} is not UTF-8 text", path.display()))
-}
-
-/// Writes a file's whole text: through the editor when it offers writes, else to disk
-/// atomically (a temporary file beside it, renamed over it, its mode kept) (F5).
+/// Writes a file's whole text (F5): through the editor when it offers writes and the
+/// file is on this machine, once the executor allowed the write; else through the
+/// executor (atomically: a temporary file beside it, renamed over it, its mode kept).
+/// Says whether the file is new.
 async fn write_text(
+    place: &FilePlace,
     session: Option<&Arc<Session>>,
     path: &Path,
     content: &str,
-) -> Result<(), String> {
-    if let Some(files) = session.and_then(|s| s.client_files())
-        && let Some(answer) = files.write(path, content).await
+) -> Result<WriteOutcome, String> {
+    let request = file_request(session, path);
+    if place.is_local()
+        && let Some(files) = session.and_then(|s| s.client_files())
     {
-        return answer.map_err(|e| format!("the editor could not write {}: {e}", path.display()));
-    }
-    let (path, content) = (path.to_path_buf(), content.to_string());
-    tokio::task::spawn_blocking(move || write_disk(&path, &content))
-        .await
-        .map_err(|e| e.to_string())?
-}
-
-fn write_disk(path: &Path, content: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
-    // Write where a link points, so the link stays a link.
-    let target = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(fail)?,
-        _ => path.to_path_buf(),
-    };
-    let dir = target
-        .parent()
-        .ok_or_else(|| format!("{}: no parent directory", path.display()))?;
-    if !dir.is_dir() {
-        return Err(format!(
-            "{}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        ));
-    }
-    let mode = std::fs::metadata(&target).ok().map(|m| {
-        use std::os::unix::fs::PermissionsExt;
-        m.permissions().mode() & 0o7777
-    });
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.dsh-{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode.unwrap_or(0o666))
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&temp)?;
-        if let Some(mode) = mode {
-            // create_new's mode is masked by the umask; the old file's mode is kept whole.
-            use std::os::unix::fs::PermissionsExt;
-            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        let stat = place
+            .stat(&request, FileIntent::Write)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(answer) = files.write(path, content).await {
+            return answer
+                .map(|()| WriteOutcome {
+                    created: stat.is_none(),
+                })
+                .map_err(|e| format!("the editor could not write {}: {e}", path.display()));
         }
-        file.write_all(content.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temp, &target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
     }
-    result.map_err(fail)
+    place
+        .write(&request, content)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The 1-based line where byte `at` of `text` is.
@@ -312,6 +328,7 @@ pub fn numbered(
 /// the diff the person sees before being asked (F6). `None` when the call would fail
 /// anyway (its error is the result) or is not a change.
 pub async fn preview(
+    place: &FilePlace,
     session: Option<&Arc<Session>>,
     tool: &str,
     arguments: &Value,
@@ -322,7 +339,7 @@ pub async fn preview(
         None if Path::new(raw).is_absolute() => resolve(Path::new("/"), raw),
         None => return None,
     };
-    let old = read_text(session, &path).await.ok()?;
+    let old = read_text(place, session, &path).await.ok()?;
     if old.as_ref().is_some_and(|o| o.len() > MAX_DIFF_BYTES) {
         return None;
     }
@@ -398,6 +415,7 @@ fn usize_arg(arguments: &Value, key: &str, default: usize) -> Result<usize, Stri
 
 struct ReadFile {
     schema: Arc<ToolSchema>,
+    place: FilePlace,
 }
 
 #[async_trait::async_trait]
@@ -423,7 +441,7 @@ impl Tool for ReadFile {
             (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
         };
         let shown = shown(call);
-        match read_text(call.session.as_ref(), &path).await {
+        match read_text(&self.place, call.session.as_ref(), &path).await {
             Ok(Some(text)) => match numbered(&text, offset, limit, &shown) {
                 Ok(out) => ToolOutput::ok(out),
                 Err(e) => ToolOutput::error(e),
@@ -440,6 +458,7 @@ impl Tool for ReadFile {
 
 struct EditFile {
     schema: Arc<ToolSchema>,
+    place: FilePlace,
 }
 
 #[async_trait::async_trait]
@@ -469,7 +488,7 @@ impl Tool for EditFile {
             .get("replace_all")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let text = match read_text(call.session.as_ref(), &path).await {
+        let text = match read_text(&self.place, call.session.as_ref(), &path).await {
             Ok(Some(text)) => text,
             Ok(None) => {
                 return ToolOutput::error(format!(
@@ -483,7 +502,7 @@ impl Tool for EditFile {
                 Ok(done) => done,
                 Err(e) => return ToolOutput::error(e),
             };
-        if let Err(e) = write_text(call.session.as_ref(), &path, &edited).await {
+        if let Err(e) = write_text(&self.place, call.session.as_ref(), &path, &edited).await {
             return ToolOutput::error(e);
         }
         let what = if count == 1 {
@@ -497,6 +516,7 @@ impl Tool for EditFile {
 
 struct WriteFile {
     schema: Arc<ToolSchema>,
+    place: FilePlace,
 }
 
 #[async_trait::async_trait]
@@ -520,11 +540,11 @@ impl Tool for WriteFile {
             .get("content")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let existed = path.exists();
-        if let Err(e) = write_text(call.session.as_ref(), &path, content).await {
-            return ToolOutput::error(e);
-        }
-        let verb = if existed { "Wrote" } else { "Created" };
+        let verb = match write_text(&self.place, call.session.as_ref(), &path, content).await {
+            Ok(done) if done.created => "Created",
+            Ok(_) => "Wrote",
+            Err(e) => return ToolOutput::error(e),
+        };
         ToolOutput::ok(format!("{verb} {shown} ({} bytes)", content.len()))
     }
 }
@@ -601,37 +621,6 @@ mod tests {
     }
 
     #[test]
-    fn f5_disk_writes_are_atomic_and_keep_the_mode() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("s.sh");
-        std::fs::write(&file, "old").unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o750)).unwrap();
-        write_disk(&file, "new").unwrap();
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
-        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode, 0o750);
-        // Nothing left beside it.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        // A link stays a link; its target changes.
-        let link = dir.path().join("l");
-        std::os::unix::fs::symlink(&file, &link).unwrap();
-        write_disk(&link, "via link").unwrap();
-        assert!(
-            std::fs::symlink_metadata(&link)
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "via link");
-        assert!(
-            write_disk(&dir.path().join("no/such/f"), "x")
-                .unwrap_err()
-                .contains("does not exist")
-        );
-    }
-
-    #[test]
     fn f1_links_are_judged_by_where_they_point() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().canonicalize().unwrap();
@@ -656,7 +645,7 @@ mod tests {
         let p = f.display().to_string();
         let edit = json!({"path": p, "old_string": "b", "new_string": "c"});
         assert_eq!(
-            preview(None, "edit_file", &edit).await,
+            preview(&FilePlace::Disk, None, "edit_file", &edit).await,
             Some(FileDiff {
                 path: f.clone(),
                 old_text: Some("a\nb\n".into()),
@@ -666,32 +655,48 @@ mod tests {
         );
         // An edit that will fail shows nothing: its error is the result.
         let absent = json!({"path": p, "old_string": "zz", "new_string": "c"});
-        assert_eq!(preview(None, "edit_file", &absent).await, None);
+        assert_eq!(
+            preview(&FilePlace::Disk, None, "edit_file", &absent).await,
+            None
+        );
         let new = dir.path().join("n").display().to_string();
-        let d = preview(None, "write_file", &json!({"path": new, "content": "x"}))
-            .await
-            .unwrap();
+        let d = preview(
+            &FilePlace::Disk,
+            None,
+            "write_file",
+            &json!({"path": new, "content": "x"}),
+        )
+        .await
+        .unwrap();
         assert_eq!((d.old_text, d.line), (None, Some(1)));
         // Too big to show as a diff.
         let big = "y".repeat(MAX_DIFF_BYTES + 1);
         assert_eq!(
-            preview(None, "write_file", &json!({"path": p, "content": big})).await,
+            preview(
+                &FilePlace::Disk,
+                None,
+                "write_file",
+                &json!({"path": p, "content": big})
+            )
+            .await,
             None
         );
-        assert_eq!(preview(None, "read_file", &json!({"path": p})).await, None);
+        assert_eq!(
+            preview(&FilePlace::Disk, None, "read_file", &json!({"path": p})).await,
+            None
+        );
     }
 
-    #[test]
-    fn f8_disk_reads_refuse_what_is_not_a_text_file() {
+    #[tokio::test]
+    async fn f8_reads_refuse_what_is_not_text() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(read_disk(&dir.path().join("none")).unwrap(), None);
-        assert!(
-            read_disk(dir.path())
-                .unwrap_err()
-                .contains("is a directory")
-        );
         let bin = dir.path().join("b");
         std::fs::write(&bin, [0xff, 0xfe, 0]).unwrap();
-        assert!(read_disk(&bin).unwrap_err().contains("not UTF-8"));
+        let e = read_text(&FilePlace::Disk, None, &bin).await.unwrap_err();
+        assert!(e.contains("not UTF-8"), "{e}");
+        assert_eq!(
+            read_text(&FilePlace::Disk, None, &dir.path().join("none")).await,
+            Ok(None)
+        );
     }
 }

@@ -133,6 +133,9 @@ pub struct ToolRegistry {
     /// Held while a session's project layer is opened and while judges are installed,
     /// so a session opened during a reload is in the layers that end up in force.
     projects_lock: Mutex<()>,
+    /// Where the file tools reach files (the executor's place, E11): the diff preview
+    /// reads the file there too.
+    files: files::FilePlace,
 }
 
 /// The parts of the waterfall a config decides.
@@ -166,12 +169,19 @@ impl ToolRegistry {
             sessions: None,
             sandbox: None,
             projects_lock: Mutex::new(()),
+            files: files::FilePlace::Disk,
         }
+    }
+
+    /// Where the file tools reach files, for the diff a file edit's question shows.
+    pub fn file_place(&self) -> &files::FilePlace {
+        &self.files
     }
 
     /// The daemon's registry: the bash tools over `executor` (none at all when there
     /// is no executor: they are not offered, rather than offered and failing), the file
-    /// tools (they need no executor), and the waterfall audit -> schema -> policy -> external hooks -> permission gate.
+    /// tools (through the executor, so its containment holds for them too; the daemon's
+    /// disk when there is none), and the waterfall audit -> schema -> policy -> external hooks -> permission gate.
     pub fn standard(
         config: &Config,
         executor: Option<Arc<dyn BashExecutor>>,
@@ -180,13 +190,16 @@ impl ToolRegistry {
     ) -> Self {
         let mut registry = Self::new();
         registry.sandbox = bash::SandboxTerms::of(&config.exec);
+        if let Some(exec) = &executor {
+            registry.files = files::FilePlace::Executor(exec.clone());
+        }
         if let Some(exec) = executor {
             let sandbox = registry.sandbox.clone();
             for tool in bash::tools(exec, sessions.clone(), audit.clone(), sandbox) {
                 registry.register(tool);
             }
         }
-        for tool in files::tools() {
+        for tool in files::tools(registry.files.clone()) {
             registry.register(tool);
         }
         if let Some(tool) = todo::tool() {

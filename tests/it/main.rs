@@ -37,6 +37,7 @@ mod registry_features;
 mod restart_lost;
 mod sandbox_escalation;
 mod sandbox_escape;
+mod sandbox_files;
 mod sandbox_network;
 mod sandbox_no_way_back;
 mod sandbox_pins;

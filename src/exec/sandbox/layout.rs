@@ -85,8 +85,9 @@ impl Layout {
         self.mounts.push(mount);
     }
 
-    /// The mount that decides what is at `path`: the last one at or above it.
-    fn covering(&self, path: &Path) -> Option<&Mount> {
+    /// The mount that decides what is at `path`: the last one at or above it (the
+    /// file tools' whole question, `files`).
+    pub fn covering(&self, path: &Path) -> Option<&Mount> {
         self.mounts
             .iter()
             .rev()

@@ -25,6 +25,7 @@
 //! bwrap or a kernel that refuses namespaces stops `dsh serve` with a message, and
 //! nothing ever runs unsandboxed or in a weaker sandbox instead.
 
+mod files;
 mod layout;
 mod netns;
 mod network;
@@ -86,6 +87,9 @@ pub struct SandboxLauncher {
     global_hooks: Vec<PathBuf>,
     /// The kernel's interfaces in `/proc` and `/sys` to hold, read once.
     kernel: layout::Kernel,
+    /// Where the executor spills output (inside the masked state directory): the file
+    /// tools read the spill files dsh names in a command's result (`files`).
+    spill_dir: PathBuf,
 }
 
 /// Runs commands in bubblewrap sandboxes (see the module docs).
@@ -439,6 +443,7 @@ impl SandboxLauncher {
             proxies: (sandbox.network.mode == NetworkMode::Proxy).then(Default::default),
             host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
+            spill_dir: crate::exec::outfiles::dir(&config.state_dir()),
         })
     }
 
@@ -452,6 +457,21 @@ impl SandboxLauncher {
         workdir: &Path,
         roots: &[PathBuf],
         mark: Option<&str>,
+    ) -> Result<Layout, String> {
+        let held = match mark {
+            Some(mark) => Held::Taken(mark),
+            None => Held::Nothing,
+        };
+        self.layout_with(workdir, roots, held)
+    }
+
+    /// [`SandboxLauncher::layout_for`], with the missing protected entries `held` as
+    /// said there.
+    fn layout_with(
+        &self,
+        workdir: &Path,
+        roots: &[PathBuf],
+        held: Held<'_>,
     ) -> Result<Layout, String> {
         let mut layout = Layout::default();
         for mount in [
@@ -557,18 +577,20 @@ impl SandboxLauncher {
                 watch.repositories.push((root.clone(), found.repositories));
             }
         }
-        if let Some(mark) = mark {
-            self.tripwires
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .set(mark, watch);
+        if held != Held::Nothing {
+            if let Held::Taken(mark) = held {
+                self.tripwires
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .set(mark, watch);
+            }
             let home = self.home.as_deref();
-            let mut held = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
+            let mut holding = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
             for level in &levels {
                 let at_home = home == Some(level.as_path());
                 for (name, dir) in protect::held_if_missing(at_home) {
                     let path = level.join(name);
-                    if path.symlink_metadata().is_ok() && !held.holds(&path) {
+                    if path.symlink_metadata().is_ok() && !holding.holds(&path) {
                         continue; // it exists (and was guarded above)
                     }
                     // A nested project inside a guarded path (a repository under
@@ -577,7 +599,9 @@ impl SandboxLauncher {
                     if !layout.writable(&path) {
                         continue;
                     }
-                    held.take(mark, &path);
+                    if let Held::Taken(mark) = held {
+                        holding.take(mark, &path);
+                    }
                     layout.push(if dir {
                         Mount::EmptyDir(path)
                     } else {
@@ -596,7 +620,11 @@ impl SandboxLauncher {
         let real_workdir = workdir
             .canonicalize()
             .unwrap_or_else(|_| workdir.to_path_buf());
-        if !layout.shows_host(&real_workdir) {
+        // The sandbox's own /tmp is a working directory like any (E13): it is there,
+        // empty, in every sandbox. Below it, nothing of the host is.
+        let own_tmp =
+            matches!(layout.covering(&real_workdir), Some(Mount::Scratch(p)) if *p == real_workdir);
+        if !layout.shows_host(&real_workdir) && !own_tmp {
             return Err(format!(
                 "the working directory {} is inside a path the sandbox masks \
                  ([exec.sandbox] deny_read, dsh's own directories or the host's sockets)",
@@ -914,6 +942,34 @@ impl Launcher for SandboxLauncher {
         pidns::terminate(selector, Some(sid), grace).await;
         self.release_off_workers(|m| m == mark).await
     }
+
+    /// The sandbox's files are the host's, at the same paths (`files`).
+    fn files_are_local(&self) -> bool {
+        true
+    }
+
+    async fn stat_file(
+        &self,
+        request: &crate::exec::FileRequest,
+        intent: crate::exec::FileIntent,
+    ) -> Result<Option<crate::exec::FileStat>, crate::exec::FileError> {
+        files::stat(self, request, intent).await
+    }
+
+    async fn read_file(
+        &self,
+        request: &crate::exec::FileRequest,
+    ) -> Result<Option<Vec<u8>>, crate::exec::FileError> {
+        files::read(self, request).await
+    }
+
+    async fn write_file(
+        &self,
+        request: &crate::exec::FileRequest,
+        content: &[u8],
+    ) -> Result<crate::exec::WriteOutcome, crate::exec::FileError> {
+        files::write(self, request, content).await
+    }
 }
 
 /// [`protect::Settings`] owned, for a walk on the blocking pool.
@@ -1028,6 +1084,18 @@ impl SandboxLauncher {
         held.release(ended);
         notes
     }
+}
+
+/// What a layout does with the protected entries its roots lack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held<'a> {
+    /// Nothing (the probe, a check of the workdir).
+    Nothing,
+    /// The command marked so holds them with placeholders, and its tripwires are set.
+    Taken(&'a str),
+    /// They are in the layout as the masks a command would get, but nothing is made on
+    /// the host: what the file tools judge by (`files`).
+    Shown,
 }
 
 /// The placeholders bwrap leaves on the host for the protected entries a root

@@ -1,0 +1,498 @@
+//! The file tools under the sandbox (E11): every read and write is decided by the same
+//! [`Layout`] that renders the commands' bwrap arguments (`layout_with`, with the
+//! missing protected entries shown as masks but nothing made on the host), so the file
+//! tools and `bash` answer from one list: writable roots, the read-only rest, the
+//! protected names, `deny_read` and dsh's own directories.
+//!
+//! The check runs in the daemon, not in a process: a path is resolved to its real
+//! path (links followed), that path is judged, and then opened with `openat2` and
+//! `RESOLVE_NO_SYMLINKS` (beneath `/`, or beneath the writable root for a write) so
+//! nothing on the way can be a link: one swapped in between the check and the open
+//! makes the open fail instead of reaching somewhere else. A write then goes through
+//! the directory's descriptor (a new file beside the target, renamed over it), never
+//! a path again.
+
+use super::layout::{Layout, Mount};
+use super::{Held, SandboxLauncher};
+use crate::exec::local::{blocking, read_opened, replace_in, split};
+use crate::exec::{FileError, FileIntent, FileRequest, FileStat, WriteOutcome};
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::Mode;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+/// What the sandbox shows the file tools for one call: its layout and what made it.
+pub(super) struct FileView {
+    layout: Layout,
+    /// The real writable roots, in the layout's order.
+    writable: Vec<PathBuf>,
+    /// The real paths of `deny_read` and dsh's own directories.
+    masked: Vec<PathBuf>,
+    /// The spill directory, real: its files are readable (a command's own output).
+    spill_dir: Option<PathBuf>,
+}
+
+/// Where a judged path is opened from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Allowed {
+    /// Beneath `/` (a read of the read-only rest or of a spill file).
+    Anywhere,
+    /// Beneath this writable root.
+    Within(PathBuf),
+}
+
+impl SandboxLauncher {
+    /// The sandbox a command of a session with `roots` would get, for the file tools.
+    pub(super) fn file_view(&self, roots: &[PathBuf]) -> Result<FileView, FileError> {
+        let layout = self
+            .layout_with(Path::new("/"), roots, Held::Shown)
+            .map_err(|why| FileError::Unavailable(format!("the sandbox refuses: {why}")))?;
+        // The same real roots the layout bound (it refused a symlinked one above).
+        let writable = roots
+            .iter()
+            .chain(&self.writable)
+            .filter(|r| r.is_absolute() && r.is_dir())
+            .filter_map(|r| r.canonicalize().ok())
+            .collect();
+        let masked = self
+            .deny_read
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        Ok(FileView {
+            layout,
+            writable,
+            masked,
+            spill_dir: self.spill_dir.canonicalize().ok(),
+        })
+    }
+}
+
+impl FileView {
+    /// Whether a file tool may `intent` the file at `real` (its real path), and where
+    /// it is then opened from.
+    pub(super) fn judge(&self, real: &Path, intent: FileIntent) -> Result<Allowed, FileError> {
+        let path = real.to_path_buf();
+        let root = self.writable.iter().find(|r| real.starts_with(r));
+        if self.masked.iter().any(|m| real.starts_with(m)) {
+            let spill = self.spill_dir.as_deref().is_some_and(|d| {
+                real.parent() == Some(d)
+                    && real
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(crate::state_dir::sweep::is_spill_file)
+            });
+            return match intent {
+                FileIntent::Read if spill => Ok(Allowed::Anywhere),
+                _ => Err(FileError::Masked { path }),
+            };
+        }
+        match (self.layout.covering(real), intent) {
+            (Some(Mount::HostWritable(_)), _) => Ok(match root {
+                Some(root) => Allowed::Within(root.clone()),
+                None => Allowed::Anywhere,
+            }),
+            (Some(Mount::HostReadOnly(_)), FileIntent::Read) => Ok(Allowed::Anywhere),
+            (Some(Mount::HostReadOnly(_) | Mount::EmptyDir(_) | Mount::EmptyFile { .. }), _)
+                if root.is_some() =>
+            {
+                match intent {
+                    // A protected entry that does not exist yet (a hooks directory, a
+                    // held `.vscode/`): commands see it empty, and so does a read.
+                    FileIntent::Read => Ok(Allowed::Anywhere),
+                    FileIntent::Write => Err(FileError::Protected {
+                        what: protected_what(
+                            root.map_or(real, |r| real.strip_prefix(r).unwrap_or(real)),
+                        ),
+                        path,
+                    }),
+                }
+            }
+            (Some(Mount::HostReadOnly(_)), FileIntent::Write) => Err(FileError::OutsideRoots {
+                path,
+                roots: self.roots_text(),
+            }),
+            (Some(Mount::EmptyDir(_) | Mount::EmptyFile { .. }), _) => {
+                Err(FileError::Masked { path })
+            }
+            (Some(Mount::Scratch(_)), _) => Err(FileError::NotReachable {
+                path,
+                why: "it is in the sandbox's private /tmp: each command has its own, empty \
+                      at its start and gone at its end, so no file tool can reach it; use \
+                      bash, or a directory of the session"
+                    .into(),
+            }),
+            (Some(Mount::Devices(_) | Mount::Processes(_)), _) => Err(FileError::NotReachable {
+                path,
+                why: "it is in the sandbox's own /dev or /proc, which the file tools do not \
+                      reach; use bash"
+                    .into(),
+            }),
+            (None, _) => Err(FileError::NotReachable {
+                path,
+                why: "the sandbox shows nothing there".into(),
+            }),
+        }
+    }
+
+    fn roots_text(&self) -> String {
+        if self.writable.is_empty() {
+            return "no directory of the host (only its private /tmp)".into();
+        }
+        let named: Vec<String> = self
+            .writable
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        named.join(", ")
+    }
+}
+
+/// Why the protected path `rel` (relative to its root) is held, in a few words.
+fn protected_what(rel: &Path) -> String {
+    let names: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let has = |n: &str| names.iter().any(|c| c == n);
+    let first = names.first().map(String::as_str).unwrap_or_default();
+    if has(".git") || first == ".gitmodules" || first == ".gitconfig" {
+        "git's hooks and config: git runs what they name on the host".into()
+    } else if has(".dsh") || has(".claude") {
+        "a project's dsh settings and hooks, which run on the host".into()
+    } else if has(".vscode") || has(".zed") || has(".idea") {
+        "an editor folder, whose tasks and settings run when the project opens".into()
+    } else if first.starts_with(".bash") || first.starts_with(".z") || first == ".profile" {
+        "a shell startup file, run at the next login or shell".into()
+    } else {
+        "a path the sandbox keeps read-only".into()
+    }
+}
+
+/// `real` (absolute, free of links) opened with `how`, resolved beneath `base` with
+/// no symlink anywhere on the way: a link swapped in after the check fails the open.
+fn open_beneath(base: &Path, real: &Path, how: OpenHow) -> nix::Result<OwnedFd> {
+    let rel = real.strip_prefix(base).unwrap_or(real);
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let base_fd = nix::fcntl::open(
+        base,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )?;
+    openat2(
+        base_fd,
+        rel,
+        how.resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        ),
+    )
+}
+
+fn base_of(allowed: &Allowed) -> &Path {
+    match allowed {
+        Allowed::Anywhere => Path::new("/"),
+        Allowed::Within(root) => root,
+    }
+}
+
+fn opened_error(path: &Path, e: nix::Error) -> FileError {
+    match e {
+        nix::Error::ELOOP | nix::Error::EXDEV => FileError::Io {
+            path: path.to_path_buf(),
+            reason: "refused: a symbolic link appeared on its path after it was checked".into(),
+        },
+        e => FileError::Io {
+            path: path.to_path_buf(),
+            reason: std::io::Error::from(e).to_string(),
+        },
+    }
+}
+
+/// How many links one path may pass through (the kernel's own bound).
+const MAX_LINKS: usize = 40;
+
+/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
+/// one too (a link to a hook that does not exist yet is judged as that hook), the part
+/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
+/// whose target is missing.
+fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let push_front = |todo: &mut VecDeque<std::ffi::OsString>, p: &Path| {
+        for c in p.components().rev() {
+            match c {
+                Component::Normal(n) => todo.push_front(n.to_os_string()),
+                Component::ParentDir => todo.push_front("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    push_front(&mut todo, path);
+    let mut done = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = todo.pop_front() {
+        if name == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                let target = std::fs::read_link(&next).map_err(|e| FileError::Io {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
+                if hops > MAX_LINKS {
+                    return Err(FileError::Io {
+                        path: path.to_path_buf(),
+                        reason: "too many levels of symbolic links".into(),
+                    });
+                }
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                push_front(&mut todo, &target);
+            }
+            _ => done = next,
+        }
+    }
+    Ok(done)
+}
+
+/// Everything a file operation under the sandbox needs, moved onto a blocking thread.
+pub(super) struct FileCall {
+    view: FileView,
+    /// The path as asked (for messages).
+    asked: PathBuf,
+    /// Its real path: what is judged and opened.
+    real: PathBuf,
+}
+
+impl FileCall {
+    pub(super) fn new(
+        launcher: &SandboxLauncher,
+        request: &FileRequest,
+    ) -> Result<Self, FileError> {
+        Ok(Self {
+            view: launcher.file_view(&request.writable_roots)?,
+            asked: request.path.clone(),
+            real: follow_links(&request.path)?,
+        })
+    }
+
+    pub(super) fn stat(&self, intent: FileIntent) -> Result<Option<FileStat>, FileError> {
+        let allowed = self.view.judge(&self.real, intent)?;
+        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC);
+        match open_beneath(base_of(&allowed), &self.real, how) {
+            Ok(fd) => {
+                let meta = std::fs::File::from(fd)
+                    .metadata()
+                    .map_err(|e| FileError::Io {
+                        path: self.asked.clone(),
+                        reason: e.to_string(),
+                    })?;
+                Ok(Some(FileStat {
+                    len: meta.len(),
+                    regular: meta.is_file(),
+                }))
+            }
+            Err(nix::Error::ENOENT) => Ok(None),
+            Err(e) => Err(opened_error(&self.asked, e)),
+        }
+    }
+
+    pub(super) fn read(&self) -> Result<Option<Vec<u8>>, FileError> {
+        let allowed = self.view.judge(&self.real, FileIntent::Read)?;
+        let how = OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY);
+        match open_beneath(base_of(&allowed), &self.real, how) {
+            Ok(fd) => read_opened(std::fs::File::from(fd), &self.asked).map(Some),
+            Err(nix::Error::ENOENT) => Ok(None),
+            Err(e) => Err(opened_error(&self.asked, e)),
+        }
+    }
+
+    pub(super) fn write(&self, content: &[u8]) -> Result<WriteOutcome, FileError> {
+        let allowed = self.view.judge(&self.real, FileIntent::Write)?;
+        let (dir, name) = split(&self.real, &self.asked)?;
+        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC);
+        let dir_fd = match open_beneath(base_of(&allowed), &dir, how) {
+            Ok(fd) => fd,
+            Err(nix::Error::ENOENT | nix::Error::ENOTDIR) => {
+                return Err(FileError::NoDirectory {
+                    path: self.asked.clone(),
+                    dir,
+                });
+            }
+            Err(e) => return Err(opened_error(&self.asked, e)),
+        };
+        replace_in(&dir_fd, &name, content, &self.asked)
+    }
+}
+
+/// The launcher's file methods, off the async threads.
+pub(super) async fn stat(
+    launcher: &SandboxLauncher,
+    request: &FileRequest,
+    intent: FileIntent,
+) -> Result<Option<FileStat>, FileError> {
+    let call = FileCall::new(launcher, request)?;
+    blocking(move || call.stat(intent)).await
+}
+
+pub(super) async fn read(
+    launcher: &SandboxLauncher,
+    request: &FileRequest,
+) -> Result<Option<Vec<u8>>, FileError> {
+    let call = FileCall::new(launcher, request)?;
+    blocking(move || call.read()).await
+}
+
+pub(super) async fn write(
+    launcher: &SandboxLauncher,
+    request: &FileRequest,
+    content: &[u8],
+) -> Result<WriteOutcome, FileError> {
+    let call = FileCall::new(launcher, request)?;
+    let content = content.to_vec();
+    blocking(move || call.write(&content)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    fn view() -> FileView {
+        let mut layout = Layout::default();
+        for m in [
+            Mount::HostReadOnly(p("/")),
+            Mount::Devices(p("/dev")),
+            Mount::Processes(p("/proc")),
+            Mount::Scratch(p("/tmp")),
+            Mount::HostWritable(p("/w/project")),
+            Mount::HostWritable(p("/w/project/.git")),
+            Mount::HostReadOnly(p("/w/project/.git/hooks")),
+            Mount::HostReadOnly(p("/w/project/.git/config")),
+            Mount::EmptyDir(p("/w/project/.vscode")),
+            Mount::EmptyFile {
+                path: p("/w/project/secret.env"),
+                empty: p("/state/empty"),
+            },
+            Mount::EmptyDir(p("/home/u/.ssh")),
+        ] {
+            layout.push(m);
+        }
+        FileView {
+            layout,
+            writable: vec![p("/w/project")],
+            masked: vec![p("/w/project/secret.env"), p("/home/u/.ssh"), p("/state")],
+            spill_dir: Some(p("/state/spill")),
+        }
+    }
+
+    #[test]
+    fn e11_links_are_followed_to_their_end_and_a_link_swapped_in_later_fails_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::fs::write(base.join("a/b/f"), "inside").unwrap();
+        std::fs::write(base.join("elsewhere/f"), "elsewhere").unwrap();
+        std::os::unix::fs::symlink(base.join("hooks/pre-commit"), base.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("a/b", base.join("rel")).unwrap();
+        assert_eq!(
+            follow_links(&base.join("dangling")).unwrap(),
+            base.join("hooks/pre-commit")
+        );
+        assert_eq!(
+            follow_links(&base.join("rel/f")).unwrap(),
+            base.join("a/b/f")
+        );
+        assert_eq!(
+            follow_links(&base.join("rel/../x")).unwrap(),
+            base.join("a/x")
+        );
+        // Checked as a/b/f; then `a` becomes a link to elsewhere: the open refuses.
+        let real = follow_links(&base.join("a/b/f")).unwrap();
+        let how = || OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC);
+        assert!(open_beneath(&base, &real, how()).is_ok());
+        std::fs::rename(base.join("a"), base.join("a-old")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere/b")).unwrap();
+        std::fs::rename(base.join("elsewhere/f"), base.join("elsewhere/b/f")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("a")).unwrap();
+        assert_eq!(
+            open_beneath(&base, &real, how()).unwrap_err(),
+            nix::Error::ELOOP
+        );
+        assert_eq!(
+            open_beneath(Path::new("/"), &real, how()).unwrap_err(),
+            nix::Error::ELOOP
+        );
+        // A plain open would have followed it.
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "elsewhere");
+    }
+
+    #[test]
+    fn e11_the_layout_decides_each_read_and_write() {
+        let v = view();
+        let (r, w) = (FileIntent::Read, FileIntent::Write);
+        let within = Allowed::Within(p("/w/project"));
+        assert_eq!(v.judge(&p("/w/project/src/a.rs"), w), Ok(within.clone()));
+        assert_eq!(v.judge(&p("/w/project/.git/index"), w), Ok(within));
+        assert_eq!(v.judge(&p("/usr/include/x.h"), r), Ok(Allowed::Anywhere));
+        for (path, what) in [
+            ("/w/project/.git/hooks/pre-commit", "git's hooks"),
+            ("/w/project/.git/config", "git's hooks"),
+            ("/w/project/.vscode/tasks.json", "an editor folder"),
+        ] {
+            match v.judge(&p(path), w) {
+                Err(FileError::Protected { what: why, .. }) => {
+                    assert!(why.starts_with(what), "{path}: {why}")
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+            // Reading one shows what a command sees there.
+            assert_eq!(v.judge(&p(path), r), Ok(Allowed::Anywhere));
+        }
+        for path in [
+            "/w/project/secret.env",
+            "/home/u/.ssh/id_ed25519",
+            "/state/audit.jsonl",
+        ] {
+            for intent in [r, w] {
+                assert!(
+                    matches!(v.judge(&p(path), intent), Err(FileError::Masked { .. })),
+                    "{path}"
+                );
+            }
+        }
+        assert!(matches!(
+            v.judge(&p("/etc/passwd"), w),
+            Err(FileError::OutsideRoots { .. })
+        ));
+        for path in ["/tmp/x", "/proc/self/environ", "/dev/sda"] {
+            assert!(
+                matches!(v.judge(&p(path), r), Err(FileError::NotReachable { .. })),
+                "{path}"
+            );
+        }
+        // dsh's spill files are readable, never writable.
+        assert_eq!(
+            v.judge(&p("/state/spill/task-1.stdout"), r),
+            Ok(Allowed::Anywhere)
+        );
+        assert!(v.judge(&p("/state/spill/task-1.stdout"), w).is_err());
+        assert!(v.judge(&p("/state/spill/.hidden"), r).is_err());
+    }
+}
