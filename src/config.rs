@@ -1049,18 +1049,29 @@ impl<'de> Deserialize<'de> for NetworkConfig {
 }
 
 /// The secrets a sandboxed command cannot read unless `[exec.sandbox] deny_read`
-/// says otherwise: the credentials of the tools a developer's home usually holds.
+/// says otherwise (E9): the credential files of the tools a developer's home usually
+/// holds, each where the tool's own documentation puts it. Neither Anthropic's
+/// sandbox-runtime nor Codex masks reads by default (both leave it to
+/// configuration); this list starts from the secrets their documentation names
+/// (`~/.ssh`, `~/.aws`, `~/.gnupg`, `~/.kube`, `~/.docker`, `~/.netrc`) and adds
+/// git's, gh's, podman's, gcloud's, azure's, npm's, PyPI's, cargo's, terraform's,
+/// vault's, rclone's and the coding agents' own (Claude Code, Codex, Gemini CLI).
+/// An entry under `$XDG_CONFIG_HOME/` or `$XDG_DATA_HOME/` is masked both where
+/// the variable points and at its default (`~/.config`, `~/.local/share`): a tool
+/// may ignore the variable ([`DenyRead::paths`]).
 pub const DEFAULT_DENY_READ: &[&str] = &[
     "~/.ssh",
     "~/.gnupg",
     "~/.aws",
     "~/.azure",
-    "~/.config/gcloud",
+    "$XDG_CONFIG_HOME/gcloud",
     "~/.kube",
     "~/.docker/config.json",
+    "$XDG_CONFIG_HOME/containers/auth.json",
     "~/.netrc",
     "~/.git-credentials",
-    "~/.config/gh",
+    "$XDG_CONFIG_HOME/git/credentials",
+    "$XDG_CONFIG_HOME/gh",
     "~/.npmrc",
     "~/.pypirc",
     "~/.cargo/credentials.toml",
@@ -1070,9 +1081,77 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
     "~/.pgpass",
     "~/.vault-token",
     "~/.terraform.d",
-    "~/.config/rclone",
-    "~/.local/share/keyrings",
+    "~/.terraformrc",
+    "$XDG_CONFIG_HOME/rclone",
+    "$XDG_DATA_HOME/keyrings",
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
+    "~/.gemini/oauth_creds.json",
 ];
+
+/// Where a `deny_read` entry points: the forms it may take, and the paths each
+/// resolves to for a daemon with a given home and XDG variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DenyRead {
+    /// `/...`.
+    Absolute(PathBuf),
+    /// `~/REST`: under the daemon's home.
+    Home(PathBuf),
+    /// `$XDG_CONFIG_HOME/REST`.
+    ConfigHome(PathBuf),
+    /// `$XDG_DATA_HOME/REST`.
+    DataHome(PathBuf),
+}
+
+impl DenyRead {
+    /// The entry as written, or `None` for a form no entry may take (checked
+    /// at load by [`SandboxConfig::check`]).
+    pub fn parse(entry: &Path) -> Option<Self> {
+        use std::path::Component;
+        let mut parts = entry.components();
+        let first = parts.next()?;
+        let rest: PathBuf = parts.collect();
+        match first {
+            Component::RootDir => Some(Self::Absolute(entry.to_path_buf())),
+            Component::Normal(word) if word == "~" => Some(Self::Home(rest)),
+            Component::Normal(word) if word == "$XDG_CONFIG_HOME" => Some(Self::ConfigHome(rest)),
+            Component::Normal(word) if word == "$XDG_DATA_HOME" => Some(Self::DataHome(rest)),
+            _ => None,
+        }
+    }
+
+    /// The paths to mask for a daemon whose home is `home` and whose environment
+    /// says `var`: an XDG entry both where the variable points (when it is set and
+    /// absolute, as the XDG specification requires) and at its default. Nothing for
+    /// a home-relative entry without a home.
+    pub fn paths(
+        &self,
+        home: Option<&Path>,
+        var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Vec<PathBuf> {
+        let xdg = |name: &str, default: &str, rest: &Path| {
+            let mut paths: Vec<PathBuf> = var(name)
+                .map(PathBuf::from)
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| dir.join(rest))
+                .into_iter()
+                .collect();
+            if let Some(home) = home {
+                let fallback = home.join(default).join(rest);
+                if !paths.contains(&fallback) {
+                    paths.push(fallback);
+                }
+            }
+            paths
+        };
+        match self {
+            Self::Absolute(path) => vec![path.clone()],
+            Self::Home(rest) => home.map(|h| h.join(rest)).into_iter().collect(),
+            Self::ConfigHome(rest) => xdg("XDG_CONFIG_HOME", ".config", rest),
+            Self::DataHome(rest) => xdg("XDG_DATA_HOME", ".local/share", rest),
+        }
+    }
+}
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -1090,7 +1169,8 @@ impl Default for SandboxConfig {
 
 impl SandboxConfig {
     /// Why a `deny_read` entry or a `writable` root cannot be enforced, if one
-    /// cannot: every entry must be absolute (or `~/...`) without `..`, and no
+    /// cannot: every entry must be absolute (or `~/...`, `$XDG_CONFIG_HOME/...`,
+    /// `$XDG_DATA_HOME/...`) without `..`, and no
     /// masked path may contain a configured writable root (the mask would hide it).
     pub fn check(&self) -> Result<(), String> {
         for path in &self.deny_read {
@@ -1101,7 +1181,9 @@ impl SandboxConfig {
         }
         for denied in &self.deny_read {
             for root in &self.writable {
-                if !denied.starts_with("~") && root.starts_with(denied) {
+                if matches!(DenyRead::parse(denied), Some(DenyRead::Absolute(_)))
+                    && root.starts_with(denied)
+                {
                     return Err(format!(
                         "exec.sandbox.deny_read entry {} contains the writable root {}: the \
                          mask would hide the root, so neither could hold",
@@ -1115,18 +1197,17 @@ impl SandboxConfig {
     }
 }
 
-/// An absolute path (or, where `home_ok`, one under `~/`) with no `.` or `..`.
+/// An absolute path (or, where `home_ok`, one under `~/`, `$XDG_CONFIG_HOME/` or
+/// `$XDG_DATA_HOME/`) with no `.` or `..`.
 fn check_sandbox_path(key: &str, path: &Path, home_ok: bool) -> Result<(), String> {
-    use std::path::Component;
-    let mut components = path.components();
-    let rooted = match components.next() {
-        Some(Component::RootDir) => true,
-        Some(Component::Normal(first)) => home_ok && first == "~",
-        _ => false,
+    let rooted = match DenyRead::parse(path) {
+        Some(DenyRead::Absolute(_)) => true,
+        Some(_) => home_ok,
+        None => false,
     };
     if !rooted {
         let form = if home_ok {
-            "absolute or ~/..."
+            "absolute or ~/..., $XDG_CONFIG_HOME/... or $XDG_DATA_HOME/..."
         } else {
             "absolute"
         };
@@ -1281,6 +1362,28 @@ pub struct ExecConfig {
     pub sandbox: SandboxConfig,
     /// Used when `kind = "ssh"`.
     pub ssh: SshConfig,
+    /// Variables of the daemon's environment a sandboxed command gets beyond the
+    /// allowlist ([`SANDBOX_ENV_ALLOW`], E4). Named here, a variable passes even when
+    /// its name looks like a credential: the person chose it.
+    pub env_pass: Vec<String>,
+    /// Variables set in a sandboxed command's environment, whatever the daemon's
+    /// says (applied after `env_pass`).
+    pub env_set: std::collections::BTreeMap<String, String>,
+}
+
+/// The variables of the daemon's environment a sandboxed command gets (E4), besides
+/// every `LC_*` one, `[exec] env_pass` and the proxy variables dsh sets itself: what
+/// tools need to find programs, the home and the locale. Everything else stays
+/// with the daemon, whatever its name: an allowlist cannot miss a credential whose
+/// name nobody thought of.
+pub const SANDBOX_ENV_ALLOW: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TZ", "TMPDIR",
+];
+
+/// Whether a sandboxed command gets the daemon's variable `name` by the allowlist
+/// ([`SANDBOX_ENV_ALLOW`] and `LC_*`), before `env_pass`.
+pub fn sandbox_env_allowed(name: &str) -> bool {
+    SANDBOX_ENV_ALLOW.contains(&name) || name.starts_with("LC_")
 }
 
 impl Default for ExecConfig {
@@ -1297,6 +1400,8 @@ impl Default for ExecConfig {
             state_dir: None,
             sandbox: SandboxConfig::default(),
             ssh: SshConfig::default(),
+            env_pass: Vec::new(),
+            env_set: Default::default(),
         }
     }
 }
@@ -1420,6 +1525,19 @@ impl Config {
             }
         }
         e.sandbox.check().map_err(ConfigError::Invalid)?;
+        for name in e.env_pass.iter().chain(e.env_set.keys()) {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(ConfigError::Invalid(format!(
+                    "exec.env_pass / exec.env_set: {name:?} is not a variable name \
+                     (empty, or holds '=' or NUL)"
+                )));
+            }
+        }
+        if let Some((name, _)) = e.env_set.iter().find(|(_, v)| v.contains('\0')) {
+            return Err(ConfigError::Invalid(format!(
+                "exec.env_set: the value of {name} holds NUL"
+            )));
+        }
         if e.kind == ExecutorKind::Ssh && e.ssh.sandbox && e.ssh.helper == HelperMode::Off {
             return Err(ConfigError::Invalid(
                 "exec.ssh.sandbox = true needs the helper (exec.ssh.helper = \"auto\" or \
@@ -1582,6 +1700,72 @@ mod tests {
             Path::new("x.toml"),
         )
         .unwrap();
+    }
+
+    /// E9: an XDG entry is masked where the variable points and at its default; a
+    /// relative XDG value is ignored (the XDG specification says so).
+    #[test]
+    fn deny_read_entries_resolve_through_xdg_and_their_defaults() {
+        let home = Path::new("/home/u");
+        let env = |config: Option<&'static str>| {
+            move |name: &str| match (name, config) {
+                ("XDG_CONFIG_HOME", Some(v)) => Some(std::ffi::OsString::from(v)),
+                _ => None,
+            }
+        };
+        let gh = DenyRead::parse(Path::new("$XDG_CONFIG_HOME/gh")).unwrap();
+        assert_eq!(
+            gh.paths(Some(home), env(Some("/x/conf"))),
+            [
+                PathBuf::from("/x/conf/gh"),
+                PathBuf::from("/home/u/.config/gh")
+            ]
+        );
+        assert_eq!(
+            gh.paths(Some(home), env(Some("rel"))),
+            [PathBuf::from("/home/u/.config/gh")]
+        );
+        assert_eq!(
+            gh.paths(Some(home), env(Some("/home/u/.config"))),
+            [PathBuf::from("/home/u/.config/gh")]
+        );
+        let keyrings = DenyRead::parse(Path::new("$XDG_DATA_HOME/keyrings")).unwrap();
+        assert_eq!(
+            keyrings.paths(Some(home), env(Some("/x/conf"))),
+            [PathBuf::from("/home/u/.local/share/keyrings")]
+        );
+        let ssh = DenyRead::parse(Path::new("~/.ssh")).unwrap();
+        assert_eq!(
+            ssh.paths(Some(home), env(None)),
+            [PathBuf::from("/home/u/.ssh")]
+        );
+        assert!(ssh.paths(None, env(None)).is_empty());
+        assert_eq!(DenyRead::parse(Path::new("$HOME/.ssh")), None);
+        for entry in DEFAULT_DENY_READ {
+            assert!(DenyRead::parse(Path::new(entry)).is_some(), "{entry}");
+        }
+    }
+
+    /// E4: `env_pass` and `env_set` name variables; anything else is refused at load.
+    #[test]
+    fn env_pass_and_env_set_take_variable_names_only() {
+        let c = Config::from_toml(
+            "[exec]\nenv_pass = [\"NPM_TOKEN\"]\nenv_set = { A = \"1\" }\n",
+            Path::new("x.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.exec.env_pass, ["NPM_TOKEN"]);
+        assert_eq!(c.exec.env_set.get("A").map(String::as_str), Some("1"));
+        for toml in [
+            "[exec]\nenv_pass = [\"A=B\"]\n",
+            "[exec]\nenv_pass = [\"\"]\n",
+            "[exec]\nenv_set = { \"A=B\" = \"1\" }\n",
+        ] {
+            assert!(
+                Config::from_toml(toml, Path::new("x.toml")).is_err(),
+                "{toml}"
+            );
+        }
     }
 
     #[test]

@@ -93,10 +93,12 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
                 "a segment named by a deny rule was not denied ({mode:?}): {command:?} -> {segments:?}"
             );
         }
-        // P8: inline code naming the denied command as a word denies, in every mode.
+        // P8: inline code not shown harmless naming the denied command as a word denies,
+        // in every mode (issue 41: code shown harmless cannot run it).
         if segments.iter().any(|s| {
             s.opaque.is_none()
-                && inline_code(&s.words).is_some_and(|code| code.words.iter().any(|w| w == "rm"))
+                && inline_code(&s.words, s.stdin.as_deref())
+                    .is_some_and(|code| !code.is_harmless() && code.words.iter().any(|w| w == "rm"))
         }) {
             assert_eq!(
                 judged.decision,

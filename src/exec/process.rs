@@ -377,7 +377,12 @@ impl<L: Launcher> ProcessExecutor<L> {
 
 /// The environment of every command (E4): the base without anything that looks
 /// like a credential, plus settings that keep tools from waiting for a person.
-/// A remote launcher applies the same rule on the far side.
+/// A remote launcher applies the same rule on the far side. The denylist's words
+/// match anywhere in the name, in any case; `PWD` takes `PWD` and `OLDPWD` with it
+/// (they name the daemon's directories, not the command's, and bash sets `PWD`
+/// to the command's own working directory anyway). `AUTH` takes `SSH_AUTH_SOCK`
+/// and `XAUTHORITY` (a way to use the person's keys or display is a credential
+/// too) and `GIT_AUTHOR_*` (git falls back to its config): the closed side.
 pub(crate) fn child_env(
     base: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
@@ -392,7 +397,22 @@ pub(crate) fn child_env(
         .into_iter()
         .filter(|(name, _)| {
             let upper = name.to_string_lossy().to_ascii_uppercase();
-            !["KEY", "SECRET", "TOKEN"].iter().any(|w| upper.contains(w))
+            // `_PAT` (a personal access token) only as a whole word: `GITHUB_PAT`,
+            // `GH_PAT_2`, never `LD_LIBRARY_PATH`.
+            let pat = upper
+                .match_indices("_PAT")
+                .any(|(at, _)| matches!(upper.as_bytes().get(at + 4), None | Some(b'_')));
+            !pat && ![
+                "KEY",
+                "SECRET",
+                "TOKEN",
+                "PASS",
+                "PWD",
+                "CREDENTIAL",
+                "AUTH",
+            ]
+            .iter()
+            .any(|w| upper.contains(w))
                 && upper != MARK_VAR
                 && !FORCED.iter().any(|(f, _)| *f == upper)
         })

@@ -44,7 +44,7 @@ const RUN_SCRIPT: &str = r#"
 dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5 stdin=$6
 cd -- "$dir" || exit 1
 for v in $(compgen -e); do
-  case "${v^^}" in *KEY*|*SECRET*|*TOKEN*|DSH_*MARK) unset "$v" 2>/dev/null ;; esac
+  case "${v^^}" in *KEY*|*SECRET*|*TOKEN*|*PASS*|*PWD*|*CREDENTIAL*|*AUTH*|*_PAT|*_PAT_*|DSH_*MARK) unset "$v" 2>/dev/null ;; esac
 done
 export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0 DSH_REMOTE_MARK="$mark"
 # A job started with & reads /dev/null unless its stdin is redirected: a server's

@@ -29,6 +29,9 @@ pub enum Value {
     Required,
     /// Only an attached value: `-i{}`, `--replace={}`; `-i` alone has none.
     Optional,
+    /// A required value after which the options end and every word is an operand:
+    /// python's `-c CODE` and `-m MODULE` (`python3 -c X -v` passes `-v` to the code).
+    Last,
 }
 
 /// One option of a program: its short letter, its long name, or both.
@@ -314,7 +317,7 @@ pub fn parse<A: Arg>(grammar: &Grammar, args: &[A]) -> Result<Parsed, ArgvError>
                 (Value::No, Some(_)) => return Err(ArgvError::UnexpectedValue(text.to_owned())),
                 (Value::No, None) | (Value::Optional, None) => (None, true),
                 (_, Some(value)) => (Some(value.to_owned()), true),
-                (Value::Required, None) => {
+                (Value::Required | Value::Last, None) => {
                     let (value, known) = next_value(args, &mut i, text)?;
                     (Some(value), known)
                 }
@@ -325,6 +328,10 @@ pub fn parse<A: Arg>(grammar: &Grammar, args: &[A]) -> Result<Parsed, ArgvError>
                 value_known,
                 next: i,
             });
+            if option.value == Value::Last {
+                parsed.operands.extend(i..args.len());
+                return Ok(parsed);
+            }
             continue;
         }
         let cluster = match text.strip_prefix('-') {
@@ -366,7 +373,7 @@ pub fn parse<A: Arg>(grammar: &Grammar, args: &[A]) -> Result<Parsed, ArgvError>
                     });
                     break;
                 }
-                Value::Required => {
+                Value::Required | Value::Last => {
                     let (value, value_known) = if rest.is_empty() {
                         next_value(args, &mut i, &format!("-{c}"))?
                     } else {
@@ -378,6 +385,10 @@ pub fn parse<A: Arg>(grammar: &Grammar, args: &[A]) -> Result<Parsed, ArgvError>
                         value_known,
                         next: i,
                     });
+                    if option.value == Value::Last {
+                        parsed.operands.extend(i..args.len());
+                        return Ok(parsed);
+                    }
                     break;
                 }
             }

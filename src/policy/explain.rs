@@ -116,8 +116,8 @@ fn cause(cause: &Cause) -> String {
             "{language} program: words of {}",
             at(&r.index, &r.rule, &r.origin)
         ),
-        Cause::InlineCode { language, .. } => {
-            format!("{language} program: calls a shell, which a deny rule cannot see into")
+        Cause::InlineCode { language, why, .. } => {
+            format!("{language} code not shown harmless: {why}")
         }
         Cause::RunsNothing => "runs nothing".into(),
         Cause::Escalation => "outside the sandbox, which only a rule naming it allows".into(),

@@ -22,6 +22,7 @@ pub mod audit;
 pub mod embedded;
 pub mod escalation;
 pub mod explain;
+pub mod harmless;
 pub mod inline;
 pub mod inner;
 pub mod network;
@@ -169,11 +170,12 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         origin: Option<String>,
     },
-    /// Inline code given to an interpreter (P8): a deny rule's words stand in it (then
-    /// `rule` says which), or it calls a shell while a deny rule exists (`rule` absent).
+    /// Inline code given to a program that runs it (P8), not shown harmless (`why`): a
+    /// deny rule's words stand in it (then `rule` says which), or it is opaque while a
+    /// deny or ask rule exists (`rule` absent).
     InlineCode {
         language: String,
-        calls_shell: bool,
+        why: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         rule: Option<RuleRef>,
     },
@@ -991,11 +993,13 @@ impl Policy {
                 Mode::Auto => {
                     let (decision, word) = match self.network_default {
                         NetworkDefault::Ask => (Decision::Ask, "ask"),
-                        // This machine's own services are outside the sandbox: a
-                        // default does not open them, a rule naming the host does.
-                        NetworkDefault::Allow if network::is_this_machine(&host) => {
-                            (Decision::Ask, "allow, which does not cover this machine")
-                        }
+                        // This machine's own services are outside the sandbox, and a
+                        // non-public address is someone's local network: a default
+                        // opens neither, a rule naming the host does (issue 40).
+                        NetworkDefault::Allow if network::is_local(&host) => (
+                            Decision::Ask,
+                            "allow, which does not cover this machine or a non-public address",
+                        ),
                         NetworkDefault::Allow => (Decision::Allow, "allow"),
                         NetworkDefault::Deny => (Decision::Deny, "deny"),
                     };
@@ -1207,6 +1211,25 @@ impl Policy {
                     cause,
                 );
             }
+            // P8: code on the line not shown harmless is refused, even under a reader of
+            // the read-only list (`rg --pre`).
+            if named
+                && let Some(code) = inline::inline_code(&segment.words, segment.stdin.as_deref())
+                && let inline::Reading::Opaque(why) = &code.reading
+            {
+                return Verdict::new(
+                    Decision::Deny,
+                    format!(
+                        "read-only mode: the {} code of {shown} is not shown harmless: {why}",
+                        code.language
+                    ),
+                    Cause::InlineCode {
+                        language: code.language.into(),
+                        why: why.clone(),
+                        rule: None,
+                    },
+                );
+            }
             return matched.unwrap_or_else(|| {
                 Verdict::new(
                     Decision::Allow,
@@ -1215,10 +1238,10 @@ impl Policy {
                 )
             });
         }
-        // P8: inline code given to an interpreter is read: a deny rule's words in it deny,
-        // and a shell call in it asks in mode auto when a deny rule exists.
+        // P8: inline code is read: code not shown harmless is denied when a deny rule's
+        // words stand in it, else asked in mode auto when a deny or ask rule exists.
         if let Some(flagged) = named
-            .then(|| self.inline_code(&segment.words, mode))
+            .then(|| self.inline_code(segment, mode))
             .flatten()
             .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
         {
@@ -1372,18 +1395,18 @@ impl Policy {
         })
     }
 
-    /// P8: the verdict on inline code given to an interpreter, if the segment holds some
-    /// and it matters: deny when a deny rule's words stand in it as words, ask in mode
-    /// `auto` when it calls a shell and a deny rule exists (in mode `ask` everything no
-    /// rule allows is asked already; read-only mode refuses interpreters).
-    fn inline_code(&self, words: &[String], mode: Mode) -> Option<Verdict> {
-        // Without a deny rule naming a command there is nothing to find and no one to ask.
-        if self.denied_names.is_empty() {
+    /// P8: the verdict on the inline code of a segment (given on its line or fed on its
+    /// stdin by the line), if it holds code that is not shown harmless: deny when a deny
+    /// rule's words stand in it as words, else ask in mode `auto` when a deny or ask rule
+    /// exists (with neither, `auto` allows what no rule names; mode `ask` asks everything
+    /// no rule allows already; read-only mode is judged before).
+    fn inline_code(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
+        let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+        let inline::Reading::Opaque(why) = &code.reading else {
             return None;
-        }
-        let code = inline::inline_code(words)?;
+        };
         let tokens: Vec<&str> = code.words.iter().map(String::as_str).collect();
-        let program = base_name(words.first()?);
+        let program = base_name(segment.words.first()?);
         if let Some(rule) = self.naming_deny_rules().find(|r| r.appears_in(&tokens)) {
             return Some(Verdict::new(
                 Decision::Deny,
@@ -1394,7 +1417,7 @@ impl Policy {
                 ),
                 Cause::InlineCode {
                     language: code.language.into(),
-                    calls_shell: code.calls_shell,
+                    why: why.clone(),
                     rule: Some(RuleRef {
                         index: rule.index,
                         rule: rule.describe(),
@@ -1403,21 +1426,25 @@ impl Policy {
                 },
             ));
         }
-        (code.calls_shell && mode == Mode::Auto)
-            .then(|| {
-                Verdict::new(
-                    Decision::Ask,
-                    format!(
-                        "the {} code given to `{program}` calls a shell or starts a process, which a deny rule cannot see into",
-                        code.language
-                    ),
-                    Cause::InlineCode {
-                        language: code.language.into(),
-                        calls_shell: true,
-                        rule: None,
-                    },
-                )
-            })
+        let guarded = !self.denied_names.is_empty()
+            || self
+                .rules
+                .iter()
+                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask);
+        (guarded && mode == Mode::Auto).then(|| {
+            Verdict::new(
+                Decision::Ask,
+                format!(
+                    "the {} code given to `{program}` is not shown harmless ({why}), and a rule cannot see into it",
+                    code.language
+                ),
+                Cause::InlineCode {
+                    language: code.language.into(),
+                    why: why.clone(),
+                    rule: None,
+                },
+            )
+        })
     }
 
     /// Why `segment` is not known to be read-only (and what decided so), or `None` when it
@@ -2083,7 +2110,6 @@ mod tests {
             "lockrun --cmd='rm x'",
             "mytool run 'cd /tmp && rm -rf x'",
             "daemonize -c 'nice rm x'",
-            "busybox sh -c 'rm x'",
         ] {
             let j = bash(&p, line, Mode::Auto);
             assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -2130,6 +2156,7 @@ mod tests {
             );
         }
         for line in [
+            "python3 -c 'import os; os.rmdir(\"x\")'",
             "python3 -c 'import os; os.system(\"ls\")'",
             "awk 'BEGIN{system(\"ls\")}'",
             "sed '1e date' f",
@@ -2140,7 +2167,6 @@ mod tests {
             assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
         }
         for line in [
-            "python3 -c 'import os; os.rmdir(\"x\")'",
             "python3 -c 'print(1)'",
             "awk '{print $1}' f",
             "sed -i 's/rm/del/g' f",
@@ -2154,6 +2180,127 @@ mod tests {
             bash(&open, "awk 'BEGIN{system(\"ls\")}'", Mode::Auto).decision,
             Allow
         );
+    }
+
+    /// P8 (issue 41): code is allowed only when shown harmless; anything else is opaque:
+    /// asked in auto under a deny or an ask rule, refused in read-only, denied when a deny
+    /// rule's words stand in it; code fed on stdin by the line is code too.
+    #[test]
+    fn p8_code_not_shown_harmless_is_opaque_in_every_spelling() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "python3 -c \"import os; getattr(os, 'sys'+'tem')('r'+'m c')\"",
+            "node -pe \"require('chi'+'ld_process')\"",
+            "perl <<< 'use IPC::Open3; open3(0, 0, 0, qw(r m))'",
+            "python3 - <<'EOF'\nimport os\nos.system('ls')\nEOF",
+            "echo 'print(1)' | python3",
+            "awk -v c=ls 'BEGIN{x = 4/2; print 1 | c; y = 1/2}'",
+        ] {
+            let j = bash(&p, line, Mode::Auto);
+            assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+            assert!(
+                j.segments
+                    .iter()
+                    .any(|s| matches!(&s.cause, Cause::InlineCode { rule: None, .. })),
+                "{line}: {:?}",
+                j.cause
+            );
+            assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+        }
+        // The words of the deny rule in code that is not shown harmless deny.
+        for line in [
+            "perl <<< 'system(\"rm c\")'",
+            "busybox rm c",
+            "sqlite3 :memory: '.shell r''m c'",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+        }
+        // Shown harmless: allowed in auto, fed on stdin or given on the line.
+        for line in [
+            "python3 - <<< 'import platform; print(platform.system())'",
+            "node -e 'const n = 2; console.log(`n=${n}`)'",
+            "awk 'BEGIN{FS=\"|\"} {print $2}' data.psv",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+        // An ask rule guards as a deny rule does; with no rule, auto allows.
+        let asking = policy(&[(Some("curl"), Ask)]);
+        let line = "python3 -c 'import os; os.system(\"curl x\")'";
+        assert_eq!(bash(&asking, line, Mode::Auto).decision, Ask);
+        assert_eq!(bash(&policy(&[]), line, Mode::Auto).decision, Allow);
+        // A reader of the read-only list that runs a program is refused in read-only.
+        assert_eq!(
+            bash(&p, "rg --pre=touch x c", Mode::ReadOnly).decision,
+            Deny
+        );
+    }
+
+    /// P8 (issue 41): a variable that runs a command is judged by its value, the same
+    /// whether it prefixes the command, is exported earlier or set through `git -c`;
+    /// variables that run code by existing make the command unknown.
+    #[test]
+    fn p8_variables_are_judged_by_their_value() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "PAGER=cat git log -3",
+            "export PAGER=cat; git log -3",
+            "git -c core.pager=cat log -3",
+            "GIT_EDITOR=true git commit -q --amend --allow-empty",
+            "GIT_SSH_COMMAND='ssh -o BatchMode=yes' git ls-remote .",
+            "MANPAGER=cat man ls",
+            "CC=clang make",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
+        for line in [
+            "PAGER='rm c' git log",
+            "export PAGER='rm c'; git log",
+            "git -c core.pager='rm c' log",
+            "RSYNC_CONNECT_PROG='rm c' rsync x::a .",
+            "CC='rm c;:' make p",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+        }
+        for line in [
+            "LUA_INIT='os.execute(\"ls\")' lua5.4 -e 1",
+            "PERL5DB='BEGIN{system q(ls)}' perl -e 1",
+            "PS0='$(ls)' bash -i",
+            "MAKEFLAGS=--eval=x make",
+            "GIT_ALLOW_PROTOCOL=ext git clone 'ext::sh -c ls' x",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+        }
+    }
+
+    /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.
+    #[test]
+    fn p8_builtins_that_evaluate_are_opaque_in_auto() {
+        let p = policy(&[(Some("rm"), Deny)]);
+        for line in [
+            "let 'a[$(ls)]=1'",
+            "declare -i x='a[$(ls)]'",
+            "declare -n r=x",
+            "printf -v 'a[$(ls)]' x",
+            "read 'a[$(ls)]' <<< x",
+            "mapfile -C f -c 1 a <<< x",
+            "compgen -C ls x",
+            "fc -e ls",
+            "echo ${x@P}",
+            "bash --rcfile <(echo ls) -i",
+            "test -v 'a[$(ls)]'",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+            assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+        }
+        for line in [
+            "let 1+2",
+            "declare -a x",
+            "printf -v x %s y",
+            "read x <<< y",
+            "test -f x",
+        ] {
+            assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+        }
     }
 
     #[test]
@@ -3012,6 +3159,19 @@ mod tests {
             "::1",
             "::ffff:127.0.0.1",
             "0.0.0.0",
+            // Issue 40: every non-public address too, however spelt.
+            "10.0.0.5",
+            "192.168.1.1",
+            "172.16.0.1",
+            "100.64.0.1",
+            "169.254.169.254",
+            "224.0.0.1",
+            "255.255.255.255",
+            "192.0.2.2",
+            "fd00::2",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:10.0.0.5",
         ] {
             let j = connect(&p, host, 5432, Mode::Auto, &[]);
             assert_eq!(j.decision, Ask, "{host}: {}", j.reason);
@@ -3021,11 +3181,20 @@ mod tests {
                 j.reason
             );
         }
+        for public in ["example.com", "93.184.216.34", "2606:4700::1111"] {
+            assert_eq!(
+                connect(&p, public, 443, Mode::Auto, &[]).decision,
+                Allow,
+                "{public}"
+            );
+        }
+        // A rule naming the host still allows it.
+        let rule = net_rule(Some("10.0.0.5"), None, Allow);
+        let named = net_policy(vec![rule], &network);
         assert_eq!(
-            connect(&p, "example.com", 443, Mode::Auto, &[]).decision,
+            connect(&named, "10.0.0.5", 5432, Mode::Auto, &[]).decision,
             Allow
         );
-        // A rule naming the host still allows it.
         let rule = net_rule(Some("localhost"), None, Allow);
         let p = net_policy(vec![rule], &network);
         assert_eq!(

@@ -222,16 +222,26 @@ pub fn explain_arguments(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// Whether a (normalised) host is this machine: `localhost`, a `*.localhost` name,
-/// or a loopback or unspecified address in any spelling. From inside the sandbox it
-/// means the host's own services, outside the sandbox: what a question must say,
-/// and what no default lets through unasked.
+/// or a loopback, unspecified or own interface address in any spelling. From inside
+/// the sandbox it means the host's own services, outside the sandbox: what a
+/// question must say.
 pub fn is_this_machine(host: &str) -> bool {
     if host == "localhost" || host.ends_with(".localhost") {
         return true;
     }
     host.parse::<std::net::IpAddr>()
-        .map(|ip| ip.to_canonical())
-        .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+        .is_ok_and(crate::exec::netproxy::local::is_this_machine)
+}
+
+/// Whether a (normalised) host is what no default lets through unasked (E10): this
+/// machine ([`is_this_machine`]) or a non-public address (private, shared, link-local,
+/// unique-local, multicast, broadcast, ...: `netproxy::local`). Only a rule naming
+/// it allows it. A name is judged as a name; where it leads is checked after DNS.
+pub fn is_local(host: &str) -> bool {
+    is_this_machine(host)
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(crate::exec::netproxy::local::is_local)
 }
 
 #[cfg(test)]

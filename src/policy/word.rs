@@ -103,6 +103,26 @@ pub fn changes_code(name: &str) -> bool {
         "GIT_ASKPASS",
         // A ripgrep config file can switch on `--pre PROG`, which runs PROG.
         "RIPGREP_CONFIG_PATH",
+        // Issue 41: variables that run code by existing.
+        "LUA_INIT",
+        "LUA_INIT_5_4",
+        "LUA_INIT_5_3",
+        "PERL5DB",
+        "PERLDB_OPTS",
+        "TAR_OPTIONS",
+        "PS0",
+        "PS1",
+        "PS2",
+        "MAKEFLAGS",
+        "GNUMAKEFLAGS",
+        "MAKEFILES",
+        "PYTHONBREAKPOINT",
+        "PYTHONINSPECT",
+        "PYTHONWARNINGS",
+        "PHPRC",
+        "PHP_INI_SCAN_DIR",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_PROTOCOL_FROM_USER",
     ];
     const PREFIXES: &[&str] = &["LD_", "DYLD_", "GIT_CONFIG", "BASH_FUNC_"];
     NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
@@ -147,6 +167,13 @@ const ENV_RUNS: &[(&str, EnvRuns)] = &[
     ("LESSCLOSE", EnvRuns::CommandLine),
     ("RSYNC_RSH", EnvRuns::CommandLine),
     ("BROWSER", EnvRuns::CommandLine),
+    // Issue 41: judged by their value, as the ones above.
+    ("RSYNC_CONNECT_PROG", EnvRuns::CommandLine),
+    ("SUDO_ASKPASS", EnvRuns::CommandLine),
+    ("SUDO_EDITOR", EnvRuns::CommandLine),
+    ("FCEDIT", EnvRuns::CommandLine),
+    ("CC", EnvRuns::CommandLine),
+    ("CXX", EnvRuns::CommandLine),
 ];
 
 /// How a program runs the value of the variable `name`, if it runs it (P3b).

@@ -115,6 +115,13 @@ static WRAPPERS: &[Wrapper] = &[
         Grammar::stopping(&[LONG_HELP, LONG_VERSION]),
         WORDS,
     ),
+    // busybox runs its first operand as an applet (`busybox rm x`, `busybox sh`): the
+    // applet is the command, read as any other (issue 41).
+    row(
+        "busybox",
+        Grammar::stopping(&[LONG_HELP, long("list", No), long("list-full", No)]),
+        WORDS,
+    ),
     row(
         "setsid",
         Grammar::stopping(&[

@@ -97,8 +97,13 @@ impl ConnectionJudge for NetworkJudge {
     }
 }
 
-/// A host's answer for one command, settled once (those who ask meanwhile wait).
-type Decision = Arc<OnceCell<Admission>>;
+/// A host's answer for one command, settled once (those who ask meanwhile wait),
+/// with whether it is remembered for the command's life: only a real answer is
+/// (a rule's, a hook's, the person's). A question nobody answered (no client
+/// connected, the question cancelled) refuses the connections waiting on it and
+/// is forgotten, so the next connection asks again: a dev server that outlives a
+/// closed editor reaches the host once someone is back to answer (issue 40).
+type Decision = Arc<OnceCell<(Admission, bool)>>;
 
 /// How many distinct host:ports one command may ask about; past it each is refused
 /// without a question. A command is not to be trusted with how many it asks: a
@@ -136,22 +141,31 @@ impl ConnectionGate for CommandGate {
                     ),
                 };
             }
-            decided.entry(key).or_default().clone()
+            decided.entry(key.clone()).or_default().clone()
         };
         // The judgement runs as a task of its own: when the asker goes away (the
         // command ended, the client hung up), the guard cancels the call, whose
         // question is withdrawn and whose audit line is still written; the cell
         // stays empty and the next connection asks again.
-        cell.get_or_init(|| async {
-            let cancel = CancellationToken::new();
-            let _withdraw = cancel.clone().drop_guard();
-            let judged = tokio::spawn(self.judgement(request, cancel));
-            judged.await.unwrap_or_else(|e| Admission::Deny {
-                reason: format!("the judgement failed: {e}"),
+        let (admission, remembered) = cell
+            .get_or_init(|| async {
+                let cancel = CancellationToken::new();
+                let _withdraw = cancel.clone().drop_guard();
+                let judged = tokio::spawn(self.judgement(request, cancel));
+                judged.await.unwrap_or_else(|e| {
+                    let reason = format!("the judgement failed: {e}");
+                    (Admission::Deny { reason }, false)
+                })
             })
-        })
-        .await
-        .clone()
+            .await
+            .clone();
+        if !remembered {
+            let mut decided = self.decided.lock().unwrap_or_else(|p| p.into_inner());
+            if decided.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                decided.remove(&key);
+            }
+        }
+        admission
     }
 }
 
@@ -161,7 +175,7 @@ impl CommandGate {
         &self,
         request: &ConnectRequest,
         cancel: CancellationToken,
-    ) -> impl std::future::Future<Output = Admission> + Send + 'static {
+    ) -> impl std::future::Future<Output = (Admission, bool)> + Send + 'static {
         let (registry, session, origin) = (
             self.registry.clone(),
             self.session.clone(),
@@ -172,16 +186,16 @@ impl CommandGate {
         async move {
             let _one_at_a_time = asking.lock().await;
             if cancel.is_cancelled() {
-                return Admission::Deny {
-                    reason: "the connection went away before it was judged".into(),
-                };
+                let reason = "the connection went away before it was judged".into();
+                return (Admission::Deny { reason }, false);
             }
             judge(registry, session, origin, call_id, &request, cancel).await
         }
     }
 }
 
-/// One `network` call through the registry's waterfall.
+/// One `network` call through the registry's waterfall, and whether its answer is
+/// a real one, to remember ([`Decision`]).
 async fn judge(
     registry: Weak<ToolRegistry>,
     session: Option<Arc<crate::registry::Session>>,
@@ -189,11 +203,14 @@ async fn judge(
     call_id: String,
     request: &ConnectRequest,
     cancel: CancellationToken,
-) -> Admission {
+) -> (Admission, bool) {
     let Some(registry) = registry.upgrade() else {
-        return Admission::Deny {
-            reason: "dsh is stopping".into(),
-        };
+        return (
+            Admission::Deny {
+                reason: "dsh is stopping".into(),
+            },
+            false,
+        );
     };
     let mut arguments = serde_json::json!({
         "host": request.destination.host.to_string(),
@@ -211,15 +228,26 @@ async fn judge(
     if out.arguments_run.is_some() {
         // The proxy connects where the command asked: a judgement of another
         // host would not be about this connection.
-        return Admission::Deny {
-            reason: "a hook rewrote the network call; a connection cannot be redirected".into(),
-        };
+        return (
+            Admission::Deny {
+                reason: "a hook rewrote the network call; a connection cannot be redirected".into(),
+            },
+            true,
+        );
     }
+    // The permission gate refused for want of an answer: no client to ask, or a
+    // question cancelled (its answer recorded as such, or none recorded at all).
+    let verdict = call.verdict();
+    let unanswered = out.vetoed
+        && verdict.decided_by.as_deref() == Some("permission")
+        && matches!(
+            verdict.answer,
+            None | Some(crate::registry::PermissionAnswer::Cancelled)
+        );
     if out.is_error || out.vetoed {
-        Admission::Deny {
-            reason: out.text.trim().to_string(),
-        }
+        let reason = out.text.trim().to_string();
+        (Admission::Deny { reason }, !unanswered)
     } else {
-        Admission::Allow
+        (Admission::Allow, true)
     }
 }

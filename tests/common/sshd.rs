@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 
 /// Variables the server puts into every session's environment, so tests can prove
 /// that the remote side filters them (E4).
-pub const SERVER_ENV: &str =
-    "MY_API_KEY=k GH_TOKEN=t db_secret=s Monkey=m KEEP_ME=yes TERM=xterm-256color PAGER=less";
+pub const SERVER_ENV: &str = "MY_API_KEY=k GH_TOKEN=t db_secret=s Monkey=m KEEP_ME=yes TERM=xterm-256color PAGER=less \
+     PGPASSWORD=p MYSQL_PWD=m SMTP_PASSWORD=s GITHUB_PAT=g PKG_CONFIG_PATH=/nonexistent";
 
 /// Also put into every session's environment, apart from [`SERVER_ENV`] because
 /// it is not there to be filtered: with `SHLVL` set, the login shell that sshd

@@ -35,6 +35,7 @@ mod registry_auth;
 mod registry_bare_env;
 mod registry_features;
 mod restart_lost;
+mod sandbox_containment;
 mod sandbox_escalation;
 mod sandbox_escape;
 mod sandbox_files;

@@ -112,6 +112,45 @@ async fn explain_shows_the_decision_the_chain_and_the_rule_with_its_line() {
     assert_eq!(json["judgement"]["cause"]["kind"], "grant");
 }
 
+/// P8 (issue 41): `dsh policy explain` says why code on the line is opaque (the name that
+/// is not on its language's list), in text and in JSON, and allows code shown harmless.
+#[tokio::test]
+async fn p8_explain_says_why_inline_code_is_not_shown_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), RULES);
+    for (line, why) in [
+        (
+            "python3 -c \"import os; getattr(os, 'sys'+'tem')('ls')\"",
+            "`getattr` can run code",
+        ),
+        ("echo 'print(1)' | python3", "reads code from stdin"),
+        (
+            "node -e \"require('chi'+'ld_process')\"",
+            "`require` of a computed name",
+        ),
+        ("awk '{print $1 | \"sh\"}' f", "awk pipes"),
+    ] {
+        let (ok, text, err) = run(&["policy", "explain", "--", line], &config).await;
+        assert!(ok, "{err}");
+        assert!(text.starts_with("ask:"), "{line}: {text}");
+        assert!(text.contains("not shown harmless"), "{line}: {text}");
+        assert!(text.contains(why), "{line}: {text}");
+        let (ok, json, err) = run(&["policy", "explain", "--json", "--", line], &config).await;
+        assert!(ok, "{err}");
+        let json: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        let cause = &json["judgement"]["cause"];
+        assert_eq!(cause["kind"], "inline_code", "{line}: {json}");
+        assert!(
+            cause["why"].as_str().is_some_and(|w| w.contains(why)),
+            "{line}: {json}"
+        );
+    }
+    let line = "python3 -c 'import platform; print(platform.system())'";
+    let (ok, text, err) = run(&["policy", "explain", "--", line], &config).await;
+    assert!(ok, "{err}");
+    assert!(text.starts_with("allow:"), "{text}");
+}
+
 #[tokio::test]
 async fn check_config_prints_toml_that_loads_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -40,7 +40,14 @@
 //! (start-stop-daemon), openssh-client (ssh-agent, ssh, scp, sftp), strace,
 //! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
 //! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
-//! ruby, php-cli, lua5.4, mawk, sed.
+//! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make.
+//!
+//! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
+//! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
+//! held in a variable, `print c | s` after a division): asked, not denied. Interpreter
+//! options are spelled as the real programs take them (`-pe`, `--title t`, `-C -e`,
+//! `-Mstrict;...`), and code arrives on stdin (here-strings, here-documents, a pipe,
+//! `-f /dev/stdin`, `<(...)`).
 
 use crate::common;
 
@@ -568,6 +575,64 @@ const SHAPES: &[Shape] = &[
     s("P8 sed e command", "echo x | sed '1e %V %F'"),
     s("P8 sed -n e", "sed -n 'e %V %F' /etc/hostname"),
     s("P8 sed s///e of a name built from pieces", "echo x | sed -e 's/x/%0%1%S %F/e'"),
+
+    // ---- issue 41: options read as the real interpreter reads them (P8) ----
+    s("P8 node -pe cluster", r#"node -pe "require('child_process').execSync('%V %F')+''""#),
+    s("P8 node --title value before -e", r#"node --title t -e "require('child_process').execSync('%V %F')""#),
+    s("P8 node --import data: URL", r#"node --import 'data:text/javascript,import {execSync} from "child_process"; execSync("%V %F")' -e 1"#),
+    s("P8 python3 -m timeit runs its argument", r#"python3 -m timeit -n1 "__import__('os').system('%V %F')""#),
+    s("P8 perl -C before -e", r#"perl -C -e 'system("%V %F")'"#),
+    s("P8 perl -M with code after the module", "perl '-Mstrict;system q(%V %F)' -e 1"),
+    s("P8 perl -le cluster", r#"perl -le 'system("%V %F")'"#),
+    s("P8 perl -0777 -ne", r#"perl -0777 -ne 'system("%V %F")' /etc/hostname"#),
+    s("P8 python3 -Ic cluster", r#"python3 -Ic "import os; os.system('%V %F')""#),
+    s("P8 python3 -W value before -c", r#"python3 -W ignore -c "import os; os.system('%V %F')""#),
+    s("P8 node --eval=", r#"node --eval="require('child_process').execSync('%V %F')""#),
+    // ---- issue 41: code that starts a process without the words a scan looks for (P8) ----
+    s("P8 python3 getattr of a built name", r#"python3 -c "import os; getattr(os, 'sys'+'tem')('%0'+'%1%S %F')""#),
+    s("P8 python3 PYTHONBREAKPOINT", r#"PYTHONBREAKPOINT=os.system python3 -c 'breakpoint("%0"+"%1%S %F")'"#),
+    s("P8 python3 a function held in a variable", r#"python3 -c "import os; f = os.system; f('%0'+'%1%S %F')""#),
+    s("P8 python3 exec of a built string", r#"python3 -c "exec('import os; os.sys'+'tem(\"%0\"+\"%1%S %F\")')""#),
+    s("P8 python3 subprocess under another name", r#"python3 -c "import subprocess as s; s.run(['%0'+'%1%S', '%F'])""#),
+    s("P8 perl IPC::Open3", r#"perl -e 'use IPC::Open3; my $p = open3(my $i, my $o, undef, "%0"."%1%S", "%F"); waitpid($p, 0)'"#),
+    s("P8 perl s///e", "perl -e '$_ = q(%0).q(%1%S %F); s/(.*)/system($1)/e'"),
+    s("P8 perl system after a division", r#"perl -e '$x = 4 / 2; system("%0"."%1%S %F"); $y = 1 / 2'"#),
+    s("P8 node require of a built name", r#"node -e "require('chi'+'ld_process').execSync('%0'+'%1%S %F')""#),
+    s("P8 node a module held in a variable", r#"node -e 'const c = require("child_process"); c.execSync("%0" + "%1%S %F")'"#),
+    s("P8 node destructured execSync", r#"node -e "const {execSync: x} = require('child_process'); x('%0'+'%1%S %F')""#),
+    s("P8 awk print to a pipe after a division", r#"awk 'BEGIN{c="%0" "%1%S %F"; s="sh"; x = 4/2; print c | s; y = 1/2}'"#),
+    s("P8 sed --expr= abbreviated", "sed --expr='1e %V %F' /etc/hostname"),
+    // ---- issue 41: code fed on stdin by the line (P8) ----
+    s("P8 perl here-string", r#"perl <<< 'system("%V %F")'"#),
+    s("P8 python3 here-string", r#"python3 <<< "import os; os.system('%V %F')""#),
+    s("P8 node here-string", r#"node <<< "require('child_process').execSync('%V %F')""#),
+    s("P8 python3 - here-document of a built name", "python3 - <<'EOF'\nimport os\nos.system('%0'+'%1%S %F')\nEOF"),
+    s("P8 python3 /dev/stdin here-string", r#"python3 /dev/stdin <<< "import os; os.system('%V %F')""#),
+    s("P8 perl from a pipe", r#"echo "system('%0'.'%1%S %F')" | perl"#),
+    s("P8 awk -f /dev/stdin", r#"awk -f /dev/stdin /etc/hostname <<< 'BEGIN{system("%V %F")}'"#),
+    s("P8 sed -f process substitution", "sed -f <(echo '1e %V %F') /etc/hostname"),
+    s("P8 sqlite3 here-string", "sqlite3 <<< '.shell %V %F'"),
+    s("P8 ed here-string", "ed -s /etc/hostname <<< '!%V %F'"),
+    s("P8 vim -es here-string", "vim -es <<< '!%V %F'"),
+    s("P8 tclsh here-string", "tclsh <<< 'exec %V %F'"),
+    // ---- issue 41: programs that run a string (P8) ----
+    s("P8 sqlite3 .shell", "sqlite3 :memory: '.shell %V %F'"),
+    s("P8 sqlite3 .shell split by quotes", r#"sqlite3 :memory: ".shell %0''%1%S %F""#),
+    s("P8 vim -es -c !", "vim -es -c '!%V %F' -c 'q!'"),
+    s("P8 zip -TT", "zip -q %D.zip /etc/hostname -T -TT '%V %F #'"),
+    s("P8 make --eval", "make --eval='x: ; %V %F' x"),
+    // ---- issue 41: variables judged by their value (P3b, P8) ----
+    s("P3b CC for make", "echo 'int main(){return 0;}' > p.c; CC='%V %F;:' make p"),
+    // ---- issue 41: builtins that evaluate, judged in auto as in read-only (P8) ----
+    s("P8 let with a subscript", "let 'a[$(%V %F)]=1'"),
+    s("P8 declare -i", "declare -i x='a[$(%V %F)]'"),
+    s("P8 printf -v into a subscript", "printf -v 'a[$(%V %F)]' x"),
+    s("P8 read into a subscript", "read 'a[$(%V %F)]' <<< x"),
+    s("P8 mapfile -C", "mapfile -C '%V %F;:' -c 1 a <<< x"),
+    s("P8 compgen -C", "compgen -C '%V %F' x"),
+    s("P8 test -v with a subscript", "test -v 'a[$(%V %F)]'"),
+    s("P8 prompt expansion @P", "x='$(%V %F)'; echo ${x@P}"),
+    s("P8 bash --rcfile from the line", "bash --rcfile <(echo '%V %F') -i <<< ''"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -579,6 +644,24 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P3b ENV file for sh -i",
     "P8 python3 -c a name built from pieces",
     "P8 awk system of a name built from pieces",
+    // Issue 41: code not shown harmless that hides the name is opaque, and asked.
+    "P8 python3 getattr of a built name",
+    "P8 python3 PYTHONBREAKPOINT",
+    "P8 python3 a function held in a variable",
+    "P8 python3 exec of a built string",
+    "P8 python3 subprocess under another name",
+    "P8 perl IPC::Open3",
+    "P8 perl s///e",
+    "P8 perl system after a division",
+    "P8 node require of a built name",
+    "P8 node a module held in a variable",
+    "P8 node destructured execSync",
+    "P8 awk print to a pipe after a division",
+    "P8 python3 - here-document of a built name",
+    "P8 perl from a pipe",
+    "P8 vim -es here-string",
+    "P8 tclsh here-string",
+    "P8 prompt expansion @P",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1062,6 +1145,69 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"journalctl -u nginx --since today"#, ["allow", "ask", "deny"]),
     (r#"gh pr create --title "Fix login" --body "Closes #12""#, ["allow", "ask", "deny"]),
     (r#"gh run watch"#, ["allow", "ask", "deny"]),
+    // Issue 41: inline code shown harmless, awk and sed, code on stdin from the line.
+    (r#"python3 -c 'import platform; print(platform.system())'"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import sys; print(sys.executable)'"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c "import json; print(json.dumps({'a': 1}, indent=2))""#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import os; print(os.getcwd())'"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import math; print(math.sqrt(2))'"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c "import sys; print(chr(10).join(sorted(sys.path)))""#, ["allow", "ask", "deny"]),
+    (r#"python3 -m json.tool package.json"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import datetime; print(datetime.date.today().isoformat())'"#, ["allow", "ask", "deny"]),
+    ("python3 - <<'EOF'\nimport sys\nprint(sys.version_info[:2])\nEOF", ["allow", "ask", "deny"]),
+    (r#"python3 -c 'from pathlib import Path; print(Path.cwd())'"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import sys; [print(l.rstrip()) for l in sys.stdin]' < f.txt"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import sys; sys.stdout.write(sys.stdin.read().upper())' < in.txt"#, ["allow", "ask", "deny"]),
+    (r#"echo '{"a":1}' | python3 -m json.tool"#, ["allow", "ask", "deny"]),
+    ("node -e 'const n = 2; console.log(`n=${n}`)'", ["allow", "ask", "deny"]),
+    (r#"node -p 'process.versions.v8'"#, ["allow", "ask", "deny"]),
+    (r#"node -e "console.log(require('./package.json').name)""#, ["allow", "ask", "deny"]),
+    (r#"node -pe 'require("os").cpus().length'"#, ["allow", "ask", "deny"]),
+    (r#"node -e 'console.log(JSON.stringify(process.argv.slice(1)))' a b"#, ["allow", "ask", "deny"]),
+    (r#"node --no-warnings -e 'console.log(Math.max(1, 2))'"#, ["allow", "ask", "deny"]),
+    (r#"node -p "Object.keys(require('./package.json').dependencies || {}).join(' ')""#, ["allow", "ask", "deny"]),
+    (r#"node -e 'process.stdout.write("ok\n")'"#, ["allow", "ask", "deny"]),
+    (r#"node -e 'for (const f of require("fs").readdirSync(".")) console.log(f)'"#, ["allow", "ask", "deny"]),
+    (r#"perl -ne 'print if /TODO/' src/main.rs"#, ["allow", "ask", "deny"]),
+    (r#"perl -lane 'print $F[0]' data.txt"#, ["allow", "ask", "deny"]),
+    (r#"perl -pe 's/\r$//' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"perl -MList::Util=sum -le 'print sum(1..10)'"#, ["allow", "ask", "deny"]),
+    (r#"perl -0777 -pe 's/\n+/\n/g' notes.txt"#, ["allow", "ask", "deny"]),
+    (r#"perl -le 'print scalar localtime'"#, ["allow", "ask", "deny"]),
+    (r#"perl -i -pe 's/foo/bar/' a.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk 'BEGIN{FS="|"} {print $2}' data.psv"#, ["allow", "ask", "deny"]),
+    (r#"awk -F, 'NR>1 {sum+=$3} END {printf "%.2f\n", sum}' sales.csv"#, ["allow", "ask", "deny"]),
+    (r#"awk 'NF' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk '{ print length($0) }' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk -v n=3 'NR<=n' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk '{a[$1]++} END {for (k in a) print k, a[k]}' words.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk 'BEGIN{OFS="\t"} {$1=$1} 1' data.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk '/^#/ {next} {print toupper($0)}' conf.txt"#, ["allow", "ask", "deny"]),
+    (r#"awk 'END{print NR}' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"git log --format='%h %s' | awk '{print $1}'"#, ["allow", "ask", "deny"]),
+    (r#"sed -n '/start/,/end/p' log.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed 's/[[:space:]]*$//' file.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed -E 's/v([0-9]+)/\1/' tags.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed '1d' data.csv"#, ["allow", "ask", "deny"]),
+    (r#"sed -i.bak 's/old/new/' config.yml"#, ["allow", "ask", "deny"]),
+    (r#"sed -n '$p' log.txt"#, ["allow", "ask", "deny"]),
+    (r#"sed 's/,/\t/g' data.csv"#, ["allow", "ask", "deny"]),
+    (r#"sed = file.txt | sed 'N;s/\n/ /'"#, ["allow", "ask", "deny"]),
+    (r#"lua5.4 -e 'print(_VERSION)'"#, ["allow", "ask", "deny"]),
+    (r#"ruby -e 'puts RUBY_VERSION'"#, ["allow", "ask", "deny"]),
+    (r#"ruby -rjson -e 'puts JSON.pretty_generate({a: 1})'"#, ["allow", "ask", "deny"]),
+    (r#"php -r 'echo PHP_VERSION, PHP_EOL;'"#, ["allow", "ask", "deny"]),
+    (r#"php -r 'echo json_encode(["ok" => true]), "\n";'"#, ["allow", "ask", "deny"]),
+    (r#"sqlite3 app.db 'select count(*) from users'"#, ["allow", "ask", "deny"]),
+    (r#"sqlite3 app.db .tables"#, ["allow", "ask", "deny"]),
+    (r#"rg --pretty fn src"#, ["allow", "ask", "allow"]),    // Issue 41: variables judged by their value.
+    (r#"PAGER=cat git log -3"#, ["allow", "ask", "allow"]),
+    (r#"GIT_EDITOR=true git commit -q --amend --allow-empty"#, ["allow", "ask", "deny"]),
+    (r#"GIT_SSH_COMMAND='ssh -o BatchMode=yes' git ls-remote ."#, ["allow", "ask", "deny"]),
+    (r#"MANPAGER=cat man ls"#, ["allow", "ask", "deny"]),
+    (r#"GIT_PAGER=cat git diff --stat"#, ["allow", "ask", "allow"]),
+    (r#"EDITOR=true git rebase -i HEAD~2"#, ["allow", "ask", "deny"]),
+    (r#"CC=clang make"#, ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the
@@ -1098,7 +1244,7 @@ fn p3b_p8_everyday_command_lines_keep_their_decision() {
         EVERYDAY.len() * modes.len(),
         changed.len()
     );
-    assert!(EVERYDAY.len() >= 100, "only {} lines", EVERYDAY.len());
+    assert!(EVERYDAY.len() >= 150, "only {} lines", EVERYDAY.len());
     assert!(
         changed.is_empty(),
         "{} judgements changed:\n{}",

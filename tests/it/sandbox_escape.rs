@@ -655,14 +655,44 @@ async fn e6_e8_the_sandbox_holds_for_an_unprivileged_user_too() {
 
 /// Every default `deny_read` path, in a home of the test's (the daemon's `HOME`),
 /// read through the daemon: each is readable by a local daemon's command and by
-/// none of a sandboxed one's.
+/// none of a sandboxed one's. With `XDG_CONFIG_HOME` and `XDG_DATA_HOME` set
+/// elsewhere, an XDG entry is planted both there and at its default (`~/.config`,
+/// `~/.local/share`), and neither reads inside (issue 40: `$XDG_CONFIG_HOME/gh`,
+/// `git/credentials`, `rclone` were readable).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_each_default_deny_read_path_is_unreadable() {
+    e9_default_deny_read_under(false).await;
+}
+
+/// [`e9_each_default_deny_read_path_is_unreadable`] with the XDG variables set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_each_default_deny_read_path_is_unreadable_under_xdg_dirs_too() {
+    e9_default_deny_read_under(true).await;
+}
+
+async fn e9_default_deny_read_under(xdg: bool) {
     let dir = visible_dir();
     let home = dir.path().join("home");
+    let xdg_config = dir.path().join("xdg-config");
+    let xdg_data = dir.path().join("xdg-data");
     let mut reads = Vec::new();
-    for (i, entry) in dsh::config::DEFAULT_DENY_READ.iter().enumerate() {
-        let path = home.join(entry.trim_start_matches("~/"));
+    // (the entry, the file planted for it, its marker)
+    let mut planted: Vec<(String, PathBuf, String)> = Vec::new();
+    for entry in dsh::config::DEFAULT_DENY_READ.iter() {
+        let mut places = Vec::new();
+        if let Some(rest) = entry.strip_prefix("$XDG_CONFIG_HOME/") {
+            places.push(home.join(".config").join(rest));
+            if xdg {
+                places.push(xdg_config.join(rest));
+            }
+        } else if let Some(rest) = entry.strip_prefix("$XDG_DATA_HOME/") {
+            places.push(home.join(".local/share").join(rest));
+            if xdg {
+                places.push(xdg_data.join(rest));
+            }
+        } else {
+            places.push(home.join(entry.trim_start_matches("~/")));
+        }
         // The credentials that are files; the rest are directories holding one.
         let is_file = [
             ".json",
@@ -675,18 +705,24 @@ async fn e9_each_default_deny_read_path_is_unreadable() {
             ".xml",
             ".pgpass",
             ".vault-token",
+            ".terraformrc",
         ]
         .iter()
         .any(|end| entry.ends_with(end));
-        let file = if is_file {
-            path.clone()
-        } else {
-            path.join("secret")
-        };
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(&file, format!("SECRET-{i}\n")).unwrap();
-        reads.push(format!("cat {} 2>/dev/null", file.display()));
+        for path in places {
+            let file = if is_file {
+                path.clone()
+            } else {
+                path.join("secret")
+            };
+            let marker = format!("SECRET-{}", planted.len());
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, format!("{marker}\n")).unwrap();
+            reads.push(format!("cat {} 2>/dev/null", file.display()));
+            planted.push((entry.to_string(), file, marker));
+        }
     }
+    // Markers are matched as whole lines: SECRET-1 is no part of SECRET-10.
     let command = reads.join("; ");
     for (kind, readable) in [("local", true), ("sandbox", false)] {
         let sub = dir.path().join(kind);
@@ -698,6 +734,13 @@ async fn e9_each_default_deny_read_path_is_unreadable() {
             &format!("kind = \"{kind}\"\n"),
             |cmd| {
                 cmd.env("HOME", &home).env("XDG_RUNTIME_DIR", &runtime);
+                if xdg {
+                    cmd.env("XDG_CONFIG_HOME", &xdg_config)
+                        .env("XDG_DATA_HOME", &xdg_data);
+                } else {
+                    cmd.env_remove("XDG_CONFIG_HOME")
+                        .env_remove("XDG_DATA_HOME");
+                }
             },
         )
         .await;
@@ -706,13 +749,13 @@ async fn e9_each_default_deny_read_path_is_unreadable() {
         let session = client.new_session(&ws).await;
         client.set_mode(&session, "auto").await;
         let (out, _) = client.bash(&session, &command).await;
-        for i in 0..dsh::config::DEFAULT_DENY_READ.len() {
-            let seen = out.contains(&format!("SECRET-{i}"));
+        for (entry, file, marker) in &planted {
+            let seen = out.lines().any(|l| l.trim() == marker);
             assert_eq!(
                 seen,
                 readable,
-                "{kind}: {} in {out}",
-                dsh::config::DEFAULT_DENY_READ[i]
+                "{kind}: {entry} at {} in {out}",
+                file.display()
             );
         }
         drop(client);

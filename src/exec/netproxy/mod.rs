@@ -23,6 +23,7 @@
 mod address;
 mod conn;
 mod http;
+pub mod local;
 mod outbound;
 mod server;
 pub mod socks;

@@ -115,11 +115,13 @@ async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<T
 
 /// The addresses a name may lead to. What was judged is the name, so a name whose
 /// DNS answer points at this machine (loopback, the unspecified address, which
-/// reaches it too, in any spelling: `::ffff:127.0.0.1` is 127.0.0.1) or at a
-/// link-local address (the cloud's metadata service at 169.254.169.254) would let an
-/// allowed public host lead to services the person never named: only a name that
-/// says so (`localhost`, `*.localhost`) may reach this machine, and link-local only by
-/// its address. Private ranges stay reachable by name (a company's hosts live there).
+/// reaches it too, any address of its own interfaces, in any spelling:
+/// `::ffff:127.0.0.1` is 127.0.0.1), at a link-local address (the cloud's metadata
+/// service at 169.254.169.254), a multicast or a broadcast one would let an allowed
+/// public host lead to services the person never named: only a name that says so
+/// (`localhost`, `*.localhost`) may reach this machine, and the rest only by their
+/// address (judged as itself, E10: never let through by a default). Private ranges
+/// stay reachable by name (a company's hosts live there).
 fn this_machine_only_by_its_name(
     name: &HostName,
     found: Vec<SocketAddr>,
@@ -135,8 +137,8 @@ fn this_machine_only_by_its_name(
         .collect();
     if outward.is_empty() && !found.is_empty() {
         return Err(Refused::Unresolved(
-            "it resolves to this machine or a link-local address; ask for the address \
-             itself (or localhost) if that is what is meant"
+            "it resolves to this machine or a link-local, multicast or broadcast address; \
+             ask for the address itself (or localhost) if that is what is meant"
                 .into(),
         ));
     }
@@ -146,14 +148,24 @@ fn this_machine_only_by_its_name(
 /// Whether `ip` is one a name must not lead to (see [`this_machine_only_by_its_name`]).
 pub(super) fn hidden_behind_a_name(ip: std::net::IpAddr) -> bool {
     use std::net::IpAddr;
-    match ip.to_canonical() {
+    let ip = ip.to_canonical();
+    let hidden_class = match ip {
         IpAddr::V4(v4) => {
-            v4.is_loopback() || v4.is_unspecified() || v4.is_link_local() || v4.octets()[0] == 0
+            v4.is_loopback()
+                || v4.is_unspecified()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_broadcast()
+                || v4.octets()[0] == 0
         }
         IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xffc0) == 0xfe80
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
         }
-    }
+    };
+    hidden_class || super::local::is_this_machine(ip)
 }
 
 /// Each address in the resolver's order; the last failure is the one told.

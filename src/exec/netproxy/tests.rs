@@ -735,17 +735,31 @@ fn names_cannot_lead_to_this_machine_or_link_local_in_any_spelling() {
         "::ffff:0.0.0.0",
         "::ffff:169.254.169.254",
         "fe80::1",
+        "224.0.0.1",
+        "255.255.255.255",
+        "ff02::1",
     ] {
         assert!(hidden(ip.parse().unwrap()), "{ip}");
     }
+    // Issue 40: this machine by any address of its interfaces, in any spelling.
+    for ip in super::local::interface_addresses().expect("getifaddrs") {
+        assert!(hidden(ip), "{ip}");
+        if let std::net::IpAddr::V4(v4) = ip {
+            assert!(hidden(v4.to_ipv6_mapped().into()), "{ip} mapped");
+        }
+    }
+    let own = super::local::interface_addresses().unwrap_or_default();
     for ip in [
         "93.184.216.34",
         "10.1.2.3",
         "192.168.1.1",
         "2606:4700::1",
-        "fd00::2",
+        "fd12:3456::7",
     ] {
-        assert!(!hidden(ip.parse().unwrap()), "{ip}");
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        if !own.contains(&ip) {
+            assert!(!hidden(ip), "{ip}");
+        }
     }
 }
 

@@ -58,7 +58,8 @@ pub struct SandboxLauncher {
     bwrap: PathBuf,
     network: crate::config::NetworkMode,
     writable: Vec<PathBuf>,
-    /// `deny_read` with `~` expanded, plus dsh's own state and config directories.
+    /// `deny_read` resolved (`~`, the XDG directories: [`crate::config::DenyRead`]),
+    /// plus dsh's own state and config directories.
     deny_read: Vec<PathBuf>,
     allow_git_config: bool,
     /// The seccomp floor's program, in a sealed memfd: each command's bwrap reads
@@ -90,6 +91,9 @@ pub struct SandboxLauncher {
     /// Where the executor spills output (inside the masked state directory): the file
     /// tools read the spill files dsh names in a command's result (`files`).
     spill_dir: PathBuf,
+    /// The variables `[exec] env_pass` and `env_set` give every command
+    /// ([`given_env`]).
+    given_env: Vec<(OsString, OsString)>,
 }
 
 /// Runs commands in bubblewrap sandboxes (see the module docs).
@@ -109,11 +113,44 @@ impl ProcessExecutor<SandboxLauncher> {
         guarded: &[PathBuf],
         base_env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Self, String> {
-        let launcher = SandboxLauncher::new(config, guarded)?;
+        let base_env: Vec<(OsString, OsString)> = base_env.into_iter().collect();
+        let mut launcher = SandboxLauncher::new(config, guarded)?;
+        launcher.given_env = given_env(config, &base_env);
         launcher.probe()?;
-        Self::with_launcher(config, base_env, launcher)
+        Self::with_launcher(config, allowed_env(base_env), launcher)
             .map_err(|e| format!("cannot start the sandbox executor: {e}"))
     }
+}
+
+/// The part of the daemon's environment a sandboxed command inherits (E4): only the
+/// allowlist ([`crate::config::sandbox_env_allowed`]); the engine's denylist and
+/// forced settings apply on top, as for every executor. It is also bwrap's own
+/// environment, which needs nothing more. A name that is not UTF-8 is no name of
+/// the allowlist.
+fn allowed_env(base: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    base.into_iter()
+        .filter(|(name, _)| {
+            name.to_str()
+                .is_some_and(crate::config::sandbox_env_allowed)
+        })
+        .collect()
+}
+
+/// What `[exec] env_pass` (the daemon's values of the names it lists, when set) and
+/// `env_set` give every sandboxed command, set by bwrap inside the sandbox
+/// (`--setenv`) so the denylist does not drop what the person named.
+fn given_env(config: &ExecConfig, base: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
+    let mut given: Vec<(OsString, OsString)> = Vec::new();
+    for name in &config.env_pass {
+        if let Some((_, value)) = base.iter().find(|(n, _)| n.as_os_str() == name.as_str()) {
+            given.push((name.into(), value.clone()));
+        }
+    }
+    for (name, value) in &config.env_set {
+        given.retain(|(n, _)| n.as_os_str() != name.as_str());
+        given.push((name.into(), value.into()));
+    }
+    given
 }
 
 /// The daemon's home directory (for `~/` in `deny_read` and the global git config).
@@ -413,10 +450,8 @@ impl SandboxLauncher {
         let mut deny_read: Vec<PathBuf> = sandbox
             .deny_read
             .iter()
-            .filter_map(|p| match p.strip_prefix("~") {
-                Ok(rest) => home.as_ref().map(|h| h.join(rest)),
-                Err(_) => Some(p.clone()),
-            })
+            .filter_map(|p| crate::config::DenyRead::parse(p))
+            .flat_map(|entry| entry.paths(home.as_deref(), |v| std::env::var_os(v)))
             .collect();
         deny_read.push(config.state_dir());
         deny_read.extend(
@@ -444,6 +479,7 @@ impl SandboxLauncher {
             host: HostView::new(guarded),
             global_hooks: protect::global_hooks_paths(home.as_deref()),
             spill_dir: crate::exec::outfiles::dir(&config.state_dir()),
+            given_env: Vec::new(),
         })
     }
 
@@ -684,6 +720,9 @@ impl SandboxLauncher {
         let program = self.seccomp_fd()?;
         args.extend(["--seccomp".into(), program.as_raw_fd().to_string().into()]);
         args.extend(["--die-with-parent", "--new-session"].map(OsString::from));
+        for (name, value) in &self.given_env {
+            args.extend(["--setenv".into(), name.clone(), value.clone()]);
+        }
         args.extend(extra);
         args.extend(["--chdir".into(), workdir.into(), "--".into()]);
         Ok((args, program))

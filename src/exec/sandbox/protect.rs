@@ -2,8 +2,9 @@
 //! what would run code outside the sandbox later, or change how dsh or an editor
 //! treats the project. Git hooks run unsandboxed at the person's next commit; a
 //! repository's config can name programs (`core.fsmonitor`, `core.hooksPath`, a
-//! pager); `.dsh/` is dsh's own project config; shell rc files run at the next
-//! login; editor folders hold tasks that run when the project opens.
+//! pager); the hook managers' files (husky, pre-commit, lefthook, overcommit) say
+//! what those hooks run; `.dsh/` is dsh's own project config; shell rc files run
+//! at the next login; editor folders hold tasks that run when the project opens.
 //!
 //! Found afresh for each command (a repository cloned by the last command is
 //! protected in the next), by a bounded walk: the root and three levels below it,
@@ -55,6 +56,31 @@ const PROTECTED_NAMES: &[&str] = &[
     ".zshenv",
     ".zlogin",
     ".zlogout",
+];
+
+/// The files and folders of the common git hook managers, protected wherever the
+/// walk finds them, as `.git/hooks` is (E9, issue 40): what they name runs at the
+/// person's next commit, outside the sandbox. husky's hooks (`.husky/`, also
+/// guarded as the tree `core.hooksPath` lives in), pre-commit's config (its `repo:
+/// local` hooks are commands), lefthook's configs (`.lefthook/` holds its scripts)
+/// and overcommit's config and hooks (`.git-hooks/`). What a config names beside
+/// them (a script of the project's) stays writable: project code the person chose
+/// to run, like `package.json` scripts, a Makefile or `build.rs` (see the README).
+const HOOK_MANAGER_NAMES: &[&str] = &[
+    ".husky",
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    "lefthook-local.yaml",
+    ".lefthook-local.yml",
+    ".lefthook-local.yaml",
+    ".lefthook",
+    ".overcommit.yml",
+    ".git-hooks",
 ];
 
 /// The protected entries a project level (a root, or a nested project in it: see
@@ -119,9 +145,10 @@ pub struct Found {
     /// In an order the layout can apply (a `.git` pin before the read-only parts
     /// inside it).
     pub guards: Vec<Guard>,
-    /// Every `.git` entry (directory, pointer file or symlink) the walk saw: git
-    /// takes the nearest one for the directories below it, so one that was not
-    /// there before the command is one the command made.
+    /// Every `.git` entry (directory, pointer file or symlink) and every bare
+    /// repository's directory the walk saw: git takes the nearest one for the
+    /// directories below it, so one that was not there before the command is one
+    /// the command made.
     pub repositories: Vec<PathBuf>,
     /// Protected names that are symlinks, with what each pointed to: the mount holds
     /// the target, and the link itself could be replaced by an entry the command
@@ -241,7 +268,7 @@ impl Walk<'_> {
                 self.git_entry(dir, &path, kind);
                 continue;
             }
-            for protected in PROTECTED_NAMES {
+            for protected in PROTECTED_NAMES.iter().chain(HOOK_MANAGER_NAMES) {
                 match protected.split_once('/') {
                     None if name == *protected => self.protected(&path, kind.is_symlink()),
                     // A name below a directory (`.config/git`): looked up when the
@@ -269,6 +296,9 @@ impl Walk<'_> {
         // A bare repository (the usual home of worktrees' common hooks): its hooks
         // and config are guarded as a `.git`'s are, and it is pinned the same way.
         if bare == [true; 3] {
+            // Reported with the `.git` entries: one a command made (`git init --bare
+            // .` in a root that had none) is refused by its tripwire (issue 40).
+            self.found.repositories.push(dir.to_path_buf());
             self.repository(dir, dir);
             return;
         }
@@ -379,6 +409,11 @@ impl Walk<'_> {
         let own = self.config_and_includes(&gitdir.join("config"));
         for target in own.iter().chain(self.global_hooks) {
             let target = worktree.join(target);
+            // The whole tree the hooks live in, when that is inside the work tree:
+            // a hook may run anything beside it (husky's `.husky/_/h` runs
+            // `.husky/pre-commit`), so the top directory below the work tree that
+            // holds the target is guarded, not only the target.
+            let target = tree_of(worktree, &target).unwrap_or(target);
             if target.exists() {
                 self.existing(&target);
             } else if target.starts_with(self.root)
@@ -450,6 +485,20 @@ fn pointed_gitdir(file: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(file).ok()?;
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     Some(file.parent()?.join(target))
+}
+
+/// The top directory below `worktree` that holds the hooks directory `target`
+/// (`.husky` for `.husky/_`), or `None` when the target is not below the work
+/// tree (an absolute path elsewhere, or one climbing out with `..`).
+fn tree_of(worktree: &Path, target: &Path) -> Option<PathBuf> {
+    let below = target.strip_prefix(worktree).ok()?;
+    let mut parts = below.components();
+    match parts.next()? {
+        // Inside the git directory only the target: `.git` itself must stay
+        // writable (objects, refs, the index), and is pinned anyway.
+        std::path::Component::Normal(top) if top != ".git" => Some(worktree.join(top)),
+        _ => None,
+    }
 }
 
 /// `core.hooksPath` in a git config file's text (the last one wins, as in git).
@@ -564,6 +613,24 @@ mod tests {
             has(Guard::EmptyDir(root.join(".githooks"))),
             "hooksPath target"
         );
+        // Issue 40: the tree a hooksPath lives in (husky's `.husky/_` runs
+        // `.husky/pre-commit`), and the hook managers' files.
+        std::fs::write(
+            root.join("vendor/lib/.git/config"),
+            "[core]\n\thooksPath = .husky/_\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join("vendor/lib/.husky/_")).unwrap();
+        std::fs::write(root.join(".pre-commit-config.yaml"), "").unwrap();
+        std::fs::create_dir_all(root.join("app/.lefthook")).unwrap();
+        let guards = in_root(&root, settings(false)).guards;
+        let has = |g: Guard| guards.contains(&g);
+        assert!(
+            has(Guard::ReadOnly(root.join("vendor/lib/.husky"))),
+            "{guards:?}"
+        );
+        assert!(has(Guard::ReadOnly(root.join(".pre-commit-config.yaml"))));
+        assert!(has(Guard::ReadOnly(root.join("app/.lefthook"))));
         assert!(has(Guard::Pinned(root.join("vendor/lib/.git"))));
         assert!(has(Guard::EmptyDir(root.join("vendor/lib/.git/hooks"))));
         assert!(has(Guard::ReadOnly(root.join("wt/.git"))));

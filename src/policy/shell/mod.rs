@@ -80,6 +80,10 @@ pub struct Segment {
     /// It writes through an output redirection (>, >>, &>, >|, <>, 1>file...) to a target
     /// other than /dev/null or an fd duplication like >&2.
     pub writes_redirect: bool,
+    /// The text its stdin holds when the line shows it: a literal here-document or
+    /// here-string given to it or to the wrapper that runs it. Code fed this way is read
+    /// (P8); stdin from anywhere else is not shown.
+    pub stdin: Option<String>,
 }
 
 impl Segment {

@@ -182,7 +182,21 @@ fn dynamic_command_names_are_flagged() {
 fn assignments_that_change_what_runs_make_the_name_dynamic() {
     assert!(parse("PATH=. ls")[0].opaque.is_some());
     assert!(parse("LD_PRELOAD=x.so cat f")[0].opaque.is_some());
-    assert!(parse("GIT_PAGER=sh git log")[0].opaque.is_some());
+    // Issue 41: a variable whose value is a command line is judged by that value, as a
+    // segment of its own (`env GIT_PAGER -> sh`); the command it prefixes stays known.
+    let pager = parse("GIT_PAGER=sh git log");
+    assert!(pager[0].opaque.is_none(), "{pager:?}");
+    assert!(
+        pager
+            .iter()
+            .any(|s| s.words.first().is_some_and(|w| w == "sh")),
+        "{pager:?}"
+    );
+    assert!(
+        parse("GIT_PAGER=$X git log")
+            .iter()
+            .any(|s| s.opaque.is_some())
+    );
     assert!(parse("PATH=/tmp/evil:$PATH")[0].opaque.is_some());
     assert!(parse("RIPGREP_CONFIG_PATH=./cfg rg x")[0].opaque.is_some());
     assert!(parse("RUST_LOG=debug cargo test")[0].opaque.is_none());

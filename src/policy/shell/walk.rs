@@ -5,7 +5,7 @@ use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
 use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
-use crate::policy::word::{Word, changes_code, texts};
+use crate::policy::word::{EnvRuns, Word, changes_code, env_runs, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
@@ -258,6 +258,7 @@ impl Walker {
             via: self.via.clone(),
             opaque,
             writes_redirect: parts.writes,
+            stdin: literal(parts.stdin.as_ref()),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -292,7 +293,13 @@ impl Walker {
                 if in_prefix {
                     let value = self.assignment(assignment)?;
                     let name = assignment_name(assignment);
-                    parts.risky_env |= changes_code(name);
+                    // P3b, issue 41: a variable whose value the command will run as a
+                    // command line (`PAGER=`, `GIT_SSH_COMMAND=`) is judged by that value
+                    // below, so it does not make the command unknown: `PAGER=cat git log`
+                    // is `git log` and `cat`, as `export PAGER=cat; git log` is.
+                    let judged_by_value =
+                        value.is_some() && env_runs(name) == Some(EnvRuns::CommandLine);
+                    parts.risky_env |= changes_code(name) && !judged_by_value;
                     // P3b: a variable whose value the command will run (`PAGER=`,
                     // `GIT_SSH_COMMAND=`, `BASH_ENV=`) is judged as what it runs.
                     if let Some(value) = value {
@@ -637,6 +644,7 @@ impl Walker {
             via: self.via.clone(),
             opaque: Some("arithmetic on a variable's value, which can run commands".into()),
             writes_redirect: false,
+            stdin: None,
         });
     }
 
@@ -679,6 +687,7 @@ impl Walker {
                     via: self.via.clone(),
                     opaque: opaque_name(&words, risky_env),
                     writes_redirect: false,
+                    stdin: literal(Some(stdin)),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -693,6 +702,7 @@ impl Walker {
                     via: self.via.clone(),
                     opaque: Some(why),
                     writes_redirect: false,
+                    stdin: None,
                 });
                 Ok(())
             }
@@ -759,5 +769,13 @@ fn assignment_name(assignment: &ast::Assignment) -> &str {
     match &assignment.name {
         ast::AssignmentName::VariableName(name) => name,
         ast::AssignmentName::ArrayElementName(name, _) => name,
+    }
+}
+
+/// The text of a literal here-document or here-string, if that is what stdin is.
+fn literal(stdin: Option<&Stdin>) -> Option<String> {
+    match stdin {
+        Some(Stdin::Literal(text)) => Some(text.clone()),
+        _ => None,
     }
 }
