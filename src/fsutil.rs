@@ -73,6 +73,29 @@ pub fn open_regular(path: &Path, append: bool) -> io::Result<File> {
     Ok(file)
 }
 
+/// The text of a small regular file that a command may have written: links are
+/// followed (as git follows them), but a FIFO, a device or a directory is refused at
+/// once instead of blocking the reader (O_NONBLOCK on the open, the type checked
+/// before any read), and at most `limit` bytes are read. The sandbox's walks and the
+/// pins read files of a writable root with it, so nothing a command plants can stall
+/// the daemon's checks.
+pub fn read_small_text(path: &Path, limit: u64) -> io::Result<String> {
+    use std::io::Read;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a regular file", path.display()),
+        ));
+    }
+    let mut text = String::new();
+    file.take(limit).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// Where `path` (absolute, cleaned) really is: its deepest existing ancestor with every
 /// symbolic link followed, and the rest as written. Callers of the policy resolve paths
 /// with it (the policy itself touches no disk), so a link inside the cwd that points

@@ -147,7 +147,9 @@ fn read_own(file: &Path) -> Result<String, String> {
             meta.uid()
         ));
     }
-    std::fs::read_to_string(file).map_err(|e| e.to_string())
+    // A project file is small; a FIFO or a device planted at its name is refused
+    // rather than read (it would block the daemon's load).
+    crate::fsutil::read_small_text(file, 4 * 1024 * 1024).map_err(|e| e.to_string())
 }
 
 /// Puts what of the project's `config` applies into `project` (whose permissions start

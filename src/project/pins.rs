@@ -179,7 +179,7 @@ pub fn survey(dir: &Path, user: &Config) -> Pins {
     // before every call of a trusted project's session). One that does not parse
     // names nothing, and its own bytes are pinned all the same.
     let project_file = dir.join(crate::project::PROJECT_FILE);
-    let project = std::fs::read_to_string(&project_file)
+    let project = crate::fsutil::read_small_text(&project_file, 4 * 1024 * 1024)
         .ok()
         .and_then(|text| toml::from_str::<Config>(&text).ok());
     if let Some(project) = project {

@@ -183,6 +183,7 @@ fn debian_package(name: &str) -> &'static str {
         "time" => "time",
         "sudo" => "sudo",
         "doas" => "opendoas",
+        "busybox" => "busybox",
         _ => "unknown: add it to debian_package and scripts/test",
     }
 }

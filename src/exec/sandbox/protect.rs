@@ -58,6 +58,11 @@ const PROTECTED_NAMES: &[&str] = &[
     ".zlogout",
 ];
 
+/// The most of a git config, `commondir` or `.git` file the walk reads: a command
+/// can write these inside its root, and neither a FIFO nor a huge file there may stall
+/// or swell the check (`fsutil::read_small_text`).
+const CONFIG_LIMIT: u64 = 1024 * 1024;
+
 /// The files and folders of the common git hook managers, protected wherever the
 /// walk finds them, as `.git/hooks` is (E9, issue 40): what they name runs at the
 /// person's next commit, outside the sandbox. husky's hooks (`.husky/`, also
@@ -220,7 +225,7 @@ pub fn global_hooks_paths(home: Option<&Path>) -> Vec<PathBuf> {
     files.push(PathBuf::from("/etc/gitconfig"));
     files
         .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|f| crate::fsutil::read_small_text(f, CONFIG_LIMIT).ok())
         .filter_map(|text| hooks_path(&text))
         .map(|p| expand_home(&p, home))
         .collect()
@@ -395,7 +400,7 @@ impl Walk<'_> {
         }
         // A linked worktree's (or a redirected) git directory takes its config and
         // hooks from the common one it names: that one is guarded too.
-        if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        if let Ok(common) = crate::fsutil::read_small_text(&gitdir.join("commondir"), CONFIG_LIMIT)
             && let Some(line) = common.lines().next()
         {
             let common = gitdir.join(line.trim());
@@ -434,7 +439,7 @@ impl Walk<'_> {
         let mut hooks = Vec::new();
         let mut files = vec![(config.to_path_buf(), 0)];
         while let Some((file, depth)) = files.pop() {
-            let Ok(text) = std::fs::read_to_string(&file) else {
+            let Ok(text) = crate::fsutil::read_small_text(&file, CONFIG_LIMIT) else {
                 continue;
             };
             if depth > 0 && !self.allow_git_config {
@@ -482,7 +487,7 @@ impl Walk<'_> {
 /// The git directory a `.git` file points to (`gitdir: PATH`, relative to the file's
 /// directory).
 fn pointed_gitdir(file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = crate::fsutil::read_small_text(file, CONFIG_LIMIT).ok()?;
     let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
     Some(file.parent()?.join(target))
 }
@@ -585,6 +590,42 @@ mod tests {
             Some(PathBuf::from("/b"))
         );
         assert_eq!(hooks_path("[core]\nbare = true\n"), None);
+    }
+
+    /// E12: the walk reads files a command can write inside its root (`commondir`, a
+    /// `.git` file, a config and its includes). A FIFO planted at any of them once
+    /// blocked the walk, and with it the command's call, for good: now it is refused
+    /// at once and the rest of the repository is still guarded.
+    #[test]
+    fn e12_a_fifo_planted_where_the_walk_reads_cannot_stall_it() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        for fifo in [
+            root.join(".git/commondir"),
+            root.join(".git/config"),
+            root.join("sub/.git"),
+        ] {
+            nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let walked = root.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(in_root(&walked, settings(false)));
+        });
+        let found = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the walk blocked on a FIFO in the root (E12)");
+        assert!(
+            found
+                .guards
+                .iter()
+                .any(|g| g.path().starts_with(root.join(".git"))),
+            "the repository is still guarded: {:?}",
+            found.guards
+        );
     }
 
     #[test]
