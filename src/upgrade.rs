@@ -12,19 +12,24 @@
 //! what the ACP side needs to serve each again ([`crate::acp::ConnectionState`]).
 //!
 //! The order (`Daemon`'s serve loop runs it):
-//! 1. refuse at once what cannot be carried: a background task still running (the
-//!    hand-over of running tasks is not built yet), or a new program that does not
-//!    answer [`check`] (it reads this state format and the config as it is now);
+//! 1. refuse at once what cannot be carried: a background task still running under an
+//!    executor that cannot let its tasks go (`BashExecutor::carries_tasks`: the local
+//!    executor carries them, in [`Handover::tasks`]; the sandbox and ssh executors do
+//!    not yet), or a new program that does not answer [`check`] (it reads this state
+//!    format and the config as it is now);
 //! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
 //!    finish, new ones stay unread (up to a bound; the rest waits in the descriptor);
 //!    turns get `[daemon] upgrade_drain_secs`, then every request in flight is
 //!    cancelled and the last wait is bounded (the daemon accepts meanwhile, and freezes
 //!    what it accepts at once);
-//! 3. stop hook and MCP servers (the next program starts them again), write the
+//! 3. stop hook and MCP servers (the next program starts them again), let the
+//!    executor's running tasks go (their processes stay children of this pid), write the
 //!    [`Handover`] into a memory file and `execve` with its descriptor in
 //!    `DSH_HANDOVER`;
 //! 4. the new program ([`take`]) reads it, builds the daemon from the config, and
-//!    serves the listener and every connection again, each with its unread bytes.
+//!    serves the listener and every connection again, each with its unread bytes, and
+//!    the executor supervises the carried tasks again (their output neither lost nor
+//!    repeated).
 //!
 //! A failure never loses the daemon: before the `execve` (refused, or `execve` itself
 //! failed), the old program serves the frozen connections again in place; after it,

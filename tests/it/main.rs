@@ -16,6 +16,7 @@ mod cli_exec;
 mod daemon_acp;
 mod daemon_executors;
 mod daemon_upgrade;
+mod docs;
 mod editor_session;
 mod exec_contract;
 mod exec_sandbox;
