@@ -114,7 +114,8 @@ enum Command {
     /// Replace the running daemon's program with the dsh binary now on disk, in the same
     /// process: editors stay connected (through `dsh acp` too), sessions stay open,
     /// turns in flight finish first (`[daemon] upgrade_drain_secs`). A failure leaves the
-    /// old program serving everything. Refused while background tasks run.
+    /// old program serving everything. Running background tasks are carried under the
+    /// local executor; under the sandbox or ssh executor they refuse it.
     Upgrade {
         #[command(flatten)]
         at: Where,
