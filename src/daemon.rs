@@ -476,15 +476,15 @@ impl Daemon {
                 let ready = if self.shutdown.is_cancelled() {
                     Err("the daemon is stopping".to_string())
                 } else {
-                    upgrade::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
+                    crate::program::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
                 };
                 let why = match ready {
                     Ok((old_program, config)) => upgrade::exec(&Handover {
                         format: upgrade::FORMAT,
                         from_version: env!("CARGO_PKG_VERSION").to_string(),
-                        args: upgrade::args(),
+                        args: crate::program::args(),
                         program: Some(upgrade::CarriedBytes(
-                            upgrade::program_path().into_os_string().into_vec(),
+                            crate::program::path().into_os_string().into_vec(),
                         )),
                         config,
                         listener: listener.as_raw_fd(),

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod login;
 pub mod mcp;
 pub mod policy;
+pub mod program;
 pub mod project;
 pub mod registry;
 pub mod rpc;

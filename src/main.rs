@@ -399,11 +399,12 @@ fn main() -> ExitCode {
             let untraceable = dsh::exec::lineage::untraceable();
             // Before any thread: the hand-over's variable leaves the environment here.
             let handover = dsh::upgrade::take();
-            dsh::upgrade::remember_program(
+            dsh::program::remember(
                 handover
                     .as_ref()
                     .and_then(|h| h.as_ref().ok())
-                    .and_then(|h| h.program.as_ref()),
+                    .and_then(|h| h.program.as_ref())
+                    .map(|p| p.0.as_slice()),
             );
             limit_malloc_arenas();
             default_path();

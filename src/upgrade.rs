@@ -70,7 +70,7 @@ pub struct Handover {
     pub from_version: String,
     /// The arguments the daemon was started with (the new program gets the same).
     pub args: Vec<Vec<u8>>,
-    /// This daemon's program path as first resolved ([`program_path`]): after a roll
+    /// This daemon's program path as first resolved ([`crate::program::path`]): after a roll
     /// back the program runs from a file that is gone, and its own path reads
     /// `.../dsh (deleted)`. Absent from format 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,78 +244,11 @@ impl Handover {
     }
 }
 
-/// This program as started: its path (the binary an upgrade runs is the file now at
-/// this path), its arguments, and its binary held open (what a roll back runs, even
-/// once the file at the path was replaced).
-struct Program {
-    path: PathBuf,
-    args: Vec<OsString>,
-    binary: Option<OwnedFd>,
-}
-
-static PROGRAM: OnceLock<Program> = OnceLock::new();
-
-/// Remembers this program (see [`Program`]); call first thing in the daemon, with the
-/// path a [`Handover`] carried ([`Handover::program`]) when there is one: the path is
-/// resolved once, at the first start, and kept across every upgrade and roll back.
-pub fn remember_program(carried: Option<&CarriedBytes>) {
-    PROGRAM.get_or_init(|| Program {
-        path: carried
-            .map(|p| PathBuf::from(OsString::from_vec(p.0.clone())))
-            .unwrap_or_else(resolve_program_path),
-        args: std::env::args_os().collect(),
-        binary: std::fs::File::open("/proc/self/exe")
-            .ok()
-            .map(OwnedFd::from),
-    });
-}
-
-/// Where this program is, asked of the kernel now.
-fn resolve_program_path() -> PathBuf {
-    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
-}
-
-/// The path of dsh's own program: the one accessor for what an upgrade checks and
-/// executes, what `initialize` offers as the terminal-auth command and what the ssh
-/// helper uploads. In the daemon it is the path resolved when it first started
-/// ([`remember_program`]), so neither a rebuild under a running daemon nor a roll back
-/// (after which the running file is gone, and the kernel names it `.../dsh
-/// (deleted)`) changes it; elsewhere it is resolved now.
-pub fn program_path() -> PathBuf {
-    PROGRAM
-        .get()
-        .map(|p| p.path.clone())
-        .unwrap_or_else(resolve_program_path)
-}
-
-/// The descriptor of this program's binary, held open since it started: a new program
-/// that cannot take over executes it again ([`roll_back`]).
-pub fn binary_fd() -> Result<RawFd, String> {
-    program()?
-        .binary
-        .as_ref()
-        .map(|fd| fd.as_raw_fd())
-        .ok_or_else(|| "this daemon could not keep its own binary open".to_string())
-}
-
-/// The arguments this program was started with, as a [`Handover`] carries them.
-pub fn args() -> Vec<Vec<u8>> {
-    program()
-        .map(|p| p.args.iter().map(|a| a.as_bytes().to_vec()).collect())
-        .unwrap_or_default()
-}
-
-fn program() -> Result<&'static Program, String> {
-    PROGRAM
-        .get()
-        .ok_or_else(|| "this daemon did not record how it was started".to_string())
-}
-
 /// Asks the program now on disk whether it can take over: it must read [`FORMAT`] and
 /// the config as the daemon's arguments find it now (`serve ... --handover-check N`),
 /// within 30 s. Nothing is frozen yet, so a refusal costs nothing.
 pub async fn check() -> Result<(), String> {
-    let program = program()?;
+    let program = crate::program::recorded()?;
     let mut cmd = tokio::process::Command::new(&program.path);
     cmd.args(program.args.iter().skip(1))
         .args(["--handover-check", &FORMAT.to_string()])
@@ -370,7 +303,7 @@ pub fn keep(fd: &impl std::os::fd::AsFd) -> std::io::Result<OwnedFd> {
 /// Replaces this program with the one on disk, handing `handover` over. Returns only
 /// when the `execve` failed, with why; the descriptors are then as they were.
 pub fn exec(handover: &Handover) -> String {
-    match program() {
+    match crate::program::recorded() {
         Ok(program) => exec_program(program.path.clone(), program.args.clone(), handover),
         Err(e) => e,
     }

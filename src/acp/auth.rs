@@ -33,7 +33,7 @@ pub fn methods() -> Vec<acp::AuthMethod> {
     {
         // The daemon's own program as resolved at its first start (a rebuild or a roll
         // back leaves the running file gone, named `... (deleted)`).
-        let exe = crate::upgrade::program_path();
+        let exe = crate::program::path();
         let mut meta = serde_json::Map::new();
         meta.insert(
             "terminal-auth".into(),

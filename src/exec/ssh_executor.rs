@@ -54,7 +54,7 @@ impl SshExecutor {
     /// connects on first use: a host that is down fails each call with an
     /// infrastructure error, not the daemon's start.
     pub fn new(config: &ExecConfig) -> Result<Self, String> {
-        let exe = crate::upgrade::program_path();
+        let exe = crate::program::path();
         Self::with_helper(config, exe)
     }
 
