@@ -46,7 +46,6 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The version of [`Handover`]'s layout this program writes. A program refuses a
 /// hand-over of a format it does not read ([`check`] says so before anything is
