@@ -8,8 +8,8 @@
 //! during a turn sends `session/cancel`; a second one, or Ctrl-C / Ctrl-D at the prompt,
 //! leaves.
 
-use crate::Where;
 use crate::cli::client::{Asker, Client, Incoming};
+use crate::cli::reach::Where;
 use crate::cli::terminal::shown;
 use agent_client_protocol_schema::v1 as acp;
 use rustyline::error::ReadlineError;
@@ -37,7 +37,7 @@ pub struct ChatArgs {
 
 /// `dsh chat`: 0 when the person leaves, 1 when the daemon cannot be reached or goes away.
 pub fn run(args: ChatArgs) -> ExitCode {
-    let result = crate::runtime().and_then(|rt| {
+    let result = crate::cli::reach::runtime().and_then(|rt| {
         let result = rt.block_on(chat(args));
         // A question may still wait for a line on the terminal; do not wait for it.
         rt.shutdown_background();

@@ -3,7 +3,7 @@
 //! by an [`Asker`], `session/update`s handed over in arrival order. `dsh exec` and
 //! `dsh chat` are this with different faces.
 
-use crate::Where;
+use crate::cli::reach::Where;
 use crate::cli::terminal;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::rpc::{Options, Peer, RequestFailure, RpcError, Service, serve_connection};
@@ -182,8 +182,8 @@ impl Client {
     /// Connects to the daemon of `at` (starting it if none answers) and initializes the
     /// connection as `name`; questions are answered by `asker`.
     pub async fn open(at: &Where, asker: Asker, name: &str) -> Result<Self, String> {
-        let stream = crate::connect_or_start(at).await?;
-        crate::warn_if_daemon_is_older(&stream, &at.socket());
+        let stream = crate::cli::reach::connect_or_start(at).await?;
+        crate::cli::reach::warn_if_daemon_is_older(&stream, &at.socket());
         let (reader, writer) = stream.into_split();
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (peer_tx, peer_rx) = oneshot::channel();

@@ -7,8 +7,8 @@
 //! otherwise never runs what the policy wanted a person to see. The exit status says how
 //! the turn ended ([`Ending`]).
 
-use crate::Where;
 use crate::cli::client::{AskAnswer, Asker, Client, Incoming};
+use crate::cli::reach::Where;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{AuditLine, Outcome};
@@ -124,7 +124,7 @@ enum Event<'a> {
 
 /// `dsh exec`: runs the turn and maps how it ended to the exit status.
 pub fn run(args: ExecArgs) -> ExitCode {
-    let result = crate::runtime().and_then(|rt| {
+    let result = crate::cli::reach::runtime().and_then(|rt| {
         let result = rt.block_on(turn(args));
         // A stdin reader may still block; nothing else of ours runs.
         rt.shutdown_background();

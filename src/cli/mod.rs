@@ -6,4 +6,5 @@
 pub mod chat;
 pub mod client;
 pub mod exec;
+pub mod reach;
 pub mod terminal;

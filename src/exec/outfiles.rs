@@ -58,6 +58,14 @@ pub fn run_file_name(
     format!("{call}-{instance}-{n}.{}", suffix(stream))
 }
 
+/// Whether `name` in the spill directory is a spill file: the one place that says what
+/// the spill directory holds (today every regular file is a stream's spill; a name
+/// starting with `.` is left alone for anything else to come). The state directory's
+/// sweep judges only these, and the sandbox's file access lets the model read them.
+pub fn is_spill_file(name: &str) -> bool {
+    !name.starts_with('.')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

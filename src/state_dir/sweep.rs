@@ -82,12 +82,10 @@ pub fn removed_notes_in(command: &str) -> Vec<String> {
     notes
 }
 
-/// Whether `name` in the spill directory is a spill file the sweep may judge: the one
-/// place that says what the spill directory holds (today every regular file is a
-/// stream's spill; a name starting with `.` is left alone for anything else to come).
-pub fn is_spill_file(name: &str) -> bool {
-    !name.starts_with('.')
-}
+/// Whether a name in the spill directory is a spill file the sweep may judge; defined
+/// beside the names themselves (`exec::outfiles`), which the executor's file access
+/// reads too.
+pub use crate::exec::outfiles::is_spill_file;
 
 /// One removed (or, in a dry run, removable) spill file.
 #[derive(Debug, Clone, PartialEq, Eq)]

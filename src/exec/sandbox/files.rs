@@ -80,7 +80,7 @@ impl FileView {
                     && real
                         .file_name()
                         .and_then(|n| n.to_str())
-                        .is_some_and(crate::state_dir::sweep::is_spill_file)
+                        .is_some_and(crate::exec::outfiles::is_spill_file)
             });
             return match intent {
                 FileIntent::Read if spill => Ok(Allowed::Anywhere),
