@@ -339,16 +339,27 @@ impl Daemon {
         // One that said nothing yet has no state to resume (it begins as a new one).
         self.service
             .expect_resumes(resumed.iter().filter(|c| !c.said_nothing()).count());
+        let carried_tasks = !tasks.is_empty();
+        if carried_tasks {
+            // Adopted before any connection is served again, so that a request on one
+            // (a `bash_output` sent the moment `dsh upgrade` said it was done) finds
+            // its task; their notices wait until the sessions are back, below.
+            if let Some(router) = &self.router {
+                router.hold();
+            }
+            self.adopt_tasks(tasks);
+        }
         for carried in resumed {
             self.spawn_connection(&connections, Arriving::Resumed(carried), &freeze);
         }
-        if !tasks.is_empty() {
-            // Once their sessions are back: a task that ends is told to its owner's log.
-            // The processes run on meanwhile, their output waiting in its pipes.
+        if carried_tasks {
+            // Once their sessions are back: a task that ended is told to its owner's log.
             self.service
                 .resumes_done(std::time::Duration::from_secs(10))
                 .await;
-            self.adopt_tasks(tasks);
+            if let Some(router) = &self.router {
+                router.release();
+            }
         }
         let mut upgrading: Option<tokio::task::JoinHandle<()>> = None;
         loop {
@@ -698,6 +709,8 @@ async fn join_upgrade(
 struct NoticeRouter {
     task: tokio::task::JoinHandle<()>,
     flushes: tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>,
+    /// Whether notices may be delivered now (see [`NoticeRouter::hold`]).
+    open: tokio::sync::watch::Sender<bool>,
 }
 
 impl NoticeRouter {
@@ -709,9 +722,17 @@ impl NoticeRouter {
         let deliver = move |task: crate::exec::TaskInfo| {
             sessions.deliver_notice(task.id, crate::tools::notices::notice_text(&task));
         };
+        let (open, mut is_open) = tokio::sync::watch::channel(true);
         let task = tokio::spawn(async move {
             loop {
+                // Held while an upgrade's sessions come back: what ended meanwhile waits
+                // in the stream, and is delivered in order once they are.
+                if is_open.wait_for(|open| *open).await.is_err() {
+                    break;
+                }
                 tokio::select! {
+                    // Opened or held again: look again before taking the next one.
+                    _ = is_open.changed() => continue,
                     task = finished.recv() => match task {
                         Some(task) => deliver(task),
                         // The executor has shut down: every notice is delivered.
@@ -726,7 +747,24 @@ impl NoticeRouter {
                 }
             }
         });
-        Some(Self { task, flushes })
+        Some(Self {
+            task,
+            flushes,
+            open,
+        })
+    }
+
+    /// Holds delivery until [`NoticeRouter::release`]: a daemon that took running tasks
+    /// over adopts them before it serves the connections it took over (so a
+    /// `bash_output` on one of them finds its task), while the notice of a task that
+    /// ends meanwhile must wait until its owner's session is back.
+    fn hold(&self) {
+        self.open.send_replace(false);
+    }
+
+    /// Delivers again, starting with what waited (see [`NoticeRouter::hold`]).
+    fn release(&self) {
+        self.open.send_replace(true);
     }
 
     /// Returns once every notice queued now is delivered.
