@@ -71,16 +71,20 @@ members() {
   done
 }
 ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
-waited=0
+# The drain and the grace are wall-clock time: counted in sleeps, they stretched by
+# every scan of /proc between them (seconds a scan on a busy host), past the local
+# side's patience. `$EPOCHREALTIME` is bash 5's; older bash counts whole seconds.
+now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 10#$t / 1000 )); else now=$(( SECONDS * 1000 )); fi; }
+now; until=$(( now + drain ))
 members
-while [ ${#found[@]} -gt 0 ] && [ $waited -lt "$drain" ]; do
-  ms 20; waited=$((waited + 20)); members
+while [ ${#found[@]} -gt 0 ] && now && [ "$now" -lt "$until" ]; do
+  ms 20; members
 done
 if [ ${#found[@]} -gt 0 ]; then
   kill -TERM "${found[@]}" 2>/dev/null; kill -CONT "${found[@]}" 2>/dev/null
-  waited=0
-  while members; [ ${#found[@]} -gt 0 ] && [ $waited -lt "$grace" ]; do
-    ms 20; waited=$((waited + 20))
+  now; until=$(( now + grace ))
+  while members; [ ${#found[@]} -gt 0 ] && now && [ "$now" -lt "$until" ]; do
+    ms 20
   done
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     members; [ ${#found[@]} -eq 0 ] && break
@@ -154,12 +158,16 @@ targets() {
   done
 }
 ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
+# The drain and the grace are wall-clock time: counted in sleeps, they stretched by
+# every scan of /proc between them (seconds a scan on a busy host), past the local
+# side's patience. `$EPOCHREALTIME` is bash 5's; older bash counts whole seconds.
+now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 10#$t / 1000 )); else now=$(( SECONDS * 1000 )); fi; }
 targets
 [ ${#found[@]} -eq 0 ] && exit 0
 kill -TERM "${found[@]}" 2>/dev/null; kill -CONT "${found[@]}" 2>/dev/null
-waited=0
-while targets; [ ${#found[@]} -gt 0 ] && [ $waited -lt "$grace" ]; do
-  ms 20; waited=$((waited + 20))
+now; until=$(( now + grace ))
+while targets; [ ${#found[@]} -gt 0 ] && now && [ "$now" -lt "$until" ]; do
+  ms 20
 done
 for _ in $(seq 100); do
   targets; [ ${#found[@]} -eq 0 ] && exit 0
@@ -517,6 +525,25 @@ impl SshLauncher {
             }
         }
     }
+
+    /// The last step of a stop: the local ssh clients of what was stopped. When the
+    /// host was reached, the remote kill has ended the commands and each wrapper is on
+    /// its way to exiting with the command's 128+n, which its client passes on; that
+    /// status is the only way the engine learns which signal ended the command.
+    /// Terminating a client first makes it exit 255 ("killed by signal 15"), and the
+    /// signal is lost (seen under load: `Killed { signal: None }` after a shutdown).
+    /// So the clients get the time a wrapper needs on a busy host (its scan of
+    /// `/proc`, then the channel's close) before they are terminated; an unreachable
+    /// host gets none, its clients are what is left to end.
+    async fn let_the_clients_report(&self, local: Selector, reached: bool, grace: Duration) {
+        if reached {
+            let patience = grace
+                + Duration::from_millis(self.config.connect_timeout_ms)
+                + Duration::from_secs(5);
+            local_gone(&local, patience).await;
+        }
+        procs::terminate(local, grace).await;
+    }
 }
 
 /// Waits up to `limit` for every local process of `selector` to end.
@@ -637,16 +664,22 @@ impl Launcher for SshLauncher {
         let deadline = tokio::time::Instant::now()
             + grace
             + Duration::from_millis(self.config.connect_timeout_ms);
-        while self.stop_remote("exact", mark).await
-            && !local_gone(&local, Duration::from_millis(300)).await
-            && tokio::time::Instant::now() < deadline
-        {}
-        procs::terminate(local, grace).await;
+        let mut reached = false;
+        while self.stop_remote("exact", mark).await {
+            reached = true;
+            if local_gone(&local, Duration::from_millis(300)).await
+                || tokio::time::Instant::now() >= deadline
+            {
+                break;
+            }
+        }
+        self.let_the_clients_report(local, reached, grace).await;
     }
 
     async fn stop_prefix(&self, prefix: &str, grace: Duration) {
-        let _ = self.stop_remote("prefix", prefix).await;
-        procs::terminate(Selector::MarkPrefix(prefix.to_string()), grace).await;
+        let reached = self.stop_remote("prefix", prefix).await;
+        self.let_the_clients_report(Selector::MarkPrefix(prefix.to_string()), reached, grace)
+            .await;
     }
 
     async fn lost(&self, exit_code: Option<i32>, mark: &str) -> Option<String> {
