@@ -611,3 +611,157 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
     drop(tmux);
     daemon.stop().await;
 }
+
+/// A `!command` prompt has no agent message: `dsh exec` prints what the command gave
+/// back (it printed nothing before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_prints_a_bang_commands_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--mode", "auto", "!echo bang-$((6*7))"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("bang-42"), "{stdout:?}");
+    assert!(!stdout.contains("$((6*7))"), "{stdout:?}");
+    // The model was never asked.
+    assert!(model.requests.is_empty());
+    daemon.stop().await;
+}
+
+/// `--json`'s decisions come from the audit log: a turn whose lines went past the
+/// rotation limit has its first calls in `audit.jsonl.N`, and they are reported too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_json_reads_the_rotated_audit_files_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![
+        bash_call("call_1", "echo one"),
+        bash_call("call_2", "echo two"),
+        bash_call("call_3", "echo three"),
+        text("Done."),
+    ])
+    .await;
+    // Every line is longer than the limit: each goes to a file of its own.
+    let config = format!(
+        "{}[state]\naudit_max_bytes = 200\naudit_keep = 8\n",
+        model.config()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--json", "--mode", "auto", "count"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(daemon.state.join("audit.jsonl.2").exists(), "no rotation");
+    let decided: Vec<Value> = lines(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_call")
+        .map(|e| e["toolCallId"].clone())
+        .collect();
+    assert_eq!(decided, ["call_1", "call_2", "call_3"]);
+    daemon.stop().await;
+}
+
+/// Starts `dsh chat` (more `args`) in a fresh tmux session `t`, run by `sh`.
+fn start_chat(tmux: &Tmux, daemon: &SocketDaemon, ws: &Path, args: &str) {
+    tmux.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+    ]);
+    let line = format!(
+        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} {args}; echo EXIT-chat=$?",
+        common::daemon::BIN,
+        daemon.socket.display(),
+        daemon.config.display(),
+        ws.display(),
+    );
+    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+}
+
+/// `dsh chat` shows a command's output while it runs: the first line is on the screen
+/// while the command still waits (for a file the test makes only after seeing it), not
+/// only once it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_shows_a_running_commands_output_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&[
+        "send-keys",
+        "-t",
+        "t",
+        "!echo live-$((1+1)); while [ ! -e go ]; do sleep 0.05; done; echo done-$((2+1))",
+        "Enter",
+    ]);
+    let pane = tmux.wait_for("live-2").await;
+    assert!(!pane.contains("done-3"), "{pane}");
+    assert!(
+        !processes_under(&ws).is_empty(),
+        "the command is not running"
+    );
+    std::fs::write(ws.join("go"), "").unwrap();
+    let pane = tmux.wait_for("] completed").await;
+    assert!(pane.contains("done-3"), "{pane}");
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    let (code, pane) = tmux.exit_of("chat").await;
+    assert_eq!(code, "0", "{pane}");
+    drop(tmux);
+    daemon.stop().await;
+}
+
+/// The lines typed in `dsh chat` are kept in the daemon's state directory, private
+/// (0600), and a later chat offers them again (Up, then Enter, runs the line again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_keeps_a_private_history_across_runs() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&["send-keys", "-t", "t", "!echo again-$((3*3))", "Enter"]);
+    tmux.wait_for("again-9").await;
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    tmux.exit_of("chat").await;
+    let history = daemon.state.join("chat_history.jsonl");
+    let meta = std::fs::metadata(&history).expect("no history file");
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&history).unwrap(),
+        "\"!echo again-$((3*3))\"\n"
+    );
+    drop(tmux);
+
+    let tmux = Tmux {
+        socket: dir.path().join("tmux2.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&["send-keys", "-t", "t", "Up"]);
+    tmux.wait_for("> !echo again-$((3*3))").await;
+    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.wait_for("again-9").await;
+    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
+    let (code, pane) = tmux.exit_of("chat").await;
+    assert_eq!(code, "0", "{pane}");
+    drop(tmux);
+    daemon.stop().await;
+}

@@ -1,0 +1,306 @@
+//! `dsh exec --prompts FILE --jobs N` (issue 45's batches) against a real daemon: each
+//! prompt its own session under one run id, the run id in every audit line of the
+//! batch, the table's counts equal to the audit log's, `--json` lines tagged with the
+//! prompt's index, the exit status the worst of the batch, and `dsh policy replay
+//! --run ID` judging only that run's calls (P-replay: what a replay judges is the
+//! audit line).
+
+use crate::common;
+use common::daemon::{SocketDaemon, workspace};
+use common::fake_model::{FakeModel, Reply};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+/// `dsh exec` against `daemon` in `cwd` with `args`, with no controlling terminal
+/// (`setsid`): nobody is there to ask.
+async fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
+    let mut cmd = common::dsh();
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.args(["exec", "--socket"])
+        .arg(&daemon.socket)
+        .arg("--state-dir")
+        .arg(&daemon.state)
+        .arg("--config")
+        .arg(&daemon.config)
+        .arg("--cwd")
+        .arg(cwd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run dsh exec")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The execution lines of the audit log (every file of the rotated set).
+fn audit_lines(state: &Path) -> Vec<Value> {
+    let mut files: Vec<_> = std::fs::read_dir(state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("audit.jsonl"))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| l["event"] == "execution")
+        .collect()
+}
+
+fn replay(daemon: &SocketDaemon, extra: &[&str]) -> Output {
+    std::process::Command::new(common::daemon::BIN)
+        .args(["policy", "replay", "--json", "--audit"])
+        .arg(&daemon.state)
+        .arg("--config")
+        .arg(&daemon.config)
+        .args(extra)
+        .output()
+        .expect("run dsh policy replay")
+}
+
+/// 20 prompts, 4 at a time: 20 sessions, each audit line of them carrying the run id
+/// the table names, the table's per-prompt counts those of the audit log, and a replay
+/// with `--run` judging those 20 calls and not the one made outside the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_of_20_with_jobs_4_tags_every_audit_line_and_replay_reads_only_that_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n";
+    let daemon = SocketDaemon::start(dir.path(), &format!("{}{rules}", model.config())).await;
+    let ws = workspace(dir.path(), "w");
+    // A call outside any batch, in the same audit log.
+    let out = exec(&daemon, &ws, &["--mode", "ask", "!echo outside"]).await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    // Even prompts echo (allowed by a rule), odd ones write (asked in ask mode, and
+    // refused: nobody is at the terminal).
+    let prompts: String = (0..20)
+        .map(|i| {
+            if i % 2 == 0 {
+                format!("!echo prompt-{i}\n")
+            } else {
+                format!("!touch made-{i}\n")
+            }
+        })
+        .collect();
+    let file = dir.path().join("prompts.txt");
+    std::fs::write(&file, prompts).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(
+        &daemon,
+        &ws,
+        &["--mode", "ask", "--prompts", &file, "--jobs", "4"],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for i in (1..20).step_by(2) {
+        assert!(!ws.join(format!("made-{i}")).exists(), "a refused call ran");
+    }
+    let run = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no run id in\n{stdout}"))
+        .to_string();
+
+    let lines = audit_lines(&daemon.state);
+    let of_run: Vec<&Value> = lines.iter().filter(|l| l["run"] == run.as_str()).collect();
+    assert_eq!(of_run.len(), 20, "{stdout}");
+    assert_eq!(lines.len(), 21);
+    let sessions: BTreeSet<&str> = of_run
+        .iter()
+        .map(|l| l["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 20, "one session per prompt");
+    // Per prompt: the table's row against the audit line of the prompt's command.
+    let rows: BTreeMap<usize, Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            Some((cells.first()?.parse().ok()?, cells))
+        })
+        .collect();
+    assert_eq!(rows.len(), 20, "{stdout}");
+    for (i, cells) in &rows {
+        let command = if i % 2 == 0 {
+            format!("echo prompt-{i}")
+        } else {
+            format!("touch made-{i}")
+        };
+        let audited: Vec<&&Value> = of_run
+            .iter()
+            .filter(|l| l["arguments"]["command"] == command.as_str())
+            .collect();
+        assert_eq!(audited.len(), 1, "{command}");
+        let line = audited[0];
+        let allowed = usize::from(line["decision"] == "allow");
+        let refused = usize::from(line["decision"] == "deny");
+        let asked = usize::from(!line["answer"].is_null());
+        // `#  stop  calls  allowed  asked  refused  time  tokens`
+        assert_eq!(cells[1], "end_turn", "{cells:?}");
+        assert_eq!(
+            cells[2..6],
+            [
+                "1".to_string(),
+                allowed.to_string(),
+                asked.to_string(),
+                refused.to_string()
+            ],
+            "{cells:?} against {line}"
+        );
+        assert_eq!(refused, i % 2, "{line}");
+    }
+
+    // Replay under the same config: exactly the run's 20 calls, not the 21st.
+    let all = replay(&daemon, &[]);
+    assert!(all.status.success(), "{}", text_of(&all));
+    let all: Value = serde_json::from_slice(&all.stdout).unwrap();
+    assert_eq!(all["replayed"], 21);
+    let only = replay(&daemon, &["--run", &run]);
+    assert!(only.status.success(), "{}", text_of(&only));
+    let only: Value = serde_json::from_slice(&only.stdout).unwrap();
+    assert_eq!(only["replayed"], 20, "{only}");
+    // A run nobody made is said, not reported as "nothing changes".
+    let none = replay(&daemon, &["--run", "run-000000000000"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(text_of(&none).contains("no audit line carries run"));
+    daemon.stop().await;
+}
+
+fn text_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `--json`: a `run` line first, then every line tagged with its prompt's index, a
+/// `stop` per prompt; the exit status is the worst ending (here the model's length
+/// limit, 5, among two ends of turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_json_lines_are_tagged_and_the_exit_status_is_the_worst() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only the middle prompt goes to the model.
+    let model = FakeModel::start(vec![Reply::Events(vec![
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+    ])])
+    .await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        &file,
+        "{\"prompt\": \"!echo first\"}\n{\"prompt\": \"go on\\nplease\"}\n{\"prompt\": \"!echo third\"}\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file,
+            "--jobs",
+            "2",
+        ],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(5), "{stdout}\n{stderr}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "run", "{stdout}");
+    let run = events[0]["runId"].as_str().unwrap();
+    assert!(events[1..].iter().all(|e| e["prompt"].is_u64()), "{stdout}");
+    let stops: BTreeMap<u64, &Value> = events
+        .iter()
+        .filter(|e| e["type"] == "stop")
+        .map(|e| (e["prompt"].as_u64().unwrap(), &e["stopReason"]))
+        .collect();
+    assert_eq!(stops.len(), 3, "{stdout}");
+    assert_eq!(stops[&0], "end_turn");
+    assert_eq!(stops[&1], "max_tokens");
+    assert_eq!(stops[&2], "end_turn");
+    // The model saw the JSON line's prompt with its newline.
+    assert!(model.request_at(0).to_string().contains("go on\\nplease"));
+    // Each `!` prompt's call, with its decision, under its own index.
+    let calls: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call").collect();
+    assert_eq!(calls.len(), 2, "{stdout}");
+    let sessions: BTreeMap<u64, &str> = events
+        .iter()
+        .filter(|e| e["type"] == "session")
+        .map(|e| {
+            (
+                e["prompt"].as_u64().unwrap(),
+                e["sessionId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let audit = audit_lines(&daemon.state);
+    for call in calls {
+        let index = call["prompt"].as_u64().unwrap();
+        assert_ne!(index, 1);
+        let line = audit
+            .iter()
+            .find(|l| l["callId"] == call["toolCallId"])
+            .unwrap();
+        assert_eq!(line["session"], sessions[&index]);
+        assert_eq!(line["run"], run);
+    }
+    daemon.stop().await;
+}
+
+/// A prompts file with a line that is not JSON among JSON lines is refused before any
+/// session starts (it is never sent as a prompt as it stands): status 1, the line named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_refuses_a_prompts_file_that_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(&file, "{\"prompt\": \"!touch one\"}\n!touch two\n").unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(&daemon, &ws, &["--mode", "auto", "--prompts", &file]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("prompts.jsonl:2:"), "{stderr}");
+    assert!(!ws.join("one").exists() && !ws.join("two").exists());
+    assert!(audit_lines(&daemon.state).is_empty());
+    daemon.stop().await;
+}
