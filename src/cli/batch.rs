@@ -322,10 +322,7 @@ mod tests {
         );
         let (_d, path) = file("{\"prompt\": \"a\"}\nnot json\n");
         let err = read_prompts(&path).expect_err("a line that is not JSON");
-        assert!(
-            err.ends_with(":2: expected value at line 1 column 1"),
-            "{err}"
-        );
+        assert!(err.contains("prompts:2: "), "{err}");
         let (_d, path) = file("{\"prompt\": \"a\", \"cwd\": \"/\"}\n");
         assert!(read_prompts(&path).is_err());
         let (_d, path) = file("\n \n");
