@@ -11,8 +11,8 @@
 //! Questions are never asked at the terminal here (several sessions would ask at once
 //! on one screen): `--ask`, else deny.
 
-use crate::cli::client::{AskAnswer, Asker, session_dir};
-use crate::cli::exec::{Ending, ExecArgs, Output, Turn, one_turn};
+use crate::cli::client::{AskAnswer, Asker, run_command, session_dir};
+use crate::cli::exec::{Ending, ExecArgs, Output, Turn, exit_of, one_turn};
 use crate::cli::reach::Where;
 use dsh::config::Decision;
 use dsh::policy::audit::{ExecutionLine, RunId};
@@ -29,18 +29,7 @@ const MAX_FILE: u64 = 16 << 20;
 
 /// `dsh exec --prompts`: runs the batch; the exit status is its worst ending.
 pub fn run(args: ExecArgs) -> ExitCode {
-    let result = crate::cli::reach::runtime().and_then(|rt| {
-        let result = rt.block_on(batch(args));
-        rt.shutdown_background();
-        result
-    });
-    match result {
-        Ok(ending) => ExitCode::from(ending.code()),
-        Err(message) => {
-            eprintln!("dsh: {message}");
-            ExitCode::from(Ending::Error.code())
-        }
-    }
+    exit_of(run_command(batch(args)))
 }
 
 /// One line of a JSON-lines prompts file.

@@ -10,7 +10,7 @@
 //! during a turn sends `session/cancel`; a second one, or Ctrl-C / Ctrl-D at the prompt,
 //! leaves.
 
-use crate::cli::client::{Asker, Client, Incoming, Prompted, session_dir};
+use crate::cli::client::{Asker, Client, Incoming, Prompted, run_command, session_dir};
 use crate::cli::history::History;
 use crate::cli::reach::Where;
 use crate::cli::terminal::shown;
@@ -40,18 +40,9 @@ pub struct ChatArgs {
 
 /// `dsh chat`: 0 when the person leaves, 1 when the daemon cannot be reached or goes away.
 pub fn run(args: ChatArgs) -> ExitCode {
-    let result = crate::cli::reach::runtime().and_then(|rt| {
-        let result = rt.block_on(chat(args));
-        // A question may still wait for a line on the terminal; do not wait for it.
-        rt.shutdown_background();
-        result
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("dsh: {message}");
-            ExitCode::FAILURE
-        }
+    match run_command(chat(args)) {
+        Some(()) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
     }
 }
 

@@ -180,6 +180,19 @@ pub enum Prompted {
     Left,
 }
 
+/// Runs a command of the CLI's clients to its end on a runtime of its own; its error
+/// is said on stderr. The runtime is shut down without waiting for blocking work (a
+/// stdin reader, a question waiting for a line on the terminal): nothing else of the
+/// command runs by then.
+pub fn run_command<T>(command: impl std::future::Future<Output = Result<T, String>>) -> Option<T> {
+    let result = crate::cli::reach::runtime().and_then(|rt| {
+        let result = rt.block_on(command);
+        rt.shutdown_background();
+        result
+    });
+    result.map_err(|message| eprintln!("dsh: {message}")).ok()
+}
+
 /// The absolute directory a session works in: `dir` when given, else the current one.
 pub fn session_dir(dir: Option<&Path>) -> Result<PathBuf, String> {
     let cwd = match dir {

@@ -7,7 +7,7 @@
 //! otherwise never runs what the policy wanted a person to see. The exit status says how
 //! the turn ended ([`Ending`]).
 
-use crate::cli::client::{AskAnswer, Asker, Client, Incoming, Prompted, session_dir};
+use crate::cli::client::{AskAnswer, Asker, Client, Incoming, Prompted, run_command, session_dir};
 use crate::cli::reach::Where;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
@@ -158,19 +158,13 @@ pub fn run(args: ExecArgs) -> ExitCode {
     if args.prompts.is_some() {
         return crate::cli::batch::run(args);
     }
-    let result = crate::cli::reach::runtime().and_then(|rt| {
-        let result = rt.block_on(single(args));
-        // A stdin reader may still block; nothing else of ours runs.
-        rt.shutdown_background();
-        result
-    });
-    match result {
-        Ok(ending) => ExitCode::from(ending.code()),
-        Err(message) => {
-            eprintln!("dsh: {message}");
-            ExitCode::from(Ending::Error.code())
-        }
-    }
+    exit_of(run_command(single(args)))
+}
+
+/// The exit status of a turn's (or a batch's) ending; 1 when there was none (the
+/// error was said).
+pub(crate) fn exit_of(ending: Option<Ending>) -> ExitCode {
+    ExitCode::from(ending.unwrap_or(Ending::Error).code())
 }
 
 async fn single(args: ExecArgs) -> Result<Ending, String> {

@@ -7,37 +7,15 @@
 
 use crate::common;
 use common::daemon::{SocketDaemon, workspace};
-use common::fake_model::{FakeModel, Reply};
-use serde_json::{Value, json};
+use common::fake_model::FakeModel;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-/// `dsh exec` against `daemon` in `cwd` with `args`, with no controlling terminal
-/// (`setsid`): nobody is there to ask.
+/// `dsh exec` against `daemon` in `cwd` with `args`, with no controlling terminal.
 async fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = common::dsh();
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.args(["exec", "--socket"])
-        .arg(&daemon.socket)
-        .arg("--state-dir")
-        .arg(&daemon.state)
-        .arg("--config")
-        .arg(&daemon.config)
-        .arg("--cwd")
-        .arg(cwd)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .expect("run dsh exec")
+    crate::cli_exec::run(daemon, cwd, args).await
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -210,11 +188,7 @@ fn text_of(out: &std::process::Output) -> String {
 async fn batch_json_lines_are_tagged_and_the_exit_status_is_the_worst() {
     let dir = tempfile::tempdir().unwrap();
     // Only the middle prompt goes to the model.
-    let model = FakeModel::start(vec![Reply::Events(vec![
-        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
-    ])])
-    .await;
+    let model = FakeModel::start(vec![crate::cli_exec::length_limit()]).await;
     let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
     let ws = workspace(dir.path(), "w");
     let file = dir.path().join("prompts.jsonl");

@@ -37,7 +37,8 @@ fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Com
     cmd
 }
 
-async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
+/// [`exec`] run to its end.
+pub(crate) async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
     exec(daemon, cwd, args)
         .output()
         .await
@@ -177,16 +178,20 @@ async fn exec_ask_deny_by_default_refuses_a_question_and_the_command_does_not_ru
     daemon.stop().await;
 }
 
+/// A model's answer cut at its length limit (`max_tokens`).
+pub(crate) fn length_limit() -> Reply {
+    Reply::Events(vec![
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+    ])
+}
+
 /// A turn that hits the model's length limit exits 5 (`max_tokens`), told apart from
 /// an end of turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_exit_status_says_max_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![Reply::Events(vec![
-        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
-    ])])
-    .await;
+    let model = FakeModel::start(vec![length_limit()]).await;
     let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
     let ws = workspace(dir.path(), "w");
     let out = run(&daemon, &ws, &["--json", "go on"]).await;
@@ -378,6 +383,15 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Ctrl-D at `dsh chat`'s prompt: it leaves, exit status 0.
+    async fn ctrl_d_leaves_chat(&self) {
+        self.tmux(&["send-keys", "-t", "t", "C-d"]);
+        let (code, pane) = self.exit_of("chat").await;
+        assert_eq!(code, "0", "{pane}");
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
@@ -463,27 +477,7 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
-    tmux.tmux(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "200",
-        "-y",
-        "100",
-        "sh",
-    ]);
-    let line = format!(
-        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --mode ask; echo EXIT-chat=$?",
-        common::daemon::BIN,
-        daemon.socket.display(),
-        daemon.config.display(),
-        ws.display(),
-    );
-    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+    start_chat(&tmux, &daemon, &ws, "--mode ask");
     tmux.wait_for("dsh chat: session").await;
     tmux.tmux(&["send-keys", "-t", "t", "hi", "Enter"]);
     tmux.wait_for("Hello there.").await;
@@ -576,27 +570,7 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
-    tmux.tmux(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "sh",
-    ]);
-    let line = format!(
-        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --session {session}; echo EXIT-chat=$?",
-        common::daemon::BIN,
-        daemon.socket.display(),
-        daemon.config.display(),
-        ws.display(),
-    );
-    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+    start_chat(&tmux, &daemon, &ws, &format!("--session {session}"));
     let pane = tmux.wait_for("dsh chat: session").await;
     assert!(pane.contains("> first question"), "{pane}");
     assert!(pane.contains("First answer."), "{pane}");
@@ -605,9 +579,7 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
     // The model saw the history: the same session.
     let second = model.request_at(1).to_string();
     assert!(second.contains("first question"), "{second}");
-    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
-    let (code, pane) = tmux.exit_of("chat").await;
-    assert_eq!(code, "0", "{pane}");
+    tmux.ctrl_d_leaves_chat().await;
     drop(tmux);
     daemon.stop().await;
 }
@@ -673,7 +645,7 @@ fn start_chat(tmux: &Tmux, daemon: &SocketDaemon, ws: &Path, args: &str) {
         "-x",
         "200",
         "-y",
-        "50",
+        "100",
         "sh",
     ]);
     let line = format!(
@@ -716,9 +688,7 @@ async fn chat_shows_a_running_commands_output_live() {
     std::fs::write(ws.join("go"), "").unwrap();
     let pane = tmux.wait_for("] completed").await;
     assert!(pane.contains("done-3"), "{pane}");
-    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
-    let (code, pane) = tmux.exit_of("chat").await;
-    assert_eq!(code, "0", "{pane}");
+    tmux.ctrl_d_leaves_chat().await;
     drop(tmux);
     daemon.stop().await;
 }
@@ -759,9 +729,7 @@ async fn chat_keeps_a_private_history_across_runs() {
     tmux.wait_for("> !echo again-$((3*3))").await;
     tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
     tmux.wait_for("again-9").await;
-    tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
-    let (code, pane) = tmux.exit_of("chat").await;
-    assert_eq!(code, "0", "{pane}");
+    tmux.ctrl_d_leaves_chat().await;
     drop(tmux);
     daemon.stop().await;
 }
