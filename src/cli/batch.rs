@@ -6,18 +6,22 @@
 //! calls under another policy. The person reads a table per prompt (how it ended,
 //! its calls allowed / asked / refused from the audit log, time, tokens); a script
 //! reads `--json` lines tagged with the prompt's index, and the exit status, which is
-//! the worst ending of the batch.
+//! the worst ending of the batch. The audit log is read once, at the end, for the
+//! whole run (each turn reading it would cost the batch the square of its length):
+//! each prompt's `tool_call` and `stop` lines come then, in the prompts' order.
 //!
 //! Questions are never asked at the terminal here (several sessions would ask at once
 //! on one screen): `--ask`, else deny.
 
-use crate::cli::client::{AskAnswer, Asker, run_command, session_dir};
-use crate::cli::exec::{Ending, ExecArgs, Output, Turn, exit_of, one_turn};
+use crate::cli::client::{AskAnswer, Asker, Client, run_command, session_dir};
+use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, one_turn};
 use crate::cli::reach::Where;
+use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{ExecutionLine, RunId};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -86,10 +90,13 @@ fn fresh_run() -> Result<RunId, String> {
 struct Row {
     index: usize,
     ending: Ending,
+    /// Its session and how the daemon said the turn ended, when it did.
+    ended: Option<(String, acp::StopReason)>,
+    /// Its calls, from the audit log (read once for the whole batch, at its end).
     calls: Vec<ExecutionLine>,
     took: Duration,
-    /// The context's tokens in use at the end (the last `usage_update`'s `used`).
-    tokens: Option<u64>,
+    /// The last `usage_update`'s fields.
+    usage: Option<Value>,
     /// Why it failed, for an error.
     error: Option<String>,
 }
@@ -110,6 +117,20 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
             json!({"type": "run", "runId": run, "prompts": prompts.len(), "jobs": jobs})
         );
     }
+    // The daemon is reached (started if need be) once before the turns race for it;
+    // its state directory is where the batch's calls are read from at the end.
+    let probe = Client::open(
+        &args.at,
+        Asker::Fixed(AskAnswer::Deny),
+        "dsh exec",
+        json!({}),
+    )
+    .await?;
+    let state_dir = probe
+        .state_dir()
+        .await
+        .ok_or("the daemon did not say where its audit log is")?;
+    probe.close().await;
     // The first Ctrl-C cancels the running turns (each sends its own
     // `session/cancel`) and starts no more; a second one leaves each of them.
     let stopping = CancellationToken::new();
@@ -151,6 +172,24 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     }
     watcher.abort();
     rows.sort_by_key(|r| r.index);
+    let mut calls: HashMap<String, Vec<ExecutionLine>> = HashMap::new();
+    for call in audit_calls(&state_dir, |l| l.run.as_ref() == Some(&run))? {
+        calls
+            .entry(call.session.clone().unwrap_or_default())
+            .or_default()
+            .push(call);
+    }
+    for row in &mut rows {
+        let Some((session, stop_reason)) = &row.ended else {
+            continue;
+        };
+        row.calls = calls.remove(session).unwrap_or_default();
+        Output::new(args.json, Some(row.index), "").report(
+            &row.calls,
+            *stop_reason,
+            row.usage.as_ref(),
+        )?;
+    }
     let worst = rows
         .iter()
         .map(|r| r.ending)
@@ -185,18 +224,15 @@ impl Shared {
         };
         let mut out = Output::new(self.json, Some(index), prompt);
         let turned = one_turn(turn, &mut out).await;
-        let tokens = out
-            .usage
-            .as_ref()
-            .and_then(|u| u.get("used"))
-            .and_then(|u| u.as_u64());
+        let usage = out.usage.take();
         match turned {
             Ok(turned) => Row {
                 index,
                 ending: turned.ending,
-                calls: turned.calls,
+                ended: turned.ended,
+                calls: Vec::new(),
                 took: started.elapsed(),
-                tokens,
+                usage,
                 error: None,
             },
             Err(message) => {
@@ -204,9 +240,10 @@ impl Shared {
                 Row {
                     index,
                     ending: Ending::Error,
+                    ended: None,
                     calls: Vec::new(),
                     took: started.elapsed(),
-                    tokens,
+                    usage,
                     error: Some(message),
                 }
             }
@@ -218,9 +255,10 @@ impl Shared {
         Row {
             index,
             ending: Ending::Cancelled,
+            ended: None,
             calls: Vec::new(),
             took: Duration::ZERO,
-            tokens: None,
+            usage: None,
             error: Some("not started (Ctrl-C)".into()),
         }
     }
@@ -263,7 +301,12 @@ fn table(rows: &[Row], run: &RunId) -> String {
             asked,
             refused,
             row.took.as_secs_f64(),
-            row.tokens.map_or("-".to_string(), |t| t.to_string()),
+            // The context's tokens in use at the end.
+            row.usage
+                .as_ref()
+                .and_then(|u| u.get("used"))
+                .and_then(Value::as_u64)
+                .map_or("-".to_string(), |t| t.to_string()),
             row.error.as_ref().map_or(String::new(), |e| format!(
                 "  {}",
                 crate::cli::terminal::shown(e)

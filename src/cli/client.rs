@@ -226,7 +226,9 @@ impl Client {
         capabilities: Value,
     ) -> Result<Self, String> {
         let stream = crate::cli::reach::connect_or_start(at).await?;
-        crate::cli::reach::warn_if_daemon_is_older(&stream, &at.socket());
+        // Said once a process: a batch opens a connection per prompt.
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| crate::cli::reach::warn_if_daemon_is_older(&stream, &at.socket()));
         let (reader, writer) = stream.into_split();
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (peer_tx, peer_rx) = oneshot::channel();

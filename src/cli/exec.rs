@@ -214,13 +214,15 @@ pub(crate) struct Turn<'a> {
 /// How a turn went.
 pub(crate) struct Turned {
     pub ending: Ending,
-    /// Its session's calls as the audit log has them (read only when `--json` or a
-    /// batch wants them).
-    pub calls: Vec<ExecutionLine>,
+    /// The session it ran in and how the daemon said it ended, when it did (not
+    /// after a second Ctrl-C).
+    pub ended: Option<(String, acp::StopReason)>,
 }
 
-/// Runs `turn`, reporting its events to `out`; with `out.json` or `audit`, its calls
-/// are read back from the daemon's audit log after the turn.
+/// Runs `turn`, reporting its events to `out` as they come. One `dsh exec` then reads
+/// its calls back from the daemon's audit log (with `--json`) and reports them and the
+/// stop; a batch's turn (`out` tagged) leaves both to the batch, which reads the log
+/// once for all its turns.
 pub(crate) async fn one_turn(turn: Turn<'_>, out: &mut Output) -> Result<Turned, String> {
     let client = Client::open(turn.at, turn.asker, "dsh exec", json!({})).await?;
     let mut incoming = client.take_incoming();
@@ -240,42 +242,34 @@ pub(crate) async fn one_turn(turn: Turn<'_>, out: &mut Output) -> Result<Turned,
         Prompted::Left => {
             return Ok(Turned {
                 ending: Ending::Cancelled,
-                calls: Vec::new(),
+                ended: None,
             });
         }
     };
-    let mut calls = Vec::new();
-    if out.json || out.tag.is_some() {
-        match client.state_dir().await {
-            Some(dir) => calls = session_calls(&dir, &session)?,
-            None => eprintln!("dsh: the daemon did not say where its audit log is"),
+    if out.tag.is_none() {
+        let mut calls = Vec::new();
+        if out.json {
+            match client.state_dir().await {
+                Some(dir) => calls = audit_calls(&dir, |l| l.session.as_deref() == Some(&session))?,
+                None => eprintln!("dsh: the daemon did not say where its audit log is"),
+            }
         }
-        for line in &calls {
-            out.emit(&Event::ToolCall {
-                tool_call_id: &line.call_id,
-                tool: &line.tool,
-                decision: line.decision,
-                decided_by: &line.decided_by,
-                reason: &line.reason,
-                outcome: line.outcome,
-            })?;
-        }
+        out.report(&calls, answer.stop_reason, out.usage.as_ref())?;
     }
-    out.emit(&Event::Stop {
-        stop_reason: answer.stop_reason,
-        usage: out.usage.clone().as_ref(),
-    })?;
     client.close().await;
     Ok(Turned {
         ending: Ending::of(answer.stop_reason),
-        calls,
+        ended: Some((session, answer.stop_reason)),
     })
 }
 
-/// The execution lines of `session` in the audit log of `state_dir`, oldest first,
-/// the rotated files (`audit.jsonl.N`) included: a turn that wrote past the size
-/// limit has its first calls in `audit.jsonl.1`.
-fn session_calls(state_dir: &Path, session: &str) -> Result<Vec<ExecutionLine>, String> {
+/// The execution lines of the audit log of `state_dir` that `wanted` keeps, oldest
+/// first, the rotated files (`audit.jsonl.N`) included: a turn that wrote past the
+/// size limit has its first calls in `audit.jsonl.1`.
+pub(crate) fn audit_calls(
+    state_dir: &Path,
+    wanted: impl Fn(&ExecutionLine) -> bool,
+) -> Result<Vec<ExecutionLine>, String> {
     let mut calls = Vec::new();
     for file in dsh::state_dir::rotate::in_order(state_dir, dsh::state_dir::AUDIT_LOG) {
         let text = match std::fs::read_to_string(&file) {
@@ -286,7 +280,7 @@ fn session_calls(state_dir: &Path, session: &str) -> Result<Vec<ExecutionLine>, 
         };
         for line in text.lines() {
             if let Ok(AuditLine::Execution(line)) = serde_json::from_str::<AuditLine>(line)
-                && line.session.as_deref() == Some(session)
+                && wanted(&line)
             {
                 calls.push(*line);
             }
@@ -406,6 +400,28 @@ impl Output {
                 })
             }
         }
+    }
+
+    /// The end of a turn's lines: a `tool_call` line per call of it in the audit log
+    /// (the waterfall's decision and who made it, which only the daemon knows), then
+    /// `stop` with the last usage.
+    pub(crate) fn report(
+        &self,
+        calls: &[ExecutionLine],
+        stop_reason: acp::StopReason,
+        usage: Option<&Value>,
+    ) -> Result<(), String> {
+        for line in calls {
+            self.emit(&Event::ToolCall {
+                tool_call_id: &line.call_id,
+                tool: &line.tool,
+                decision: line.decision,
+                decided_by: &line.decided_by,
+                reason: &line.reason,
+                outcome: line.outcome,
+            })?;
+        }
+        self.emit(&Event::Stop { stop_reason, usage })
     }
 
     /// Without `--json`: the agent's final message on stdout (for a `!command`, what
