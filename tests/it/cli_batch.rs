@@ -278,3 +278,77 @@ async fn batch_refuses_a_prompts_file_that_does_not_read() {
     assert!(audit_lines(&daemon.state).is_empty());
     daemon.stop().await;
 }
+
+/// Ctrl-C during a batch cancels the running turns (their commands gone from the
+/// process table) and starts no more: exit status 4, and only the turns that ran have
+/// audit lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_ctrl_c_cancels_the_running_turns_and_starts_no_more() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.txt");
+    std::fs::write(&file, "!sleep 600\n".repeat(4)).unwrap();
+    let mut child = crate::cli_exec::exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file.to_string_lossy(),
+            "--jobs",
+            "2",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // Both running turns have their command in progress.
+    let mut running = BTreeSet::new();
+    while running.len() < 2 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+            .await
+            .expect("the commands did not start in time")
+            .unwrap()
+            .expect("dsh exec ended before the commands ran");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["update"]["status"] == "in_progress" {
+            running.insert(event["prompt"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(running, BTreeSet::from([0, 1]));
+    assert!(common::daemon::processes_under(&ws).len() >= 2);
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+        .await
+        .expect("dsh exec did not end in time")
+        .unwrap()
+    {
+        rest.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(4), "{rest:?}");
+    let stops: Vec<&Value> = rest.iter().filter(|e| e["type"] == "stop").collect();
+    assert_eq!(stops.len(), 2, "{rest:?}");
+    assert!(
+        stops.iter().all(|s| s["stopReason"] == "cancelled"),
+        "{rest:?}"
+    );
+    // Prompts 2 and 3 never started: no session, no call.
+    assert!(rest.iter().all(|e| e["type"] != "session"), "{rest:?}");
+    assert_eq!(audit_lines(&daemon.state).len(), 2);
+    assert!(
+        common::daemon::processes_under(&ws).is_empty(),
+        "{:?}",
+        common::daemon::processes_under(&ws)
+    );
+    daemon.stop().await;
+}

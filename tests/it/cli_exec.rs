@@ -14,7 +14,7 @@ use tokio::io::AsyncBufReadExt;
 /// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed,
 /// in a session of its own: no controlling terminal, wherever the tests run, so nobody
 /// is there to ask.
-fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+pub(crate) fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
     let mut cmd = common::dsh();
     // SAFETY: setsid is async-signal-safe.
     unsafe {
