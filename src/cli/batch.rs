@@ -105,6 +105,10 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     let file = args.prompts.clone().unwrap_or_default();
     let prompts = read_prompts(&file)?;
     let cwd = session_dir(args.cwd.as_deref())?;
+    let workdirs = match &args.workdirs {
+        Some(dir) => Some(make_workdirs(dir, &cwd)?),
+        None => None,
+    };
     let run = fresh_run()?;
     let jobs = usize::from(args.jobs.max(1));
     eprintln!(
@@ -147,6 +151,7 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     let shared = Arc::new(Shared {
         at: args.at.clone(),
         cwd,
+        workdirs,
         mode: args.mode.clone(),
         run: run.clone(),
         asker: Asker::Fixed(args.ask.unwrap_or(AskAnswer::Deny)),
@@ -154,19 +159,24 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     });
     let slots = Arc::new(tokio::sync::Semaphore::new(jobs));
     let mut running = tokio::task::JoinSet::new();
+    let mut rows = Vec::new();
+    // Prompts start in the file's order, each as a slot frees up.
     for (index, prompt) in prompts.into_iter().enumerate() {
-        let (shared, slots, stopping) = (shared.clone(), slots.clone(), stopping.clone());
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.ok(),
+            () = stopping.cancelled() => None,
+        };
+        let Some(slot) = slot.filter(|_| !stopping.is_cancelled()) else {
+            rows.push(shared.not_run(index));
+            continue;
+        };
+        let shared = shared.clone();
         running.spawn(async move {
-            let Ok(_slot) = slots.acquire_owned().await else {
-                return shared.not_run(index);
-            };
-            if stopping.is_cancelled() {
-                return shared.not_run(index);
-            }
-            shared.turn(index, &prompt).await
+            let row = shared.turn(index, &prompt).await;
+            drop(slot);
+            row
         });
     }
-    let mut rows = Vec::new();
     while let Some(row) = running.join_next().await {
         rows.push(row.map_err(|e| format!("a turn of the batch failed: {e}"))?);
     }
@@ -197,6 +207,9 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
         .unwrap_or(Ending::EndTurn);
     if !args.json {
         print!("{}", table(&rows, &run));
+        if let Some(dir) = &shared.workdirs {
+            println!("each prompt's directory: {}/INDEX", dir.display());
+        }
     }
     Ok(worst)
 }
@@ -205,6 +218,8 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
 struct Shared {
     at: Where,
     cwd: PathBuf,
+    /// `--workdirs`: each prompt's copy of `cwd` is made here, named by its index.
+    workdirs: Option<PathBuf>,
     mode: Option<String>,
     run: RunId,
     asker: Asker,
@@ -214,10 +229,23 @@ struct Shared {
 impl Shared {
     async fn turn(&self, index: usize, prompt: &str) -> Row {
         let started = Instant::now();
+        let cwd = match &self.workdirs {
+            Some(dir) => {
+                let own = dir.join(index.to_string());
+                if let Err(message) = copy_dir(&self.cwd, &own).await {
+                    eprintln!("dsh: prompt {index}: {message}");
+                    let mut row = self.not_run(index);
+                    (row.ending, row.error) = (Ending::Error, Some(message));
+                    return row;
+                }
+                own
+            }
+            None => self.cwd.clone(),
+        };
         let turn = Turn {
             at: &self.at,
             asker: self.asker,
-            cwd: &self.cwd,
+            cwd: &cwd,
             mode: self.mode.as_deref(),
             run: Some(&self.run),
             prompt,
@@ -262,6 +290,53 @@ impl Shared {
             error: Some("not started (Ctrl-C)".into()),
         }
     }
+}
+
+/// Makes `--workdirs` DIR (0700, not there before) and returns it absolute. Inside
+/// the working directory it is refused: every copy would hold the copies before it.
+fn make_workdirs(dir: &Path, cwd: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::path::absolute(dir).map_err(|e| format!("bad --workdirs: {e}"))?;
+    let parent = dir.parent().unwrap_or(&dir);
+    let real_parent =
+        std::fs::canonicalize(parent).map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
+    let real_cwd = std::fs::canonicalize(cwd).map_err(|e| format!("{}: {e}", cwd.display()))?;
+    if real_parent.starts_with(&real_cwd) {
+        return Err(format!(
+            "--workdirs {} is inside the working directory {}: each copy would hold the others",
+            dir.display(),
+            cwd.display()
+        ));
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Copies `from` to `to` (which does not exist) as `cp -a` does: links, modes and
+/// times kept, `.git` and all, so each prompt starts from the same tree.
+async fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let out = tokio::process::Command::new("cp")
+        .arg("-a")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| format!("cannot run cp: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cannot copy {} to {}: {}",
+            from.display(),
+            to.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
 }
 
 /// The counts of a row's calls: allowed, asked (a person or `--ask` answered), refused.

@@ -40,6 +40,11 @@ pub struct ExecArgs {
     /// runs as its own session, all under one run id; a table per prompt at the end.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     pub(crate) prompts: Option<PathBuf>,
+    /// With --prompts: each prompt runs in its own copy of the working directory,
+    /// DIR/INDEX (`cp -a`), so the sessions cannot write over each other. DIR is made
+    /// (0700) and must not exist yet, nor be inside the working directory.
+    #[arg(long, value_name = "DIR", requires = "prompts")]
+    pub(crate) workdirs: Option<PathBuf>,
     /// With --prompts: how many sessions run at a time.
     #[arg(long, value_name = "N", requires = "prompts", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]

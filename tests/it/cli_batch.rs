@@ -352,3 +352,78 @@ async fn batch_ctrl_c_cancels_the_running_turns_and_starts_no_more() {
     );
     daemon.stop().await;
 }
+
+/// `--workdirs DIR`: each prompt's session works in its own copy of the working
+/// directory (`DIR/INDEX`, the seed file in it), so no prompt writes into another's
+/// directory nor into the original; a DIR inside the working directory is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_workdirs_give_each_prompt_its_own_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    std::fs::write(ws.join("seed"), "from the original").unwrap();
+    let file = dir.path().join("prompts.txt");
+    let prompts: String = (0..6)
+        .map(|i| format!("!cat seed > copied-{i} && pwd > where\n"))
+        .collect();
+    std::fs::write(&file, prompts).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let copies = dir.path().join("copies");
+    let out = exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file,
+            "--jobs",
+            "3",
+            "--workdirs",
+            &copies.to_string_lossy(),
+        ],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let mut original: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    original.sort();
+    assert_eq!(original, ["seed"], "a prompt wrote into the original");
+    for i in 0..6 {
+        let own = copies.join(i.to_string());
+        let mut names: Vec<String> = std::fs::read_dir(&own)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [format!("copied-{i}"), "seed".into(), "where".into()]
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join(format!("copied-{i}"))).unwrap(),
+            "from the original"
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join("where")).unwrap().trim(),
+            own.to_string_lossy()
+        );
+    }
+    // Inside the working directory: refused before any session starts.
+    let inside = ws.join("runs");
+    let out = exec(
+        &daemon,
+        &ws,
+        &["--prompts", &file, "--workdirs", &inside.to_string_lossy()],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("inside the working directory"));
+    assert!(!inside.exists());
+    daemon.stop().await;
+}
