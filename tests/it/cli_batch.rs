@@ -8,7 +8,7 @@
 use crate::common;
 use common::daemon::{SocketDaemon, workspace};
 use common::fake_model::FakeModel;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Output;
@@ -425,5 +425,48 @@ async fn batch_workdirs_give_each_prompt_its_own_copy() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).1.contains("inside the working directory"));
     assert!(!inside.exists());
+    daemon.stop().await;
+}
+
+/// The run id comes from any client (`session/new`'s `_meta.dsh.runId`): one that is
+/// not a short plain id (a newline, an escape sequence that a table printing it would
+/// send to the terminal, a number, nothing) is refused with invalid params; a plain
+/// one is written on the session's audit lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_id_from_a_client_is_checked_before_it_reaches_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let mut client = daemon.connect().await;
+    client.initialize().await;
+    for bad in [
+        json!("run\n{\"event\":\"execution\"}"),
+        json!("r\u{1b}[2J"),
+        json!(7),
+        json!(""),
+    ] {
+        let refused = client
+            .request(
+                "session/new",
+                json!({"cwd": ws, "mcpServers": [], "_meta": {"dsh": {"runId": bad}}}),
+            )
+            .await
+            .expect_err("a bad run id was taken");
+        assert_eq!(refused["code"], -32602, "{refused}");
+    }
+    let made = client
+        .request(
+            "session/new",
+            json!({"cwd": ws, "mcpServers": [], "_meta": {"dsh": {"runId": "run-by-hand"}}}),
+        )
+        .await
+        .unwrap();
+    let session = made["sessionId"].as_str().unwrap().to_string();
+    client.set_mode(&session, "auto").await;
+    client.prompt(&session, "!echo tagged").await.unwrap();
+    let lines = audit_lines(&daemon.state);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["run"], "run-by-hand");
     daemon.stop().await;
 }
