@@ -258,6 +258,9 @@ enum PolicyCommand {
         /// decision changes (`change`).
         #[arg(long, value_parser = ["loosen", "change"])]
         fail_on: Option<String>,
+        /// Only the calls of this batch (`dsh exec --prompts` prints its run id).
+        #[arg(long, value_name = "ID")]
+        run: Option<dsh::policy::audit::RunId>,
     },
     /// The user's own "always" answers (`[permissions] remember = "user"`), which apply
     /// to every session; `--revoke PREFIX` removes one.
@@ -324,8 +327,19 @@ fn main() -> ExitCode {
                     hooks,
                     json,
                     fail_on,
+                    run,
                 },
-        } => return replay(&audit, config.as_deref(), hooks, json, fail_on.as_deref()),
+        } => {
+            let only = run.as_ref();
+            return replay(
+                &audit,
+                config.as_deref(),
+                hooks,
+                json,
+                fail_on.as_deref(),
+                only,
+            );
+        }
         Command::Policy {
             command:
                 PolicyCommand::Explain {
@@ -824,10 +838,18 @@ fn replay(
     hooks: bool,
     json: bool,
     fail_on: Option<&str>,
+    only: Option<&dsh::policy::audit::RunId>,
 ) -> ExitCode {
     let run = || -> Result<dsh::policy::replay::Report, String> {
         let config = load_checked(config)?;
-        let files = read_audit(audit)?;
+        let mut files = read_audit(audit)?;
+        if let Some(run) = only {
+            let (text, kept) = dsh::policy::audit::only_run(&files.text, run);
+            if kept == 0 {
+                return Err(format!("no audit line carries run {run}"));
+            }
+            files.text = text;
+        }
         let text = &files.text;
         let report = if hooks {
             let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;

@@ -4,6 +4,7 @@
 use super::{AcpService, REPLAY_STALL, to_value, updates};
 use crate::agent;
 use crate::config::Mode;
+use crate::policy::audit::RunId;
 use crate::registry::Session;
 use crate::rpc::{RequestContext, RpcError};
 use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
@@ -82,6 +83,21 @@ pub(super) fn modes_state(current: Mode) -> acp::SessionModeState {
     )
 }
 
+/// The batch a new session belongs to: `_meta.dsh.runId` of `session/new` (what
+/// `dsh exec --prompts` sends). Absent is none; present but not a plain short id is
+/// refused, so nothing unreadable reaches the audit log.
+fn run_of(meta: Option<&acp::Meta>) -> Result<Option<RunId>, RpcError> {
+    let Some(run) = meta.and_then(|m| m.get("dsh")).and_then(|d| d.get("runId")) else {
+        return Ok(None);
+    };
+    let id = run
+        .as_str()
+        .ok_or_else(|| RpcError::invalid_params("_meta.dsh.runId must be a string"))?;
+    id.parse()
+        .map(Some)
+        .map_err(|e: String| RpcError::invalid_params(format!("_meta.dsh.runId: {e}")))
+}
+
 impl AcpService {
     pub(super) fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
         if !cwd.is_absolute() {
@@ -109,7 +125,11 @@ impl AcpService {
         p: acp::NewSessionRequest,
     ) -> Result<Value, RpcError> {
         Self::check_cwd(&p.cwd)?;
+        let run = run_of(p.meta.as_ref())?;
         let session = self.sessions.create(p.cwd.clone());
+        if let Some(run) = run {
+            session.set_run(run);
+        }
         session.set_extra_roots(&p.additional_directories);
         self.open_project(&ctx, &session).await;
         let header = Header {

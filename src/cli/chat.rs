@@ -3,12 +3,15 @@
 //! A client of the daemon like an editor ([`Client`]): its session is listed by `dsh
 //! status` and loadable later. Lines are read with rustyline (editing, history); each is
 //! sent as the prompt as it was typed, so `!command` and slash commands reach the daemon
-//! as an editor's would. The agent's text streams as it comes, each tool call shows its
-//! title and how it ended, and permission questions are asked at the terminal. Ctrl-C
+//! as an editor's would, and kept in a private history file in the daemon's state
+//! directory ([`History`]). The agent's text streams as it comes, each tool call shows
+//! its title, a command's output as it prints it, and how it ended; permission
+//! questions are asked at the terminal. Ctrl-C
 //! during a turn sends `session/cancel`; a second one, or Ctrl-C / Ctrl-D at the prompt,
 //! leaves.
 
-use crate::cli::client::{Asker, Client, Incoming};
+use crate::cli::client::{Asker, Client, Incoming, Prompted, run_command, session_dir};
+use crate::cli::history::History;
 use crate::cli::reach::Where;
 use crate::cli::terminal::shown;
 use agent_client_protocol_schema::v1 as acp;
@@ -37,18 +40,9 @@ pub struct ChatArgs {
 
 /// `dsh chat`: 0 when the person leaves, 1 when the daemon cannot be reached or goes away.
 pub fn run(args: ChatArgs) -> ExitCode {
-    let result = crate::cli::reach::runtime().and_then(|rt| {
-        let result = rt.block_on(chat(args));
-        // A question may still wait for a line on the terminal; do not wait for it.
-        rt.shutdown_background();
-        result
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("dsh: {message}");
-            ExitCode::FAILURE
-        }
+    match run_command(chat(args)) {
+        Some(()) => ExitCode::SUCCESS,
+        None => ExitCode::FAILURE,
     }
 }
 
@@ -59,16 +53,10 @@ enum Next {
 }
 
 async fn chat(args: ChatArgs) -> Result<(), String> {
-    let cwd = match args.cwd {
-        Some(dir) => {
-            std::path::absolute(&dir).map_err(|e| format!("bad --cwd {}: {e}", dir.display()))?
-        }
-        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
-    };
-    if !cwd.is_dir() {
-        return Err(format!("{} is not a directory", cwd.display()));
-    }
-    let client = Client::open(&args.at, Asker::of(None), "dsh chat").await?;
+    let cwd = session_dir(args.cwd.as_deref())?;
+    // As Zed does: a command's output comes as the bytes it printed, while it runs.
+    let display = json!({"_meta": {"terminal_output": true}});
+    let client = Client::open(&args.at, Asker::of(None), "dsh chat", display).await?;
     let mut incoming = client.take_incoming();
     let mut shown = Shown::default();
     let session = match args.session {
@@ -83,7 +71,7 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
             shown.replaying = false;
             id
         }
-        None => client.new_session(&cwd, args.mode.as_deref()).await?,
+        None => client.new_session(&cwd, args.mode.as_deref(), None).await?,
     };
     println!(
         "dsh chat: session {session} in {}\n`!command` runs a command, `/help` lists the commands; Ctrl-C \
@@ -92,6 +80,22 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
     );
     let mut editor =
         Some(rustyline::DefaultEditor::new().map_err(|e| format!("cannot edit lines here: {e}"))?);
+    // The typed lines of earlier runs; a chat without one still works.
+    let mut history = match client.state_dir().await {
+        Some(dir) => match History::open(&dir) {
+            Ok(history) => Some(history),
+            Err(e) => {
+                eprintln!("dsh: no history kept: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    if let (Some(history), Some(ed)) = (&history, editor.as_mut()) {
+        for entry in &history.entries {
+            let _ = ed.add_history_entry(entry.as_str());
+        }
+    }
     loop {
         let Some(mut ed) = editor.take() else {
             break;
@@ -119,42 +123,34 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
         };
         let _ = ed.add_history_entry(line.as_str());
         editor = Some(ed);
-
-        let prompt = client.call(
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": line}]}),
-        );
-        tokio::pin!(prompt);
-        // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
-        let mut cancels = 0;
-        let answer = loop {
-            tokio::select! {
-                answer = &mut prompt => break answer,
-                Some(message) = incoming.recv() => shown.take(message),
-                Some(()) = sigint.recv() => {
-                    cancels += 1;
-                    if cancels > 1 {
-                        println!();
-                        client.close().await;
-                        return Ok(());
-                    }
-                    println!("\n(cancelling; Ctrl-C again leaves)");
-                    let _ = client.peer.notify("session/cancel", json!({"sessionId": session}));
-                }
-            }
-        };
-        while let Ok(message) = incoming.try_recv() {
-            shown.take(message);
+        if let Some(kept) = &mut history
+            && let Err(e) = kept.add(&line)
+        {
+            eprintln!("dsh: history not kept: {e}");
+            history = None;
         }
+
+        let prompted = client
+            .prompt(
+                &session,
+                &line,
+                &mut incoming,
+                |message| {
+                    shown.take(message);
+                    Ok(())
+                },
+                || println!("\n(cancelling; Ctrl-C again leaves)"),
+            )
+            .await;
         shown.end_turn();
-        match answer {
-            Ok(answer) => match serde_json::from_value::<acp::PromptResponse>(answer) {
-                Ok(r) if r.stop_reason == acp::StopReason::EndTurn => {}
-                Ok(r) => println!("(turn ended: {})", stop_name(r.stop_reason)),
-                Err(e) => eprintln!("dsh: the daemon's answer is not what this dsh reads: {e}"),
-            },
+        match prompted {
+            Ok(Prompted::Answered(r)) if r.stop_reason == acp::StopReason::EndTurn => {}
+            Ok(Prompted::Answered(r)) => println!("(turn ended: {})", stop_name(r.stop_reason)),
+            Ok(Prompted::Left) => {
+                println!();
+                client.close().await;
+                return Ok(());
+            }
             Err(e) => {
                 if client.peer.is_closed() {
                     return Err(e);
@@ -226,13 +222,28 @@ impl Shown {
                 if let Some(title) = &update.fields.title {
                     self.titles.insert(id.clone(), shown(title));
                 }
+                // A running command's output, as the bytes it printed arrive
+                // (`_meta.terminal_output`: offered at `initialize`); also the text of a
+                // call that ran no command, at its end.
+                if let Some(data) = update
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("terminal_output"))
+                    .and_then(|t| t.get("data"))
+                    .and_then(|d| d.as_str())
+                    .filter(|d| !d.is_empty())
+                {
+                    print!("{}", shown(data));
+                    let _ = std::io::stdout().flush();
+                    self.mid_line = !data.ends_with('\n');
+                }
                 let end = match update.fields.status {
                     Some(acp::ToolCallStatus::Completed) => "completed",
                     Some(acp::ToolCallStatus::Failed) => "failed",
                     _ => return,
                 };
                 let title = self.titles.get(&id).cloned().unwrap_or(id);
-                // What the call gave back (a `!command`'s output), shown once it ended.
+                // What a call shown without a terminal gave back, once it ended.
                 for content in update.fields.content.iter().flatten() {
                     if let acp::ToolCallContent::Content(c) = content
                         && let acp::ContentBlock::Text(text) = &c.content

@@ -6,9 +6,11 @@
 use crate::cli::reach::Where;
 use crate::cli::terminal;
 use agent_client_protocol_schema::v1 as acp;
+use dsh::policy::audit::RunId;
 use dsh::rpc::{Options, Peer, RequestFailure, RpcError, Service, serve_connection};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -170,6 +172,41 @@ fn failed(method: &str, failure: RequestFailure) -> String {
     }
 }
 
+/// How waiting for a turn's answer ended.
+pub enum Prompted {
+    /// The daemon answered: the turn is over.
+    Answered(acp::PromptResponse),
+    /// A second Ctrl-C: the person stopped waiting.
+    Left,
+}
+
+/// Runs a command of the CLI's clients to its end on a runtime of its own; its error
+/// is said on stderr. The runtime is shut down without waiting for blocking work (a
+/// stdin reader, a question waiting for a line on the terminal): nothing else of the
+/// command runs by then.
+pub fn run_command<T>(command: impl std::future::Future<Output = Result<T, String>>) -> Option<T> {
+    let result = crate::cli::reach::runtime().and_then(|rt| {
+        let result = rt.block_on(command);
+        rt.shutdown_background();
+        result
+    });
+    result.map_err(|message| eprintln!("dsh: {message}")).ok()
+}
+
+/// The absolute directory a session works in: `dir` when given, else the current one.
+pub fn session_dir(dir: Option<&Path>) -> Result<PathBuf, String> {
+    let cwd = match dir {
+        Some(dir) => {
+            std::path::absolute(dir).map_err(|e| format!("bad --cwd {}: {e}", dir.display()))?
+        }
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    if !cwd.is_dir() {
+        return Err(format!("{} is not a directory", cwd.display()));
+    }
+    Ok(cwd)
+}
+
 /// One initialized connection to the daemon.
 pub struct Client {
     /// Sends on the connection (requests, `session/cancel`).
@@ -180,10 +217,18 @@ pub struct Client {
 
 impl Client {
     /// Connects to the daemon of `at` (starting it if none answers) and initializes the
-    /// connection as `name`; questions are answered by `asker`.
-    pub async fn open(at: &Where, asker: Asker, name: &str) -> Result<Self, String> {
+    /// connection as `name`, offering `capabilities` (`clientCapabilities`); questions
+    /// are answered by `asker`.
+    pub async fn open(
+        at: &Where,
+        asker: Asker,
+        name: &str,
+        capabilities: Value,
+    ) -> Result<Self, String> {
         let stream = crate::cli::reach::connect_or_start(at).await?;
-        crate::cli::reach::warn_if_daemon_is_older(&stream, &at.socket());
+        // Said once a process: a batch opens a connection per prompt.
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| crate::cli::reach::warn_if_daemon_is_older(&stream, &at.socket()));
         let (reader, writer) = stream.into_split();
         let (incoming_tx, incoming) = mpsc::unbounded_channel();
         let (peer_tx, peer_rx) = oneshot::channel();
@@ -211,7 +256,7 @@ impl Client {
         client
             .call(
                 "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {},
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities,
                        "clientInfo": {"name": name, "version": env!("CARGO_PKG_VERSION")}}),
             )
             .await?;
@@ -240,15 +285,20 @@ impl Client {
             .map_err(|f| failed(method, f))
     }
 
-    /// A new session in `cwd` (absolute), in `mode` when given: its id.
+    /// A new session in `cwd` (absolute), in `mode` when given, of batch `run` when
+    /// given (`_meta.dsh.runId`: the daemon writes it in the session's audit lines):
+    /// its id.
     pub async fn new_session(
         &self,
         cwd: &std::path::Path,
         mode: Option<&str>,
+        run: Option<&RunId>,
     ) -> Result<String, String> {
-        let created = self
-            .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
-            .await?;
+        let mut params = json!({"cwd": cwd, "mcpServers": []});
+        if let Some(run) = run {
+            params["_meta"] = json!({"dsh": {"runId": run}});
+        }
+        let created = self.call("session/new", params).await?;
         let created: acp::NewSessionResponse = serde_json::from_value(created).map_err(|e| {
             format!("session/new: the daemon's answer is not what this dsh reads: {e}")
         })?;
@@ -285,6 +335,67 @@ impl Client {
         self.call("_dsh/status", json!({"stateUsage": false}))
             .await
             .map(|_| ())
+    }
+
+    /// The daemon's state directory (where its audit log is), as it reports it.
+    pub async fn state_dir(&self) -> Option<PathBuf> {
+        let status = self
+            .call("_dsh/status", json!({"stateUsage": false}))
+            .await
+            .ok()?;
+        status
+            .get("stateDir")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+    }
+
+    /// Sends `text` as the prompt of `session` and hands each update and answered
+    /// question to `take` as it arrives, until the daemon answers. The first Ctrl-C
+    /// sends `session/cancel` (after `cancelling` says so); a second one gives up
+    /// waiting ([`Prompted::Left`]): the daemon winds the turn down by itself.
+    pub async fn prompt(
+        &self,
+        session: &str,
+        text: &str,
+        incoming: &mut mpsc::UnboundedReceiver<Incoming>,
+        mut take: impl FnMut(Incoming) -> Result<(), String>,
+        mut cancelling: impl FnMut(),
+    ) -> Result<Prompted, String> {
+        let answer = self.call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+        tokio::pin!(answer);
+        // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
+        let mut cancels = 0;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut answer => break answer,
+                Some(message) = incoming.recv() => take(message)?,
+                Some(()) = sigint.recv() => {
+                    cancels += 1;
+                    if cancels > 1 {
+                        return Ok(Prompted::Left);
+                    }
+                    cancelling();
+                    self.peer.notify("session/cancel", json!({"sessionId": session}))
+                        .map_err(|_| "session/cancel: the daemon closed the connection".to_string())?;
+                }
+            }
+        };
+        // The daemon sends a turn's updates before its answer, and the connection hands
+        // them over in the order read: all of them are in the channel now.
+        while let Ok(message) = incoming.try_recv() {
+            take(message)?;
+        }
+        let answer = answer?;
+        serde_json::from_value(answer)
+            .map(Prompted::Answered)
+            .map_err(|e| {
+                format!("session/prompt: the daemon's answer is not what this dsh reads: {e}")
+            })
     }
 
     /// Ends the connection and waits for it to wind down.

@@ -7,11 +7,11 @@
 //! otherwise never runs what the policy wanted a person to see. The exit status says how
 //! the turn ended ([`Ending`]).
 
-use crate::cli::client::{AskAnswer, Asker, Client, Incoming};
+use crate::cli::client::{AskAnswer, Asker, Client, Incoming, Prompted, run_command, session_dir};
 use crate::cli::reach::Where;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
-use dsh::policy::audit::{AuditLine, Outcome};
+use dsh::policy::audit::{AuditLine, ExecutionLine, Outcome, RunId};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::{IsTerminal, Read, Write};
@@ -23,23 +23,36 @@ use std::process::ExitCode;
 pub struct ExecArgs {
     /// The session's working directory (default: the current directory).
     #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// The session mode (default: the config's default_mode).
     #[arg(long, value_parser = ["ask", "auto", "read-only"])]
-    mode: Option<String>,
+    pub(crate) mode: Option<String>,
     /// Print one JSON line per event (session updates, permission answers, tool calls
     /// with their decision, the stop reason) instead of the final message.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// How a permission question is answered without asking: `deny` rejects the call
     /// once, `allow` allows it once. Without it, the question goes to the controlling
     /// terminal when there is one, and is denied when there is none (fail closed).
     #[arg(long, value_enum)]
-    ask: Option<AskAnswer>,
+    pub(crate) ask: Option<AskAnswer>,
+    /// A batch: each prompt of FILE (one a line, or JSON lines `{"prompt": "..."}`)
+    /// runs as its own session, all under one run id; a table per prompt at the end.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
+    pub(crate) prompts: Option<PathBuf>,
+    /// With --prompts: each prompt runs in its own copy of the working directory,
+    /// DIR/INDEX (`cp -a`), so the sessions cannot write over each other. DIR is made
+    /// (0700) and must not exist yet, nor be inside the working directory.
+    #[arg(long, value_name = "DIR", requires = "prompts")]
+    pub(crate) workdirs: Option<PathBuf>,
+    /// With --prompts: how many sessions run at a time.
+    #[arg(long, value_name = "N", requires = "prompts", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) jobs: u16,
     /// The prompt; read from stdin when not given.
     prompt: Option<String>,
     #[command(flatten)]
-    at: Where,
+    pub(crate) at: Where,
 }
 
 /// How `dsh exec` ended, as its exit status: each stop reason its own code, so a
@@ -71,7 +84,30 @@ impl Ending {
         }
     }
 
-    fn code(self) -> u8 {
+    /// How bad an ending is, for a batch's exit status (the worst of its turns):
+    /// an error, then a refusal, a cancel, a limit, an end of turn.
+    pub(crate) fn badness(self) -> u8 {
+        match self {
+            Ending::EndTurn => 0,
+            Ending::Limit => 1,
+            Ending::Cancelled => 2,
+            Ending::Refusal => 3,
+            Ending::Error => 4,
+        }
+    }
+
+    /// The word a batch's table shows.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Ending::EndTurn => "end_turn",
+            Ending::Error => "error",
+            Ending::Refusal => "refusal",
+            Ending::Cancelled => "cancelled",
+            Ending::Limit => "limit",
+        }
+    }
+
+    pub(crate) fn code(self) -> u8 {
         match self {
             Ending::EndTurn => 0,
             Ending::Error => 1,
@@ -89,7 +125,7 @@ impl Ending {
     rename_all = "snake_case",
     rename_all_fields = "camelCase"
 )]
-enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// The session the turn runs in (loadable later by an editor).
     Session {
         session_id: &'a str,
@@ -122,24 +158,21 @@ enum Event<'a> {
     },
 }
 
-/// `dsh exec`: runs the turn and maps how it ended to the exit status.
+/// `dsh exec`: runs the turn (or the batch) and maps how it ended to the exit status.
 pub fn run(args: ExecArgs) -> ExitCode {
-    let result = crate::cli::reach::runtime().and_then(|rt| {
-        let result = rt.block_on(turn(args));
-        // A stdin reader may still block; nothing else of ours runs.
-        rt.shutdown_background();
-        result
-    });
-    match result {
-        Ok(ending) => ExitCode::from(ending.code()),
-        Err(message) => {
-            eprintln!("dsh: {message}");
-            ExitCode::from(Ending::Error.code())
-        }
+    if args.prompts.is_some() {
+        return crate::cli::batch::run(args);
     }
+    exit_of(run_command(single(args)))
 }
 
-async fn turn(args: ExecArgs) -> Result<Ending, String> {
+/// The exit status of a turn's (or a batch's) ending; 1 when there was none (the
+/// error was said).
+pub(crate) fn exit_of(ending: Option<Ending>) -> ExitCode {
+    ExitCode::from(ending.unwrap_or(Ending::Error).code())
+}
+
+async fn single(args: ExecArgs) -> Result<Ending, String> {
     let prompt = match args.prompt {
         Some(p) => p,
         None => {
@@ -156,113 +189,156 @@ async fn turn(args: ExecArgs) -> Result<Ending, String> {
     if prompt.trim().is_empty() {
         return Err("the prompt is empty".into());
     }
-    let cwd = match args.cwd {
-        Some(dir) => {
-            std::path::absolute(&dir).map_err(|e| format!("bad --cwd {}: {e}", dir.display()))?
-        }
-        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
-    };
-    if !cwd.is_dir() {
-        return Err(format!("{} is not a directory", cwd.display()));
-    }
-
-    let client = Client::open(&args.at, Asker::of(args.ask), "dsh exec").await?;
-    let (peer, mut incoming) = (client.peer.clone(), client.take_incoming());
-    let session = client.new_session(&cwd, args.mode.as_deref()).await?;
-    let mut out = Output::new(args.json);
-    out.emit(&Event::Session {
-        session_id: &session,
+    let cwd = session_dir(args.cwd.as_deref())?;
+    let turn = Turn {
+        at: &args.at,
+        asker: Asker::of(args.ask),
         cwd: &cwd,
         mode: args.mode.as_deref(),
-    })?;
+        run: None,
+        prompt: &prompt,
+    };
+    let mut out = Output::new(args.json, None, &prompt);
+    let turned = one_turn(turn, &mut out).await?;
+    out.finish()?;
+    Ok(turned.ending)
+}
 
-    let prompt_call = client.call(
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": prompt}]}),
-    );
-    tokio::pin!(prompt_call);
-    // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
-    let mut cancels = 0;
-    let answer = loop {
-        tokio::select! {
-            answer = &mut prompt_call => break answer?,
-            Some(message) = incoming.recv() => out.take(message)?,
-            Some(()) = sigint.recv() => {
-                cancels += 1;
-                if cancels > 1 {
-                    // A second Ctrl-C leaves without waiting for the daemon to wind the
-                    // turn down (it does so on its own when the connection ends).
-                    return Ok(Ending::Cancelled);
-                }
-                peer.notify("session/cancel", json!({"sessionId": session}))
-                    .map_err(|_| "session/cancel: the daemon closed the connection".to_string())?;
-            }
+/// One prompt's turn in a new session of its own: what `dsh exec` runs once and a
+/// batch runs for each of its prompts.
+pub(crate) struct Turn<'a> {
+    pub at: &'a Where,
+    pub asker: Asker,
+    pub cwd: &'a Path,
+    pub mode: Option<&'a str>,
+    /// The batch it belongs to: the daemon writes it in the session's audit lines.
+    pub run: Option<&'a RunId>,
+    pub prompt: &'a str,
+}
+
+/// How a turn went.
+pub(crate) struct Turned {
+    pub ending: Ending,
+    /// The session it ran in and how the daemon said it ended, when it did (not
+    /// after a second Ctrl-C).
+    pub ended: Option<(String, acp::StopReason)>,
+}
+
+/// Runs `turn`, reporting its events to `out` as they come. One `dsh exec` then reads
+/// its calls back from the daemon's audit log (with `--json`) and reports them and the
+/// stop; a batch's turn (`out` tagged) leaves both to the batch, which reads the log
+/// once for all its turns.
+pub(crate) async fn one_turn(turn: Turn<'_>, out: &mut Output) -> Result<Turned, String> {
+    let client = Client::open(turn.at, turn.asker, "dsh exec", json!({})).await?;
+    let mut incoming = client.take_incoming();
+    let session = client.new_session(turn.cwd, turn.mode, turn.run).await?;
+    out.emit(&Event::Session {
+        session_id: &session,
+        cwd: turn.cwd,
+        mode: turn.mode,
+    })?;
+    let prompted = client
+        .prompt(&session, turn.prompt, &mut incoming, |m| out.take(m), || {})
+        .await?;
+    let answer = match prompted {
+        Prompted::Answered(answer) => answer,
+        // A second Ctrl-C: leave without waiting for the daemon to wind the turn
+        // down (it does so on its own when the connection ends).
+        Prompted::Left => {
+            return Ok(Turned {
+                ending: Ending::Cancelled,
+                ended: None,
+            });
         }
     };
-    // The daemon sends a turn's updates before its answer, and the connection hands
-    // them over in the order read: all of them are in the channel now.
-    while let Ok(message) = incoming.try_recv() {
-        out.take(message)?;
+    if out.tag.is_none() {
+        let mut calls = Vec::new();
+        if out.json {
+            match client.state_dir().await {
+                Some(dir) => calls = audit_calls(&dir, |l| l.session.as_deref() == Some(&session))?,
+                None => eprintln!("dsh: the daemon did not say where its audit log is"),
+            }
+        }
+        out.report(&calls, answer.stop_reason, out.usage.as_ref())?;
     }
-    let answer: acp::PromptResponse = serde_json::from_value(answer).map_err(|e| {
-        format!("session/prompt: the daemon's answer is not what this dsh reads: {e}")
-    })?;
-    if args.json {
-        let state_dir = client
-            .call("_dsh/status", json!({"stateUsage": false}))
-            .await
-            .ok()
-            .and_then(|s| {
-                s.get("stateDir")
-                    .and_then(|d| d.as_str())
-                    .map(PathBuf::from)
-            });
-        match state_dir {
-            Some(dir) => out.decisions(&dir, &session)?,
-            None => eprintln!("dsh: the daemon did not say where its audit log is"),
+    client.close().await;
+    Ok(Turned {
+        ending: Ending::of(answer.stop_reason),
+        ended: Some((session, answer.stop_reason)),
+    })
+}
+
+/// The execution lines of the audit log of `state_dir` that `wanted` keeps, oldest
+/// first, the rotated files (`audit.jsonl.N`) included: a turn that wrote past the
+/// size limit has its first calls in `audit.jsonl.1`.
+pub(crate) fn audit_calls(
+    state_dir: &Path,
+    wanted: impl Fn(&ExecutionLine) -> bool,
+) -> Result<Vec<ExecutionLine>, String> {
+    let mut calls = Vec::new();
+    for file in dsh::state_dir::rotate::in_order(state_dir, dsh::state_dir::AUDIT_LOG) {
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            // Rotated away (or never written) between the listing and the read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        };
+        for line in text.lines() {
+            if let Ok(AuditLine::Execution(line)) = serde_json::from_str::<AuditLine>(line)
+                && wanted(&line)
+            {
+                calls.push(*line);
+            }
         }
     }
-    out.emit(&Event::Stop {
-        stop_reason: answer.stop_reason,
-        usage: out.usage.clone().as_ref(),
-    })?;
-    out.finish()?;
-    client.close().await;
-    Ok(Ending::of(answer.stop_reason))
+    Ok(calls)
 }
 
 /// What `dsh exec` prints: JSON lines as events come, or the final message at the end.
-struct Output {
+pub(crate) struct Output {
     json: bool,
+    /// A batch's prompt index: every JSON line says which prompt it is of.
+    tag: Option<usize>,
     /// The agent's text since its last tool call: its final message once the turn ends.
     last_message: String,
+    /// The prompt is a `!command`: no agent speaks, and what the command printed is
+    /// the answer.
+    bang: bool,
+    /// The text a `!command`'s call gave back when it ended.
+    bang_output: Option<String>,
     /// The last `usage_update`'s fields.
-    usage: Option<Value>,
+    pub(crate) usage: Option<Value>,
 }
 
 impl Output {
-    fn new(json: bool) -> Self {
+    pub(crate) fn new(json: bool, tag: Option<usize>, prompt: &str) -> Self {
         Self {
             json,
+            tag,
             last_message: String::new(),
+            bang: prompt.trim_start().starts_with('!'),
+            bang_output: None,
             usage: None,
         }
     }
 
-    fn emit(&self, event: &Event<'_>) -> Result<(), String> {
+    pub(crate) fn emit(&self, event: &Event<'_>) -> Result<(), String> {
         if !self.json {
             return Ok(());
         }
-        let line = serde_json::to_string(event).map_err(|e| format!("cannot write JSON: {e}"))?;
+        let mut value =
+            serde_json::to_value(event).map_err(|e| format!("cannot write JSON: {e}"))?;
+        if let (Some(index), Some(fields)) = (self.tag, value.as_object_mut()) {
+            fields.insert("prompt".into(), index.into());
+        }
+        let line = value.to_string();
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{line}")
             .and_then(|()| stdout.flush())
             .map_err(|e| format!("cannot write to stdout: {e}"))
     }
 
-    fn take(&mut self, message: Incoming) -> Result<(), String> {
+    pub(crate) fn take(&mut self, message: Incoming) -> Result<(), String> {
         match message {
             Incoming::Update(params) => {
                 let update = params.get("update").cloned().unwrap_or(Value::Null);
@@ -274,6 +350,24 @@ impl Output {
                             }
                         }
                         acp::SessionUpdate::ToolCall(_) => self.last_message.clear(),
+                        acp::SessionUpdate::ToolCallUpdate(call)
+                            if self.bang
+                                && matches!(
+                                    call.fields.status,
+                                    Some(
+                                        acp::ToolCallStatus::Completed
+                                            | acp::ToolCallStatus::Failed
+                                    )
+                                ) =>
+                        {
+                            self.bang_output = call
+                                .fields
+                                .raw_output
+                                .as_ref()
+                                .and_then(|o| o.get("text"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                        }
                         acp::SessionUpdate::UsageUpdate(_) => {
                             let mut usage = update.clone();
                             if let Some(fields) = usage.as_object_mut() {
@@ -313,22 +407,16 @@ impl Output {
         }
     }
 
-    /// One `tool_call` event per call of `session` in the audit log in `state_dir`:
-    /// the decision and who made it are the waterfall's, which only the daemon knows.
-    fn decisions(&self, state_dir: &Path, session: &str) -> Result<(), String> {
-        let path = state_dir.join("audit.jsonl");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
-        for line in text.lines() {
-            let Ok(AuditLine::Execution(line)) = serde_json::from_str::<AuditLine>(line) else {
-                continue;
-            };
-            if line.session.as_deref() != Some(session) {
-                continue;
-            }
+    /// The end of a turn's lines: a `tool_call` line per call of it in the audit log
+    /// (the waterfall's decision and who made it, which only the daemon knows), then
+    /// `stop` with the last usage.
+    pub(crate) fn report(
+        &self,
+        calls: &[ExecutionLine],
+        stop_reason: acp::StopReason,
+        usage: Option<&Value>,
+    ) -> Result<(), String> {
+        for line in calls {
             self.emit(&Event::ToolCall {
                 tool_call_id: &line.call_id,
                 tool: &line.tool,
@@ -338,16 +426,20 @@ impl Output {
                 outcome: line.outcome,
             })?;
         }
-        Ok(())
+        self.emit(&Event::Stop { stop_reason, usage })
     }
 
-    /// Without `--json`: the agent's final message on stdout.
+    /// Without `--json`: the agent's final message on stdout (for a `!command`, what
+    /// the command gave back, when no agent text came after it).
     fn finish(&self) -> Result<(), String> {
         if self.json {
             return Ok(());
         }
         let mut stdout = std::io::stdout().lock();
-        let text = &self.last_message;
+        let text = match &self.bang_output {
+            Some(output) if self.last_message.is_empty() => output,
+            _ => &self.last_message,
+        };
         let newline = if text.ends_with('\n') || text.is_empty() {
             ""
         } else {

@@ -3,8 +3,10 @@
 //! the agent. The start of the CLI's split out of `main.rs` (issue 43): a command that
 //! grows here keeps `main.rs` to its clap variant and one dispatch line.
 
+pub mod batch;
 pub mod chat;
 pub mod client;
 pub mod exec;
+pub mod history;
 pub mod reach;
 pub mod terminal;

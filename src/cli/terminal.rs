@@ -18,12 +18,13 @@ pub fn reachable() -> bool {
 }
 
 /// The agent's text as it may stand on a terminal: control characters (escape
-/// sequences that would rewrite the screen) and marks that reorder text are shown as `?`.
+/// sequences that would rewrite the screen, a carriage return that would write over
+/// a line) and marks that reorder text are shown as `?`; newlines and tabs stay.
 pub fn shown(text: &str) -> String {
     text.chars()
         .map(|c| {
             let reorders = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-            if (c.is_control() && c != '\n') || reorders {
+            if (c.is_control() && c != '\n' && c != '\t') || reorders {
                 '?'
             } else {
                 c
@@ -95,6 +96,6 @@ mod tests {
     #[test]
     fn agent_text_cannot_rewrite_the_terminal() {
         assert_eq!(shown("rm x\u{1b}[2J\r\u{202e}y"), "rm x?[2J??y");
-        assert_eq!(shown("two\nlines"), "two\nlines");
+        assert_eq!(shown("two\nlines\tand a tab"), "two\nlines\tand a tab");
     }
 }

@@ -81,10 +81,18 @@ impl AuditLog {
         }
     }
 
-    /// Records a refused cross-session access (T13).
-    pub fn refusal(&self, session: Option<&str>, call_id: &str, tool: &str, task_id: &str) {
+    /// Records a refused cross-session access (T13), with the batch of the session
+    /// that tried it.
+    pub fn refusal(
+        &self,
+        session: Option<&crate::registry::Session>,
+        call_id: &str,
+        tool: &str,
+        task_id: &str,
+    ) {
         self.write(AuditLine::Refusal(RefusalLine {
-            session: session.map(str::to_string),
+            session: session.map(|s| s.id.to_string()),
+            run: session.and_then(|s| s.run().cloned()),
             call_id: call_id.to_string(),
             tool: tool.to_string(),
             task_id: task_id.to_string(),
@@ -184,6 +192,7 @@ impl Hook for AuditHook {
             original_text: out.original_text.clone(),
             text: replaced.then(|| out.text.clone()),
             time_ms: 0,
+            run: call.session.as_ref().and_then(|s| s.run().cloned()),
         };
         self.log.write(AuditLine::Execution(Box::new(line)));
         out.into()

@@ -284,6 +284,9 @@ pub struct ExecutionLine {
     /// When the line was written, in milliseconds since the epoch.
     #[serde(default)]
     pub time_ms: u64,
+    /// The batch (`dsh exec --prompts`) whose session made the call, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
 }
 
 impl ExecutionLine {
@@ -315,6 +318,87 @@ pub struct RefusalLine {
     pub reason: String,
     #[serde(default)]
     pub time_ms: u64,
+    /// The batch whose session tried the access, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunId>,
+}
+
+/// The id of one batch of sessions (`dsh exec --prompts`): given to each of its
+/// sessions when they are made and written in every audit line they cause, so
+/// `dsh policy replay --run ID` judges exactly that batch's calls again. A type (not a
+/// string) because it comes from a client: only short ids of letters, digits, `-`,
+/// `_` and `.` are accepted, so it can be printed, put in a file name or matched
+/// without quoting (a bad one is refused where it arrives, and an audit line carrying
+/// one does not read).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl RunId {
+    /// Longest id accepted, in bytes.
+    pub const MAX_LEN: usize = 64;
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = String;
+
+    fn try_from(id: String) -> Result<Self, String> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if id.is_empty() || id.len() > Self::MAX_LEN || !id.chars().all(allowed) {
+            return Err(format!(
+                "a run id is 1 to {} letters, digits, `-`, `_` or `.`",
+                Self::MAX_LEN
+            ));
+        }
+        Ok(Self(id))
+    }
+}
+
+impl std::str::FromStr for RunId {
+    type Err = String;
+
+    fn from_str(id: &str) -> Result<Self, String> {
+        Self::try_from(id.to_string())
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> String {
+        id.0
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The audit text with only run `run`'s lines left: every other line blanked, not
+/// removed, so line numbers still point into the file (blank lines are skipped by
+/// every reader). A line that does not read is kept, so the reader still stops there
+/// rather than a filter hiding it. Returns the text and how many lines are the run's.
+pub fn only_run(audit: &str, run: &RunId) -> (String, usize) {
+    let mut kept = 0;
+    let mut text = String::with_capacity(audit.len());
+    for line in audit.lines() {
+        let of_run = match serde_json::from_str::<AuditLine>(line) {
+            Ok(AuditLine::Execution(l)) => l.run.as_ref() == Some(run),
+            Ok(AuditLine::Refusal(l)) => l.run.as_ref() == Some(run),
+            Ok(AuditLine::Other) => false,
+            Err(_) => !line.trim().is_empty(),
+        };
+        if of_run {
+            kept += 1;
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    (text, kept)
 }
 
 /// A call as a report shows it: the bash command, `host:port (by COMMAND)` for a
@@ -338,6 +422,26 @@ pub fn shown_call(tool: &str, arguments: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run id comes from a client (`session/new`'s `_meta`) and is printed and
+    /// matched: only the plain alphabet passes, and a line carrying another does not read.
+    #[test]
+    fn a_run_id_is_short_and_plain_or_refused() {
+        assert_eq!(
+            "run-1a2b.c_d".parse::<RunId>().map(String::from),
+            Ok("run-1a2b.c_d".into())
+        );
+        for bad in ["", "a b", "x\n", "../x", "r\u{1b}[2J", &"x".repeat(65)] {
+            assert!(bad.parse::<RunId>().is_err(), "{bad:?}");
+        }
+        let line = r#"{"event":"refusal","session":"s","callId":"c","tool":"bash_output","taskId":"1","reason":"r","run":"a/b"}"#;
+        assert!(serde_json::from_str::<AuditLine>(line).is_err());
+        let line = line.replace("a/b", "run-1");
+        let Ok(AuditLine::Refusal(read)) = serde_json::from_str::<AuditLine>(&line) else {
+            panic!("does not read: {line}");
+        };
+        assert_eq!(read.run.as_ref().map(RunId::as_str), Some("run-1"));
+    }
 
     /// Lines as dsh wrote them before this type and before the one vocabulary (the
     /// `Debug` spelling of the answer and the person's trace word, a shadow's

@@ -108,6 +108,9 @@ pub struct Session {
     think_harder: AtomicBool,
     /// The user's own "always" answers, which apply to every session.
     user: Arc<UserGrants>,
+    /// The batch it belongs to (`dsh exec --prompts`), named by its client at
+    /// `session/new`: every audit line of the session carries it. Set once.
+    run: std::sync::OnceLock<crate::policy::audit::RunId>,
 }
 
 fn add_unique(all: &mut Vec<Grant>, new: &[Grant]) {
@@ -123,6 +126,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Session {
+    /// The batch it belongs to, if its client named one.
+    pub fn run(&self) -> Option<&crate::policy::audit::RunId> {
+        self.run.get()
+    }
+
+    /// Names the batch it belongs to; a session's run never changes once set.
+    pub fn set_run(&self, run: crate::policy::audit::RunId) {
+        let _ = self.run.set(run);
+    }
+
     /// Its title, once it has one.
     pub fn title(&self) -> Option<String> {
         lock(&self.title).clone()
@@ -344,6 +357,7 @@ impl SessionRegistry {
                     model: Mutex::new(None),
                     think_harder: AtomicBool::new(false),
                     user: self.user_grants.clone(),
+                    run: std::sync::OnceLock::new(),
                 })
             })
             .clone()

@@ -380,7 +380,7 @@ impl Shared {
             TaskAccess::Unknown => Err(Box::new(unknown_task(task_id))),
             TaskAccess::Refused => {
                 self.audit.refusal(
-                    call.session_id(),
+                    call.session.as_deref(),
                     &call.call_id,
                     &call.tool,
                     &task_id.to_string(),

@@ -14,7 +14,7 @@ use tokio::io::AsyncBufReadExt;
 /// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed,
 /// in a session of its own: no controlling terminal, wherever the tests run, so nobody
 /// is there to ask.
-fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+pub(crate) fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
     let mut cmd = common::dsh();
     // SAFETY: setsid is async-signal-safe.
     unsafe {
@@ -37,7 +37,8 @@ fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Com
     cmd
 }
 
-async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
+/// [`exec`] run to its end.
+pub(crate) async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
     exec(daemon, cwd, args)
         .output()
         .await
@@ -177,16 +178,20 @@ async fn exec_ask_deny_by_default_refuses_a_question_and_the_command_does_not_ru
     daemon.stop().await;
 }
 
+/// A model's answer cut at its length limit (`max_tokens`).
+pub(crate) fn length_limit() -> Reply {
+    Reply::Events(vec![
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+    ])
+}
+
 /// A turn that hits the model's length limit exits 5 (`max_tokens`), told apart from
 /// an end of turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_exit_status_says_max_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![Reply::Events(vec![
-        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It went on and"}}]}),
-        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
-    ])])
-    .await;
+    let model = FakeModel::start(vec![length_limit()]).await;
     let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
     let ws = workspace(dir.path(), "w");
     let out = run(&daemon, &ws, &["--json", "go on"]).await;
@@ -378,6 +383,15 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Ctrl-D at `dsh chat`'s prompt: it leaves, exit status 0.
+    async fn ctrl_d_leaves_chat(&self) {
+        self.tmux(&["send-keys", "-t", "t", "C-d"]);
+        let (code, pane) = self.exit_of("chat").await;
+        assert_eq!(code, "0", "{pane}");
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.tmux(&["kill-server"]);
@@ -463,27 +477,7 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
-    tmux.tmux(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "200",
-        "-y",
-        "100",
-        "sh",
-    ]);
-    let line = format!(
-        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --mode ask; echo EXIT-chat=$?",
-        common::daemon::BIN,
-        daemon.socket.display(),
-        daemon.config.display(),
-        ws.display(),
-    );
-    tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
+    start_chat(&tmux, &daemon, &ws, "--mode ask");
     tmux.wait_for("dsh chat: session").await;
     tmux.tmux(&["send-keys", "-t", "t", "hi", "Enter"]);
     tmux.wait_for("Hello there.").await;
@@ -576,6 +570,71 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
+    start_chat(&tmux, &daemon, &ws, &format!("--session {session}"));
+    let pane = tmux.wait_for("dsh chat: session").await;
+    assert!(pane.contains("> first question"), "{pane}");
+    assert!(pane.contains("First answer."), "{pane}");
+    tmux.tmux(&["send-keys", "-t", "t", "and then?", "Enter"]);
+    tmux.wait_for("Second answer.").await;
+    // The model saw the history: the same session.
+    let second = model.request_at(1).to_string();
+    assert!(second.contains("first question"), "{second}");
+    tmux.ctrl_d_leaves_chat().await;
+    drop(tmux);
+    daemon.stop().await;
+}
+
+/// A `!command` prompt has no agent message: `dsh exec` prints what the command gave
+/// back (it printed nothing before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_prints_a_bang_commands_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--mode", "auto", "!echo bang-$((6*7))"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("bang-42"), "{stdout:?}");
+    assert!(!stdout.contains("$((6*7))"), "{stdout:?}");
+    // The model was never asked.
+    assert!(model.requests.is_empty());
+    daemon.stop().await;
+}
+
+/// `--json`'s decisions come from the audit log: a turn whose lines went past the
+/// rotation limit has its first calls in `audit.jsonl.N`, and they are reported too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_json_reads_the_rotated_audit_files_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![
+        bash_call("call_1", "echo one"),
+        bash_call("call_2", "echo two"),
+        bash_call("call_3", "echo three"),
+        text("Done."),
+    ])
+    .await;
+    // Every line is longer than the limit: each goes to a file of its own.
+    let config = format!(
+        "{}[state]\naudit_max_bytes = 200\naudit_keep = 8\n",
+        model.config()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let ws = workspace(dir.path(), "w");
+    let out = run(&daemon, &ws, &["--json", "--mode", "auto", "count"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(daemon.state.join("audit.jsonl.2").exists(), "no rotation");
+    let decided: Vec<Value> = lines(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_call")
+        .map(|e| e["toolCallId"].clone())
+        .collect();
+    assert_eq!(decided, ["call_1", "call_2", "call_3"]);
+    daemon.stop().await;
+}
+
+/// Starts `dsh chat` (more `args`) in a fresh tmux session `t`, run by `sh`.
+fn start_chat(tmux: &Tmux, daemon: &SocketDaemon, ws: &Path, args: &str) {
     tmux.tmux(&[
         "-f",
         "/dev/null",
@@ -586,28 +645,91 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
         "-x",
         "200",
         "-y",
-        "50",
+        "100",
         "sh",
     ]);
     let line = format!(
-        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} --session {session}; echo EXIT-chat=$?",
+        "env -u DSH_API_KEY -u DEEPSEEK_API_KEY {} chat --socket {} --config {} --cwd {} {args}; echo EXIT-chat=$?",
         common::daemon::BIN,
         daemon.socket.display(),
         daemon.config.display(),
         ws.display(),
     );
     tmux.tmux(&["send-keys", "-t", "t", &line, "Enter"]);
-    let pane = tmux.wait_for("dsh chat: session").await;
-    assert!(pane.contains("> first question"), "{pane}");
-    assert!(pane.contains("First answer."), "{pane}");
-    tmux.tmux(&["send-keys", "-t", "t", "and then?", "Enter"]);
-    tmux.wait_for("Second answer.").await;
-    // The model saw the history: the same session.
-    let second = model.request_at(1).to_string();
-    assert!(second.contains("first question"), "{second}");
+}
+
+/// `dsh chat` shows a command's output while it runs: the first line is on the screen
+/// while the command still waits (for a file the test makes only after seeing it), not
+/// only once it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_shows_a_running_commands_output_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&[
+        "send-keys",
+        "-t",
+        "t",
+        "!echo live-$((1+1)); while [ ! -e go ]; do sleep 0.05; done; echo done-$((2+1))",
+        "Enter",
+    ]);
+    let pane = tmux.wait_for("live-2").await;
+    assert!(!pane.contains("done-3"), "{pane}");
+    assert!(
+        !processes_under(&ws).is_empty(),
+        "the command is not running"
+    );
+    std::fs::write(ws.join("go"), "").unwrap();
+    let pane = tmux.wait_for("] completed").await;
+    assert!(pane.contains("done-3"), "{pane}");
+    tmux.ctrl_d_leaves_chat().await;
+    drop(tmux);
+    daemon.stop().await;
+}
+
+/// The lines typed in `dsh chat` are kept in the daemon's state directory, private
+/// (0600), and a later chat offers them again (Up, then Enter, runs the line again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_keeps_a_private_history_across_runs() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&["send-keys", "-t", "t", "!echo again-$((3*3))", "Enter"]);
+    tmux.wait_for("again-9").await;
     tmux.tmux(&["send-keys", "-t", "t", "C-d"]);
-    let (code, pane) = tmux.exit_of("chat").await;
-    assert_eq!(code, "0", "{pane}");
+    tmux.exit_of("chat").await;
+    let history = daemon.state.join("chat_history.jsonl");
+    let meta = std::fs::metadata(&history).expect("no history file");
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::read_to_string(&history).unwrap(),
+        "\"!echo again-$((3*3))\"\n"
+    );
+    drop(tmux);
+
+    let tmux = Tmux {
+        socket: dir.path().join("tmux2.sock"),
+    };
+    start_chat(&tmux, &daemon, &ws, "--mode auto");
+    tmux.wait_for("dsh chat: session").await;
+    tmux.tmux(&["send-keys", "-t", "t", "Up"]);
+    tmux.wait_for("> !echo again-$((3*3))").await;
+    tmux.tmux(&["send-keys", "-t", "t", "Enter"]);
+    tmux.wait_for("again-9").await;
+    tmux.ctrl_d_leaves_chat().await;
     drop(tmux);
     daemon.stop().await;
 }

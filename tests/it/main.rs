@@ -12,6 +12,7 @@ mod common;
 
 mod acp_sdk;
 mod agent_model;
+mod cli_batch;
 mod cli_exec;
 mod daemon_acp;
 mod daemon_executors;

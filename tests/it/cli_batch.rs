@@ -1,0 +1,472 @@
+//! `dsh exec --prompts FILE --jobs N` (issue 45's batches) against a real daemon: each
+//! prompt its own session under one run id, the run id in every audit line of the
+//! batch, the table's counts equal to the audit log's, `--json` lines tagged with the
+//! prompt's index, the exit status the worst of the batch, and `dsh policy replay
+//! --run ID` judging only that run's calls (P-replay: what a replay judges is the
+//! audit line).
+
+use crate::common;
+use common::daemon::{SocketDaemon, workspace};
+use common::fake_model::FakeModel;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Output;
+
+/// `dsh exec` against `daemon` in `cwd` with `args`, with no controlling terminal.
+async fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
+    crate::cli_exec::run(daemon, cwd, args).await
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The execution lines of the audit log (every file of the rotated set).
+fn audit_lines(state: &Path) -> Vec<Value> {
+    let mut files: Vec<_> = std::fs::read_dir(state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("audit.jsonl"))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| l["event"] == "execution")
+        .collect()
+}
+
+fn replay(daemon: &SocketDaemon, extra: &[&str]) -> Output {
+    std::process::Command::new(common::daemon::BIN)
+        .args(["policy", "replay", "--json", "--audit"])
+        .arg(&daemon.state)
+        .arg("--config")
+        .arg(&daemon.config)
+        .args(extra)
+        .output()
+        .expect("run dsh policy replay")
+}
+
+/// 20 prompts, 4 at a time: 20 sessions, each audit line of them carrying the run id
+/// the table names, the table's per-prompt counts those of the audit log, and a replay
+/// with `--run` judging those 20 calls and not the one made outside the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_of_20_with_jobs_4_tags_every_audit_line_and_replay_reads_only_that_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n";
+    let daemon = SocketDaemon::start(dir.path(), &format!("{}{rules}", model.config())).await;
+    let ws = workspace(dir.path(), "w");
+    // A call outside any batch, in the same audit log.
+    let out = exec(&daemon, &ws, &["--mode", "ask", "!echo outside"]).await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    // Even prompts echo (allowed by a rule), odd ones write (asked in ask mode, and
+    // refused: nobody is at the terminal).
+    let prompts: String = (0..20)
+        .map(|i| {
+            if i % 2 == 0 {
+                format!("!echo prompt-{i}\n")
+            } else {
+                format!("!touch made-{i}\n")
+            }
+        })
+        .collect();
+    let file = dir.path().join("prompts.txt");
+    std::fs::write(&file, prompts).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(
+        &daemon,
+        &ws,
+        &["--mode", "ask", "--prompts", &file, "--jobs", "4"],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for i in (1..20).step_by(2) {
+        assert!(!ws.join(format!("made-{i}")).exists(), "a refused call ran");
+    }
+    let run = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no run id in\n{stdout}"))
+        .to_string();
+
+    let lines = audit_lines(&daemon.state);
+    let of_run: Vec<&Value> = lines.iter().filter(|l| l["run"] == run.as_str()).collect();
+    assert_eq!(of_run.len(), 20, "{stdout}");
+    assert_eq!(lines.len(), 21);
+    let sessions: BTreeSet<&str> = of_run
+        .iter()
+        .map(|l| l["session"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 20, "one session per prompt");
+    // Per prompt: the table's row against the audit line of the prompt's command.
+    let rows: BTreeMap<usize, Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            Some((cells.first()?.parse().ok()?, cells))
+        })
+        .collect();
+    assert_eq!(rows.len(), 20, "{stdout}");
+    for (i, cells) in &rows {
+        let command = if i % 2 == 0 {
+            format!("echo prompt-{i}")
+        } else {
+            format!("touch made-{i}")
+        };
+        let audited: Vec<&&Value> = of_run
+            .iter()
+            .filter(|l| l["arguments"]["command"] == command.as_str())
+            .collect();
+        assert_eq!(audited.len(), 1, "{command}");
+        let line = audited[0];
+        let allowed = usize::from(line["decision"] == "allow");
+        let refused = usize::from(line["decision"] == "deny");
+        let asked = usize::from(!line["answer"].is_null());
+        // `#  stop  calls  allowed  asked  refused  time  tokens`
+        assert_eq!(cells[1], "end_turn", "{cells:?}");
+        assert_eq!(
+            cells[2..6],
+            [
+                "1".to_string(),
+                allowed.to_string(),
+                asked.to_string(),
+                refused.to_string()
+            ],
+            "{cells:?} against {line}"
+        );
+        assert_eq!(refused, i % 2, "{line}");
+    }
+
+    // Replay under the same config: exactly the run's 20 calls, not the 21st.
+    let all = replay(&daemon, &[]);
+    assert!(all.status.success(), "{}", text_of(&all));
+    let all: Value = serde_json::from_slice(&all.stdout).unwrap();
+    assert_eq!(all["replayed"], 21);
+    let only = replay(&daemon, &["--run", &run]);
+    assert!(only.status.success(), "{}", text_of(&only));
+    let only: Value = serde_json::from_slice(&only.stdout).unwrap();
+    assert_eq!(only["replayed"], 20, "{only}");
+    // A run nobody made is said, not reported as "nothing changes".
+    let none = replay(&daemon, &["--run", "run-000000000000"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(text_of(&none).contains("no audit line carries run"));
+    daemon.stop().await;
+}
+
+fn text_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `--json`: a `run` line first, then every line tagged with its prompt's index, a
+/// `stop` per prompt; the exit status is the worst ending (here the model's length
+/// limit, 5, among two ends of turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_json_lines_are_tagged_and_the_exit_status_is_the_worst() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only the middle prompt goes to the model.
+    let model = FakeModel::start(vec![crate::cli_exec::length_limit()]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        &file,
+        "{\"prompt\": \"!echo first\"}\n{\"prompt\": \"go on\\nplease\"}\n{\"prompt\": \"!echo third\"}\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file,
+            "--jobs",
+            "2",
+        ],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(5), "{stdout}\n{stderr}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "run", "{stdout}");
+    let run = events[0]["runId"].as_str().unwrap();
+    assert!(events[1..].iter().all(|e| e["prompt"].is_u64()), "{stdout}");
+    let stops: BTreeMap<u64, &Value> = events
+        .iter()
+        .filter(|e| e["type"] == "stop")
+        .map(|e| (e["prompt"].as_u64().unwrap(), &e["stopReason"]))
+        .collect();
+    assert_eq!(stops.len(), 3, "{stdout}");
+    assert_eq!(stops[&0], "end_turn");
+    assert_eq!(stops[&1], "max_tokens");
+    assert_eq!(stops[&2], "end_turn");
+    // The model saw the JSON line's prompt with its newline.
+    assert!(model.request_at(0).to_string().contains("go on\\nplease"));
+    // Each `!` prompt's call, with its decision, under its own index.
+    let calls: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_call").collect();
+    assert_eq!(calls.len(), 2, "{stdout}");
+    let sessions: BTreeMap<u64, &str> = events
+        .iter()
+        .filter(|e| e["type"] == "session")
+        .map(|e| {
+            (
+                e["prompt"].as_u64().unwrap(),
+                e["sessionId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let audit = audit_lines(&daemon.state);
+    for call in calls {
+        let index = call["prompt"].as_u64().unwrap();
+        assert_ne!(index, 1);
+        let line = audit
+            .iter()
+            .find(|l| l["callId"] == call["toolCallId"])
+            .unwrap();
+        assert_eq!(line["session"], sessions[&index]);
+        assert_eq!(line["run"], run);
+    }
+    daemon.stop().await;
+}
+
+/// A prompts file with a line that is not JSON among JSON lines is refused before any
+/// session starts (it is never sent as a prompt as it stands): status 1, the line named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_refuses_a_prompts_file_that_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.jsonl");
+    std::fs::write(&file, "{\"prompt\": \"!touch one\"}\n!touch two\n").unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let out = exec(&daemon, &ws, &["--mode", "auto", "--prompts", &file]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("prompts.jsonl:2:"), "{stderr}");
+    assert!(!ws.join("one").exists() && !ws.join("two").exists());
+    assert!(audit_lines(&daemon.state).is_empty());
+    daemon.stop().await;
+}
+
+/// Ctrl-C during a batch cancels the running turns (their commands gone from the
+/// process table) and starts no more: exit status 4, and only the turns that ran have
+/// audit lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_ctrl_c_cancels_the_running_turns_and_starts_no_more() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let file = dir.path().join("prompts.txt");
+    std::fs::write(&file, "!sleep 600\n".repeat(4)).unwrap();
+    let mut child = crate::cli_exec::exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file.to_string_lossy(),
+            "--jobs",
+            "2",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // Both running turns have their command in progress.
+    let mut running = BTreeSet::new();
+    while running.len() < 2 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+            .await
+            .expect("the commands did not start in time")
+            .unwrap()
+            .expect("dsh exec ended before the commands ran");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["update"]["status"] == "in_progress" {
+            running.insert(event["prompt"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(running, BTreeSet::from([0, 1]));
+    assert!(common::daemon::processes_under(&ws).len() >= 2);
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+        .await
+        .expect("dsh exec did not end in time")
+        .unwrap()
+    {
+        rest.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(4), "{rest:?}");
+    let stops: Vec<&Value> = rest.iter().filter(|e| e["type"] == "stop").collect();
+    assert_eq!(stops.len(), 2, "{rest:?}");
+    assert!(
+        stops.iter().all(|s| s["stopReason"] == "cancelled"),
+        "{rest:?}"
+    );
+    // Prompts 2 and 3 never started: no session, no call.
+    assert!(rest.iter().all(|e| e["type"] != "session"), "{rest:?}");
+    assert_eq!(audit_lines(&daemon.state).len(), 2);
+    assert!(
+        common::daemon::processes_under(&ws).is_empty(),
+        "{:?}",
+        common::daemon::processes_under(&ws)
+    );
+    daemon.stop().await;
+}
+
+/// `--workdirs DIR`: each prompt's session works in its own copy of the working
+/// directory (`DIR/INDEX`, the seed file in it), so no prompt writes into another's
+/// directory nor into the original; a DIR inside the working directory is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_workdirs_give_each_prompt_its_own_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    std::fs::write(ws.join("seed"), "from the original").unwrap();
+    let file = dir.path().join("prompts.txt");
+    let prompts: String = (0..6)
+        .map(|i| format!("!cat seed > copied-{i} && pwd > where\n"))
+        .collect();
+    std::fs::write(&file, prompts).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let copies = dir.path().join("copies");
+    let out = exec(
+        &daemon,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--prompts",
+            &file,
+            "--jobs",
+            "3",
+            "--workdirs",
+            &copies.to_string_lossy(),
+        ],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let mut original: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    original.sort();
+    assert_eq!(original, ["seed"], "a prompt wrote into the original");
+    for i in 0..6 {
+        let own = copies.join(i.to_string());
+        let mut names: Vec<String> = std::fs::read_dir(&own)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [format!("copied-{i}"), "seed".into(), "where".into()]
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join(format!("copied-{i}"))).unwrap(),
+            "from the original"
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join("where")).unwrap().trim(),
+            own.to_string_lossy()
+        );
+    }
+    // Inside the working directory: refused before any session starts.
+    let inside = ws.join("runs");
+    let out = exec(
+        &daemon,
+        &ws,
+        &["--prompts", &file, "--workdirs", &inside.to_string_lossy()],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("inside the working directory"));
+    assert!(!inside.exists());
+    daemon.stop().await;
+}
+
+/// The run id comes from any client (`session/new`'s `_meta.dsh.runId`): one that is
+/// not a short plain id (a newline, an escape sequence that a table printing it would
+/// send to the terminal, a number, nothing) is refused with invalid params; a plain
+/// one is written on the session's audit lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_id_from_a_client_is_checked_before_it_reaches_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = FakeModel::start(vec![]).await;
+    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
+    let ws = workspace(dir.path(), "w");
+    let mut client = daemon.connect().await;
+    client.initialize().await;
+    for bad in [
+        json!("run\n{\"event\":\"execution\"}"),
+        json!("r\u{1b}[2J"),
+        json!(7),
+        json!(""),
+    ] {
+        let refused = client
+            .request(
+                "session/new",
+                json!({"cwd": ws, "mcpServers": [], "_meta": {"dsh": {"runId": bad}}}),
+            )
+            .await
+            .expect_err("a bad run id was taken");
+        assert_eq!(refused["code"], -32602, "{refused}");
+    }
+    let made = client
+        .request(
+            "session/new",
+            json!({"cwd": ws, "mcpServers": [], "_meta": {"dsh": {"runId": "run-by-hand"}}}),
+        )
+        .await
+        .unwrap();
+    let session = made["sessionId"].as_str().unwrap().to_string();
+    client.set_mode(&session, "auto").await;
+    client.prompt(&session, "!echo tagged").await.unwrap();
+    let lines = audit_lines(&daemon.state);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["run"], "run-by-hand");
+    daemon.stop().await;
+}
