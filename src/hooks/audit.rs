@@ -184,6 +184,7 @@ impl Hook for AuditHook {
             original_text: out.original_text.clone(),
             text: replaced.then(|| out.text.clone()),
             time_ms: 0,
+            agent: call.agent.clone(),
         };
         self.log.write(AuditLine::Execution(Box::new(line)));
         out.into()

@@ -284,6 +284,10 @@ pub struct ExecutionLine {
     /// When the line was written, in milliseconds since the epoch.
     #[serde(default)]
     pub time_ms: u64,
+    /// The wrapped agent (`[[agents]]` name) whose permission question the call was;
+    /// absent for dsh's own calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl ExecutionLine {
