@@ -40,8 +40,10 @@ while True:
     m = read()
     method, mid, p = m.get("method"), m.get("id"), m.get("params") or {}
     if method == "initialize":
+        status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+        status = {k: status.get(k, "").strip() for k in ("NoNewPrivs", "CapEff")}
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities")}}})
+              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status}}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "agent-s1"}})
     elif method == "session/set_mode":
@@ -83,14 +85,20 @@ struct Setup {
 }
 
 async fn setup(rules: &str) -> Setup {
+    setup_under("", rules).await
+}
+
+/// As [`setup`], `exec` added to the `[exec]` table (the executor's kind). The agent's
+/// script and pid file are in the workspace, where the sandbox shows (and lets write).
+async fn setup_under(exec: &str, rules: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let script = dir.path().join("agent.py");
+    std::fs::create_dir_all(work.join(".agent")).unwrap();
+    let script = work.join(".agent/agent.py");
     std::fs::write(&script, AGENT).unwrap();
-    let pidfile = dir.path().join("agent.pids");
+    let pidfile = work.join(".agent/pids");
     let config = format!(
-        "[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
+        "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
          [[agents]]\nname = \"scripted\"\ncommand = [\"python3\", \"{}\"]\n\
          env = {{ AGENT_PIDFILE = \"{}\" }}\n",
         script.display(),
@@ -339,5 +347,47 @@ async fn an_unknown_agent_name_is_refused_by_the_launcher() {
     assert!(
         stderr.contains("no [[agents]] entry is named `nosuch`"),
         "{stderr}"
+    );
+}
+
+/// E6/E9 for a wrapped agent: under the sandbox executor the agent's whole process runs
+/// inside bubblewrap (no privilege: `NoNewPrivs` set, no capabilities, even as root), so
+/// what it runs itself after dsh allowed it still cannot write outside the session's
+/// roots. Under the local executor (the control) the same allowed command writes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_e9_under_the_sandbox_the_agent_itself_is_contained() {
+    let allow_touch =
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+    let local = setup(allow_touch).await;
+    let (_child, mut c, session, init) = local.editor().await;
+    let outside = local.work.parent().unwrap().join("outside");
+    let command = format!("touch {}", outside.display());
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        outside.exists(),
+        "control: the local agent's own write did not happen"
+    );
+    assert_eq!(init["_meta"]["status"]["NoNewPrivs"], "0", "{init}");
+
+    let sandboxed = setup_under("kind = \"sandbox\"\n", allow_touch).await;
+    let (_child, mut c, session, init) = sandboxed.editor().await;
+    assert_eq!(init["_meta"]["status"]["NoNewPrivs"], "1", "{init}");
+    assert_eq!(
+        init["_meta"]["status"]["CapEff"], "0000000000000000",
+        "{init}"
+    );
+    let outside = sandboxed.work.parent().unwrap().join("outside");
+    let command = format!("touch {}", outside.display());
+    prompt(&mut c, &session, &command).await;
+    assert!(said(&c, &format!("ran: {command}")), "dsh did not allow it");
+    assert!(
+        !outside.exists(),
+        "the sandboxed agent wrote outside its roots"
+    );
+    let (command, inside) = command_in(&sandboxed.work, "inside");
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        inside.exists(),
+        "the sandboxed agent could not write its workspace"
     );
 }
