@@ -111,7 +111,7 @@ pub struct AgentsTool {
 
 impl AgentsTool {
     /// The tool `name` (already reduced to `[A-Za-z0-9_-]`).
-    pub fn new(name: &str) -> Result<Arc<dyn Tool>, String> {
+    pub fn named(name: &str) -> Result<Arc<dyn Tool>, String> {
         let document = json!({
             "name": name,
             "description": "A tool of a wrapped agent: the agent runs it, dsh judges it.",

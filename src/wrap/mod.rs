@@ -292,7 +292,7 @@ impl Shared {
         if tools.iter().any(|t| t.schema().name() == name) {
             return;
         }
-        match judge::AgentsTool::new(name) {
+        match judge::AgentsTool::named(name) {
             Ok(tool) => tools.push(tool),
             Err(e) => {
                 tracing::warn!(agent = %self.agent.name, tool = name, "agent tool not made: {e}");

@@ -391,3 +391,107 @@ async fn e6_e9_under_the_sandbox_the_agent_itself_is_contained() {
         "the sandboxed agent could not write its workspace"
     );
 }
+
+/// A daemon with Claude Code (through its ACP adapter from npm) as `[[agents]]`
+/// `claude`, its model the scripted endpoint; `None` when npm is absent.
+async fn claude_setup(
+    dir: &Path,
+    rules: &str,
+) -> Option<(
+    SocketDaemon,
+    crate::common::anthropic::ScriptedAnthropic,
+    PathBuf,
+)> {
+    let Some(adapter) = crate::common::anthropic::claude_agent_acp() else {
+        eprintln!("skipped: npm is not installed, so Claude Code's ACP adapter cannot be");
+        return None;
+    };
+    let model = crate::common::anthropic::ScriptedAnthropic::start(dir).await;
+    let work = dir.join("work");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
+         [[agents]]\nname = \"claude\"\ncommand = [\"{}\"]\n\
+         env = {{ HOME = \"{}\", IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", \
+         ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"sk-scripted\" }}\n",
+        adapter.display(),
+        home.display(),
+        model.base_url
+    );
+    let daemon = SocketDaemon::start(dir, &config).await;
+    Some((daemon, model, work))
+}
+
+/// Claude Code behind dsh (issue 44), P1: its Bash call under a deny rule is refused by
+/// dsh without asking the editor, and nothing ran (Claude Code runs what its client
+/// allows, in its own process); another command, which no rule decides, is asked at the
+/// editor as Claude Code's own question, and runs once the person allows it. The audit
+/// lines name the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_claude_code_behind_dsh_deny_refuses_and_ask_reaches_the_editor() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((daemon, model, work)) = claude_setup(
+        dir.path(),
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut cmd = launcher(&daemon.socket);
+    cmd.args(["--agent", "claude"]).current_dir(&work);
+    let (_child, mut c) = spawn_client(&mut cmd);
+    c.initialize().await;
+    let session = c
+        .request("session/new", json!({"cwd": work, "mcpServers": []}))
+        .await
+        .expect("Claude Code's session/new through dsh")["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let denied = work.join("denied");
+    let command = format!("touch {}", denied.display());
+    model.next_command(&command);
+    let answer = prompt(&mut c, &session, &command).await;
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    assert!(!denied.exists(), "Claude Code ran a denied command");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+
+    let asked = work.join("asked");
+    let command = format!("mkdir {}", asked.display());
+    model.next_command(&command);
+    c.permission_answers.push_back("allow");
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        asked.is_dir(),
+        "the command the person allowed did not run: {:?} {:?} {}",
+        c.permission_requests,
+        c.updates
+            .iter()
+            .map(|u| u["update"].to_string())
+            .collect::<Vec<_>>(),
+        std::fs::read_to_string(daemon.state.join("audit.jsonl")).unwrap_or_default()
+    );
+    assert_eq!(c.permission_requests.len(), 1);
+    assert_eq!(
+        c.permission_requests[0]["toolCall"]["rawInput"]["command"],
+        command.as_str()
+    );
+
+    let audit: Vec<Value> = std::fs::read_to_string(daemon.state.join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|l| l["agent"] == "claude" && l["tool"] == "bash")
+    );
+    assert_eq!(audit[0]["decision"], "deny");
+    assert_eq!(audit[1]["answer"], "allow_once");
+}
