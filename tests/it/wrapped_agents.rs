@@ -53,10 +53,19 @@ while True:
         command = p["prompt"][0]["text"]
         asks += 1
         qid = f"q{asks}"
+        # "edit:PATH" asks to edit PATH (as Claude Code's Edit does); else a command.
+        if command.startswith("edit:"):
+            path = command[5:]
+            tool_call = {"toolCallId": f"call-{asks}", "title": "Edit " + path, "kind": "edit",
+                         "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
+                         "locations": [{"path": path}]}
+            command = f"echo edited > '{path}'"
+        else:
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "rawInput": {"command": command, "description": "scripted"}}
         send({"jsonrpc": "2.0", "id": qid, "method": "session/request_permission", "params": {
               "sessionId": sid,
-              "toolCall": {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
-                           "rawInput": {"command": command, "description": "scripted"}},
+              "toolCall": tool_call,
               "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                           {"optionId": "always", "name": "Always", "kind": "allow_always"},
                           {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}})
@@ -494,4 +503,30 @@ async fn p1_claude_code_behind_dsh_deny_refuses_and_ask_reaches_the_editor() {
     );
     assert_eq!(audit[0]["decision"], "deny");
     assert_eq!(audit[1]["answer"], "allow_once");
+}
+
+/// An edit the agent asks about is judged as `write_file` of its path: a path rule
+/// (`tool = "write_file"`, `path = "secrets/**"`) refuses it without asking the editor,
+/// and an edit elsewhere, which the rules let through, is made by the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_edit_is_judged_as_write_file_of_its_path() {
+    let s = setup(
+        "[[permissions.rules]]\ntool = \"write_file\"\npath = \"secrets/**\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n",
+    )
+    .await;
+    std::fs::create_dir_all(s.work.join("secrets")).unwrap();
+    let (_child, mut c, session, _) = s.editor().await;
+    let secret = s.work.join("secrets/key");
+    prompt(&mut c, &session, &format!("edit:{}", secret.display())).await;
+    assert!(!secret.exists(), "the agent edited a denied path");
+    let open = s.work.join("notes.txt");
+    prompt(&mut c, &session, &format!("edit:{}", open.display())).await;
+    assert!(open.exists(), "the allowed edit was not made");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let audit = s.audit();
+    assert_eq!(audit[0]["tool"], "write_file");
+    assert_eq!(audit[0]["decision"], "deny");
+    assert_eq!(audit[0]["arguments"]["path"], secret.to_str().unwrap());
+    assert_eq!(audit[1]["decision"], "allow");
 }
