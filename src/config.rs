@@ -49,6 +49,9 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// How much the state directory may hold: see [`StateConfig`].
     pub state: StateConfig,
+    /// Other ACP agents dsh can stand in front of (`dsh acp --agent NAME`): see
+    /// [`crate::wrap::WrappedAgent`].
+    pub agents: Vec<crate::wrap::WrappedAgent>,
 }
 
 /// `[state]`: the limits that keep the state directory bounded for a daemon that runs

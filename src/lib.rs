@@ -22,3 +22,4 @@ pub mod state_dir;
 pub mod store;
 pub mod tools;
 pub mod upgrade;
+pub mod wrap;

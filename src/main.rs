@@ -49,6 +49,10 @@ enum Command {
         /// to the agent's command in some clients, which makes `dsh acp login`.
         #[arg(hide = true, value_parser = ["login"])]
         then: Option<String>,
+        /// Serve this connection with the `[[agents]]` entry NAME (another ACP agent,
+        /// behind dsh's waterfall, executor and audit) instead of dsh's own agent.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
     },
     /// One turn from a script: the prompt (argument or stdin) in a new session, the final
     /// message on stdout (or JSON lines with --json), questions answered by --ask (deny
@@ -423,12 +427,17 @@ fn main() -> ExitCode {
         | Command::Acp {
             at: Where { config, .. },
             then: Some(_),
+            ..
         } => runtime().and_then(|rt| rt.block_on(login(config.as_deref()))),
         Command::Logout { config } => logout(config.as_deref()),
-        Command::Acp { at, then: None } => dsh::exec::lineage::untraceable()
+        Command::Acp {
+            at,
+            then: None,
+            agent,
+        } => dsh::exec::lineage::untraceable()
             .and_then(|()| runtime())
             .and_then(|rt| {
-                let result = rt.block_on(acp(at));
+                let result = rt.block_on(acp(at, agent));
                 // The stdin reader sits in a blocking read that only the editor can end;
                 // do not wait for it once either side has closed.
                 rt.shutdown_background();
@@ -1066,12 +1075,17 @@ async fn upgrade(at: Where) -> Result<(), String> {
     }
 }
 
-async fn acp(at: Where) -> Result<(), String> {
+async fn acp(at: Where, agent: Option<String>) -> Result<(), String> {
     let stream = connect_or_start(&at).await?;
     warn_if_daemon_is_older(&stream, &at.socket());
     // Editors start agents on pipes: hand them to the daemon and step out of the
-    // path (`rpc::handover`); copy only when that cannot be done.
-    match dsh::rpc::handover::offer(&stream).await {
+    // path (`rpc::handover`); copy only when that cannot be done. A wrapped agent's
+    // connection is copied: its `_dsh/wrap` goes first (`cli::agent`).
+    let handed = match agent {
+        Some(_) => Ok(false),
+        None => dsh::rpc::handover::offer(&stream).await,
+    };
+    match handed {
         Ok(true) => {
             dsh::rpc::handover::wait_for_end(stream).await;
             return Ok(());
@@ -1082,6 +1096,9 @@ async fn acp(at: Where) -> Result<(), String> {
     // Registered for reads only, as the daemon's side is (`rpc::socket`).
     let (mut from_daemon, mut to_daemon) = dsh::rpc::socket::split(stream)
         .map_err(|e| format!("cannot use the daemon's socket: {e}"))?;
+    if let Some(agent) = &agent {
+        cli::agent::ask_for_agent(agent, &mut from_daemon, &mut to_daemon).await?;
+    }
     let (mut stdin, mut stdout) = dsh::rpc::stdio::stdio();
     let up = async {
         let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;

@@ -84,6 +84,8 @@ struct Connection {
     initialized: AtomicBool,
     /// How the client shows things, from its `initialize`.
     display: std::sync::Mutex<updates::ClientDisplay>,
+    /// The agent that serves this connection instead of dsh's own loop (`_dsh/wrap`).
+    wrapped: std::sync::OnceLock<Arc<crate::wrap::Wrapped>>,
 }
 
 /// The daemon's ACP side, shared by every connection.
@@ -318,6 +320,7 @@ impl AcpService {
                     peer: ctx.peer.clone(),
                     initialized: AtomicBool::new(false),
                     display: Default::default(),
+                    wrapped: Default::default(),
                 })
             })
             .clone()
@@ -458,7 +461,12 @@ impl AcpService {
     }
 
     fn connection_closed(&self, peer: &Peer) {
-        self.connections.remove(&peer.id());
+        if let Some((_, conn)) = self.connections.remove(&peer.id())
+            && let Some(wrapped) = conn.wrapped.get().cloned()
+        {
+            // Its agent and everything it started go with the connection.
+            tokio::spawn(async move { wrapped.stop().await });
+        }
         for id in self.live.bound_to_peer(peer.id()) {
             // Unbound at once, and only if still this connection's: a load from another
             // connection may have taken the session since the list was made.
@@ -553,6 +561,61 @@ impl AcpService {
         }
     }
 
+    /// The wrapped agent serving the connection of `ctx`, if one does.
+    fn wrapped(&self, ctx: &RequestContext) -> Option<Arc<crate::wrap::Wrapped>> {
+        self.connections
+            .get(&ctx.peer.id())
+            .and_then(|c| c.wrapped.get().cloned())
+    }
+
+    /// `_dsh/wrap` (issue 44): this connection is served from now on by the
+    /// `[[agents]]` entry it names, started through the daemon's executor. Only as the
+    /// connection's first request (the launcher's, before the editor's `initialize`).
+    async fn wrap_connection(
+        &self,
+        ctx: RequestContext,
+        p: crate::wrap::WrapRequest,
+    ) -> Result<Value, RpcError> {
+        let connection = self.connection(&ctx);
+        if connection.initialized.load(Ordering::SeqCst) {
+            return Err(RpcError::invalid_request(
+                "_dsh/wrap must come before initialize",
+            ));
+        }
+        let agent = self
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .agents
+            .iter()
+            .find(|a| a.name == p.agent)
+            .cloned()
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("no [[agents]] entry is named `{}`", p.agent))
+            })?;
+        let executor = self.executor.clone().ok_or_else(|| {
+            RpcError::invalid_request("the executor is `none`: no agent can be started")
+        })?;
+        if !p.cwd.is_absolute() {
+            return Err(RpcError::invalid_params("cwd must be absolute"));
+        }
+        let daemon = crate::wrap::Daemon {
+            executor,
+            sessions: self.sessions.clone(),
+            tools: self.tools.clone(),
+        };
+        let wrapped = crate::wrap::Wrapped::start(agent, p.cwd, ctx.peer.clone(), daemon)
+            .await
+            .map_err(RpcError::internal)?;
+        if let Err(wrapped) = connection.wrapped.set(wrapped) {
+            wrapped.stop().await;
+            return Err(RpcError::invalid_request(
+                "this connection is wrapped already",
+            ));
+        }
+        Ok(json!({}))
+    }
+
     /// The connection a session is bound to now, and how its client shows things.
     fn peer_of(&self, session_id: &str) -> Option<(Peer, updates::ClientDisplay)> {
         let id = self.live.bound_to(session_id)?;
@@ -571,7 +634,12 @@ macro_rules! register {
                     .get::<RequestContext>()
                     .cloned()
                     .ok_or_else(|| RpcError::internal("no request context"))?;
-                if $name != "initialize" {
+                // A wrapped connection's requests are its agent's to answer.
+                if let Some(wrapped) = agent.wrapped(&ctx) {
+                    let p: Value = parse(&params)?;
+                    return wrapped.from_editor($name, p, &ctx.cancel).await;
+                }
+                if $name != "initialize" && $name != "_dsh/wrap" {
                     agent.require_initialized(&ctx)?;
                 }
                 let p = parse(&params)?;
@@ -615,10 +683,18 @@ impl Service for AcpService {
         register!(m, "_dsh/policy/explain", policy_explain);
         register!(m, "_dsh/session/fork", fork_session);
         register!(m, "session/fork", fork_session);
+        register!(m, "_dsh/wrap", wrap_connection);
         m.into()
     }
 
     fn notification(&self, peer: &Peer, method: &str, params: Option<Value>) {
+        if let Some(wrapped) = self
+            .connections
+            .get(&peer.id())
+            .and_then(|c| c.wrapped.get().cloned())
+        {
+            return wrapped.editor_notification(method, params);
+        }
         match method {
             "session/cancel" => self.cancel_notification(peer, params),
             other => tracing::debug!(method = other, "ignored notification"),

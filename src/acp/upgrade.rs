@@ -220,6 +220,7 @@ impl AcpService {
                 peer: peer.clone(),
                 initialized: AtomicBool::new(state.initialized),
                 display: std::sync::Mutex::new(state.display),
+                wrapped: Default::default(),
             }),
         );
         let ctx = RequestContext::new(peer.clone(), CancellationToken::new());

@@ -3,6 +3,7 @@
 //! the agent. The start of the CLI's split out of `main.rs` (issue 43): a command that
 //! grows here keeps `main.rs` to its clap variant and one dispatch line.
 
+pub mod agent;
 pub mod batch;
 pub mod chat;
 pub mod client;

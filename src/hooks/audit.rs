@@ -193,6 +193,7 @@ impl Hook for AuditHook {
             text: replaced.then(|| out.text.clone()),
             time_ms: 0,
             run: call.session.as_ref().and_then(|s| s.run().cloned()),
+            agent: call.agent.clone(),
         };
         self.log.write(AuditLine::Execution(Box::new(line)));
         out.into()

@@ -39,6 +39,9 @@ pub struct ToolExecution {
     grants_used: Mutex<Vec<Grant>>,
     /// Made by dsh itself ([`ToolExecution::internal`]), not by a model or a client.
     internal: bool,
+    /// The wrapped agent whose permission question this call is (`[[agents]]` name),
+    /// `None` for dsh's own calls: the audit line names it.
+    pub agent: Option<String>,
 }
 
 /// One decider's word on a call (a rule set, a hook or the person), as the audit line
@@ -110,7 +113,14 @@ impl ToolExecution {
             judged: Mutex::new(None),
             grants_used: Mutex::new(Vec::new()),
             internal: false,
+            agent: None,
         }
+    }
+
+    /// The same call, as a wrapped agent's question ([`ToolExecution::agent`]).
+    pub fn by_agent(mut self, agent: &str) -> Self {
+        self.agent = Some(agent.to_string());
+        self
     }
 
     /// A call dsh makes itself (the `network` tool's, for a connection a sandboxed
@@ -146,6 +156,7 @@ impl ToolExecution {
         );
         call.watcher = self.watcher.clone();
         call.internal = self.internal;
+        call.agent = self.agent.clone();
         call.original_arguments = Some(self.arguments.clone());
         *lock(&call.trace) = self.trace();
         call
@@ -158,6 +169,7 @@ impl ToolExecution {
     pub fn asking_about(&self, arguments: serde_json::Value) -> Self {
         let call = ToolExecution {
             internal: self.internal,
+            agent: self.agent.clone(),
             original_arguments: self.original_arguments.clone(),
             ..ToolExecution::new(
                 self.call_id.clone(),

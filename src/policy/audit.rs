@@ -287,6 +287,10 @@ pub struct ExecutionLine {
     /// The batch (`dsh exec --prompts`) whose session made the call, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunId>,
+    /// The wrapped agent (`[[agents]]` name) whose permission question the call was;
+    /// absent for dsh's own calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 impl ExecutionLine {

@@ -3,6 +3,7 @@
 //! sleep).
 #![allow(dead_code)]
 
+pub mod anthropic;
 pub mod client;
 pub mod daemon;
 pub mod fake_model;

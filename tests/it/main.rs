@@ -52,4 +52,5 @@ mod shutdown;
 mod state_retention;
 mod tools_waterfall;
 mod user_grants;
+mod wrapped_agents;
 mod wrapper_grammars;

@@ -1,0 +1,292 @@
+//! A wrapped agent's `session/request_permission`, judged by dsh's waterfall.
+//!
+//! The agent asks its client before it runs something itself. dsh reads the question as
+//! one of its own tool calls (the agent's command as a `bash` call, an edit as
+//! `write_file` with its path, anything else as a call of the agent's own tool name)
+//! and sends that through the same waterfall as its own model's calls: audit, schema,
+//! rules, hooks, grants, mode and the permission gate. The waterfall ends here in
+//! [`Judged`] instead of the tool, since the agent runs what it asked about: reaching
+//! the end is the permission. Only an "ask" reaches the editor, through the session's
+//! prompter ([`EditorPrompter`]), with the agent's own question.
+
+use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput};
+use crate::registry::{PermissionAnswer, PermissionPrompter, PermissionRequest};
+use crate::rpc::Peer;
+use crate::tools::schema::ToolSchema;
+use crate::tools::{Tool, ToolKind};
+use dashmap::DashMap;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a permission question is judged as: a dsh tool and its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskedCall {
+    /// `bash`, `write_file`, or the agent's own name for the tool.
+    pub tool: String,
+    pub arguments: Value,
+    /// Whether `tool` is the agent's own (not one of dsh's): the session needs a tool
+    /// of that name for the schema hook to let rules and hooks see it.
+    pub agents_own: bool,
+}
+
+/// Reads the agent's `toolCall` as a dsh call. A `rawInput.command` string is a command
+/// whatever the kind says (an agent that calls `rm -rf` an "edit" is judged as a
+/// command); an edit with a path is a write of that path; the rest go by the agent's
+/// tool name (Claude Code's `_meta.claudeCode.toolName`), else the title.
+pub fn asked_call(tool_call: &Value) -> AskedCall {
+    let raw = tool_call.get("rawInput").unwrap_or(&Value::Null);
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+    if let Some(command) = text(raw, "command") {
+        // `bash` wants a description: the agent's, else its title for the call.
+        let description = text(raw, "description")
+            .or_else(|| text(tool_call, "title"))
+            .unwrap_or_else(|| "a wrapped agent's command".into());
+        return AskedCall {
+            tool: "bash".into(),
+            arguments: json!({ "command": command, "description": description }),
+            agents_own: false,
+        };
+    }
+    let path = text(raw, "file_path")
+        .or_else(|| text(raw, "path"))
+        .or_else(|| text(raw, "notebook_path"))
+        .or_else(|| {
+            tool_call
+                .get("locations")
+                .and_then(|l| l.get(0))
+                .and_then(|l| text(l, "path"))
+        });
+    let kind = tool_call.get("kind").and_then(Value::as_str);
+    if let (Some("edit"), Some(path)) = (kind, &path) {
+        // The new text as far as the question shows it: a whole file's, else the
+        // replacement's; hooks see it, the rules go by the path.
+        let content = text(raw, "content")
+            .or_else(|| text(raw, "new_string"))
+            .unwrap_or_default();
+        return AskedCall {
+            tool: "write_file".into(),
+            arguments: json!({ "path": path, "content": content }),
+            agents_own: false,
+        };
+    }
+    let name = tool_call
+        .get("_meta")
+        .and_then(|m| m.get("claudeCode"))
+        .and_then(|c| text(c, "toolName"))
+        .or_else(|| text(tool_call, "title"))
+        .unwrap_or_default();
+    let tool: String = name
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    AskedCall {
+        tool: if tool.is_empty() {
+            "unnamed_tool".into()
+        } else {
+            tool
+        },
+        arguments: if raw.is_object() {
+            raw.clone()
+        } else {
+            json!({})
+        },
+        agents_own: true,
+    }
+}
+
+/// A tool of the wrapped agent's, known to dsh by name only, so the schema hook lets a
+/// call of it through to the rules and hooks (any object is valid: dsh does not know
+/// its arguments). It never runs in dsh: the agent runs it.
+pub struct AgentsTool {
+    schema: Arc<ToolSchema>,
+}
+
+impl AgentsTool {
+    /// The tool `name` (already reduced to `[A-Za-z0-9_-]`).
+    pub fn named(name: &str) -> Result<Arc<dyn Tool>, String> {
+        let document = json!({
+            "name": name,
+            "description": "A tool of a wrapped agent: the agent runs it, dsh judges it.",
+            "parameters": {"type": "object"}
+        });
+        Ok(Arc::new(Self {
+            schema: Arc::new(ToolSchema::parse(&document.to_string())?),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for AgentsTool {
+    fn schema(&self) -> &Arc<ToolSchema> {
+        &self.schema
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
+    }
+
+    async fn call(&self, _call: &ToolExecution) -> ToolOutput {
+        ToolOutput::error("this tool belongs to a wrapped agent, which runs it itself")
+    }
+}
+
+/// Where a permission question's waterfall ends: reaching it means every hook, rule,
+/// grant and the person let the call through. Nothing runs here.
+#[derive(Default)]
+pub struct Judged {
+    reached: AtomicBool,
+}
+
+impl Judged {
+    /// Whether the call got through the whole waterfall.
+    pub fn allowed(&self) -> bool {
+        self.reached.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl Terminal for Judged {
+    async fn execute(&self, _call: &ToolExecution) -> ToolOutput {
+        self.reached.store(true, Ordering::SeqCst);
+        ToolOutput::ok("allowed: the wrapped agent runs it")
+    }
+}
+
+/// The answer to send the agent: the option of the kind dsh decided, from the agent's
+/// own list. An "always" from the person is kept by dsh as a grant (the gate did), and
+/// the agent is told "once", so the next such call is judged by dsh again rather than
+/// by the agent's memory. An agent that offers no option of that kind gets
+/// `cancelled` (it must not run the call).
+pub fn answer_for(request: &Value, allowed: bool) -> Value {
+    let wanted: &[&str] = if allowed {
+        &["allow_once", "allow_always"]
+    } else {
+        &["reject_once", "reject_always"]
+    };
+    let options = request
+        .get("options")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for kind in wanted {
+        if let Some(id) = options
+            .iter()
+            .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))
+            .and_then(|o| o.get("optionId"))
+        {
+            return json!({"outcome": {"outcome": "selected", "optionId": id}});
+        }
+    }
+    json!({"outcome": {"outcome": "cancelled"}})
+}
+
+/// The questions put to the editor now, by session and call id: the agent's own
+/// question, shown to the person as the agent wrote it.
+pub type OpenQuestions = Arc<DashMap<(String, String), Value>>;
+
+/// A wrapped session's prompter: an "ask" becomes the agent's own
+/// `session/request_permission`, sent to the editor; the person's option is read back by
+/// its kind.
+pub struct EditorPrompter {
+    pub editor: Peer,
+    pub questions: OpenQuestions,
+}
+
+#[async_trait::async_trait]
+impl PermissionPrompter for EditorPrompter {
+    async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
+        let Some(question) = self
+            .questions
+            .get(&(request.session_id.clone(), request.call_id.clone()))
+            .map(|q| q.clone())
+        else {
+            return PermissionAnswer::Cancelled;
+        };
+        let answer = self
+            .editor
+            .request(
+                "session/request_permission",
+                question.clone(),
+                &request.cancel,
+            )
+            .await;
+        let Ok(answer) = answer else {
+            return PermissionAnswer::Cancelled;
+        };
+        let outcome = &answer["outcome"];
+        if outcome["outcome"] != "selected" {
+            return PermissionAnswer::Cancelled;
+        }
+        let kind = question["options"]
+            .as_array()
+            .and_then(|options| {
+                options
+                    .iter()
+                    .find(|o| o["optionId"] == outcome["optionId"])
+            })
+            .and_then(|o| o["kind"].as_str());
+        match kind {
+            Some("allow_once") => PermissionAnswer::AllowOnce,
+            Some("allow_always") => PermissionAnswer::AllowAlways,
+            Some("reject_once") => PermissionAnswer::RejectOnce,
+            Some("reject_always") => PermissionAnswer::RejectAlways,
+            // An option the agent never offered: nothing to go by.
+            _ => PermissionAnswer::Cancelled,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_a_bash_call_whatever_its_kind() {
+        let call = asked_call(&json!({"kind": "edit", "rawInput": {"command": "rm -rf /"}}));
+        assert_eq!(call.tool, "bash");
+        assert_eq!(call.arguments["command"], "rm -rf /");
+        assert_eq!(call.arguments["description"], "a wrapped agent's command");
+    }
+
+    #[test]
+    fn an_edit_is_a_write_of_its_path() {
+        let call = asked_call(&json!({"kind": "edit",
+            "rawInput": {"file_path": "/p/a.rs", "old_string": "a", "new_string": "b"}}));
+        assert_eq!(call.tool, "write_file");
+        assert_eq!(call.arguments, json!({"path": "/p/a.rs", "content": "b"}));
+    }
+
+    #[test]
+    fn other_kinds_go_by_the_agents_tool_name() {
+        let call = asked_call(&json!({"kind": "fetch", "title": "Fetch a page",
+            "_meta": {"claudeCode": {"toolName": "WebFetch"}},
+            "rawInput": {"url": "https://x"}}));
+        assert_eq!(call.tool, "WebFetch");
+        assert!(call.agents_own);
+        let call = asked_call(&json!({"title": "do it; now"}));
+        assert_eq!(call.tool, "do_it__now");
+    }
+
+    #[test]
+    fn the_answer_is_the_agents_own_option_and_never_always() {
+        let request = json!({"options": [
+            {"optionId": "a2", "kind": "allow_always"},
+            {"optionId": "a1", "kind": "allow_once"},
+            {"optionId": "r1", "kind": "reject_once"}]});
+        assert_eq!(answer_for(&request, true)["outcome"]["optionId"], "a1");
+        assert_eq!(answer_for(&request, false)["outcome"]["optionId"], "r1");
+        let only_allow = json!({"options": [{"optionId": "a1", "kind": "allow_once"}]});
+        assert_eq!(
+            answer_for(&only_allow, false)["outcome"]["outcome"],
+            "cancelled"
+        );
+    }
+}

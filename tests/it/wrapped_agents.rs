@@ -1,0 +1,532 @@
+//! Issue 44: dsh in front of another ACP agent (`[[agents]]`, `dsh acp --agent NAME`).
+//!
+//! The agent here is a real process speaking ACP on its stdio, scripted in Python
+//! (`AGENT`): it behaves as Claude Code's adapter does, asking its client
+//! `session/request_permission` with `rawInput.command` and then running the command
+//! itself when allowed. So each test shows what the agent would do unjudged (it runs
+//! whatever its client allows) and that dsh's waterfall decides what "allowed" is.
+//! Tests with Claude Code itself are in `wrapped_claude`.
+
+use crate::common::client::Client;
+use crate::common::daemon::SocketDaemon;
+use crate::common::{alive, launcher, spawn_client};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A scripted ACP agent: answers initialize (echoing the client capabilities it was
+/// offered), opens sessions, and for each prompt asks permission to run the prompt's
+/// text as a command, runs it itself when an allow option is chosen, and reports.
+const AGENT: &str = r#"
+import json, os, subprocess, sys
+with open(os.environ["AGENT_PIDFILE"], "a") as f:
+    f.write(f"{os.getpid()}\n")
+print("scripted agent started", file=sys.stderr, flush=True)
+pending = []
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+def read():
+    if pending:
+        return pending.pop(0)
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    return json.loads(line)
+def update(sid, text):
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
+          "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
+asks = 0
+while True:
+    m = read()
+    method, mid, p = m.get("method"), m.get("id"), m.get("params") or {}
+    if method == "initialize":
+        status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+        status = {k: status.get(k, "").strip() for k in ("NoNewPrivs", "CapEff")}
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
+              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status}}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "agent-s1"}})
+    elif method == "session/set_mode":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"_meta": {"mode": p.get("modeId")}}})
+    elif method == "session/prompt":
+        sid = p["sessionId"]
+        command = p["prompt"][0]["text"]
+        asks += 1
+        qid = f"q{asks}"
+        # "edit:PATH" asks to edit PATH (as Claude Code's Edit does); else a command.
+        if command.startswith("edit:"):
+            path = command[5:]
+            tool_call = {"toolCallId": f"call-{asks}", "title": "Edit " + path, "kind": "edit",
+                         "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
+                         "locations": [{"path": path}]}
+            command = f"echo edited > '{path}'"
+        else:
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "rawInput": {"command": command, "description": "scripted"}}
+        send({"jsonrpc": "2.0", "id": qid, "method": "session/request_permission", "params": {
+              "sessionId": sid,
+              "toolCall": tool_call,
+              "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                          {"optionId": "always", "name": "Always", "kind": "allow_always"},
+                          {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}})
+        while True:
+            a = read()
+            if a.get("id") == qid and "method" not in a:
+                break
+            pending.append(a)
+        outcome = (a.get("result") or {}).get("outcome") or {}
+        if outcome.get("outcome") == "selected" and outcome.get("optionId") in ("allow", "always"):
+            subprocess.run(["bash", "-c", command])
+            update(sid, "ran: " + command)
+        else:
+            update(sid, "refused: " + command)
+        send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+    elif mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "unknown " + str(method)}})
+"#;
+
+/// A daemon whose `[[agents]]` has the scripted agent as `scripted`, with `rules`.
+struct Setup {
+    _dir: tempfile::TempDir,
+    daemon: SocketDaemon,
+    work: PathBuf,
+    pidfile: PathBuf,
+}
+
+async fn setup(rules: &str) -> Setup {
+    setup_under("", rules).await
+}
+
+/// As [`setup`], `exec` added to the `[exec]` table (the executor's kind). The agent's
+/// script and pid file are in the workspace, where the sandbox shows (and lets write).
+async fn setup_under(exec: &str, rules: &str) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join(".agent")).unwrap();
+    let script = work.join(".agent/agent.py");
+    std::fs::write(&script, AGENT).unwrap();
+    let pidfile = work.join(".agent/pids");
+    let config = format!(
+        "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
+         [[agents]]\nname = \"scripted\"\ncommand = [\"python3\", \"{}\"]\n\
+         env = {{ AGENT_PIDFILE = \"{}\" }}\n",
+        script.display(),
+        pidfile.display()
+    );
+    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    Setup {
+        _dir: dir,
+        daemon,
+        work,
+        pidfile,
+    }
+}
+
+impl Setup {
+    /// `dsh acp --agent scripted` as the editor starts it, run in the workspace, with an
+    /// initialized connection and a session.
+    async fn editor(&self) -> (tokio::process::Child, Client, String, Value) {
+        let mut cmd = launcher(&self.daemon.socket);
+        cmd.args(["--agent", "scripted"]).current_dir(&self.work);
+        let (child, mut client) = spawn_client(&mut cmd);
+        let init = client
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities":
+                       {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true}}),
+            )
+            .await
+            .expect("initialize through dsh");
+        let session = client
+            .request("session/new", json!({"cwd": self.work, "mcpServers": []}))
+            .await
+            .expect("session/new through dsh")["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (child, client, session, init)
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.daemon.state.join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+async fn prompt(client: &mut Client, session: &str, text: &str) -> Value {
+    client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+        .await
+        .expect("prompt through dsh")
+}
+
+fn said(client: &Client, text: &str) -> bool {
+    client
+        .updates
+        .iter()
+        .any(|u| u["update"]["content"]["text"].as_str() == Some(text))
+}
+
+/// Waits (bounded) until `pid` is gone.
+async fn gone(pid: i32) -> bool {
+    for _ in 0..1500 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn command_in(work: &Path, name: &str) -> (String, PathBuf) {
+    let file = work.join(name);
+    (format!("touch {}", file.display()), file)
+}
+
+/// P1 through a wrapped agent: a deny rule refuses the agent's command without asking the
+/// editor, the agent (which runs whatever its client allows) runs nothing, and the
+/// audit line names the agent. Under an allow rule the same agent runs it (the attack's
+/// path, shown working), also without a question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_deny_rule_refuses_the_wrapped_agents_command_without_asking() {
+    let s =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n")
+            .await;
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "denied");
+    let answer = prompt(&mut c, &session, &command).await;
+    assert_eq!(answer["stopReason"], "end_turn");
+    assert!(said(&c, &format!("refused: {command}")), "{:?}", c.updates);
+    assert!(!file.exists(), "the agent ran a denied command");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let audit = s.audit();
+    let line = audit
+        .iter()
+        .find(|l| l["arguments"]["command"] == command.as_str())
+        .expect("an audit line for the agent's call");
+    assert_eq!(line["agent"], "scripted");
+    assert_eq!(line["tool"], "bash");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["callId"], "call-1");
+
+    let allowing =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n")
+            .await;
+    let (_child, mut c, session, _) = allowing.editor().await;
+    let (command, file) = command_in(&allowing.work, "allowed");
+    prompt(&mut c, &session, &command).await;
+    assert!(said(&c, &format!("ran: {command}")), "{:?}", c.updates);
+    assert!(file.exists(), "the allowed command did not run");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let audit = allowing.audit();
+    assert_eq!(audit.last().unwrap()["decision"], "allow");
+    assert_eq!(audit.last().unwrap()["agent"], "scripted");
+}
+
+/// An "ask" reaches the editor as the agent's own question (its tool call and options);
+/// the person's answer decides, and the audit line keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_reaches_the_editor_with_the_agents_question() {
+    let s = setup("").await;
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "rejected");
+    c.permission_answers.push_back("reject");
+    prompt(&mut c, &session, &command).await;
+    assert!(!file.exists());
+    assert!(said(&c, &format!("refused: {command}")));
+    assert_eq!(c.permission_requests.len(), 1);
+    let question = &c.permission_requests[0];
+    assert_eq!(question["sessionId"], session.as_str());
+    assert_eq!(
+        question["toolCall"]["rawInput"]["command"],
+        command.as_str()
+    );
+    assert_eq!(question["options"][0]["optionId"], "allow");
+
+    let (command, file) = command_in(&s.work, "asked");
+    c.permission_answers.push_back("allow");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "the command the person allowed did not run");
+    assert_eq!(c.permission_requests.len(), 2);
+    let audit = s.audit();
+    let answers: Vec<_> = audit.iter().map(|l| l["answer"].clone()).collect();
+    assert_eq!(answers, vec![json!("reject_once"), json!("allow_once")]);
+    assert!(audit.iter().all(|l| l["agent"] == "scripted"));
+}
+
+/// An "always" from the person is kept by dsh (a grant of the session) and the agent is
+/// told "once": the next such command is allowed by dsh's grant, not asked again and
+/// not left to the agent's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_always_answer_is_dshs_grant_and_the_agent_hears_once() {
+    let s = setup("").await;
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, first) = command_in(&s.work, "one");
+    c.permission_answers.push_back("always");
+    prompt(&mut c, &session, &command).await;
+    assert!(first.exists());
+    let (command, second) = command_in(&s.work, "two");
+    prompt(&mut c, &session, &command).await;
+    assert!(second.exists());
+    assert_eq!(c.permission_requests.len(), 1, "asked again after always");
+    let audit = s.audit();
+    assert_eq!(audit[1]["decision"], "allow");
+    assert_eq!(audit[1]["answer"], Value::Null);
+}
+
+/// Requests and notifications pass through with ids mapped: `initialize` (without the
+/// editor's `fs` and `terminal`: the agent is to do those where the executor contains
+/// it), `session/set_mode`, and an error of the agent's comes back as its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_pass_through_and_fs_and_terminal_are_not_offered() {
+    let s = setup("").await;
+    let (_child, mut c, session, init) = s.editor().await;
+    assert_eq!(init["_meta"]["offered"], json!({}));
+    let mode = c
+        .request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(mode["_meta"]["mode"], "plan");
+    let err = c
+        .request("session/list", json!({}))
+        .await
+        .expect_err("the agent does not list sessions");
+    assert_eq!(err["message"], "unknown session/list");
+}
+
+/// E3 for a wrapped agent: its process is started by the daemon (not the launcher) and
+/// is gone once the editor's connection ends; its stderr is in `daemon.log`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e3_the_agent_ends_with_its_connection_and_logs_to_daemon_log() {
+    let s = setup("").await;
+    let (mut child, _c, _session, _) = s.editor().await;
+    let pids = crate::common::pids(&s.pidfile);
+    assert_eq!(pids.len(), 1);
+    let pid = pids[0];
+    assert!(alive(pid));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let ppid: i32 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(
+        ppid,
+        child.id().unwrap() as i32,
+        "the launcher started the agent"
+    );
+    child.kill().await.unwrap();
+    child.wait().await.unwrap();
+    assert!(gone(pid).await, "the wrapped agent outlived its connection");
+    let log = s.daemon.state.join("daemon.log");
+    let mut logged = false;
+    for _ in 0..500 {
+        logged = std::fs::read_to_string(&log).is_ok_and(|t| t.contains("scripted agent started"));
+        if logged {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(logged, "the agent's stderr is not in daemon.log");
+}
+
+/// An agent name the config does not have: the launcher says so on stderr and fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_agent_name_is_refused_by_the_launcher() {
+    let s = setup("").await;
+    let out = crate::common::dsh()
+        .args(["acp", "--agent", "nosuch", "--socket"])
+        .arg(&s.daemon.socket)
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no [[agents]] entry is named `nosuch`"),
+        "{stderr}"
+    );
+}
+
+/// E6/E9 for a wrapped agent: under the sandbox executor the agent's whole process runs
+/// inside bubblewrap (no privilege: `NoNewPrivs` set, no capabilities, even as root), so
+/// what it runs itself after dsh allowed it still cannot write outside the session's
+/// roots. Under the local executor (the control) the same allowed command writes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_e9_under_the_sandbox_the_agent_itself_is_contained() {
+    let allow_touch =
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+    let local = setup(allow_touch).await;
+    let (_child, mut c, session, init) = local.editor().await;
+    let outside = local.work.parent().unwrap().join("outside");
+    let command = format!("touch {}", outside.display());
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        outside.exists(),
+        "control: the local agent's own write did not happen"
+    );
+    assert_eq!(init["_meta"]["status"]["NoNewPrivs"], "0", "{init}");
+
+    let sandboxed = setup_under("kind = \"sandbox\"\n", allow_touch).await;
+    let (_child, mut c, session, init) = sandboxed.editor().await;
+    assert_eq!(init["_meta"]["status"]["NoNewPrivs"], "1", "{init}");
+    assert_eq!(
+        init["_meta"]["status"]["CapEff"], "0000000000000000",
+        "{init}"
+    );
+    let outside = sandboxed.work.parent().unwrap().join("outside");
+    let command = format!("touch {}", outside.display());
+    prompt(&mut c, &session, &command).await;
+    assert!(said(&c, &format!("ran: {command}")), "dsh did not allow it");
+    assert!(
+        !outside.exists(),
+        "the sandboxed agent wrote outside its roots"
+    );
+    let (command, inside) = command_in(&sandboxed.work, "inside");
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        inside.exists(),
+        "the sandboxed agent could not write its workspace"
+    );
+}
+
+/// A daemon with Claude Code (through its ACP adapter from npm) as `[[agents]]`
+/// `claude`, its model the scripted endpoint; `None` when npm is absent.
+async fn claude_setup(
+    dir: &Path,
+    rules: &str,
+) -> Option<(
+    SocketDaemon,
+    crate::common::anthropic::ScriptedAnthropic,
+    PathBuf,
+)> {
+    let Some(adapter) = crate::common::anthropic::claude_agent_acp() else {
+        eprintln!("skipped: npm is not installed, so Claude Code's ACP adapter cannot be");
+        return None;
+    };
+    let model = crate::common::anthropic::ScriptedAnthropic::start(dir).await;
+    let work = dir.join("work");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
+         [[agents]]\nname = \"claude\"\ncommand = [\"{}\"]\n\
+         env = {{ HOME = \"{}\", IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", \
+         ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"sk-scripted\" }}\n",
+        adapter.display(),
+        home.display(),
+        model.base_url
+    );
+    let daemon = SocketDaemon::start(dir, &config).await;
+    Some((daemon, model, work))
+}
+
+/// Claude Code behind dsh (issue 44), P1: its Bash call under a deny rule is refused by
+/// dsh without asking the editor, and nothing ran (Claude Code runs what its client
+/// allows, in its own process); another command, which no rule decides, is asked at the
+/// editor as Claude Code's own question, and runs once the person allows it. The audit
+/// lines name the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_claude_code_behind_dsh_deny_refuses_and_ask_reaches_the_editor() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((daemon, model, work)) = claude_setup(
+        dir.path(),
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n",
+    )
+    .await
+    else {
+        return;
+    };
+    let mut cmd = launcher(&daemon.socket);
+    cmd.args(["--agent", "claude"]).current_dir(&work);
+    let (_child, mut c) = spawn_client(&mut cmd);
+    c.initialize().await;
+    let session = c
+        .request("session/new", json!({"cwd": work, "mcpServers": []}))
+        .await
+        .expect("Claude Code's session/new through dsh")["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let denied = work.join("denied");
+    let command = format!("touch {}", denied.display());
+    model.next_command(&command);
+    let answer = prompt(&mut c, &session, &command).await;
+    assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+    assert!(!denied.exists(), "Claude Code ran a denied command");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+
+    let asked = work.join("asked");
+    let command = format!("mkdir {}", asked.display());
+    model.next_command(&command);
+    c.permission_answers.push_back("allow");
+    prompt(&mut c, &session, &command).await;
+    assert!(
+        asked.is_dir(),
+        "the command the person allowed did not run: {:?} {:?} {}",
+        c.permission_requests,
+        c.updates
+            .iter()
+            .map(|u| u["update"].to_string())
+            .collect::<Vec<_>>(),
+        std::fs::read_to_string(daemon.state.join("audit.jsonl")).unwrap_or_default()
+    );
+    assert_eq!(c.permission_requests.len(), 1);
+    assert_eq!(
+        c.permission_requests[0]["toolCall"]["rawInput"]["command"],
+        command.as_str()
+    );
+
+    let audit: Vec<Value> = std::fs::read_to_string(daemon.state.join("audit.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert!(
+        audit
+            .iter()
+            .all(|l| l["agent"] == "claude" && l["tool"] == "bash")
+    );
+    assert_eq!(audit[0]["decision"], "deny");
+    assert_eq!(audit[1]["answer"], "allow_once");
+}
+
+/// An edit the agent asks about is judged as `write_file` of its path: a path rule
+/// (`tool = "write_file"`, `path = "secrets/**"`) refuses it without asking the editor,
+/// and an edit elsewhere, which the rules let through, is made by the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_edit_is_judged_as_write_file_of_its_path() {
+    let s = setup(
+        "[[permissions.rules]]\ntool = \"write_file\"\npath = \"secrets/**\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n",
+    )
+    .await;
+    std::fs::create_dir_all(s.work.join("secrets")).unwrap();
+    let (_child, mut c, session, _) = s.editor().await;
+    let secret = s.work.join("secrets/key");
+    prompt(&mut c, &session, &format!("edit:{}", secret.display())).await;
+    assert!(!secret.exists(), "the agent edited a denied path");
+    let open = s.work.join("notes.txt");
+    prompt(&mut c, &session, &format!("edit:{}", open.display())).await;
+    assert!(open.exists(), "the allowed edit was not made");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let audit = s.audit();
+    assert_eq!(audit[0]["tool"], "write_file");
+    assert_eq!(audit[0]["decision"], "deny");
+    assert_eq!(audit[0]["arguments"]["path"], secret.to_str().unwrap());
+    assert_eq!(audit[1]["decision"], "allow");
+}
