@@ -688,6 +688,7 @@ fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
                 InnerCommand::Command {
                     words: rest[1..].to_vec(),
                     risky_env: false,
+                    assigned: Vec::new(),
                 },
             ));
         }
@@ -890,6 +891,7 @@ fn gdb(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
                     InnerCommand::Command {
                         words: args[i.min(args.len())..].to_vec(),
                         risky_env: false,
+                        assigned: Vec::new(),
                     },
                 ));
                 break;
@@ -970,6 +972,7 @@ fn screen(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
             InnerCommand::Command {
                 words: command.to_vec(),
                 risky_env: false,
+                assigned: Vec::new(),
             },
         )],
         _ => Vec::new(),

@@ -13,6 +13,8 @@ pub enum InnerCommand {
         words: Vec<Word>,
         /// The wrapper sets a variable that changes what code runs (`env PATH=. ls`).
         risky_env: bool,
+        /// The variables the wrapper sets that are not shown harmless (`env X=1 cmd`).
+        assigned: Vec<super::word::Assigned>,
     },
     /// Given as a command line: `bash -c 'rm x'`, `eval "rm x"`.
     Script(String),

@@ -179,6 +179,11 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         rule: Option<RuleRef>,
     },
+    /// Variables set in front of it that the judge cannot show harmless (P8, issue 41):
+    /// one it has not met may make the program run other code (asked in `auto` under a
+    /// deny or ask rule, refused in `read-only`); one naming a file to write is a write
+    /// (refused in `read-only`).
+    Environment { variables: Vec<word::Assigned> },
     /// It runs nothing (only assignments or input redirections).
     RunsNothing,
     /// The call asks to run outside the sandbox (issue 27), and neither a mode nor a
@@ -1247,6 +1252,15 @@ impl Policy {
         {
             return flagged;
         }
+        // P8: a variable set in front of it that the judge has not met may make it run
+        // other code (`PERL5DB=...`, `LUA_INIT=...`): judged as code not shown harmless.
+        if let Some(flagged) = named
+            .then(|| self.unknown_environment(segment, mode))
+            .flatten()
+            .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
+        {
+            return flagged;
+        }
         // P6: under a program that is not a known wrapper, an argument that names what a
         // deny rule names may be run by it (`flock F rm x`): never less than ask. P3b: so
         // may an argument that parses as a command line naming it (`lockrun f 'rm x'`).
@@ -1426,12 +1440,7 @@ impl Policy {
                 },
             ));
         }
-        let guarded = !self.denied_names.is_empty()
-            || self
-                .rules
-                .iter()
-                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask);
-        (guarded && mode == Mode::Auto).then(|| {
+        (self.guarded() && mode == Mode::Auto).then(|| {
             Verdict::new(
                 Decision::Ask,
                 format!(
@@ -1447,6 +1456,40 @@ impl Policy {
         })
     }
 
+    /// Whether a deny or ask rule for bash exists: only then does mode `auto` ask about
+    /// what it cannot show harmless (P8); without one, `auto` allows what no rule names.
+    fn guarded(&self) -> bool {
+        !self.denied_names.is_empty()
+            || self
+                .rules
+                .iter()
+                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask)
+    }
+
+    /// P8: the ask for a segment given variables the judge has not met, in mode `auto`
+    /// under a deny or ask rule. A variable naming a file to write is no code: only
+    /// read-only mode refuses it ([`Policy::not_read_only`]).
+    fn unknown_environment(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
+        let unknown: Vec<word::Assigned> = segment
+            .assigned
+            .iter()
+            .filter(|a| a.effect == word::EnvEffect::Unknown)
+            .cloned()
+            .collect();
+        if unknown.is_empty() || mode != Mode::Auto || !self.guarded() {
+            return None;
+        }
+        Some(Verdict::new(
+            Decision::Ask,
+            format!(
+                "{} sets {}, which the judge does not know to be harmless: a variable can make a program run other code",
+                quote_segment(segment),
+                variable_names(&unknown)
+            ),
+            Cause::Environment { variables: unknown },
+        ))
+    }
+
     /// Why `segment` is not known to be read-only (and what decided so), or `None` when it
     /// is (P7).
     fn not_read_only(&self, segment: &Segment) -> Option<(String, Cause)> {
@@ -1454,6 +1497,28 @@ impl Policy {
             return Some((
                 format!("cannot be known before it runs: {why}"),
                 Cause::Opaque { why: why.clone() },
+            ));
+        }
+        // P8: a variable the judge has not met may make the command run code, and one
+        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there.
+        if !segment.words.is_empty() && !segment.assigned.is_empty() {
+            let writes = segment
+                .assigned
+                .iter()
+                .all(|a| a.effect == word::EnvEffect::WritesFile);
+            return Some((
+                format!(
+                    "sets {}, which {}",
+                    variable_names(&segment.assigned),
+                    if writes {
+                        "names a file the program writes"
+                    } else {
+                        "the judge does not know to be harmless"
+                    }
+                ),
+                Cause::Environment {
+                    variables: segment.assigned.clone(),
+                },
             ));
         }
         let why = if segment.writes_redirect {
@@ -1722,6 +1787,15 @@ fn quote_segment(segment: &Segment) -> String {
     } else {
         format!("`{}`", shorten(&segment.display()))
     }
+}
+
+/// `` `A`, `B` `` for messages.
+fn variable_names(variables: &[word::Assigned]) -> String {
+    variables
+        .iter()
+        .map(|a| format!("`{}`", a.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn shorten(text: &str) -> String {
