@@ -1,6 +1,6 @@
 //! What a command runs inside it: the one vocabulary of the wrapper table
 //! (`wrappers.rs`) and the table of commands in options, config and arguments
-//! (`embedded.rs`), which the walk follows. Its own module so neither table imports
+//! (`embedded/`), which the walk follows. Its own module so neither table imports
 //! the other's.
 
 use super::word::Word;

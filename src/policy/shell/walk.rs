@@ -260,6 +260,7 @@ impl Walker {
             writes_redirect: parts.writes,
             stdin: literal(parts.stdin.as_ref()),
             assigned: std::mem::take(&mut parts.assigned),
+            patterns: patterns(&parts.words),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -656,6 +657,7 @@ impl Walker {
             writes_redirect: false,
             stdin: None,
             assigned: Vec::new(),
+            patterns: Vec::new(),
         });
     }
 
@@ -704,6 +706,7 @@ impl Walker {
                     writes_redirect: false,
                     stdin: literal(Some(stdin)),
                     assigned,
+                    patterns: patterns(&words),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -720,6 +723,7 @@ impl Walker {
                     writes_redirect: false,
                     stdin: None,
                     assigned: Vec::new(),
+                    patterns: Vec::new(),
                 });
                 Ok(())
             }
@@ -782,6 +786,16 @@ fn opaque_name(words: &[Word], risky_env: bool) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The indices of the words bash expands as patterns.
+fn patterns(words: &[Word]) -> Vec<usize> {
+    words
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.pattern)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn assignment_name(assignment: &ast::Assignment) -> &str {
