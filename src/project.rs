@@ -483,6 +483,7 @@ argv = ["./hook.sh"]
             roots: std::slice::from_ref(&root),
             sandbox_roots: None,
             read_only_tool: false,
+            globs: None,
         };
         let judged = policy.judge_in(
             "read_file",
@@ -510,6 +511,7 @@ argv = ["./hook.sh"]
             roots: std::slice::from_ref(&real),
             sandbox_roots: None,
             read_only_tool: false,
+            globs: None,
         };
         let judged = policy.judge_in(
             "read_file",

@@ -159,6 +159,8 @@ pub struct SessionPlace {
     /// `Some` under the sandbox executor: the session's roots and `[exec.sandbox]
     /// writable`.
     pub sandbox_roots: Option<Vec<PathBuf>>,
+    /// Patterns of the line expanded against the disk, from `cwd` (P6).
+    globs: DiskGlobs,
 }
 
 impl SessionPlace {
@@ -183,6 +185,7 @@ impl SessionPlace {
             all
         });
         Self {
+            globs: DiskGlobs { cwd: cwd.clone() },
             cwd,
             roots,
             sandbox_roots,
@@ -193,8 +196,10 @@ impl SessionPlace {
     /// its path really is, against the roots as they really are).
     fn real(self) -> Self {
         let real = |p: &PathBuf| crate::fsutil::real_path(p);
+        let cwd = real(&self.cwd);
         Self {
-            cwd: real(&self.cwd),
+            globs: DiskGlobs { cwd: cwd.clone() },
+            cwd,
             roots: self.roots.iter().map(real).collect(),
             sandbox_roots: self.sandbox_roots.map(|all| all.iter().map(real).collect()),
         }
@@ -207,7 +212,77 @@ impl SessionPlace {
             roots: &self.roots,
             sandbox_roots: self.sandbox_roots.as_deref(),
             read_only_tool,
+            globs: Some(&self.globs),
         }
+    }
+}
+
+/// Most directory entries one pattern may make the judge read, and most paths it may
+/// give: a pattern over more cannot be expanded here, and the judge assumes the worst
+/// (see [`crate::policy::globs`]).
+const GLOB_MAX_ENTRIES: usize = 4096;
+const GLOB_MAX_PATHS: usize = 256;
+
+/// Pathname expansion over the real file system, from a session's cwd, as bash does it
+/// when the line runs (P6): the judge is pure, so the hook reads the directories for it.
+/// A file the line itself creates is not there yet: the judge's safety net covers what
+/// it can see, and the sandbox is the containment for the rest.
+#[derive(Debug)]
+struct DiskGlobs {
+    cwd: PathBuf,
+}
+
+impl crate::policy::globs::Globs for DiskGlobs {
+    fn expand(&self, pattern: &str) -> Option<Vec<String>> {
+        use crate::policy::globs::{is_pattern, matches};
+        let absolute = pattern.starts_with('/');
+        let start = if absolute {
+            (PathBuf::from("/"), "/".to_owned())
+        } else {
+            (self.cwd.clone(), String::new())
+        };
+        let spell = |before: &str, name: &str| match before {
+            "" => name.to_owned(),
+            "/" => format!("/{name}"),
+            _ => format!("{before}/{name}"),
+        };
+        let mut found = vec![start];
+        let mut budget = GLOB_MAX_ENTRIES;
+        for component in pattern.split('/').filter(|c| !c.is_empty()) {
+            let mut next = Vec::new();
+            for (dir, spelled) in &found {
+                if !is_pattern(component) {
+                    next.push((dir.join(component), spell(spelled, component)));
+                    continue;
+                }
+                let Ok(entries) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for entry in entries {
+                    budget = budget.checked_sub(1)?;
+                    let name = entry.ok()?.file_name();
+                    // A name that is not UTF-8 cannot be matched here: assume the worst.
+                    let name = name.to_str()?;
+                    if name.starts_with('.') && !component.starts_with('.') {
+                        continue;
+                    }
+                    if matches(component, name) {
+                        next.push((dir.join(name), spell(spelled, name)));
+                    }
+                }
+            }
+            if next.len() > GLOB_MAX_PATHS {
+                return None;
+            }
+            found = next;
+        }
+        Some(
+            found
+                .into_iter()
+                .filter(|(path, _)| path.symlink_metadata().is_ok())
+                .map(|(_, spelled)| spelled)
+                .collect(),
+        )
     }
 }
 
@@ -362,5 +437,42 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::DiskGlobs;
+    use crate::policy::globs::Globs;
+
+    /// P6 (issue 41): patterns expand against the session's disk as bash expands them.
+    #[test]
+    fn p6_patterns_expand_against_the_disk_from_the_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["rm", "rx", ".rz", "touch"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        std::fs::write(dir.path().join("bin/rm"), "").unwrap();
+        let globs = DiskGlobs {
+            cwd: dir.path().to_path_buf(),
+        };
+        let mut got = globs.expand("r?").unwrap();
+        got.sort();
+        assert_eq!(got, vec!["rm", "rx"]);
+        assert_eq!(globs.expand("b*/r[m]").unwrap(), vec!["bin/rm"]);
+        let absolute = format!("{}/t*", dir.path().display());
+        assert_eq!(
+            globs.expand(&absolute).unwrap(),
+            vec![format!("{}/touch", dir.path().display())]
+        );
+        assert!(globs.expand("q*").unwrap().is_empty());
+        // More entries than it may read: it cannot say, and the judge assumes the worst.
+        let big = dir.path().join("big");
+        std::fs::create_dir(&big).unwrap();
+        for i in 0..super::GLOB_MAX_ENTRIES + 1 {
+            std::fs::write(big.join(format!("f{i}")), "").unwrap();
+        }
+        assert_eq!(globs.expand("big/*"), None);
     }
 }

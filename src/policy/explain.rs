@@ -119,6 +119,13 @@ fn cause(cause: &Cause) -> String {
         Cause::InlineCode { language, why, .. } => {
             format!("{language} code not shown harmless: {why}")
         }
+        Cause::Environment { variables } => {
+            let names: Vec<&str> = variables.iter().map(|a| a.name.as_str()).collect();
+            format!(
+                "sets {}, not shown harmless (a variable can run code or name a file to write)",
+                names.join(", ")
+            )
+        }
         Cause::RunsNothing => "runs nothing".into(),
         Cause::Escalation => "outside the sandbox, which only a rule naming it allows".into(),
         Cause::Call => "the call as a whole".into(),

@@ -362,20 +362,73 @@ fn python(args: &[String], stdin: Option<&str>) -> Option<Code> {
 
 // ---------------------------------------------------------------- perl
 
-/// Perl's switches, read as perl.c's `moreswitches` does: letter by letter, each deciding
-/// how much of the rest of the word (or the next word) is its value.
-fn perl(args: &[String], stdin: Option<&str>) -> Option<Code> {
-    let mut code = Vec::new();
+/// What one switch letter of perl or ruby does with what follows it. Both read their
+/// switches letter by letter (ruby's `proc_options` follows perl's `moreswitches`), so
+/// one reader ([`read_switches`]) serves both, each language giving its letters.
+enum Switch {
+    /// Stands alone: the next letter is another switch.
+    Flag,
+    /// Its value is code: the rest of the word, or the next word (`-e`).
+    Code,
+    /// Takes the rest of the word, or the next word when none is left (`-I dir`).
+    Value,
+    /// Takes the rest of the word, if any (`-i.bak`).
+    RestOfWord,
+    /// Takes the run of following bytes it accepts (`-l0`, `-0777`, `-CSD`).
+    Run(fn(u8) -> bool),
+    /// Reads the rest of the word itself (perl's `-M`): code to add, or the text and why
+    /// it is not shown harmless.
+    Own(fn(&str) -> Result<String, (String, String)>),
+    /// Makes the code unknown (`perl -d` reads debugger commands).
+    Opaque(&'static str),
+    /// Not known here: the real program may do anything with it.
+    Unknown,
+}
+
+/// What [`read_switches`] found: the code given on the line, and the first operand.
+struct Switches<'a> {
+    code: Vec<String>,
+    script: Option<&'a String>,
+}
+
+/// Reads perl's or ruby's switches: `letter` says what each does, `long` whether a
+/// `--name` takes a value (`Some(true)`), stands alone (`Some(false)`), or is not known.
+fn read_switches<'a>(
+    language: &'static str,
+    args: &'a [String],
+    letter: impl Fn(u8) -> Switch,
+    long: impl Fn(&str) -> Option<bool>,
+) -> Result<Switches<'a>, Code> {
+    let mut found = Switches {
+        code: Vec::new(),
+        script: None,
+    };
     let mut i = 0;
-    let mut script = None;
     while let Some(word) = args.get(i) {
         i += 1;
         if word == "--" {
-            script = args.get(i);
+            found.script = args.get(i);
             break;
         }
+        if let Some(name) = word.strip_prefix("--") {
+            let (name, attached) = name
+                .split_once('=')
+                .map_or((name, None), |(n, v)| (n, Some(v)));
+            match long(name) {
+                Some(true) if attached.is_none() => i += 1,
+                Some(_) => {}
+                None => {
+                    return Err(Code::opaque(
+                        language,
+                        "",
+                        format!("{language}'s option `--{name}` is not known here"),
+                    ));
+                }
+            }
+            continue;
+        }
         let Some(cluster) = word.strip_prefix('-').filter(|c| !c.is_empty()) else {
-            script = Some(word);
+            found.script = Some(word);
             break;
         };
         let bytes = cluster.as_bytes();
@@ -384,100 +437,111 @@ fn perl(args: &[String], stdin: Option<&str>) -> Option<Code> {
             let c = bytes[k];
             k += 1;
             let rest = &cluster[k..];
-            match c {
-                b'a' | b'c' | b'n' | b'p' | b's' | b'S' | b't' | b'T' | b'u' | b'U' | b'w'
-                | b'W' | b'X' | b'h' | b'v' | b'f' => {}
-                b'e' | b'E' => {
+            match letter(c) {
+                Switch::Flag => {}
+                Switch::Code => {
                     if !rest.is_empty() {
-                        code.push(rest.to_owned());
+                        found.code.push(rest.to_owned());
                     } else if let Some(next) = args.get(i) {
-                        code.push(next.clone());
+                        found.code.push(next.clone());
                         i += 1;
                     } else {
-                        return Some(Code::opaque("perl", "", "`-e` without its code"));
+                        return Err(Code::opaque(language, "", "`-e` without its code"));
                     }
                     break;
                 }
-                b'M' | b'm' => {
-                    if rest.is_empty() || rest.starts_with('-') && rest.len() == 1 {
-                        return Some(Code::opaque("perl", "", "`-M` without a module"));
-                    }
-                    let module = rest.strip_prefix('-').unwrap_or(rest);
-                    // `-MFoo=a,b` is `use Foo split(/,/, q{a,b})`; anything else in the
-                    // word is perl code after `use Foo`.
-                    let (name, list) = module.split_once('=').unwrap_or((module, ""));
-                    let plain = name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
-                        && list.bytes().all(|b| {
-                            b.is_ascii_alphanumeric() || b == b'_' || b == b',' || b == b':'
-                        });
-                    if !plain {
-                        return Some(Code::opaque(
-                            "perl",
-                            module,
-                            format!("`-M{module}` is perl code, not only a module name"),
-                        ));
-                    }
-                    code.push(format!("use {name};"));
-                    break;
-                }
-                b'I' => {
+                Switch::Value => {
                     if rest.is_empty() {
                         i += 1;
                     }
                     break;
                 }
-                // Rest of the word: -i[ext], -x[dir], -d[:mod], -D[flags], -F[pattern], -V[:var].
-                b'i' | b'x' | b'D' | b'F' | b'V' => break,
-                b'd' => {
-                    return Some(Code::opaque(
-                        "perl",
-                        "",
-                        "`-d` runs a debugger reading commands",
-                    ));
-                }
-                b'l' => {
-                    while k < bytes.len() && bytes[k].is_ascii_digit() {
+                Switch::RestOfWord => break,
+                Switch::Run(more) => {
+                    while k < bytes.len() && more(bytes[k]) {
                         k += 1;
                     }
                 }
-                b'0' => {
-                    while k < bytes.len() && (bytes[k].is_ascii_hexdigit() || bytes[k] == b'x') {
-                        k += 1;
+                Switch::Own(read) => {
+                    match read(rest) {
+                        Ok(code) => found.code.push(code),
+                        Err((text, why)) => return Err(Code::opaque(language, &text, why)),
                     }
-                }
-                b'C' => {
-                    while k < bytes.len()
-                        && (bytes[k].is_ascii_digit() || b"IOEioSDALa".contains(&bytes[k]))
-                    {
-                        k += 1;
-                    }
-                }
-                b'-' if k == 1 => {
-                    // `--help`, `--version`: perl reads them as `-h`, `-v`; anything else
-                    // it refuses.
                     break;
                 }
-                other => {
-                    return Some(Code::opaque(
-                        "perl",
+                Switch::Opaque(why) => return Err(Code::opaque(language, "", why)),
+                Switch::Unknown => {
+                    return Err(Code::opaque(
+                        language,
                         "",
-                        format!("perl's switch `-{}` is not known here", other as char),
+                        format!("{language}'s switch `-{}` is not known here", c as char),
                     ));
                 }
             }
         }
     }
-    let source = if !code.is_empty() {
-        Source::Given(code)
+    Ok(found)
+}
+
+/// The code of `found`, or its script operand, or stdin.
+fn switches_source(found: Switches) -> Source {
+    if !found.code.is_empty() {
+        Source::Given(found.code)
     } else {
-        match script {
+        match found.script {
             Some(s) => script_operand(s),
             None => Source::Stdin,
         }
+    }
+}
+
+/// Perl's switches, read as perl.c's `moreswitches` does: letter by letter, each deciding
+/// how much of the rest of the word (or the next word) is its value. `--help` and
+/// `--version` are read by perl as `-h` and `-v`; any other `--name` it refuses.
+fn perl(args: &[String], stdin: Option<&str>) -> Option<Code> {
+    let letter = |c: u8| match c {
+        b'a' | b'c' | b'n' | b'p' | b's' | b'S' | b't' | b'T' | b'u' | b'U' | b'w' | b'W'
+        | b'X' | b'h' | b'v' | b'f' => Switch::Flag,
+        b'e' | b'E' => Switch::Code,
+        b'M' | b'm' => Switch::Own(perl_module),
+        b'I' => Switch::Value,
+        // Rest of the word: -i[ext], -x[dir], -D[flags], -F[pattern], -V[:var].
+        b'i' | b'x' | b'D' | b'F' | b'V' => Switch::RestOfWord,
+        b'd' => Switch::Opaque("`-d` runs a debugger reading commands"),
+        b'l' => Switch::Run(|b| b.is_ascii_digit()),
+        b'0' => Switch::Run(|b| b.is_ascii_hexdigit() || b == b'x'),
+        b'C' => Switch::Run(|b| b.is_ascii_digit() || b"IOEioSDALa".contains(&b)),
+        _ => Switch::Unknown,
     };
-    judge("perl", Lang::Perl, source, stdin)
+    let long = |name: &str| ["help", "version"].contains(&name).then_some(false);
+    match read_switches("perl", args, letter, long) {
+        Ok(found) => judge("perl", Lang::Perl, switches_source(found), stdin),
+        Err(code) => Some(code),
+    }
+}
+
+/// `-MFoo=a,b` is `use Foo split(/,/, q{a,b})`; anything else in the word is perl code
+/// after `use Foo`, which is not shown harmless.
+fn perl_module(rest: &str) -> Result<String, (String, String)> {
+    if rest.is_empty() || rest == "-" {
+        return Err((String::new(), "`-M` without a module".into()));
+    }
+    let module = rest.strip_prefix('-').unwrap_or(rest);
+    let (name, list) = module.split_once('=').unwrap_or((module, ""));
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        && list
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b',' || b == b':');
+    if plain {
+        Ok(format!("use {name};"))
+    } else {
+        Err((
+            module.to_owned(),
+            format!("`-M{module}` is perl code, not only a module name"),
+        ))
+    }
 }
 
 // ---------------------------------------------------------------- node
@@ -596,7 +660,8 @@ fn deno(args: &[String]) -> Option<Code> {
 
 // ---------------------------------------------------------------- ruby, php, lua
 
-/// Ruby's switches (ruby.c `proc_options`): letters clustered like perl's.
+/// Ruby's switches (ruby.c `proc_options`): letters clustered like perl's, and long
+/// options of its own.
 fn ruby(args: &[String], stdin: Option<&str>) -> Option<Code> {
     const LONG_FLAGS: &[&str] = &[
         "version",
@@ -620,87 +685,26 @@ fn ruby(args: &[String], stdin: Option<&str>) -> Option<Code> {
         "backtrace-limit",
         "crash-report",
     ];
-    let mut code = Vec::new();
-    let mut i = 0;
-    let mut script = None;
-    while let Some(word) = args.get(i) {
-        i += 1;
-        if word == "--" {
-            script = args.get(i);
-            break;
-        }
-        if let Some(long) = word.strip_prefix("--") {
-            let (name, attached) = long
-                .split_once('=')
-                .map_or((long, None), |(n, v)| (n, Some(v)));
-            if LONG_FLAGS.contains(&name) || name.starts_with("yjit-") || name.starts_with("jit-") {
-                continue;
-            }
-            if LONG_VALUES.contains(&name) {
-                if attached.is_none() {
-                    i += 1;
-                }
-                continue;
-            }
-            return Some(Code::opaque(
-                "ruby",
-                "",
-                format!("ruby's option `--{name}` is not known here"),
-            ));
-        }
-        let Some(cluster) = word.strip_prefix('-').filter(|c| !c.is_empty()) else {
-            script = Some(word);
-            break;
-        };
-        let bytes = cluster.as_bytes();
-        let mut k = 0;
-        while k < bytes.len() {
-            let c = bytes[k];
-            k += 1;
-            let rest = &cluster[k..];
-            match c {
-                b'a' | b'c' | b'd' | b'h' | b'l' | b'n' | b'p' | b's' | b'S' | b'v' | b'w'
-                | b'y' | b'U' => {}
-                b'e' => {
-                    if !rest.is_empty() {
-                        code.push(rest.to_owned());
-                    } else if let Some(next) = args.get(i) {
-                        code.push(next.clone());
-                        i += 1;
-                    }
-                    break;
-                }
-                b'r' | b'I' | b'E' | b'C' | b'X' => {
-                    if rest.is_empty() {
-                        i += 1;
-                    }
-                    break;
-                }
-                b'0' => {
-                    while k < bytes.len() && bytes[k].is_ascii_digit() {
-                        k += 1;
-                    }
-                }
-                b'W' | b'T' | b'F' | b'x' | b'K' => break,
-                other => {
-                    return Some(Code::opaque(
-                        "ruby",
-                        "",
-                        format!("ruby's switch `-{}` is not known here", other as char),
-                    ));
-                }
-            }
-        }
-    }
-    let source = if !code.is_empty() {
-        Source::Given(code)
-    } else {
-        match script {
-            Some(s) => script_operand(s),
-            None => Source::Stdin,
+    let letter = |c: u8| match c {
+        b'a' | b'c' | b'd' | b'h' | b'l' | b'n' | b'p' | b's' | b'S' | b'v' | b'w' | b'y'
+        | b'U' => Switch::Flag,
+        b'e' => Switch::Code,
+        b'r' | b'I' | b'E' | b'C' | b'X' => Switch::Value,
+        b'0' => Switch::Run(|b| b.is_ascii_digit()),
+        b'W' | b'T' | b'F' | b'x' | b'K' => Switch::RestOfWord,
+        _ => Switch::Unknown,
+    };
+    let long = |name: &str| {
+        if LONG_FLAGS.contains(&name) || name.starts_with("yjit-") || name.starts_with("jit-") {
+            Some(false)
+        } else {
+            LONG_VALUES.contains(&name).then_some(true)
         }
     };
-    judge("ruby", Lang::Ruby, source, stdin)
+    match read_switches("ruby", args, letter, long) {
+        Ok(found) => judge("ruby", Lang::Ruby, switches_source(found), stdin),
+        Err(code) => Some(code),
+    }
 }
 
 /// php-cli's options (`php -h`).

@@ -1,6 +1,6 @@
 //! What a command runs inside it: the one vocabulary of the wrapper table
 //! (`wrappers.rs`) and the table of commands in options, config and arguments
-//! (`embedded.rs`), which the walk follows. Its own module so neither table imports
+//! (`embedded/`), which the walk follows. Its own module so neither table imports
 //! the other's.
 
 use super::word::Word;
@@ -13,6 +13,8 @@ pub enum InnerCommand {
         words: Vec<Word>,
         /// The wrapper sets a variable that changes what code runs (`env PATH=. ls`).
         risky_env: bool,
+        /// The variables the wrapper sets that are not shown harmless (`env X=1 cmd`).
+        assigned: Vec<super::word::Assigned>,
     },
     /// Given as a command line: `bash -c 'rm x'`, `eval "rm x"`.
     Script(String),

@@ -22,6 +22,7 @@ pub mod audit;
 pub mod embedded;
 pub mod escalation;
 pub mod explain;
+pub mod globs;
 pub mod harmless;
 pub mod inline;
 pub mod inner;
@@ -161,7 +162,7 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         origin: Option<String>,
     },
-    /// An argument of a program with no row (not a wrapper, not in `embedded.rs`) parses as
+    /// An argument of a program with no row (not a wrapper, not in `embedded/`) parses as
     /// a command line with a segment that a deny rule names (P3b's safety net).
     CommandInArgument {
         argument: String,
@@ -179,6 +180,11 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         rule: Option<RuleRef>,
     },
+    /// Variables set in front of it that the judge cannot show harmless (P8, issue 41):
+    /// one it has not met may make the program run other code (asked in `auto` under a
+    /// deny or ask rule, refused in `read-only`); one naming a file to write is a write
+    /// (refused in `read-only`).
+    Environment { variables: Vec<word::Assigned> },
     /// It runs nothing (only assignments or input redirections).
     RunsNothing,
     /// The call asks to run outside the sandbox (issue 27), and neither a mode nor a
@@ -474,6 +480,10 @@ pub struct Place<'a> {
     /// rule may then allow it; without the hint read-only mode refuses it whatever the
     /// rules say.
     pub read_only_tool: bool,
+    /// Expands a word's pathname patterns against the session's file system, as bash will
+    /// when the line runs (P6: `logsave /dev/null /usr/bin/r[m] x`). `None`: patterns are
+    /// matched against the names deny rules give ([`globs::program_names`]).
+    pub globs: Option<&'a dyn globs::Globs>,
 }
 
 /// `path` made absolute against `cwd` and cleaned without touching the disk (`.` dropped,
@@ -730,13 +740,16 @@ impl Policy {
             return self.judge_network(arguments, mode, grants);
         }
         if tool == "bash" {
+            let globs = place.and_then(|p| p.globs);
             let escalation = place
                 .filter(|p| p.sandbox_roots.is_some())
                 .and_then(|_| Escalation::requested(arguments).ok().flatten());
             match arguments.get("command").and_then(|c| c.as_str()) {
                 Some(command) => match escalation {
-                    Some(escalation) => self.judge_escalation(command, mode, grants, escalation),
-                    None => self.judge_bash(command, mode, grants),
+                    Some(escalation) => {
+                        self.judge_escalation(command, mode, grants, escalation, globs)
+                    }
+                    None => self.judge_bash(command, mode, grants, globs),
                 },
                 None => Judgement::of_call(
                     Decision::Deny,
@@ -1030,8 +1043,9 @@ impl Policy {
         mode: Mode,
         grants: &[Grant],
         escalation: Escalation,
+        globs: Option<&dyn globs::Globs>,
     ) -> Judgement {
-        let mut judged = self.judge_bash(command, mode, grants);
+        let mut judged = self.judge_bash(command, mode, grants, globs);
         for segment in &mut judged.segments {
             // A mode's own ask becomes this one too: a `permission` hook may answer
             // what only the mode asks, and an escalation must reach the person.
@@ -1089,7 +1103,13 @@ impl Policy {
             })
     }
 
-    fn judge_bash(&self, command: &str, mode: Mode, grants: &[Grant]) -> Judgement {
+    fn judge_bash(
+        &self,
+        command: &str,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Judgement {
         let segments = match shell::segments(command) {
             Ok(segments) => segments,
             // Unknown as a whole: one opaque segment standing for the line, never allowed
@@ -1119,7 +1139,7 @@ impl Policy {
         let judged: Vec<SegmentJudgement> = segments
             .into_iter()
             .map(|segment| {
-                let verdict = self.judge_segment(&segment, mode, grants);
+                let verdict = self.judge_segment(&segment, mode, grants, globs);
                 if let Some(grant) = verdict
                     .grant
                     .filter(|g| !grants_on_allow_always.contains(g))
@@ -1161,7 +1181,13 @@ impl Policy {
     }
 
     /// One segment's verdict.
-    fn judge_segment(&self, segment: &Segment, mode: Mode, grants: &[Grant]) -> Verdict {
+    fn judge_segment(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Verdict {
         let shown = quote_segment(segment);
         // What matches: tool-wide rules always; prefix rules and grants only when the
         // command is known; deny rules also by their words inside an opaque segment.
@@ -1247,12 +1273,21 @@ impl Policy {
         {
             return flagged;
         }
+        // P8: a variable set in front of it that the judge has not met may make it run
+        // other code (`PERL5DB=...`, `LUA_INIT=...`): judged as code not shown harmless.
+        if let Some(flagged) = named
+            .then(|| self.unknown_environment(segment, mode))
+            .flatten()
+            .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
+        {
+            return flagged;
+        }
         // P6: under a program that is not a known wrapper, an argument that names what a
         // deny rule names may be run by it (`flock F rm x`): never less than ask. P3b: so
         // may an argument that parses as a command line naming it (`lockrun f 'rm x'`).
         let unknown_wrapper = named
             .then(|| {
-                self.names_denied_command(&segment.words)
+                self.names_denied_command(segment, globs)
                     .or_else(|| self.runs_denied_argument(&segment.words))
             })
             .flatten();
@@ -1296,20 +1331,35 @@ impl Policy {
     }
 
     /// P6: the first argument of a segment whose program is not a known wrapper that names
-    /// the command of a deny rule, as an ask.
-    fn names_denied_command(&self, words: &[String]) -> Option<Verdict> {
+    /// the command of a deny rule, as an ask. An argument bash expands (`/usr/bin/r[m]`,
+    /// `r{m,x}`) is read as what it expands to ([`globs::program_names`]).
+    fn names_denied_command(
+        &self,
+        segment: &Segment,
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
+        let words = &segment.words;
         let program = base_name(words.first()?);
         if wrappers::is_wrapper(program) {
             return None;
         }
-        words[1..].iter().find_map(|word| {
+        words.iter().enumerate().skip(1).find_map(|(at, word)| {
+            // Only a word bash expands costs an expansion; the others are their base name.
+            let expanded = segment
+                .patterns
+                .contains(&at)
+                .then(|| globs::program_names(word, &self.denied_names, globs));
+            let names_it = |name: &str| match &expanded {
+                Some(names) => names.iter().any(|n| n == name),
+                None => base_name(word) == name,
+            };
             let rule = self.rules.iter().find(|r| {
                 r.covers_tool("bash")
                     && r.action == Decision::Deny
                     && r.prefix
                         .as_ref()
                         .and_then(|p| p.first())
-                        .is_some_and(|first| first != "*" && base_name(word) == first)
+                        .is_some_and(|first| first != "*" && names_it(first))
             })?;
             Some(Verdict::new(
                 Decision::Ask,
@@ -1341,7 +1391,7 @@ impl Policy {
     }
 
     /// P3b's safety net: for a program with no row (neither a wrapper nor in
-    /// `embedded.rs`), an argument (or the value of `--opt=value`, `key=value`) that parses
+    /// `embedded/`), an argument (or the value of `--opt=value`, `key=value`) that parses
     /// as a command line in which a deny rule names a segment, as an ask. Only arguments
     /// holding a deny rule's first word as a word are parsed, so lines without one cost
     /// nothing.
@@ -1426,12 +1476,7 @@ impl Policy {
                 },
             ));
         }
-        let guarded = !self.denied_names.is_empty()
-            || self
-                .rules
-                .iter()
-                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask);
-        (guarded && mode == Mode::Auto).then(|| {
+        (self.guarded() && mode == Mode::Auto).then(|| {
             Verdict::new(
                 Decision::Ask,
                 format!(
@@ -1447,6 +1492,40 @@ impl Policy {
         })
     }
 
+    /// Whether a deny or ask rule for bash exists: only then does mode `auto` ask about
+    /// what it cannot show harmless (P8); without one, `auto` allows what no rule names.
+    fn guarded(&self) -> bool {
+        !self.denied_names.is_empty()
+            || self
+                .rules
+                .iter()
+                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask)
+    }
+
+    /// P8: the ask for a segment given variables the judge has not met, in mode `auto`
+    /// under a deny or ask rule. A variable naming a file to write is no code: only
+    /// read-only mode refuses it ([`Policy::not_read_only`]).
+    fn unknown_environment(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
+        let unknown: Vec<word::Assigned> = segment
+            .assigned
+            .iter()
+            .filter(|a| a.effect == word::EnvEffect::Unknown)
+            .cloned()
+            .collect();
+        if unknown.is_empty() || mode != Mode::Auto || !self.guarded() {
+            return None;
+        }
+        Some(Verdict::new(
+            Decision::Ask,
+            format!(
+                "{} sets {}, which the judge does not know to be harmless: a variable can make a program run other code",
+                quote_segment(segment),
+                variable_names(&unknown)
+            ),
+            Cause::Environment { variables: unknown },
+        ))
+    }
+
     /// Why `segment` is not known to be read-only (and what decided so), or `None` when it
     /// is (P7).
     fn not_read_only(&self, segment: &Segment) -> Option<(String, Cause)> {
@@ -1454,6 +1533,28 @@ impl Policy {
             return Some((
                 format!("cannot be known before it runs: {why}"),
                 Cause::Opaque { why: why.clone() },
+            ));
+        }
+        // P8: a variable the judge has not met may make the command run code, and one
+        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there.
+        if !segment.words.is_empty() && !segment.assigned.is_empty() {
+            let writes = segment
+                .assigned
+                .iter()
+                .all(|a| a.effect == word::EnvEffect::WritesFile);
+            return Some((
+                format!(
+                    "sets {}, which {}",
+                    variable_names(&segment.assigned),
+                    if writes {
+                        "names a file the program writes"
+                    } else {
+                        "the judge does not know to be harmless"
+                    }
+                ),
+                Cause::Environment {
+                    variables: segment.assigned.clone(),
+                },
             ));
         }
         let why = if segment.writes_redirect {
@@ -1484,7 +1585,7 @@ impl Policy {
         let Some(rule) = self.rules.get(index) else {
             return false;
         };
-        self.judge_bash(command, Mode::Auto, &[])
+        self.judge_bash(command, Mode::Auto, &[], None)
             .segments
             .iter()
             .any(|s| {
@@ -1607,7 +1708,7 @@ pub fn check_config(config: &PermissionsConfig) -> Vec<FailedCheck> {
                     continue;
                 }
                 if policy.rule_applies(index, example) != must {
-                    let judged = policy.judge_bash(example, Mode::Auto, &[]);
+                    let judged = policy.judge_bash(example, Mode::Auto, &[], None);
                     failed.push(FailedCheck(format!(
                         "{}rule {index} ({}) {} `{example}`; what decides it instead: {}",
                         at(&rule.origin),
@@ -1722,6 +1823,15 @@ fn quote_segment(segment: &Segment) -> String {
     } else {
         format!("`{}`", shorten(&segment.display()))
     }
+}
+
+/// `` `A`, `B` `` for messages.
+fn variable_names(variables: &[word::Assigned]) -> String {
+    variables
+        .iter()
+        .map(|a| format!("`{}`", a.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn shorten(text: &str) -> String {
@@ -2739,6 +2849,7 @@ mod tests {
             roots: &roots,
             sandbox_roots: None,
             read_only_tool: false,
+            globs: None,
         };
         let judge = |tool: &str, path: &str, mode| {
             p.judge_in(tool, &json!({ "path": path }), mode, &[], Some(&place))
@@ -2918,6 +3029,7 @@ mod tests {
             roots: &roots,
             sandbox_roots: sandboxed.then_some(&roots[..]),
             read_only_tool: false,
+            globs: None,
         };
         let args =
             json!({"command": command, "sandbox": "off", "justification": "needs the network"});
@@ -3011,6 +3123,7 @@ mod tests {
             roots: &roots,
             sandbox_roots: Some(&roots),
             read_only_tool: false,
+            globs: None,
         };
         let args = json!({"command": "ls", "sandbox": "off"});
         let j = p.judge_in("bash", &args, Mode::Auto, &[], Some(&place));

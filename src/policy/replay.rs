@@ -245,6 +245,7 @@ pub fn replay_calls<'p>(
         roots: &[],
         sandbox_roots: Some(&[]),
         read_only_tool: false,
+        globs: None,
     };
     for call in &audited.calls {
         let judged = policy_of(call).judge_in(

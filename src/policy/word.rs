@@ -128,6 +128,196 @@ pub fn changes_code(name: &str) -> bool {
     NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
+/// What setting a variable in front of a command does to it, as far as the judge can tell
+/// (P8, issue 41). Variables are read by an allowlist: only those known to change nothing
+/// but data pass; one the judge has not met may make the program run other code
+/// (`PERL5DB`, `LUA_INIT`, `RUSTFLAGS`, `npm_config_script_shell`), so it is never harmless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvEffect {
+    /// Known to change nothing but data the program reads: `LANG`, `RUST_LOG`, `CI`.
+    Harmless,
+    /// Its value is run and judged as what it runs ([`env_runs`]): `PAGER=cat`.
+    JudgedByValue,
+    /// Changes which program runs (`PATH`, `LD_PRELOAD`, `BASH_ENV`): the command named
+    /// is not the command that runs, so the segment is opaque (P5).
+    ChangesCode,
+    /// Names a file the program writes (`GIT_TRACE2=/tmp/t`): a write in read-only mode.
+    WritesFile,
+    /// Not known to the judge: it may make the program run other code, so it is judged
+    /// as code not shown harmless (asked in `auto` under a deny or ask rule, refused in
+    /// `read-only`).
+    Unknown,
+}
+
+/// A variable set in front of a command whose effect the judge cannot show harmless: one
+/// it has not met, or one naming a file to write (P8).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Assigned {
+    pub name: String,
+    pub effect: EnvEffect,
+}
+
+/// What setting `name` (to `value`, when it is a scalar known before the line runs) in
+/// front of a command does (see [`EnvEffect`]).
+pub fn env_effect(name: &str, value: Option<&Word>) -> EnvEffect {
+    if value.is_some() && env_runs(name) == Some(EnvRuns::CommandLine) {
+        return EnvEffect::JudgedByValue;
+    }
+    if changes_code(name) {
+        return EnvEffect::ChangesCode;
+    }
+    if env_runs(name).is_some() {
+        return EnvEffect::JudgedByValue;
+    }
+    if let Some(effect) = trace_file(name, value) {
+        return effect;
+    }
+    if is_harmless_variable(name) {
+        EnvEffect::Harmless
+    } else {
+        EnvEffect::Unknown
+    }
+}
+
+/// What the word `NAME=value` given to a command by a wrapper (`env X=1 cmd`, `sudo X=1
+/// cmd`) does: `true` when it changes which program runs (P5); an effect not shown
+/// harmless is added to `assigned` (P8).
+pub fn note_assignment(word: &Word, assigned: &mut Vec<Assigned>) -> bool {
+    let Some((name, value)) = word.text.split_once('=') else {
+        return false;
+    };
+    let value = Word {
+        text: value.to_owned(),
+        ..word.clone()
+    };
+    match env_effect(name, Some(&value)) {
+        EnvEffect::Harmless | EnvEffect::JudgedByValue => false,
+        EnvEffect::ChangesCode => true,
+        effect @ (EnvEffect::WritesFile | EnvEffect::Unknown) => {
+            assigned.push(Assigned {
+                name: name.to_owned(),
+                effect,
+            });
+            false
+        }
+    }
+}
+
+/// Git's trace variables (`GIT_TRACE`, `GIT_TRACE2_EVENT`, `GIT_TRACE_PACKET`, ...): `1`,
+/// `2`, `true` or a descriptor number write to the terminal, `0`, `false` or nothing turn
+/// them off, an absolute path (or `af_unix:` socket) names a file git writes. A value
+/// known only at run time may be a path.
+fn trace_file(name: &str, value: Option<&Word>) -> Option<EnvEffect> {
+    if !name.starts_with("GIT_TRACE") {
+        return None;
+    }
+    let terminal = |v: &str| {
+        v.is_empty()
+            || v.eq_ignore_ascii_case("true")
+            || v.eq_ignore_ascii_case("false")
+            || v.bytes().all(|b| b.is_ascii_digit())
+    };
+    Some(match value {
+        Some(v) if !v.dynamic && terminal(&v.text) => EnvEffect::Harmless,
+        _ => EnvEffect::WritesFile,
+    })
+}
+
+/// Variables known to change nothing but data: the locale and terminal, colours, log
+/// levels and the like. An allowlist (issue 41): what is not here is [`EnvEffect::Unknown`].
+/// Left out on purpose, because their value can make a program run code: `SHELL`, `LESS`
+/// (`+!cmd`), `RUSTFLAGS` (`-C linker=`), `RUSTC_WRAPPER`, `GOFLAGS` (`-toolexec`),
+/// `PYTEST_ADDOPTS` (`-p plugin`), `npm_config_*`, `JAVA_HOME`, `BUNDLE_GEMFILE`.
+fn is_harmless_variable(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        // Locale, time and terminal.
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "COLUMNS",
+        "LINES",
+        "COLORTERM",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "GREP_COLOR",
+        "GREP_COLORS",
+        "LS_COLORS",
+        "MANWIDTH",
+        "TMPDIR",
+        "SOURCE_DATE_EPOCH",
+        // Build and test switches that only say how verbose or which profile.
+        "CI",
+        "DEBUG",
+        "VERBOSE",
+        "QUIET",
+        "LOG_LEVEL",
+        "LOGLEVEL",
+        "NODE_ENV",
+        "RAILS_ENV",
+        "RACK_ENV",
+        "APP_ENV",
+        "PORT",
+        "JOBS",
+        "OMP_NUM_THREADS",
+        "RAYON_NUM_THREADS",
+        "TOKIO_WORKER_THREADS",
+        "RUST_LOG",
+        "RUST_BACKTRACE",
+        "RUST_LIB_BACKTRACE",
+        "RUST_MIN_STACK",
+        "RUST_TEST_THREADS",
+        "RUST_TEST_NOCAPTURE",
+        "CARGO_TERM_COLOR",
+        "CARGO_TERM_VERBOSE",
+        "CARGO_INCREMENTAL",
+        "CARGO_BUILD_JOBS",
+        "CARGO_TARGET_DIR",
+        "CARGO_NET_OFFLINE",
+        "PYTHONUNBUFFERED",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "PYTHONFAULTHANDLER",
+        "NODE_NO_WARNINGS",
+        "NODE_DISABLE_COLORS",
+        "GOOS",
+        "GOARCH",
+        "CGO_ENABLED",
+        "GO111MODULE",
+        "GOPROXY",
+        "GOPRIVATE",
+        "DEBIAN_FRONTEND",
+        "HOMEBREW_NO_AUTO_UPDATE",
+        // Proxies: where connections go, not what runs (the sandbox's proxy judges them).
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "all_proxy",
+        // Git's identity, dates and prompts.
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+        "GIT_TERMINAL_PROMPT",
+        "GIT_OPTIONAL_LOCKS",
+        "GIT_MERGE_AUTOEDIT",
+        "GIT_LITERAL_PATHSPECS",
+        "GIT_FLUSH",
+    ];
+    NAMES.contains(&name) || name.starts_with("LC_")
+}
+
 /// What a program does with the value of an environment variable it reads (P3b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EnvRuns {
@@ -192,5 +382,102 @@ pub fn command_value<'a>(name: &str, value: &'a str) -> &'a str {
         value.trim_start_matches(['|', '-'])
     } else {
         value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Decision, Mode, PermissionRule, PermissionsConfig};
+    use crate::policy::Policy;
+
+    fn policy(rules: &[(&str, Decision)]) -> Policy {
+        Policy::new(&PermissionsConfig {
+            rules: rules
+                .iter()
+                .map(|(command, action)| PermissionRule {
+                    tool: "bash".into(),
+                    command: Some((*command).into()),
+                    action: *action,
+                    ..PermissionRule::default()
+                })
+                .collect(),
+            ..PermissionsConfig::default()
+        })
+    }
+
+    fn decide(policy: &Policy, command: &str, mode: Mode) -> Decision {
+        policy
+            .judge(
+                "bash",
+                &serde_json::json!({ "command": command }),
+                mode,
+                &[],
+            )
+            .decision
+    }
+
+    /// P8, issue 41: variables are read by an allowlist. One the judge has not met, set in
+    /// front of a command or by `env`, is judged as code not shown harmless: asked in
+    /// `auto` under a deny rule (allowed with no rule), refused in `read-only`; the
+    /// everyday ones pass.
+    #[test]
+    fn p8_a_variable_the_judge_has_not_met_is_judged_as_code() {
+        let guarded = policy(&[("rm", Decision::Deny)]);
+        let open = policy(&[]);
+        for line in [
+            "FOO=1 git log",
+            "env FOO=1 git log",
+            "sudo FOO=1 git log",
+            "RUSTFLAGS='-C linker=./x' cargo build",
+            "npm_config_script_shell=./x npm test",
+        ] {
+            assert_eq!(decide(&guarded, line, Mode::Auto), Decision::Ask, "{line}");
+            assert_eq!(decide(&open, line, Mode::Auto), Decision::Allow, "{line}");
+            assert_eq!(
+                decide(&guarded, line, Mode::ReadOnly),
+                Decision::Deny,
+                "{line}"
+            );
+        }
+        for line in [
+            "RUST_BACKTRACE=1 cargo test",
+            "env RUST_LOG=debug cargo run",
+            "LC_ALL=C sort f",
+            "NO_COLOR=1 CI=true npm test",
+            "GIT_AUTHOR_DATE=2020-01-01 git commit -m x",
+        ] {
+            assert_eq!(
+                decide(&guarded, line, Mode::Auto),
+                Decision::Allow,
+                "{line}"
+            );
+        }
+        assert_eq!(
+            decide(&guarded, "LANG=C git log", Mode::ReadOnly),
+            Decision::Allow
+        );
+        // Without a command, an assignment runs nothing.
+        assert_eq!(decide(&guarded, "FOO=1", Mode::Auto), Decision::Allow);
+    }
+
+    /// P7, P8: a variable naming a file the program writes (`GIT_TRACE*=/path`) is a
+    /// write in read-only mode; the same variable writing to the terminal is not.
+    #[test]
+    fn p7_p8_git_trace_to_a_file_is_a_write_in_read_only_mode() {
+        let p = policy(&[("rm", Decision::Deny)]);
+        for line in [
+            "GIT_TRACE2=/tmp/t git log -1",
+            "GIT_TRACE=/tmp/t git status",
+            "GIT_TRACE2_EVENT=af_unix:/tmp/s git log",
+            "GIT_TRACE_PACKET=$HOME/t git status",
+            "env GIT_TRACE2_PERF=/tmp/t git log",
+        ] {
+            assert_eq!(decide(&p, line, Mode::ReadOnly), Decision::Deny, "{line}");
+            // A write is no code: auto allows it.
+            assert_eq!(decide(&p, line, Mode::Auto), Decision::Allow, "{line}");
+        }
+        for line in ["GIT_TRACE=1 git status", "GIT_TRACE2=true git log -1"] {
+            assert_eq!(decide(&p, line, Mode::ReadOnly), Decision::Allow, "{line}");
+        }
     }
 }

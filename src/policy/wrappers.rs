@@ -14,7 +14,7 @@
 //! something the table did not foresee, and neither may pass as harmless.
 
 use super::argv::{self, Arg, Grammar, Opt, Parsed, Value, alias, both, long, short};
-use super::word::{EnvRuns, Word, assigned_name, changes_code, command_value, env_runs};
+use super::word::{EnvRuns, Word, assigned_name, command_value, env_runs, note_assignment};
 use Value::{No, Optional, Required};
 
 pub use super::inner::InnerCommand;
@@ -913,19 +913,18 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
 /// The command in `args` from `start` on (after `NAME=value` words when `assignments`).
 fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCommand> {
     let mut risky_env = false;
+    let mut assigned = Vec::new();
     let mut found = Vec::new();
     if assignments {
         while let Some(word) = args.get(start) {
             if !word.known() {
                 return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
             }
-            match assigned_name(&word.text) {
-                Some(name) => {
-                    risky_env |= changes_code(name);
-                    found.extend(env_command(word));
-                }
-                None => break,
+            if assigned_name(&word.text).is_none() {
+                break;
             }
+            risky_env |= note_assignment(word, &mut assigned);
+            found.extend(env_command(word));
             start += 1;
         }
     }
@@ -935,6 +934,7 @@ fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCo
             InnerCommand::Command {
                 words: rest.to_vec(),
                 risky_env,
+                assigned,
             },
         );
     }
@@ -1057,6 +1057,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let mut parsed = parsed.clone();
     let mut offset = 0;
     let mut risky_env = false;
+    let mut assigned_env = Vec::new();
     let mut env_found = Vec::new();
     loop {
         let start = offset + parsed.first_operand(args.len() - offset);
@@ -1073,8 +1074,8 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
         }
         let assigned =
             assigned_name(&word.text).filter(|_| !after_dashes && !word.text.starts_with('/'));
-        if let Some(name) = assigned {
-            risky_env |= changes_code(name);
+        if assigned.is_some() {
+            risky_env |= note_assignment(word, &mut assigned_env);
             env_found.extend(env_command(word));
             offset = start + 1;
             parsed = match argv::parse(&SUDO, &args[offset..]) {
@@ -1094,6 +1095,7 @@ fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
         let mut found = vec![InnerCommand::Command {
             words: args[start..].to_vec(),
             risky_env,
+            assigned: assigned_env,
         }];
         found.append(&mut env_found);
         return found;
@@ -1279,6 +1281,7 @@ fn dbus_run_session(_parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inne
                 InnerCommand::Command {
                     words: vec![Word::literal(daemon)],
                     risky_env: false,
+                    assigned: Vec::new(),
                 },
             ));
         } else if !word.text.starts_with("--") {

@@ -40,7 +40,8 @@
 //! (start-stop-daemon), openssh-client (ssh-agent, ssh, scp, sftp), strace,
 //! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
 //! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
-//! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make.
+//! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make,
+//! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`).
 //!
 //! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
 //! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
@@ -636,6 +637,31 @@ const SHAPES: &[Shape] = &[
     s("P8 test -v with a subscript", "test -v 'a[$(%V %F)]'"),
     s("P8 prompt expansion @P", "x='$(%V %F)'; echo ${x@P}"),
     s("P8 bash --rcfile from the line", "bash --rcfile <(echo '%V %F') -i <<< ''"),
+    // ---- issue 41, class 5's rest: programs with a row, in every spelling (P3b) ----
+    s("P3b gdb shell abbreviated", "gdb -batch -ex 'she %V %F'"),
+    s("P3b gdb --eval-command= abbreviated", "gdb -batch --eval-c='shell %V %F'"),
+    s("P3b gdb -ev abbreviated", "gdb -batch -ev 'shell %V %F'"),
+    s("P3b gdb with ... --", "gdb -batch -ex 'with print pretty -- shell %V %F'"),
+    s("P3b gdb eval of a formatted command", r#"gdb -batch -ex 'eval "shell %c%1%S %F", 0x%X'"#),
+    s("P3b tmux new-session abbreviated", "tmux -S %D.sock new-ses -d '%V %F'; sleep 1"),
+    s("P3b tmux run-shell abbreviated", r"tmux -S %D.sock new -d sleep 3 \; run-s '%V %F'; tmux -S %D.sock kill-server"),
+    s("P3b tmux set default-command", r"tmux -S %D.sock new -d sleep 3 \; set default-command '%V %F' \; neww -d; sleep 1; tmux -S %D.sock kill-server"),
+    s("P3b screen -m -d", "screen -m -d %V %F; sleep 1"),
+    s("P3b screen -d -m -S", "screen -d -m -S w41 %V %F; sleep 1"),
+    s("P3b git ext:: transport", "git -c protocol.ext.allow=always ls-remote 'ext::sh -c %V% %F'"),
+    s("P3b git -c trailer.*.cmd", "git -c trailer.x.cmd='%V %F;:' interpret-trailers --trailer x=1 < /dev/null"),
+    s("P3b git config -f then the alias", "git init -q; git config -f .git/config alias.x '!%V %F'; git x"),
+    s("P3b git config set then the alias", "git init -q; git config set alias.x '!%V %F'; git x"),
+    s("P3b git clone -c", "git clone -q -c core.sshCommand='%V %F;:' ssh://h/x %D.d"),
+    s("P3b git clone -u", "git clone -q -u '%V %F;:' file:///nonexistent %D.d"),
+    s("P3b git clone --upload-pack=", "git clone -q --upload-pack='%V %F;:' file:///nonexistent %D.d"),
+    s("P3b git fetch-pack --exec=", "git init -q; git fetch-pack --exec='%V %F;:' file:///x"),
+    s("P3b man -P under script -c", r#"script -qc "man -P '%V %F' ls" /dev/null"#),
+    s("P3b MANPAGER under script -c", r#"script -qc "MANPAGER='%V %F' man ls" /dev/null"#),
+    // ---- issue 41, class 7: an unknown wrapper handed the program as a pattern (P6) ----
+    s("P6 logsave with a glob", "logsave /dev/null %G/%0[%1]%S %F"),
+    s("P6 logsave with a brace", "logsave /dev/null %G/%0{%1,x}%S %F"),
+    s("P6 logsave with a star", "logsave /dev/null %G/%0%1*%S %F"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -665,6 +691,8 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 vim -es here-string",
     "P8 tclsh here-string",
     "P8 prompt expansion @P",
+    // Issue 41: a formatted gdb command does not show the name.
+    "P3b gdb eval of a formatted command",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1026,6 +1054,42 @@ async fn p3b_p5_p7_p8_read_only_mode_creates_nothing_through_any_walk_around() {
     );
 }
 
+/// P7, P8 (issue 41): a variable naming a file the program writes is a write in read-only
+/// mode. Each line first writes its trace file in plain bash; through dsh it is refused
+/// and writes nothing, while the same command without the variable runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p7_p8_a_trace_variable_naming_a_file_writes_nothing_in_read_only_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_daemon, mut c, s) = daemon_session(dir.path(), "read-only", "git status; true").await;
+    let ws = dir.path().join("ws");
+    for (i, variable) in ["GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE_PERFORMANCE"]
+        .iter()
+        .enumerate()
+    {
+        let control = tempfile::tempdir().unwrap();
+        let control_line = format!("{variable}={}/trace git status", control.path().display());
+        let output = plain_bash(&control_line, control.path()).await;
+        assert!(
+            control.path().join("trace").exists(),
+            "{control_line:?} wrote nothing in plain bash: {output}"
+        );
+        let (name, shape_dir, _) = prepare(&ws, 900 + i);
+        let line = format!("{variable}={}/trace git status", shape_dir.display());
+        let result = run_shape(&mut c, &s, &name, &line).await;
+        assert_eq!(
+            extra_entries(&shape_dir),
+            Vec::<String>::new(),
+            "{line}: {result}"
+        );
+        assert!(
+            result.starts_with("error: Error: vetoed by policy"),
+            "{line}: {result}"
+        );
+        let without = run_shape(&mut c, &s, &name, "git status").await;
+        assert!(!without.contains("vetoed"), "git status: {without}");
+    }
+}
+
 /// Everyday command lines from projects' CI scripts and READMEs, with the decision each
 /// got before issue 29 under [`CONFIG`]'s rule (`rm` -> deny) in modes auto, ask and
 /// read-only. Reading commands in options, config, environment and inline code (P3b, P8)
@@ -1240,6 +1304,25 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"GIT_PAGER=cat git diff --stat"#, ["allow", "ask", "allow"]),
     (r#"EDITOR=true git rebase -i HEAD~2"#, ["allow", "ask", "deny"]),
     (r#"CC=clang make"#, ["allow", "ask", "deny"]),
+    // Issue 41: variables by an allowlist, and the rows of class 5 read in full.
+    (r#"LC_ALL=C sort names.txt"#, ["allow", "ask", "allow"]),
+    (r#"NODE_ENV=production npm run build"#, ["allow", "ask", "deny"]),
+    (r#"CI=true npm test"#, ["allow", "ask", "deny"]),
+    (r#"TZ=UTC date"#, ["allow", "ask", "allow"]),
+    (r#"GIT_TRACE=1 git status"#, ["allow", "ask", "allow"]),
+    (r#"PYTHONUNBUFFERED=1 python3 -m pytest -q"#, ["allow", "ask", "deny"]),
+    (r#"NO_COLOR=1 cargo test"#, ["allow", "ask", "deny"]),
+    (r#"tmux kill-session -t dev"#, ["allow", "ask", "deny"]),
+    (r#"tmux list-windows"#, ["allow", "ask", "deny"]),
+    (r#"gdb -batch -ex run -ex bt --args ./target/debug/app"#, ["allow", "ask", "deny"]),
+    (r#"gdb -batch -ex 'thread apply all bt' -p 1234"#, ["allow", "ask", "deny"]),
+    (r#"man -P cat ls"#, ["allow", "ask", "deny"]),
+    (r#"git clone --depth 1 https://github.com/rust-lang/log.git"#, ["allow", "ask", "deny"]),
+    (r#"git config --global user.email a@b.c"#, ["allow", "ask", "deny"]),
+    (r#"git config -f .gitmodules --get-regexp path"#, ["allow", "ask", "deny"]),
+    (r#"screen -ls"#, ["allow", "ask", "deny"]),
+    (r#"screen -r dev"#, ["allow", "ask", "deny"]),
+    (r#"cat *.txt"#, ["allow", "ask", "allow"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

@@ -5,7 +5,7 @@ use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
 use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
-use crate::policy::word::{EnvRuns, Word, changes_code, env_runs, texts};
+use crate::policy::word::{Assigned, EnvEffect, Word, env_effect, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
@@ -259,6 +259,8 @@ impl Walker {
             opaque,
             writes_redirect: parts.writes,
             stdin: literal(parts.stdin.as_ref()),
+            assigned: std::mem::take(&mut parts.assigned),
+            patterns: patterns(&parts.words),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -297,9 +299,18 @@ impl Walker {
                     // command line (`PAGER=`, `GIT_SSH_COMMAND=`) is judged by that value
                     // below, so it does not make the command unknown: `PAGER=cat git log`
                     // is `git log` and `cat`, as `export PAGER=cat; git log` is.
-                    let judged_by_value =
-                        value.is_some() && env_runs(name) == Some(EnvRuns::CommandLine);
-                    parts.risky_env |= changes_code(name) && !judged_by_value;
+                    // Issue 41: by an allowlist; a variable the judge has not met may make
+                    // the program run other code, and is judged as such (P8).
+                    match env_effect(name, value.as_ref()) {
+                        EnvEffect::Harmless | EnvEffect::JudgedByValue => {}
+                        EnvEffect::ChangesCode => parts.risky_env = true,
+                        effect @ (EnvEffect::WritesFile | EnvEffect::Unknown) => {
+                            parts.assigned.push(Assigned {
+                                name: name.to_owned(),
+                                effect,
+                            })
+                        }
+                    }
                     // P3b: a variable whose value the command will run (`PAGER=`,
                     // `GIT_SSH_COMMAND=`, `BASH_ENV=`) is judged as what it runs.
                     if let Some(value) = value {
@@ -645,6 +656,8 @@ impl Walker {
             opaque: Some("arithmetic on a variable's value, which can run commands".into()),
             writes_redirect: false,
             stdin: None,
+            assigned: Vec::new(),
+            patterns: Vec::new(),
         });
     }
 
@@ -681,13 +694,19 @@ impl Walker {
     /// One command that the command `words` runs; the last entry of `via` is its program.
     fn inner(&mut self, words: &[Word], inner: InnerCommand, stdin: &Stdin) -> Result<(), String> {
         match inner {
-            InnerCommand::Command { words, risky_env } => {
+            InnerCommand::Command {
+                words,
+                risky_env,
+                assigned,
+            } => {
                 self.out.push(Segment {
                     words: texts(&words),
                     via: self.via.clone(),
                     opaque: opaque_name(&words, risky_env),
                     writes_redirect: false,
                     stdin: literal(Some(stdin)),
+                    assigned,
+                    patterns: patterns(&words),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -703,6 +722,8 @@ impl Walker {
                     opaque: Some(why),
                     writes_redirect: false,
                     stdin: None,
+                    assigned: Vec::new(),
+                    patterns: Vec::new(),
                 });
                 Ok(())
             }
@@ -742,6 +763,8 @@ struct Parts {
     words: Vec<Word>,
     writes: bool,
     risky_env: bool,
+    /// The variables set in front of it that are not shown harmless.
+    assigned: Vec<Assigned>,
     /// What its own redirections give it as stdin, if any.
     stdin: Option<Stdin>,
     /// What the variables assigned before it run (P3b).
@@ -763,6 +786,16 @@ fn opaque_name(words: &[Word], risky_env: bool) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The indices of the words bash expands as patterns.
+fn patterns(words: &[Word]) -> Vec<usize> {
+    words
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.pattern)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn assignment_name(assignment: &ast::Assignment) -> &str {

@@ -20,8 +20,15 @@
 //! A whole word known only at run time (`tar $OPTS`) is not read as an option; a word that
 //! starts as one of ours and holds an expansion (`--to-command=$X`) is opaque.
 
+mod gdb;
+mod git;
+mod multiplexers;
+
 use super::inner::InnerCommand;
 use super::word::Word;
+use gdb::gdb;
+use git::git;
+use multiplexers::{screen, tmux};
 
 /// What the value in one of a program's places is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +198,20 @@ static ROWS: &[Row] = &[
     data("rg"),
     data("ag"),
     data("ack"),
-    data("man"),
+    // `-P`/`--pager` and `-H`/`--html` run a command line; `-C` a config file naming
+    // more (issue 41). `MANPAGER=` is judged as a variable.
+    options(
+        "man",
+        "CRLmMSsepPrE",
+        &[
+            spot(Some('P'), "pager", COMMAND),
+            Spot {
+                optional: true,
+                ..spot(Some('H'), "html", COMMAND)
+            },
+            spot(Some('C'), "config-file", FILE),
+        ],
+    ),
     data("logger"),
     data("notify-send"),
 ];
@@ -460,242 +480,6 @@ fn ssh(row: &Row, args: &[Word]) -> Vec<InnerCommand> {
     found
 }
 
-/// Git config keys whose value runs (lower-cased section and key; `*` a subsection).
-/// `alias.*` and `credential.helper` run a command line only when the value starts with
-/// `!` (otherwise it is git's own arguments, or a helper's name); paths of hooks and
-/// included files are opaque.
-const GIT_KEYS: &[(&str, GitValue)] = &[
-    ("core.pager", GitValue::Command),
-    ("core.editor", GitValue::Command),
-    ("core.sshcommand", GitValue::Command),
-    ("core.fsmonitor", GitValue::Command),
-    ("core.askpass", GitValue::Command),
-    ("core.gitproxy", GitValue::Command),
-    ("core.hookspath", GitValue::File),
-    ("init.templatedir", GitValue::File),
-    ("include.path", GitValue::File),
-    ("includeif.*.path", GitValue::File),
-    ("diff.external", GitValue::Command),
-    ("diff.*.textconv", GitValue::Command),
-    ("diff.*.command", GitValue::Command),
-    ("alias.*", GitValue::Alias),
-    ("credential.helper", GitValue::Helper),
-    ("credential.*.helper", GitValue::Helper),
-    ("sequence.editor", GitValue::Command),
-    ("gpg.program", GitValue::Command),
-    ("gpg.*.program", GitValue::Command),
-    ("gpg.ssh.defaultkeycommand", GitValue::Command),
-    ("filter.*.clean", GitValue::Command),
-    ("filter.*.smudge", GitValue::Command),
-    ("filter.*.process", GitValue::Command),
-    ("merge.*.driver", GitValue::Command),
-    ("uploadpack.packobjectshook", GitValue::Command),
-    ("pager.*", GitValue::Command),
-    ("difftool.*.cmd", GitValue::Command),
-    ("mergetool.*.cmd", GitValue::Command),
-    ("browser.*.cmd", GitValue::Command),
-    ("man.*.cmd", GitValue::Command),
-    ("remote.*.uploadpack", GitValue::Command),
-    ("remote.*.receivepack", GitValue::Command),
-    ("remote.*.proxy", GitValue::Command),
-    ("submodule.*.update", GitValue::Alias),
-    ("sendemail.sendmailcmd", GitValue::Command),
-    ("sendemail.tocmd", GitValue::Command),
-    ("sendemail.cccmd", GitValue::Command),
-];
-
-/// What a git config value holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GitValue {
-    Command,
-    /// A command line after `!`, else git's own arguments (judged as `git VALUE`).
-    Alias,
-    /// A command line after `!`, else a helper: an absolute path or `git credential-NAME`.
-    Helper,
-    File,
-}
-
-/// Whether the config key `key` (as given: section and name case-insensitive, a
-/// subsection as is) is `pattern`.
-fn key_is(key: &str, pattern: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('.').collect();
-    let (Some(section), Some(name)) = (key.split('.').next(), key.rsplit('.').next()) else {
-        return false;
-    };
-    let has_sub = key.matches('.').count() >= 2;
-    match parts.as_slice() {
-        [s, n] if *n == "*" => section.eq_ignore_ascii_case(s) && key.contains('.'),
-        [s, n] => !has_sub && section.eq_ignore_ascii_case(s) && name.eq_ignore_ascii_case(n),
-        [s, _, n] => has_sub && section.eq_ignore_ascii_case(s) && name.eq_ignore_ascii_case(n),
-        _ => false,
-    }
-}
-
-/// `-c key=value` (also what `git config KEY VALUE` stores): the command its key runs.
-fn git_config(word: &Word, text: &str) -> Option<InnerCommand> {
-    let (key, value) = text.split_once('=').unwrap_or((text, ""));
-    let (_, holds) = GIT_KEYS.iter().find(|(pattern, _)| key_is(key, pattern))?;
-    let how = format!("-c {key}");
-    if word.dynamic {
-        return Some(through_opaque(
-            &how,
-            word,
-            "a config value the program runs is known only when the line runs",
-        ));
-    }
-    Some(match holds {
-        GitValue::Command => InnerCommand::through(how, script(value)),
-        GitValue::File => through_opaque(
-            &how,
-            word,
-            "it names hooks or a config file, which cannot be seen from the line",
-        ),
-        GitValue::Alias | GitValue::Helper => match value.strip_prefix('!') {
-            Some(line) => InnerCommand::through(how, script(line)),
-            None if *holds == GitValue::Alias => {
-                InnerCommand::through(how, script(&format!("git {value}")))
-            }
-            // A helper's name is `git credential-NAME`, its path that program.
-            None => InnerCommand::through(how, script(value)),
-        },
-    })
-}
-
-/// git's options before its subcommand that take a value in the next word.
-const GIT_VALUES: &[&str] = &[
-    "-C",
-    "--git-dir",
-    "--work-tree",
-    "--namespace",
-    "--super-prefix",
-    "--config-env",
-    "--attr-source",
-    "--list-cmds",
-];
-
-/// Options of git subcommands whose value is a command line, `(subcommand, short, long)`.
-const GIT_SUBCOMMAND_SPOTS: &[(&str, Option<char>, &str)] = &[
-    ("rebase", Some('x'), "exec"),
-    ("difftool", Some('x'), "extcmd"),
-    ("fetch", None, "upload-pack"),
-    ("pull", None, "upload-pack"),
-    ("clone", Some('u'), "upload-pack"),
-    ("ls-remote", None, "upload-pack"),
-    ("archive", None, "exec"),
-    ("push", None, "receive-pack"),
-    ("push", None, "exec"),
-    ("send-email", None, "to-cmd"),
-    ("send-email", None, "cc-cmd"),
-    ("send-email", None, "sendmail-cmd"),
-    ("filter-branch", None, "env-filter"),
-    ("filter-branch", None, "tree-filter"),
-    ("filter-branch", None, "index-filter"),
-    ("filter-branch", None, "parent-filter"),
-    ("filter-branch", None, "msg-filter"),
-    ("filter-branch", None, "commit-filter"),
-    ("filter-branch", None, "tag-name-filter"),
-];
-
-/// `git [OPTIONS] SUBCOMMAND [ARGS]`: `-c key=value` before the subcommand; then what the
-/// subcommand runs: options of [`GIT_SUBCOMMAND_SPOTS`], `grep -O[CMD]`, `config KEY VALUE`
-/// for a key that runs, `submodule foreach CMD`, `bisect run CMD...`. Everything else
-/// (messages, paths, revisions) is data.
-fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
-    let mut found = Vec::new();
-    let mut i = 0;
-    while let Some(word) = args.get(i) {
-        let text = word.text.as_str();
-        if text == "-c" {
-            if let Some(value) = args.get(i + 1) {
-                found.extend(git_config(value, &value.text));
-            }
-            i += 2;
-        } else if let Some(value) = text.strip_prefix("-c").filter(|v| !v.is_empty()) {
-            found.extend(git_config(word, value));
-            i += 1;
-        } else if text == "--exec-path" || text.starts_with("--exec-path=") {
-            // Which git programs run: the judge cannot know them.
-            let inner = InnerCommand::Opaque {
-                words: vec![word.clone()],
-                why: "`--exec-path` chooses the programs git runs".into(),
-            };
-            found.push(InnerCommand::through("--exec-path", inner));
-            i += 1;
-        } else if GIT_VALUES.contains(&text) {
-            i += 2;
-        } else if text.starts_with('-') {
-            i += 1;
-        } else {
-            break;
-        }
-    }
-    let Some(sub) = args.get(i).filter(|w| !w.dynamic) else {
-        return found;
-    };
-    let rest = &args[i + 1..];
-    let sub = sub.text.as_str();
-    let spots: Vec<Spot> = GIT_SUBCOMMAND_SPOTS
-        .iter()
-        .filter(|(name, _, _)| *name == sub)
-        .map(|&(_, short, long)| spot(short, long, COMMAND))
-        .chain((sub == "grep").then_some(Spot {
-            optional: true,
-            ..spot(Some('O'), "open-files-in-pager", COMMAND)
-        }))
-        .collect();
-    if !spots.is_empty() {
-        found.extend(scan_spots("", &spots, rest, false).found.into_iter().map(
-            |inner| match inner {
-                InnerCommand::Through { how, inner } => InnerCommand::Through {
-                    how: format!("{sub} {how}"),
-                    inner,
-                },
-                other => other,
-            },
-        ));
-    }
-    match sub {
-        "config" => {
-            let operands: Vec<&Word> = rest.iter().filter(|w| !w.text.starts_with('-')).collect();
-            if let [key, value, ..] = operands.as_slice() {
-                let joined = Word {
-                    text: format!("{}={}", key.text, value.text),
-                    dynamic: key.dynamic || value.dynamic,
-                    pattern: false,
-                };
-                found.extend(git_config(&joined, &joined.text).map(|inner| match inner {
-                    InnerCommand::Through { how, inner } => InnerCommand::Through {
-                        how: how.replacen("-c", "config", 1),
-                        inner,
-                    },
-                    other => other,
-                }));
-            }
-        }
-        "submodule" => {
-            if let Some(at) = rest.iter().position(|w| w.text == "foreach") {
-                let command: Vec<Word> = rest[at + 1..]
-                    .iter()
-                    .skip_while(|w| w.text.starts_with('-'))
-                    .cloned()
-                    .collect();
-                found.extend(joined("submodule foreach", &command));
-            }
-        }
-        "bisect" if rest.len() > 1 && rest[0].text == "run" => {
-            found.push(InnerCommand::through(
-                "bisect run",
-                InnerCommand::Command {
-                    words: rest[1..].to_vec(),
-                    risky_env: false,
-                },
-            ));
-        }
-        _ => {}
-    }
-    found
-}
-
 /// Words a program joins with spaces and hands to a shell, as one command line.
 fn joined(how: &str, words: &[Word]) -> Option<InnerCommand> {
     if words.is_empty() {
@@ -716,264 +500,6 @@ fn joined(how: &str, words: &[Word]) -> Option<InnerCommand> {
         )
     };
     Some(InnerCommand::through(how, inner))
-}
-
-/// tmux commands that run a shell command, with the letters of their options that take a
-/// value: the shell command is their first operand and what follows it.
-const TMUX_RUNS: &[(&[&str], &str)] = &[
-    (&["new-session", "new"], "cefFnstxy"),
-    (&["new-window", "neww"], "cefFnt"),
-    (&["split-window", "splitw"], "cefFlt"),
-    (&["respawn-pane", "respawnp"], "cet"),
-    (&["respawn-window", "respawnw"], "cet"),
-    (&["run-shell", "run"], "cdt"),
-    (&["pipe-pane", "pipep"], "t"),
-    (&["display-popup", "popup"], "bcdehsStTwxy"),
-    (&["if-shell", "if"], "t"),
-];
-
-/// tmux commands whose effect cannot be seen from the line: keys typed into a shell, a
-/// file of commands.
-const TMUX_OPAQUE: &[&str] = &["send-keys", "send", "source-file", "source"];
-
-/// `tmux [OPTIONS] [COMMAND [FLAGS] [ARGS]] [; COMMAND ...]`: `-c CMD` runs CMD with the
-/// shell; `-f FILE` reads a config file of commands (opaque); each tmux command of the
-/// line (separated by a `;` word) may run a shell command ([`TMUX_RUNS`]).
-fn tmux(row: &Row, args: &[Word]) -> Vec<InnerCommand> {
-    let mut found = Vec::new();
-    let mut i = 0;
-    while let Some(word) = args.get(i) {
-        let text = word.text.as_str();
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if text == "--" {
-            break;
-        }
-        for (at, letter) in text.char_indices().skip(1) {
-            let rest = &text[at + letter.len_utf8()..];
-            if row.short_values.contains(letter) {
-                let value = if rest.is_empty() {
-                    i += 1;
-                    args.get(i - 1)
-                } else {
-                    Some(word)
-                };
-                let text = if rest.is_empty() {
-                    value.map(|w| w.text.clone()).unwrap_or_default()
-                } else {
-                    rest.to_owned()
-                };
-                if let Some(value) = value {
-                    let spot = match letter {
-                        'c' => Some(spot(Some('c'), "", COMMAND)),
-                        'f' => Some(spot(Some('f'), "", FILE)),
-                        _ => None,
-                    };
-                    if let Some(spot) = spot {
-                        found.extend(held(&spot, &format!("-{letter}"), Value::of(value, &text)));
-                    }
-                }
-                break;
-            }
-        }
-    }
-    for command in args[i.min(args.len())..].split(|w| w.text == ";" || w.text == "\\;") {
-        found.extend(tmux_command(command));
-    }
-    found
-}
-
-/// One tmux command and its arguments.
-fn tmux_command(words: &[Word]) -> Vec<InnerCommand> {
-    let Some(name) = words.first() else {
-        return Vec::new();
-    };
-    if TMUX_OPAQUE.contains(&name.text.as_str()) {
-        return vec![through_opaque(
-            &name.text,
-            name,
-            "it types keys into a shell or reads a file of commands, which cannot be seen from the line",
-        )];
-    }
-    let Some((names, values)) = TMUX_RUNS
-        .iter()
-        .find(|(names, _)| names.contains(&name.text.as_str()))
-    else {
-        return Vec::new();
-    };
-    let mut i = 1;
-    let mut tmux_only = false;
-    while let Some(word) = words.get(i) {
-        let text = word.text.as_str();
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if text == "--" {
-            break;
-        }
-        for (at, letter) in text.char_indices().skip(1) {
-            // `run-shell -C` runs a tmux command, not a shell command.
-            tmux_only |= letter == 'C' && names[0] == "run-shell";
-            if values.contains(letter) {
-                if text[at + letter.len_utf8()..].is_empty() {
-                    i += 1;
-                }
-                break;
-            }
-        }
-    }
-    let operands = &words[i.min(words.len())..];
-    let how = names[0];
-    if tmux_only {
-        return operands
-            .iter()
-            .filter_map(|w| joined(how, &[Word::literal("tmux"), w.clone()]))
-            .collect();
-    }
-    if how == "if-shell" {
-        // The shell command, then tmux commands to run on its result.
-        let mut found: Vec<InnerCommand> = operands
-            .first()
-            .and_then(|w| joined(how, std::slice::from_ref(w)))
-            .into_iter()
-            .collect();
-        for command in operands.iter().skip(1) {
-            found.extend(joined(how, &[Word::literal("tmux"), command.clone()]));
-        }
-        return found;
-    }
-    joined(how, operands).into_iter().collect()
-}
-
-/// `gdb`: `-ex CMD`/`--ex=CMD`/`-eval-command` and `-iex` run gdb commands, of which `shell
-/// CMD`, `!CMD` and `pipe ...| CMD` run a shell command line; `-x FILE` runs a file of them
-/// (opaque); `--args PROG ARGS` starts PROG (with `run`), judged as that command.
-fn gdb(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
-    let mut found = Vec::new();
-    let mut i = 0;
-    while let Some(word) = args.get(i) {
-        i += 1;
-        let text = word.text.trim_start_matches('-');
-        let dashes = word.text.len() - text.len();
-        if dashes == 0 {
-            continue;
-        }
-        let (name, attached) = match text.split_once('=') {
-            Some((name, value)) => (name, Some(value.to_owned())),
-            None => (text, None),
-        };
-        let mut value = || {
-            attached.clone().or_else(|| {
-                i += 1;
-                args.get(i - 1).map(|w| w.text.clone())
-            })
-        };
-        match name {
-            "ex" | "eval-command" | "iex" | "init-eval-command" => {
-                if let Some(command) = value() {
-                    found.extend(gdb_command(word, &command));
-                }
-            }
-            "x" | "command" | "ix" | "init-command" if value().is_some() => {
-                found.push(through_opaque(
-                    "-x",
-                    word,
-                    "it runs a file of gdb commands, which cannot be seen from the line",
-                ));
-            }
-            "args" => {
-                found.push(InnerCommand::through(
-                    "--args",
-                    InnerCommand::Command {
-                        words: args[i.min(args.len())..].to_vec(),
-                        risky_env: false,
-                    },
-                ));
-                break;
-            }
-            _ => {}
-        }
-    }
-    found
-}
-
-/// One gdb command: `shell CMD`, `!CMD`, `pipe [COMMAND] | CMD` run CMD with the shell;
-/// `python ...` runs Python (read by P8 only through `python3 -c`, so opaque here).
-fn gdb_command(word: &Word, command: &str) -> Option<InnerCommand> {
-    if word.dynamic {
-        return Some(through_opaque(
-            "-ex",
-            word,
-            "a gdb command known only when the line runs",
-        ));
-    }
-    let command = command.trim_start();
-    let (first, rest) = command
-        .split_once(char::is_whitespace)
-        .unwrap_or((command, ""));
-    if let Some(line) = command.strip_prefix('!') {
-        return Some(InnerCommand::through("-ex !", script(line)));
-    }
-    match first {
-        "shell" => Some(InnerCommand::through("-ex shell", script(rest))),
-        "pipe" | "|" => rest
-            .split_once('|')
-            .map(|(_, line)| InnerCommand::through("-ex pipe", script(line))),
-        "python" | "py" | "python-interactive" | "pi" | "source" => Some(through_opaque(
-            "-ex",
-            word,
-            "gdb runs Python code or a file of commands here",
-        )),
-        _ => None,
-    }
-}
-
-/// `screen [OPTIONS] [CMD [ARGS]]`: runs CMD with its arguments in a new window (a wrapper);
-/// `-c FILE` is a file of screen commands and `-X CMD` sends a command to a running screen
-/// (`stuff` types keys into its shell): both opaque.
-fn screen(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
-    // Options that take the next word as their value (screen's own reading, not getopt's).
-    const VALUES: &[&str] = &["-e", "-h", "-p", "-s", "-S", "-t", "-T", "-Logfile"];
-    let mut i = 0;
-    while let Some(word) = args.get(i) {
-        let text = word.text.as_str();
-        if !text.starts_with('-') {
-            break;
-        }
-        i += 1;
-        match text {
-            "-c" | "-X" => {
-                return vec![through_opaque(
-                    text,
-                    word,
-                    "it reads screen commands from a file or sends them to a running screen",
-                )];
-            }
-            // `-dm`, `-dmS name`: flags, and a trailing S takes the next word.
-            _ if text.ends_with('S') && text.len() > 2 => i += 1,
-            // `-r`, `-x`, `-d`... take a session only when one follows that is no option.
-            "-r" | "-R" | "-x" | "-d" | "-D"
-                if args.get(i).is_some_and(|w| !w.text.starts_with('-')) =>
-            {
-                return Vec::new();
-            }
-            _ if VALUES.contains(&text) => i += 1,
-            _ => {}
-        }
-    }
-    match args.get(i..) {
-        Some(command) if !command.is_empty() => vec![InnerCommand::through(
-            "window",
-            InnerCommand::Command {
-                words: command.to_vec(),
-                risky_env: false,
-            },
-        )],
-        _ => Vec::new(),
-    }
 }
 
 /// GNU parallel's options that take the next word as their value.
@@ -1085,9 +611,30 @@ fn parallel(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::policy::wrappers::shown;
+
+    /// What `line` gets in mode `auto` under the one rule `rm` -> deny.
+    pub(crate) fn decide(line: &str) -> crate::config::Decision {
+        let policy = crate::policy::Policy::new(&crate::config::PermissionsConfig {
+            rules: vec![crate::config::PermissionRule {
+                tool: "bash".into(),
+                command: Some("rm".into()),
+                action: crate::config::Decision::Deny,
+                ..crate::config::PermissionRule::default()
+            }],
+            ..crate::config::PermissionsConfig::default()
+        });
+        policy
+            .judge(
+                "bash",
+                &serde_json::json!({ "command": line }),
+                crate::config::Mode::Auto,
+                &[],
+            )
+            .decision
+    }
 
     fn found(words: &[&str]) -> Vec<String> {
         let words: Vec<Word> = words.iter().map(|w| Word::literal(w)).collect();
