@@ -9,6 +9,12 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         self.inner.launcher.kind()
     }
 
+    /// Commands here run outside no other executor's containment: the pair is
+    /// `escalation::Escalating`'s.
+    fn outside(&self) -> Option<Arc<dyn BashExecutor>> {
+        None
+    }
+
     fn set_connection_judge(&self, judge: Arc<dyn crate::exec::netproxy::ConnectionJudge>) {
         self.inner.launcher.set_connection_judge(judge);
     }
@@ -265,10 +271,7 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
     async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String> {
         let inner = &self.inner;
         if !inner.launcher.carries_tasks() {
-            return Err(format!(
-                "the {} executor cannot carry running tasks over an upgrade",
-                inner.launcher.kind()
-            ));
+            return Err(crate::exec::cannot_carry(inner.launcher.kind()));
         }
         // Taken first: a task that finishes from here on hands nothing, and its
         // receiver then says so.
