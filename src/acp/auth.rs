@@ -20,7 +20,7 @@ pub const TERMINAL_METHOD: &str = "login";
 
 /// The methods `initialize` lists, both always. The terminal method's arguments are
 /// `login`: a client that replaces the agent's arguments runs `dsh login`, one that
-/// appends them runs `dsh acp login`, and both are the same login (src/main.rs).
+/// appends them runs `dsh acp login`, and both are the same login (src/cli/login.rs).
 /// `_meta["terminal-auth"]` repeats it with the full command, for clients (Zed) that
 /// read the older shape.
 pub fn methods() -> Vec<acp::AuthMethod> {

@@ -6,6 +6,7 @@
 
 use dsh::config::Config;
 use dsh::daemon::{Daemon, default_socket_path};
+use dsh::rpc::client::{ClientError, DaemonClient};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::net::UnixStream;
@@ -192,4 +193,33 @@ fn process_start(pid: i32) -> Option<std::time::SystemTime> {
             + Duration::from_secs(boot)
             + Duration::from_millis(ticks * 1000 / hz),
     )
+}
+
+/// One question to the daemon (`status`, `kill`...), on a connection of its own, for a
+/// command that only reports what went wrong.
+pub(crate) async fn ask_daemon(at: &Where, method: &str) -> Result<serde_json::Value, String> {
+    ask_daemon_with(at, method, serde_json::json!({})).await
+}
+
+pub(crate) async fn ask_daemon_with(
+    at: &Where,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    ask_daemon_typed(at, method, params)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// [`ask_daemon_with`] for a command that acts on why there was no answer (no daemon,
+/// a daemon that went away, a refusal).
+pub(crate) async fn ask_daemon_typed(
+    at: &Where,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, ClientError> {
+    DaemonClient::connect(&at.socket())
+        .await?
+        .request(method, params)
+        .await
 }

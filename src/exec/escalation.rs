@@ -127,6 +127,21 @@ impl BashExecutor for Escalating {
         self.holder(id).kill(id).await
     }
 
+    /// Not carried: the contained side (the sandbox) cannot carry its tasks, and an
+    /// upgrade does not carry one side of the pair and refuse the other.
+    fn carries_tasks(&self) -> bool {
+        false
+    }
+
+    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, String> {
+        Err(super::cannot_carry(self.kind()))
+    }
+
+    fn adopt_tasks(&self, tasks: Vec<super::HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
+        let _ = tasks;
+        Vec::new()
+    }
+
     /// Both sides' records: the first to look takes each (they share the state
     /// directory and its records).
     fn recover(&self) -> Vec<super::RecoveredTask> {

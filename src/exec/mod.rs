@@ -381,6 +381,12 @@ pub fn from_config(
 }
 
 /// The seam every executor implements (local, sandbox, ssh).
+///
+/// No method has a default body (but [`BashExecutor::running`], which only filters
+/// [`BashExecutor::list`]): the decorators (`escalation::Escalating`, the ssh executor)
+/// forward each method by hand, and a default would be taken silently by one that
+/// forgot it; without defaults, it does not compile (D7, held by
+/// `tests::d7_the_executor_seam_has_no_default_bodies_a_decorator_could_miss`).
 #[async_trait::async_trait]
 pub trait BashExecutor: Send + Sync + 'static {
     /// A short name for status output ("local", "sandbox", "ssh").
@@ -391,21 +397,15 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// [`escalation`]). Only the daemon's sandbox has one; `None` means a request to
     /// leave changes nothing here. Its tasks are this executor's too: `get`, `read`,
     /// `kill`, scopes, completions and `shutdown` reach them.
-    fn outside(&self) -> Option<Arc<dyn BashExecutor>> {
-        None
-    }
+    fn outside(&self) -> Option<Arc<dyn BashExecutor>>;
 
     /// Who judges the connections its commands make through dsh's network proxy
     /// (E10): only the sandbox has one; the daemon sets it once its tools exist.
-    fn set_connection_judge(&self, judge: Arc<dyn netproxy::ConnectionJudge>) {
-        let _ = judge;
-    }
+    fn set_connection_judge(&self, judge: Arc<dyn netproxy::ConnectionJudge>);
 
     /// The connections its commands hold open through dsh's network proxy now, by
     /// the task (or foreground call) that holds them: what `dsh status` lists.
-    fn proxied_connections(&self) -> Vec<(String, usize)> {
-        Vec::new()
-    }
+    fn proxied_connections(&self) -> Vec<(String, usize)>;
 
     /// Applies defaults and caps: the returned spec has an explicit workdir and
     /// timeout (T2). Checking that the workdir exists happens when it runs.
@@ -416,17 +416,14 @@ pub trait BashExecutor: Send + Sync + 'static {
     -> Result<RunOutcome, ExecError>;
 
     /// [`BashExecutor::run`], handing every chunk of output to `watch` as it arrives.
-    /// An executor that cannot stream keeps this default: the output is then seen only
-    /// in the result, which is the same either way.
+    /// An executor that cannot stream runs it as `run`: the output is then seen only in
+    /// the result, which is the same either way.
     async fn run_watched(
         &self,
         spec: ExecSpec,
         cancel: CancellationToken,
         watch: OutputWatch,
-    ) -> Result<RunOutcome, ExecError> {
-        let _ = watch;
-        self.run(spec, cancel).await
-    }
+    ) -> Result<RunOutcome, ExecError>;
 
     /// Starts a background task and returns at once (E2). A spawn failure still
     /// yields a task, already `Killed`, whose stderr says why.
@@ -470,13 +467,11 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// ended, each becomes [`TaskStatus::Lost`], and `get`, `read`, `list` and `kill`
     /// answer for it with the output it had written. Executors that keep no records
     /// find nothing.
-    fn recover(&self) -> Vec<RecoveredTask> {
-        Vec::new()
-    }
+    fn recover(&self) -> Vec<RecoveredTask>;
 
     /// Starts `spec.command` as a [`ServiceProcess`]: no timeout, stdin a pipe, ended
     /// by [`ServiceProcess::stop`], by dropping it, by `kill_scope` of its scope or by
-    /// shutdown. Executors that cannot pass stdin through keep this refusal.
+    /// shutdown. Executors that cannot pass stdin through refuse.
     /// `env` is the program's own environment on top of the filtered one (an MCP
     /// server's `env`, often a token): passed in the process environment, never on a
     /// command line where `ps` would show it (over ssh it must travel on one: see there).
@@ -484,47 +479,31 @@ pub trait BashExecutor: Send + Sync + 'static {
         &self,
         spec: ExecSpec,
         env: Vec<(String, String)>,
-    ) -> Result<ServiceProcess, ExecError> {
-        let _ = (spec, env);
-        Err(ExecError::Spawn(format!(
-            "the {} executor cannot start servers",
-            self.kind()
-        )))
-    }
+    ) -> Result<ServiceProcess, ExecError>;
 
     /// Lets every running background task go without ending it, for `dsh upgrade`:
     /// their supervisors stop, their output pipes stop being read (what is in them
     /// waits there), and each comes back as a [`HandedTask`] for
     /// [`BashExecutor::adopt_tasks`] (in the next program, or in this one when the
     /// upgrade fails). An executor that cannot carry tasks refuses, letting go of
-    /// nothing: [`BashExecutor::carries_tasks`] says so beforehand.
-    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String> {
-        Err(format!(
-            "the {} executor cannot carry running tasks over an upgrade",
-            self.kind()
-        ))
-    }
+    /// nothing ([`cannot_carry`]): [`BashExecutor::carries_tasks`] says so beforehand.
+    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String>;
 
     /// Whether [`BashExecutor::let_go_tasks`] can carry this executor's running tasks.
-    fn carries_tasks(&self) -> bool {
-        false
-    }
+    fn carries_tasks(&self) -> bool;
 
     /// Supervises again tasks [`BashExecutor::let_go_tasks`] let go, from their
     /// records and output files: they run on, and are read, killed, listed and
     /// reported as before. A task that cannot be taken is ended by its mark and
-    /// reported lost; each comes back with how it was taken.
-    fn adopt_tasks(&self, tasks: Vec<HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
-        let _ = tasks;
-        Vec::new()
-    }
+    /// reported lost; each comes back with how it was taken. One that carries none
+    /// takes none.
+    fn adopt_tasks(&self, tasks: Vec<HandedTask>) -> Vec<(TaskInfo, Result<(), String>)>;
 
     /// Kills everything (E3) and waits until it is gone. New work is refused.
     async fn shutdown(&self);
 
     // File access (E11). The file tools reach files only through these, so each
-    // executor answers for its own place under the containment its commands get. No
-    // default bodies: a decorator or a new executor that forgot one does not compile.
+    // executor answers for its own place under the containment its commands get.
 
     /// Whether its files are this machine's, at the paths the daemon sees: only then
     /// may the editor's `fs` (unsaved buffers) stand in for them, after
@@ -553,7 +532,59 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// The spill files (on this host) of the tasks still running: the state
     /// directory's sweep never removes them (`crate::state_dir`). An executor whose
     /// files live elsewhere (the ssh helper's, on the remote host) names none.
-    fn spill_files_in_use(&self) -> Vec<PathBuf> {
-        Vec::new()
+    fn spill_files_in_use(&self) -> Vec<PathBuf>;
+}
+
+/// Why [`BashExecutor::let_go_tasks`] refuses under an executor of `kind` that cannot
+/// carry its running tasks: one text for every executor that says so.
+pub fn cannot_carry(kind: &str) -> String {
+    format!("the {kind} executor cannot carry running tasks over an upgrade")
+}
+
+#[cfg(test)]
+mod tests {
+    /// D7: a decorator (`Escalating`, `SshExecutor`) forwards each method of the seam by
+    /// hand, so a method with a default body would be silently skipped there: a new
+    /// one would take its default in every decorator that forgot it. The trait has no
+    /// default bodies (but `running`, which only filters `list`), so every implementor
+    /// names every method or does not compile; this keeps one from being added back.
+    #[test]
+    fn d7_the_executor_seam_has_no_default_bodies_a_decorator_could_miss() {
+        const DERIVED: &[&str] = &["running"];
+        let code = include_str!("mod.rs");
+        let start = code
+            .find("pub trait BashExecutor")
+            .expect("the trait is in exec/mod.rs");
+        let end = start + code[start..].find("\n}\n").expect("the trait ends");
+        let lines: Vec<&str> = code[start..end].lines().collect();
+        let mut with_bodies = Vec::new();
+        let mut methods = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line
+                .strip_prefix("    fn ")
+                .or_else(|| line.strip_prefix("    async fn "))
+            else {
+                continue;
+            };
+            methods += 1;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            let ends = lines[i..]
+                .iter()
+                .map(|l| l.trim_end())
+                .find(|l| l.ends_with(';') || l.ends_with('{'))
+                .expect("a method's signature ends");
+            if ends.ends_with('{') && !DERIVED.contains(&name.as_str()) {
+                with_bodies.push(name);
+            }
+        }
+        assert!(methods > 20, "the trait's methods were found ({methods})");
+        assert!(
+            with_bodies.is_empty(),
+            "methods of BashExecutor with a default body, which a decorator would skip \
+             silently: {with_bodies:?}"
+        );
     }
 }

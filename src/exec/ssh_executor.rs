@@ -174,6 +174,20 @@ impl BashExecutor for SshExecutor {
         }
     }
 
+    /// No executor beside it: a request to leave the containment changes nothing here.
+    fn outside(&self) -> Option<std::sync::Arc<dyn BashExecutor>> {
+        None
+    }
+
+    /// No proxy of dsh's runs for the host's commands, so none asks.
+    fn set_connection_judge(&self, judge: std::sync::Arc<dyn super::netproxy::ConnectionJudge>) {
+        let _ = judge;
+    }
+
+    fn proxied_connections(&self) -> Vec<(String, usize)> {
+        Vec::new()
+    }
+
     fn resolve(&self, request: ExecRequest) -> ExecSpec {
         self.wrapper.resolve(request)
     }
@@ -287,6 +301,21 @@ impl BashExecutor for SshExecutor {
             ));
         }
         self.wrapper.start_service(spec, env).await
+    }
+
+    /// Not carried: neither the helper's tasks nor the wrapper path's (its launcher
+    /// carries none) are handed to the next program; an upgrade is refused while they run.
+    fn carries_tasks(&self) -> bool {
+        false
+    }
+
+    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, String> {
+        Err(super::cannot_carry(self.kind()))
+    }
+
+    fn adopt_tasks(&self, tasks: Vec<super::HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
+        let _ = tasks;
+        Vec::new()
     }
 
     /// The host's files, at the mapped paths: never the editor's buffers here.
