@@ -27,11 +27,14 @@
 
 mod files;
 mod layout;
+
+pub use files::explain as explain_file;
 mod netns;
 mod network;
 mod protect;
 mod seccomp;
 mod tripwires;
+mod view_cache;
 
 use crate::config::NetworkMode;
 use layout::{Layout, Mount};
@@ -94,6 +97,8 @@ pub struct SandboxLauncher {
     /// The variables `[exec] env_pass` and `env_set` give every command
     /// ([`given_env`]).
     given_env: Vec<(OsString, OsString)>,
+    /// The file tools' layouts, kept while nothing they were built from changed.
+    views: view_cache::ViewCache,
 }
 
 /// Runs commands in bubblewrap sandboxes (see the module docs).
@@ -480,6 +485,7 @@ impl SandboxLauncher {
             global_hooks: protect::global_hooks_paths(home.as_deref()),
             spill_dir: crate::exec::outfiles::dir(&config.state_dir()),
             given_env: Vec::new(),
+            views: Default::default(),
         })
     }
 
