@@ -23,6 +23,7 @@ pub(super) struct HostView {
 }
 
 /// One reading of the host.
+#[derive(PartialEq, Eq)]
 pub(super) struct HostSnapshot {
     /// The service sockets to mask ([`host_sockets`]).
     pub(super) sockets: Vec<PathBuf>,

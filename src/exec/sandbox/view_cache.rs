@@ -43,7 +43,7 @@ pub(super) struct ViewCache {
 struct Kept {
     roots: Vec<PathBuf>,
     layout: Arc<Layout>,
-    /// The host as the layout saw it: a newer reading builds it again.
+    /// The host as the layout saw it: a reading that differs builds it again.
     host: Arc<HostSnapshot>,
     watch: Watch,
 }
@@ -61,7 +61,8 @@ impl ViewCache {
             let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(at) = kept.iter().position(|k| k.roots == roots) {
                 let entry = kept.remove(at);
-                if Arc::ptr_eq(&entry.host, &host) && entry.watch.unchanged() {
+                // A new reading of the host that found the same is the same host.
+                if *entry.host == *host && entry.watch.unchanged() {
                     let layout = entry.layout.clone();
                     kept.push(entry);
                     return Ok(layout);
