@@ -202,8 +202,10 @@ enum PolicyCommand {
     /// with `--tool network`, the decision a sandboxed command's connection to
     /// HOST[:PORT] (port 443 if none) gets.
     Explain {
-        /// The tool of the call: `bash` (the default), or `network` for a connection.
-        #[arg(long, value_parser = ["bash", "network"], default_value = "bash")]
+        /// The tool of the call: `bash` (the default), `network` for a connection, or a
+        /// file tool (`read_file`, `edit_file`, `write_file`) on a path.
+        #[arg(long, value_parser = ["bash", "network", "read_file", "edit_file", "write_file"],
+              default_value = "bash")]
         tool: String,
         /// The config file whose rules judge (default: your own, else the built-in defaults).
         #[arg(long)]
@@ -233,7 +235,8 @@ enum PolicyCommand {
         /// Print the judgement as JSON (the shape is in the README).
         #[arg(long)]
         json: bool,
-        /// The command line, after `--` (with `--tool network`: HOST[:PORT]).
+        /// The command line, after `--` (with `--tool network`: HOST[:PORT]; with a file
+        /// tool: the path).
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },

@@ -16,6 +16,78 @@ pub(crate) struct Explained<'a> {
     pub(crate) leave_sandbox: Option<String>,
 }
 
+/// A file tool's call for `dsh policy explain`.
+struct ExplainedFile<'a> {
+    tool: &'a str,
+    path: &'a str,
+    leave_sandbox: Option<&'a str>,
+}
+
+/// `dsh policy explain --tool read_file|edit_file|write_file -- PATH`: the policy's
+/// judgement and, under the sandbox, which entry of its layout decides the file
+/// (issue 39), as the daemon would for a session in `cwd`.
+fn explain_file(
+    config: &dsh::config::Config,
+    cwd: &Path,
+    call: &ExplainedFile<'_>,
+    (policy, mode, grants): (
+        &dsh::policy::Policy,
+        dsh::config::Mode,
+        &[dsh::policy::Grant],
+    ),
+    json: bool,
+) -> Result<(), String> {
+    let mut arguments = serde_json::json!({ "path": call.path });
+    if let Some(justification) = call.leave_sandbox {
+        arguments["sandbox"] = "off".into();
+        arguments["justification"] = justification.into();
+    }
+    let sandbox = dsh::tools::bash::SandboxTerms::of(&config.exec);
+    let roots = vec![cwd.to_path_buf()];
+    let at = dsh::hooks::rules::SessionPlace::new(
+        cwd.to_path_buf(),
+        roots.clone(),
+        sandbox.as_ref().map(|t| t.writable.as_slice()),
+    );
+    let judged = policy.judge_in(call.tool, &arguments, mode, grants, Some(&at.place(false)));
+    let intent = if dsh::tools::files::writes(call.tool) {
+        dsh::exec::FileIntent::Write
+    } else {
+        dsh::exec::FileIntent::Read
+    };
+    let path = dsh::tools::files::resolve(cwd, call.path);
+    let containment = match sandbox {
+        Some(_) => Some(dsh::exec::sandbox::explain_file(
+            &config.exec,
+            &roots,
+            &path,
+            intent,
+        )?),
+        None => None,
+    };
+    if json {
+        let value = serde_json::json!({
+            "tool": call.tool,
+            "path": path,
+            "mode": mode.id(),
+            "judgement": judged,
+            "containment": containment,
+        });
+        println!("{value:#}");
+        return Ok(());
+    }
+    print!(
+        "{}",
+        dsh::policy::explain::render_file(call.tool, &path.to_string_lossy(), mode.id(), &judged)
+    );
+    match (&containment, &judged.escalation) {
+        (Some(c), None) => println!("  sandbox: {c}"),
+        (Some(c), Some(_)) => println!("  sandbox (left if allowed): {c}"),
+        (None, _) => println!("  sandbox: none ([exec] kind is not \"sandbox\")"),
+    }
+    Ok(())
+}
+
 /// `dsh policy explain`: the policy's judgement of one call, with nothing run, judged as
 /// the policy hook judges it in a session working in `cwd`.
 pub(crate) fn explain(
@@ -85,6 +157,14 @@ pub(crate) fn explain(
             );
         }
         return Ok(());
+    }
+    if dsh::tools::files::is_file_tool(tool) {
+        let explained = ExplainedFile {
+            tool,
+            path: command,
+            leave_sandbox: leave_sandbox.as_deref(),
+        };
+        return explain_file(&config, &cwd, &explained, (&policy, mode, &grants), json);
     }
     let mut arguments = serde_json::json!({ "command": command });
     if let Some(justification) = &leave_sandbox {

@@ -920,18 +920,24 @@ mod tests {
     fn e11_file_answers_round_trip_on_the_wire() {
         let p = PathBuf::from("/srv/p/f");
         let errors = [
-            FileError::Masked { path: p.clone() },
+            FileError::Masked {
+                path: p.clone(),
+                entry: p.clone(),
+                masked_by: crate::exec::containment::MaskedBy::DenyRead,
+            },
             FileError::Protected {
                 path: p.clone(),
-                what: "git's hooks".into(),
+                entry: "/srv/p/.git".into(),
+                what: crate::exec::containment::Protection::Git,
             },
             FileError::OutsideRoots {
                 path: p.clone(),
-                roots: "/srv/p".into(),
+                roots: vec!["/srv/p".into()],
             },
             FileError::NotReachable {
                 path: p.clone(),
                 why: "private /tmp".into(),
+                place: crate::exec::containment::OwnPlace::Tmp,
             },
             FileError::IsDirectory(p.clone()),
             FileError::NotRegular(p.clone()),

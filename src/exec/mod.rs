@@ -8,6 +8,7 @@
 
 pub mod children;
 mod collector;
+pub mod containment;
 pub mod escalation;
 pub mod forker;
 pub mod helper;
@@ -271,27 +272,47 @@ pub struct WriteOutcome {
 pub enum FileError {
     /// A path the sandbox masks (`[exec.sandbox] deny_read`, dsh's own directories,
     /// the host's sockets): its commands read it as empty, so the file tools refuse it.
+    /// `entry` is the layout's mask that covers it.
     #[error(
         "{path}: refused: the sandbox masks this path ([exec.sandbox] deny_read, dsh's own \
-         files or the host's sockets), so neither commands nor the file tools read or write it"
+         files or the host's sockets), so neither commands nor the file tools read or write it \
+         there. If it is needed, call this tool again with sandbox: \"off\" and a \
+         justification, so the person is asked to let this one call reach it outside the sandbox"
     )]
-    Masked { path: PathBuf },
+    Masked {
+        path: PathBuf,
+        entry: PathBuf,
+        masked_by: containment::MaskedBy,
+    },
     /// A path the sandbox keeps read-only inside a writable root (git hooks and config,
-    /// `.dsh`, editor folders, shell rc files...).
+    /// `.dsh`, editor folders, shell rc files...); `entry` is the layout's entry.
     #[error(
         "{path}: refused: the sandbox keeps it read-only ({what}: what runs on the host \
          later must not be written by the session). If the change is needed, ask the person \
-         to make it, or call bash with sandbox: \"off\" and a justification, so the person \
-         is asked to let that one command run outside the sandbox"
+         to make it, or call this tool again with sandbox: \"off\" and a justification, so \
+         the person is asked to let this one call write it outside the sandbox"
     )]
-    Protected { path: PathBuf, what: String },
+    Protected {
+        path: PathBuf,
+        entry: PathBuf,
+        what: containment::Protection,
+    },
     /// A write outside every writable root of the session.
-    #[error("{path}: refused: the sandbox writes only in {roots}; this path is outside them")]
-    OutsideRoots { path: PathBuf, roots: String },
+    #[error(
+        "{path}: refused: the sandbox writes only in {}; this path is outside them. If it \
+         is needed, call this tool again with sandbox: \"off\" and a justification, so the \
+         person is asked",
+        containment::roots_text(.roots)
+    )]
+    OutsideRoots { path: PathBuf, roots: Vec<PathBuf> },
     /// A place of the sandbox's own that the file tools cannot reach (its private
     /// `/tmp`, `/proc`, `/dev`): each command's is its own and gone when it ends.
     #[error("{path}: refused: {why}")]
-    NotReachable { path: PathBuf, why: String },
+    NotReachable {
+        path: PathBuf,
+        why: String,
+        place: containment::OwnPlace,
+    },
     #[error("{0} is a directory; list it with bash (ls)")]
     IsDirectory(PathBuf),
     #[error("{0} is not a regular file")]
@@ -311,6 +332,34 @@ pub enum FileError {
     /// file access).
     #[error("{0}")]
     Unavailable(String),
+}
+
+impl FileError {
+    /// The layout entry that refused the access, when the sandbox's containment did
+    /// (issue 39: the audit line and `dsh policy explain` name it as data).
+    pub fn containment(&self) -> Option<containment::Containment> {
+        use containment::Containment;
+        Some(match self {
+            FileError::Masked {
+                entry, masked_by, ..
+            } => Containment::Masked {
+                entry: entry.clone(),
+                masked_by: *masked_by,
+            },
+            FileError::Protected { entry, what, .. } => Containment::Protected {
+                entry: entry.clone(),
+                what: *what,
+            },
+            FileError::OutsideRoots { roots, .. } => Containment::OutsideRoots {
+                roots: roots.clone(),
+            },
+            FileError::NotReachable { place, .. } => Containment::NotReachable {
+                entry: None,
+                place: *place,
+            },
+            _ => return None,
+        })
+    }
 }
 
 /// A long-lived program spoken to over its stdin and stdout (an MCP server), started

@@ -352,6 +352,9 @@ pub struct ToolOutput {
     /// The files that hold output the text names as truncated or dropped (T6, T9): data
     /// for hooks and the history, so nobody reads a path back out of the text.
     pub spills: Vec<std::path::PathBuf>,
+    /// For a file tool the sandbox refused: the layout entry that refused it (issue 39),
+    /// for the audit line.
+    pub containment: Option<crate::exec::containment::Containment>,
 }
 
 /// How a foreground command ended.

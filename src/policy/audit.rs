@@ -273,6 +273,11 @@ pub struct ExecutionLine {
     /// Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outside_sandbox: bool,
+    /// A file tool the sandbox refused: the layout entry that did, as the executor
+    /// states it (`exec::containment::Containment`; kept as JSON here because policy/
+    /// imports nothing of exec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Value>,
     /// A hook rewrote the call: the arguments it was made with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_arguments: Option<Value>,

@@ -17,6 +17,12 @@ pub fn render_network(target: &str, mode: &str, judgement: &Judgement) -> String
     render_call("network", target, mode, judgement)
 }
 
+/// The human-readable explanation of `judgement` for a file tool's call on `path`
+/// (issue 39).
+pub fn render_file(tool: &str, path: &str, mode: &str, judgement: &Judgement) -> String {
+    render_call(tool, path, mode, judgement)
+}
+
 fn render_call(label: &str, call: &str, mode: &str, judgement: &Judgement) -> String {
     let mut out = format!(
         "{}: {}\n  {label}: {call}\n  mode: {mode}\n  because: {}\n",

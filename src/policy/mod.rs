@@ -729,7 +729,17 @@ impl Policy {
     ) -> Judgement {
         if FILE_TOOLS.contains(&tool) {
             return match arguments.get("path").and_then(|p| p.as_str()) {
-                Some(path) => self.judge_file(tool, path, mode, place),
+                // Under the sandbox a valid `sandbox: "off"` asks to reach the path
+                // outside it, as for bash ([`Policy::judge_file_escalation`]).
+                Some(path) => match place
+                    .filter(|p| p.sandbox_roots.is_some())
+                    .and_then(|_| Escalation::requested(arguments).ok().flatten())
+                {
+                    Some(escalation) => {
+                        self.judge_file_escalation(tool, path, mode, place, escalation)
+                    }
+                    None => self.judge_file(tool, path, mode, place),
+                },
                 None => Judgement::of_call(
                     Decision::Deny,
                     format!("{tool} call without a string `path` argument"),
@@ -806,7 +816,10 @@ impl Policy {
         {
             return call(
                 Decision::Deny,
-                format!("{shown} is outside the sandbox's writable roots"),
+                format!(
+                    "{shown} is outside the sandbox's writable roots (to write it there, call \
+                     {tool} again with sandbox: \"off\" and a justification: the person is asked)"
+                ),
                 Cause::Call,
             );
         }
@@ -2920,7 +2933,8 @@ mod tests {
         assert_eq!(j.decision, Deny);
         assert_eq!(
             j.reason,
-            "/etc/allowed/x is outside the sandbox's writable roots"
+            "/etc/allowed/x is outside the sandbox's writable roots (to write it there, call \
+             write_file again with sandbox: \"off\" and a justification: the person is asked)"
         );
         let j = p.judge_in(
             "write_file",

@@ -153,12 +153,77 @@ impl FilePlace {
     }
 }
 
+/// Where `call` reaches its file (issue 39): the tools' own place, or, for a call with
+/// `sandbox: "off"` that the policy judged as leaving the sandbox (the person allowed
+/// it once, or an allow rule naming the path), the executor outside the sandbox, as
+/// bash's escalation does. An invalid request is refused (T1-style); under an executor
+/// with no outside the argument changes nothing; a request the policy did not judge as
+/// leaving is refused, never run outside unjudged.
+fn call_place(place: &FilePlace, call: &ToolExecution) -> Result<FilePlace, String> {
+    let requested = crate::policy::Escalation::requested(&call.arguments)
+        .map_err(|e| e.to_string())?
+        .is_some();
+    let outside = match place {
+        FilePlace::Executor(exec) if requested => exec.outside(),
+        _ => None,
+    };
+    let Some(outside) = outside else {
+        return Ok(place.clone());
+    };
+    let judged = call
+        .judged()
+        .is_some_and(|(_, judgement)| judgement.escalation.is_some());
+    if !judged {
+        return Err(
+            "refused to reach the file outside the sandbox: the call was not judged as \
+             leaving it"
+                .into(),
+        );
+    }
+    Ok(FilePlace::Executor(outside))
+}
+
 /// What the executor is asked about `path` for a call of `session`: the same writable
 /// roots its commands get.
 fn file_request(session: Option<&Arc<Session>>, path: &Path) -> FileRequest {
     FileRequest {
         path: path.to_path_buf(),
         writable_roots: session.map(|s| s.writable_roots()).unwrap_or_default(),
+    }
+}
+
+/// Why a file tool's read or write failed: the model's text and, when the sandbox
+/// refused it, the layout entry that did (issue 39: the audit line records it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failed {
+    text: String,
+    containment: Option<crate::exec::containment::Containment>,
+}
+
+impl From<FileError> for Failed {
+    fn from(e: FileError) -> Self {
+        Failed {
+            containment: e.containment(),
+            text: e.to_string(),
+        }
+    }
+}
+
+impl From<String> for Failed {
+    fn from(text: String) -> Self {
+        Failed {
+            text,
+            containment: None,
+        }
+    }
+}
+
+impl From<Failed> for ToolOutput {
+    fn from(failed: Failed) -> Self {
+        ToolOutput {
+            containment: failed.containment,
+            ..ToolOutput::error(failed.text)
+        }
     }
 }
 
@@ -169,32 +234,29 @@ async fn read_text(
     place: &FilePlace,
     session: Option<&Arc<Session>>,
     path: &Path,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Failed> {
     let request = file_request(session, path);
     if place.is_local()
         && let Some(files) = session.and_then(|s| s.client_files())
     {
         // The same containment first: the editor reads whatever its user can.
-        let stat = place
-            .stat(&request, FileIntent::Read)
-            .await
-            .map_err(|e| e.to_string())?;
+        let stat = place.stat(&request, FileIntent::Read).await?;
         if let Some(answer) = files.read(path).await {
             // The editor answers for files it has open and for files on disk; one it
             // cannot find is an error there too, so the executor said whether it exists.
             return match answer {
                 Ok(text) => Ok(Some(text)),
                 Err(_) if stat.is_none() => Ok(None),
-                Err(e) => Err(format!("the editor could not read {}: {e}", path.display())),
+                Err(e) => Err(format!("the editor could not read {}: {e}", path.display()).into()),
             };
         }
     }
     match place.read(&request).await {
         Ok(Some(bytes)) => String::from_utf8(bytes)
             .map(Some)
-            .map_err(|_| FileError::NotText(path.to_path_buf()).to_string()),
+            .map_err(|_| FileError::NotText(path.to_path_buf()).into()),
         Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -207,27 +269,21 @@ async fn write_text(
     session: Option<&Arc<Session>>,
     path: &Path,
     content: &str,
-) -> Result<WriteOutcome, String> {
+) -> Result<WriteOutcome, Failed> {
     let request = file_request(session, path);
     if place.is_local()
         && let Some(files) = session.and_then(|s| s.client_files())
     {
-        let stat = place
-            .stat(&request, FileIntent::Write)
-            .await
-            .map_err(|e| e.to_string())?;
+        let stat = place.stat(&request, FileIntent::Write).await?;
         if let Some(answer) = files.write(path, content).await {
             return answer
                 .map(|()| WriteOutcome {
                     created: stat.is_none(),
                 })
-                .map_err(|e| format!("the editor could not write {}: {e}", path.display()));
+                .map_err(|e| format!("the editor could not write {}: {e}", path.display()).into());
         }
     }
-    place
-        .write(&request, content)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(place.write(&request, content).await?)
 }
 
 /// The 1-based line where byte `at` of `text` is.
@@ -441,7 +497,11 @@ impl Tool for ReadFile {
             (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
         };
         let shown = shown(call);
-        match read_text(&self.place, call.session.as_ref(), &path).await {
+        let place = match call_place(&self.place, call) {
+            Ok(place) => place,
+            Err(e) => return ToolOutput::error(e),
+        };
+        match read_text(&place, call.session.as_ref(), &path).await {
             Ok(Some(text)) => match numbered(&text, offset, limit, &shown) {
                 Ok(out) => ToolOutput::ok(out),
                 Err(e) => ToolOutput::error(e),
@@ -451,7 +511,7 @@ impl Tool for ReadFile {
                 Some(note) => ToolOutput::error(format!("{shown}: {note}")),
                 None => ToolOutput::error(format!("{shown}: no such file")),
             },
-            Err(e) => ToolOutput::error(e),
+            Err(e) => e.into(),
         }
     }
 }
@@ -488,22 +548,26 @@ impl Tool for EditFile {
             .get("replace_all")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let text = match read_text(&self.place, call.session.as_ref(), &path).await {
+        let place = match call_place(&self.place, call) {
+            Ok(place) => place,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let text = match read_text(&place, call.session.as_ref(), &path).await {
             Ok(Some(text)) => text,
             Ok(None) => {
                 return ToolOutput::error(format!(
                     "{shown}: no such file; create it with write_file"
                 ));
             }
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return e.into(),
         };
         let (edited, count, line) =
             match apply_edit(&text, arg("old_string"), arg("new_string"), all, &shown) {
                 Ok(done) => done,
                 Err(e) => return ToolOutput::error(e),
             };
-        if let Err(e) = write_text(&self.place, call.session.as_ref(), &path, &edited).await {
-            return ToolOutput::error(e);
+        if let Err(e) = write_text(&place, call.session.as_ref(), &path, &edited).await {
+            return e.into();
         }
         let what = if count == 1 {
             "1 replacement".to_string()
@@ -540,10 +604,14 @@ impl Tool for WriteFile {
             .get("content")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let verb = match write_text(&self.place, call.session.as_ref(), &path, content).await {
+        let place = match call_place(&self.place, call) {
+            Ok(place) => place,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let verb = match write_text(&place, call.session.as_ref(), &path, content).await {
             Ok(done) if done.created => "Created",
             Ok(_) => "Wrote",
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return e.into(),
         };
         ToolOutput::ok(format!("{verb} {shown} ({} bytes)", content.len()))
     }
@@ -693,7 +761,7 @@ mod tests {
         let bin = dir.path().join("b");
         std::fs::write(&bin, [0xff, 0xfe, 0]).unwrap();
         let e = read_text(&FilePlace::Disk, None, &bin).await.unwrap_err();
-        assert!(e.contains("not UTF-8"), "{e}");
+        assert!(e.text.contains("not UTF-8"), "{e:?}");
         assert_eq!(
             read_text(&FilePlace::Disk, None, &dir.path().join("none")).await,
             Ok(None)

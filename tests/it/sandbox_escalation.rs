@@ -471,3 +471,390 @@ async fn issue_27_escalation_explain_agrees_with_the_daemon() {
         "{text}"
     );
 }
+
+// Issue 39: the file tools' own escalation. A file tool call on a path the sandbox's
+// layout refuses (protected, outside the writable roots, masked) is refused with the
+// way to ask; with `sandbox: "off"` and a justification it is put to the person (in
+// auto too), and allowed once it reaches the file outside the sandbox. The same
+// semantics as bash's: deny rules deny, read-only refuses writes, a grant does not let
+// it out, and only an allow rule naming the path lets it out unasked.
+
+/// A git repository as the session's workspace (its hooks and config are protected),
+/// with a secret the config masks, and a directory outside every root.
+fn repository(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (ws, out) = places(dir);
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+    let secret = ws.join("secret.env");
+    std::fs::write(&secret, "TOKEN=hunter2\n").unwrap();
+    (ws, out, secret)
+}
+
+/// The sandbox in `mode` with the repository's secret masked, and `rules`.
+fn masked_config(mode: &str, secret: &Path, rules: &str) -> String {
+    format!(
+        "kind = \"sandbox\"\n[exec.sandbox]\ndeny_read = [\"{}\"]\n{}",
+        secret.display(),
+        &sandbox_config(mode, rules)["kind = \"sandbox\"\n".len()..]
+    )
+}
+
+fn file_rule(tool: &str, path: &Path, action: &str) -> String {
+    format!(
+        "[[permissions.rules]]\ntool = \"{tool}\"\npath = \"{}\"\naction = \"{action}\"\n",
+        path.display()
+    )
+}
+
+/// A file tool's arguments asking to reach `path` outside the sandbox.
+fn file_escalated(path: &Path, rest: Value) -> Value {
+    let mut args = rest;
+    args["path"] = path.display().to_string().into();
+    args["sandbox"] = "off".into();
+    args["justification"] = JUSTIFICATION.into();
+    args
+}
+
+const HOOK: &str = "#!/bin/sh\necho planted\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_a_file_tool_refused_by_the_layout_is_asked_and_allowed_once_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, out, secret) = repository(dir.path());
+    let (_child, mut c) = stdio_daemon(dir.path(), &masked_config("auto", &secret, ""), &[]).await;
+    let s = session(&mut c, &ws).await;
+    let hook = ws.join(".git/hooks/pre-commit");
+
+    // Refused in the sandbox, saying how to ask; the audit line names the entry.
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            json!({"path": hook.display().to_string(), "content": HOOK}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("call this tool again with sandbox: \"off\" and a justification"),
+        "{text}"
+    );
+    assert!(!hook.exists());
+    assert!(c.permission_requests.is_empty(), "mode auto asked");
+    let lines = audit(&dir.path().join("state"));
+    let refused = lines
+        .iter()
+        .find(|l| l["tool"] == "write_file")
+        .expect("the refused call's line");
+    assert_eq!(
+        refused["containment"],
+        json!({"by": "protected", "entry": ws.join(".git/hooks"), "what": "git"}),
+        "{refused}"
+    );
+
+    // Rejected: nothing is written.
+    c.permission_answers.push_back("reject_once");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&hook, json!({"content": HOOK})),
+        )
+        .await;
+    assert!(
+        is_error && text.contains("the user rejected this call"),
+        "{text}"
+    );
+    assert!(!hook.exists());
+
+    // Allowed once: written outside the sandbox, after a question that offers no
+    // "always" and shows the justification.
+    c.permission_answers.push_back("allow_once");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&hook, json!({"content": HOOK})),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), HOOK);
+    assert_eq!(c.permission_requests.len(), 2);
+    let question = &c.permission_requests[1];
+    assert_eq!(option_ids(question), ["allow_once", "reject_once"]);
+    let texts = question_texts(question);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("Runs OUTSIDE the sandbox")
+                && t.ends_with(&format!("The model's justification: {JUSTIFICATION}"))),
+        "{texts:?}"
+    );
+
+    // The same for an edit of git's config, a read of a masked secret and a write
+    // outside every root: each asked, each reaching the real file once allowed.
+    let config = ws.join(".git/config");
+    c.permission_answers.push_back("allow_once");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "edit_file",
+            file_escalated(
+                &config,
+                json!({"old_string": "[core]", "new_string": "[core]\n\thooksPath = .githooks"}),
+            ),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert!(
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .contains("hooksPath")
+    );
+    c.permission_answers.push_back("allow_once");
+    let (text, is_error) = c
+        .tool(Some(&s), "read_file", file_escalated(&secret, json!({})))
+        .await;
+    assert!(!is_error && text.contains("hunter2"), "{text}");
+    let report = out.join("report");
+    c.permission_answers.push_back("allow_once");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&report, json!({"content": "r"})),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "r");
+    assert_eq!(c.permission_requests.len(), 5);
+
+    let lines = audit(&dir.path().join("state"));
+    let escalated: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["outsideSandbox"] == true)
+        .collect();
+    assert_eq!(escalated.len(), 5, "{lines:?}");
+    // Each was asked: allowed (decision ask) or rejected (the veto stands as deny).
+    assert!(escalated.iter().all(|l| {
+        (l["decision"] == "ask" && l["answer"] == "allow_once")
+            || (l["decision"] == "deny" && l["answer"] == "reject_once")
+    }));
+    assert_eq!(
+        escalated
+            .iter()
+            .filter(|l| l["answer"] == "allow_once" && l["outcome"] == "ok")
+            .count(),
+        4
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_a_file_tools_escalation_deny_rules_read_only_and_path_rules_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, out, secret) = repository(dir.path());
+    let allowed = out.join("allowed");
+    let rules = file_rule("write_file", &ws.join(".git/config"), "deny")
+        + &file_rule("write_file", &allowed, "allow")
+        + "[[permissions.rules]]\ntool = \"read_file\"\naction = \"allow\"\n";
+    let (_child, mut c) =
+        stdio_daemon(dir.path(), &masked_config("auto", &secret, &rules), &[]).await;
+    let s = session(&mut c, &ws).await;
+    // A deny rule denies, without a question.
+    let config = ws.join(".git/config");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&config, json!({"content": "[core]\n"})),
+        )
+        .await;
+    assert!(
+        is_error && text.starts_with("Error: vetoed by policy: rule write_file path"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), before);
+    // A rule naming the path lets it out unasked.
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&allowed, json!({"content": "a"})),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(std::fs::read_to_string(&allowed).unwrap(), "a");
+    // A tool-wide allow rule names no path: asked.
+    c.permission_answers.push_back("reject_once");
+    let (text, _) = c
+        .tool(Some(&s), "read_file", file_escalated(&secret, json!({})))
+        .await;
+    assert!(text.contains("the user rejected this call"), "{text}");
+    assert!(!text.contains("hunter2"));
+    assert_eq!(c.permission_requests.len(), 1);
+    // Read-only mode refuses a write whatever is asked.
+    c.set_mode(&s, "read-only").await;
+    let hook = ws.join(".git/hooks/pre-commit");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&hook, json!({"content": HOOK})),
+        )
+        .await;
+    assert!(is_error && text.contains("read-only mode"), "{text}");
+    assert!(!hook.exists());
+    assert_eq!(c.permission_requests.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_a_grant_does_not_let_a_file_tool_out_silently_and_local_ignores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, out, secret) = repository(dir.path());
+    let (_child, mut c) = stdio_daemon(dir.path(), &masked_config("ask", &secret, ""), &[]).await;
+    let s = session(&mut c, &ws).await;
+    // "Allow always" on an ordinary write in the workspace...
+    c.permission_answers.push_back("allow_always");
+    let plain = ws.join("plain.txt");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            json!({"path": plain.display().to_string(), "content": "p"}),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    // ...lets no escalation out unasked, and an "always" answer to one (not offered,
+    // sent anyway) grants nothing: the next is asked again.
+    let first = out.join("first");
+    c.permission_answers.push_back("allow_always");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&first, json!({"content": "1"})),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(c.permission_requests.len(), 2);
+    let second = out.join("second");
+    c.permission_answers.push_back("reject_once");
+    let (text, _) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&second, json!({"content": "2"})),
+        )
+        .await;
+    assert!(text.contains("the user rejected this call"), "{text}");
+    assert_eq!(c.permission_requests.len(), 3);
+    assert!(!second.exists());
+    drop(c);
+
+    // Under the local executor the argument changes nothing (judged and run as any
+    // call), and its values are still checked.
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, _, _) = repository(dir.path());
+    let config = "kind = \"local\"\n[permissions]\ndefault_mode = \"auto\"\n";
+    let (_child, mut c) = stdio_daemon(dir.path(), config, &[]).await;
+    let s = session(&mut c, &ws).await;
+    let f = ws.join("f.txt");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            file_escalated(&f, json!({"content": "x"})),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert!(c.permission_requests.is_empty());
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "read_file",
+            json!({"path": f.display().to_string(), "sandbox": "off"}),
+        )
+        .await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("Error: invalid justification", true)
+    );
+}
+
+/// `dsh policy explain --tool write_file` names the layout entry that decides the
+/// path, and with `--sandbox off` the question the daemon would ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_explain_names_what_decided_a_file_tools_containment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, _, secret) = repository(dir.path());
+    let config = common::daemon::write_config(dir.path(), &masked_config("auto", &secret, ""));
+    let explain = |tool: &'static str, path: PathBuf, leave: bool, json: bool| {
+        let mut cmd = common::dsh();
+        cmd.args(["policy", "explain", "--tool", tool, "--config"])
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("--cwd")
+            .arg(&ws);
+        if leave {
+            cmd.args(["--sandbox", "off", "--justification", JUSTIFICATION]);
+        }
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.arg("--").arg(path);
+        cmd
+    };
+    let run = |mut cmd: tokio::process::Command| async move {
+        let out = cmd.output().await.unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let hook = ws.join(".git/hooks/pre-commit");
+    let text = run(explain("write_file", hook.clone(), false, false)).await;
+    assert!(text.starts_with("allow: "), "{text}");
+    assert!(
+        text.contains(&format!(
+            "  sandbox: refused to write: the protected entry {} (git's hooks",
+            ws.join(".git/hooks").display()
+        )),
+        "{text}"
+    );
+    let text = run(explain("write_file", hook.clone(), true, false)).await;
+    assert!(text.starts_with("ask: "), "{text}");
+    assert!(
+        text.contains("  sandbox (left if allowed): refused to write"),
+        "{text}"
+    );
+    let value: Value =
+        serde_json::from_str(&run(explain("read_file", secret.clone(), false, true)).await)
+            .unwrap();
+    assert_eq!(
+        value["containment"],
+        json!({"by": "masked", "entry": secret, "masked_by": "deny_read"})
+    );
+    let value: Value = serde_json::from_str(
+        &run(explain(
+            "write_file",
+            PathBuf::from("/etc/dsh-explained"),
+            false,
+            true,
+        ))
+        .await,
+    )
+    .unwrap();
+    assert_eq!(value["judgement"]["decision"], "deny");
+    assert_eq!(value["containment"]["by"], "outside_roots");
+    let value: Value =
+        serde_json::from_str(&run(explain("write_file", ws.join("src.rs"), false, true)).await)
+            .unwrap();
+    assert_eq!(
+        value["containment"],
+        json!({"by": "writable_root", "root": ws})
+    );
+}

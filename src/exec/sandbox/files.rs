@@ -12,8 +12,9 @@
 //! the directory's descriptor (a new file beside the target, renamed over it), never
 //! a path again.
 
+use super::SandboxLauncher;
 use super::layout::{Layout, Mount};
-use super::{Held, SandboxLauncher};
+use crate::exec::containment::{Containment, MaskedBy, OwnPlace, Protection};
 use crate::exec::local::{blocking, read_opened, replace_in, split};
 use crate::exec::{FileError, FileIntent, FileRequest, FileStat, WriteOutcome};
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
@@ -23,13 +24,14 @@ use std::path::{Path, PathBuf};
 
 /// What the sandbox shows the file tools for one call: its layout and what made it.
 pub(super) struct FileView {
-    layout: Layout,
+    /// Shared with the cache ([`super::view_cache`]): built once while nothing changed.
+    pub(super) layout: std::sync::Arc<Layout>,
     /// The real writable roots, in the layout's order.
-    writable: Vec<PathBuf>,
-    /// The real paths of `deny_read` and dsh's own directories.
-    masked: Vec<PathBuf>,
+    pub(super) writable: Vec<PathBuf>,
+    /// The real paths of `deny_read` and dsh's own directories, with which they are.
+    pub(super) masked: Vec<(PathBuf, MaskedBy)>,
     /// The spill directory, real: its files are readable (a command's own output).
-    spill_dir: Option<PathBuf>,
+    pub(super) spill_dir: Option<PathBuf>,
 }
 
 /// Where a judged path is opened from.
@@ -45,7 +47,8 @@ impl SandboxLauncher {
     /// The sandbox a command of a session with `roots` would get, for the file tools.
     pub(super) fn file_view(&self, roots: &[PathBuf]) -> Result<FileView, FileError> {
         let layout = self
-            .layout_with(Path::new("/"), roots, Held::Shown)
+            .views
+            .layout(self, roots)
             .map_err(|why| FileError::Unavailable(format!("the sandbox refuses: {why}")))?;
         // The same real roots the layout bound (it refused a symlinked one above).
         let writable = roots
@@ -54,10 +57,27 @@ impl SandboxLauncher {
             .filter(|r| r.is_absolute() && r.is_dir())
             .filter_map(|r| r.canonicalize().ok())
             .collect();
+        let own: Vec<PathBuf> = self
+            .spill_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(
+                crate::config::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf)),
+            )
+            .collect();
         let masked = self
             .deny_read
             .iter()
-            .filter_map(|p| p.canonicalize().ok())
+            .map(|p| {
+                let by = if own.contains(p) {
+                    MaskedBy::DshOwn
+                } else {
+                    MaskedBy::DenyRead
+                };
+                (p, by)
+            })
+            .filter_map(|(p, by)| p.canonicalize().ok().map(|real| (real, by)))
             .collect();
         Ok(FileView {
             layout,
@@ -70,11 +90,44 @@ impl SandboxLauncher {
 
 impl FileView {
     /// Whether a file tool may `intent` the file at `real` (its real path), and where
-    /// it is then opened from.
+    /// it is then opened from; refused, the error names the layout entry that refused.
     pub(super) fn judge(&self, real: &Path, intent: FileIntent) -> Result<Allowed, FileError> {
+        let decided = self.containment(real, intent);
         let path = real.to_path_buf();
+        match decided {
+            Containment::WritableRoot { root } => Ok(Allowed::Within(root)),
+            Containment::ReadOnly { .. } | Containment::SpillFile => Ok(Allowed::Anywhere),
+            Containment::Protected { entry, what } => {
+                Err(FileError::Protected { path, entry, what })
+            }
+            Containment::OutsideRoots { roots } => Err(FileError::OutsideRoots { path, roots }),
+            Containment::Masked { entry, masked_by } => Err(FileError::Masked {
+                path,
+                entry,
+                masked_by,
+            }),
+            Containment::NotReachable { place, .. } => Err(FileError::NotReachable {
+                path,
+                place,
+                why: match place {
+                    OwnPlace::Tmp => "it is in the sandbox's private /tmp: each command has its \
+                                      own, empty at its start and gone at its end, so no file \
+                                      tool can reach it; use bash, or a directory of the session"
+                        .into(),
+                    OwnPlace::DevOrProc => "it is in the sandbox's own /dev or /proc, which the \
+                                            file tools do not reach; use bash"
+                        .into(),
+                    OwnPlace::Nothing => "the sandbox shows nothing there".into(),
+                },
+            }),
+        }
+    }
+
+    /// Which entry of the layout decides whether a file tool may `intent` the file at
+    /// `real`: the one answer the check above acts on and `dsh policy explain` shows.
+    pub(super) fn containment(&self, real: &Path, intent: FileIntent) -> Containment {
         let root = self.writable.iter().find(|r| real.starts_with(r));
-        if self.masked.iter().any(|m| real.starts_with(m)) {
+        if let Some((entry, masked_by)) = self.masked.iter().find(|(m, _)| real.starts_with(m)) {
             let spill = self.spill_dir.as_deref().is_some_and(|d| {
                 real.parent() == Some(d)
                     && real
@@ -83,73 +136,76 @@ impl FileView {
                         .is_some_and(crate::exec::outfiles::is_spill_file)
             });
             return match intent {
-                FileIntent::Read if spill => Ok(Allowed::Anywhere),
-                _ => Err(FileError::Masked { path }),
+                FileIntent::Read if spill => Containment::SpillFile,
+                _ => Containment::Masked {
+                    entry: entry.clone(),
+                    masked_by: *masked_by,
+                },
             };
         }
-        match (self.layout.covering(real), intent) {
-            (Some(Mount::HostWritable(_)), _) => Ok(match root {
-                Some(root) => Allowed::Within(root.clone()),
-                None => Allowed::Anywhere,
-            }),
-            (Some(Mount::HostReadOnly(_)), FileIntent::Read) => Ok(Allowed::Anywhere),
-            (Some(Mount::HostReadOnly(_) | Mount::EmptyDir(_) | Mount::EmptyFile { .. }), _)
-                if root.is_some() =>
-            {
+        let mount = self.layout.covering(real);
+        let entry = mount.map(|m| m.path().to_path_buf());
+        match (mount, intent) {
+            (Some(Mount::HostWritable(e)), _) => match root {
+                Some(root) => Containment::WritableRoot { root: root.clone() },
+                // A pin outside every root cannot be: a root holds it. Read-only then.
+                None if intent == FileIntent::Read => Containment::ReadOnly { entry: e.clone() },
+                None => Containment::OutsideRoots {
+                    roots: self.writable.clone(),
+                },
+            },
+            (Some(Mount::HostReadOnly(e)), FileIntent::Read) => {
+                Containment::ReadOnly { entry: e.clone() }
+            }
+            (Some(Mount::HostReadOnly(e) | Mount::EmptyDir(e)), _) if root.is_some() => {
                 match intent {
                     // A protected entry that does not exist yet (a hooks directory, a
                     // held `.vscode/`): commands see it empty, and so does a read.
-                    FileIntent::Read => Ok(Allowed::Anywhere),
-                    FileIntent::Write => Err(FileError::Protected {
-                        what: protected_what(
-                            root.map_or(real, |r| real.strip_prefix(r).unwrap_or(real)),
+                    FileIntent::Read => Containment::ReadOnly { entry: e.clone() },
+                    FileIntent::Write => Containment::Protected {
+                        what: protection(
+                            root.map_or(e.as_path(), |r| real.strip_prefix(r).unwrap_or(real)),
                         ),
-                        path,
-                    }),
+                        entry: e.clone(),
+                    },
                 }
             }
-            (Some(Mount::HostReadOnly(_)), FileIntent::Write) => Err(FileError::OutsideRoots {
-                path,
-                roots: self.roots_text(),
-            }),
-            (Some(Mount::EmptyDir(_) | Mount::EmptyFile { .. }), _) => {
-                Err(FileError::Masked { path })
+            (Some(Mount::EmptyFile { path: e, .. }), _) if root.is_some() => match intent {
+                FileIntent::Read => Containment::ReadOnly { entry: e.clone() },
+                FileIntent::Write => Containment::Protected {
+                    what: protection(
+                        root.map_or(e.as_path(), |r| real.strip_prefix(r).unwrap_or(real)),
+                    ),
+                    entry: e.clone(),
+                },
+            },
+            (Some(Mount::HostReadOnly(_)), FileIntent::Write) => Containment::OutsideRoots {
+                roots: self.writable.clone(),
+            },
+            (Some(Mount::EmptyDir(e) | Mount::EmptyFile { path: e, .. }), _) => {
+                Containment::Masked {
+                    entry: e.clone(),
+                    masked_by: MaskedBy::Host,
+                }
             }
-            (Some(Mount::Scratch(_)), _) => Err(FileError::NotReachable {
-                path,
-                why: "it is in the sandbox's private /tmp: each command has its own, empty \
-                      at its start and gone at its end, so no file tool can reach it; use \
-                      bash, or a directory of the session"
-                    .into(),
-            }),
-            (Some(Mount::Devices(_) | Mount::Processes(_)), _) => Err(FileError::NotReachable {
-                path,
-                why: "it is in the sandbox's own /dev or /proc, which the file tools do not \
-                      reach; use bash"
-                    .into(),
-            }),
-            (None, _) => Err(FileError::NotReachable {
-                path,
-                why: "the sandbox shows nothing there".into(),
-            }),
+            (Some(Mount::Scratch(_)), _) => Containment::NotReachable {
+                entry,
+                place: OwnPlace::Tmp,
+            },
+            (Some(Mount::Devices(_) | Mount::Processes(_)), _) => Containment::NotReachable {
+                entry,
+                place: OwnPlace::DevOrProc,
+            },
+            (None, _) => Containment::NotReachable {
+                entry: None,
+                place: OwnPlace::Nothing,
+            },
         }
-    }
-
-    fn roots_text(&self) -> String {
-        if self.writable.is_empty() {
-            return "no directory of the host (only its private /tmp)".into();
-        }
-        let named: Vec<String> = self
-            .writable
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect();
-        named.join(", ")
     }
 }
 
-/// Why the protected path `rel` (relative to its root) is held, in a few words.
-fn protected_what(rel: &Path) -> String {
+/// Why the protected path `rel` (relative to its root) is held.
+fn protection(rel: &Path) -> Protection {
     let names: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -157,15 +213,15 @@ fn protected_what(rel: &Path) -> String {
     let has = |n: &str| names.iter().any(|c| c == n);
     let first = names.first().map(String::as_str).unwrap_or_default();
     if has(".git") || first == ".gitmodules" || first == ".gitconfig" {
-        "git's hooks and config: git runs what they name on the host".into()
+        Protection::Git
     } else if has(".dsh") || has(".claude") {
-        "a project's dsh settings and hooks, which run on the host".into()
+        Protection::ProjectSettings
     } else if has(".vscode") || has(".zed") || has(".idea") {
-        "an editor folder, whose tasks and settings run when the project opens".into()
+        Protection::EditorFolder
     } else if first.starts_with(".bash") || first.starts_with(".z") || first == ".profile" {
-        "a shell startup file, run at the next login or shell".into()
+        Protection::ShellStartup
     } else {
-        "a path the sandbox keeps read-only".into()
+        Protection::Other
     }
 }
 
@@ -337,6 +393,22 @@ impl FileCall {
     }
 }
 
+/// What the sandbox of `config` would decide for a file tool that means to `intent`
+/// `path` in a session whose writable roots are `roots` (`dsh policy explain`, with no
+/// daemon): the same check the executor makes, with nothing opened or written but the
+/// state directory's empty file the masks show.
+pub fn explain(
+    config: &crate::config::ExecConfig,
+    roots: &[PathBuf],
+    path: &Path,
+    intent: FileIntent,
+) -> Result<Containment, String> {
+    let launcher = SandboxLauncher::new(config, &[])?;
+    let view = launcher.file_view(roots).map_err(|e| e.to_string())?;
+    let real = follow_links(path).map_err(|e| e.to_string())?;
+    Ok(view.containment(&real, intent))
+}
+
 /// The launcher's file methods, off the async threads.
 pub(super) async fn stat(
     launcher: &SandboxLauncher,
@@ -394,9 +466,13 @@ mod tests {
             layout.push(m);
         }
         FileView {
-            layout,
+            layout: std::sync::Arc::new(layout),
             writable: vec![p("/w/project")],
-            masked: vec![p("/w/project/secret.env"), p("/home/u/.ssh"), p("/state")],
+            masked: vec![
+                (p("/w/project/secret.env"), MaskedBy::DenyRead),
+                (p("/home/u/.ssh"), MaskedBy::DenyRead),
+                (p("/state"), MaskedBy::DshOwn),
+            ],
             spill_dir: Some(p("/state/spill")),
         }
     }
@@ -458,7 +534,7 @@ mod tests {
         ] {
             match v.judge(&p(path), w) {
                 Err(FileError::Protected { what: why, .. }) => {
-                    assert!(why.starts_with(what), "{path}: {why}")
+                    assert!(why.to_string().starts_with(what), "{path}: {why}")
                 }
                 other => panic!("{path}: {other:?}"),
             }

@@ -15,14 +15,14 @@
 use std::path::{Path, PathBuf};
 
 /// How deep below a root the walk looks for nested repositories and protected names.
-const MAX_DEPTH: usize = 3;
+pub(super) const MAX_DEPTH: usize = 3;
 
 /// How many directories one walk reads at most (a huge tree is cut short, with the
 /// root's own entries always covered).
 pub const MAX_DIRS: usize = 2000;
 
 /// Directories whose contents are dependencies or build output, never walked.
-const SKIPPED: &[&str] = &[
+pub(super) const SKIPPED: &[&str] = &[
     "node_modules",
     "target",
     ".venv",
