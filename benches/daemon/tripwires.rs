@@ -25,7 +25,11 @@ fn hundred_thousand_files(at: &Path) -> Res<()> {
 
 /// One tree: `rounds` full searches and as many from the snapshot, alternating;
 /// then as many from the snapshot after one new directory each.
-fn measure(name: &str, root: &Path, rounds: usize) -> Res<(Row, Row, Vec<String>, serde_json::Value)> {
+fn measure(
+    name: &str,
+    root: &Path,
+    rounds: usize,
+) -> Res<(Row, Row, Vec<String>, serde_json::Value)> {
     let mut search = RootSearch::open(root).ok_or(format!("cannot open {}", root.display()))?;
     let time = |f: &mut dyn FnMut() -> Option<usize>| -> Res<(Duration, usize)> {
         let t = Instant::now();
@@ -57,10 +61,16 @@ fn measure(name: &str, root: &Path, rounds: usize) -> Res<(Row, Row, Vec<String>
     }
     let _ = std::fs::remove_dir_all(&made);
     let dirs = search.recorded();
-    let (f, s, c) = (Stats::of(&full), Stats::of(&from_snapshot), Stats::of(&after_change));
+    let (f, s, c) = (
+        Stats::of(&full),
+        Stats::of(&from_snapshot),
+        Stats::of(&after_change),
+    );
     let row = |metric: &'static str, stats: &Stats| Row {
         id: "E12",
-        scenario: format!("end-of-command search, {name} ({dirs} directories): from the snapshot vs full"),
+        scenario: format!(
+            "end-of-command search, {name} ({dirs} directories): from the snapshot vs full"
+        ),
         metric,
         unit: "ms",
         dsh: stats.p50,
@@ -77,7 +87,8 @@ fn measure(name: &str, root: &Path, rounds: usize) -> Res<(Row, Row, Vec<String>
              (racy ones, changed in the last 2 s, are read again)"
         ),
     ];
-    let details = json!({"directories": dirs, "full": f.json(), "snapshot": s.json(), "changed": c.json()});
+    let details =
+        json!({"directories": dirs, "full": f.json(), "snapshot": s.json(), "changed": c.json()});
     Ok((
         row("median, nothing changed", &s),
         row("median, one new directory", &c),

@@ -37,9 +37,9 @@ use crate::config::NetworkMode;
 use layout::{Layout, Mount};
 use protect::Guard;
 use seccomp::Floor;
-use tripwires::{Tripwires, Watch};
 #[doc(hidden)]
 pub use tripwires::RootSearch;
+use tripwires::{Tripwires, Watch};
 
 use super::pidns;
 use super::process::{Launcher, ProcessExecutor, check_local_workdir};
@@ -625,7 +625,7 @@ impl SandboxLauncher {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .waiter(mark);
-                waiter.wait();
+                waiter.wait()?;
                 self.tripwires
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

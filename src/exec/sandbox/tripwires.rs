@@ -139,15 +139,34 @@ pub struct Waiter {
     scope: String,
 }
 
+/// The longest a command waits for its session's checks before it is refused: a
+/// check ends within its budget, so this bounds only one that can never end (its
+/// task dropped between the command's end and the check).
+const CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 impl Waiter {
     /// Returns once no check of the scope runs (on a thread that may block: the
-    /// launcher's layout walk runs off the async workers).
-    pub fn wait(self) {
+    /// launcher's layout walk runs off the async workers), or why the command is
+    /// refused when none ended within [`CHECK_WAIT`] (closed: it never starts
+    /// beside what a check did not look at).
+    pub fn wait(self) -> Result<(), String> {
         let (running, ended) = &*self.checks.0;
+        let deadline = std::time::Instant::now() + CHECK_WAIT;
         let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
         while running.contains_key(&self.scope) {
-            running = ended.wait(running).unwrap_or_else(|p| p.into_inner());
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "the sandbox's end-of-command check of this session's last command has not                      finished in {} s; nothing more runs in this session's sandbox until it has",
+                    CHECK_WAIT.as_secs()
+                ));
+            }
+            running = ended
+                .wait_timeout(running, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
+        Ok(())
     }
 }
 
@@ -490,7 +509,12 @@ impl RootSearch {
     /// Every directory read, as before; keeps the snapshot it makes. Returns how
     /// many directories were read, or `None` past the budget.
     pub fn full(&mut self) -> Option<usize> {
-        let search = changed::search(&self.fd, None, std::time::SystemTime::now(), SEARCH_BUDGET_DIRS);
+        let search = changed::search(
+            &self.fd,
+            None,
+            std::time::SystemTime::now(),
+            SEARCH_BUDGET_DIRS,
+        );
         self.snapshot = search.snapshot;
         (!search.unfinished).then_some(search.read.len())
     }
@@ -677,7 +701,7 @@ mod tests {
             let (events, ready) = (events.clone(), ready_tx.clone());
             std::thread::spawn(move || {
                 let _ = ready.send(());
-                waiter.wait();
+                waiter.wait().unwrap();
                 events.lock().unwrap().push(name);
             })
         };
