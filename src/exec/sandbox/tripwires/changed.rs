@@ -238,21 +238,13 @@ fn entries_of(root: &OwnedFd, dir: &Path) -> Option<(Stamp, Vec<(OsString, Kind)
     Some((stamp, out))
 }
 
-/// `statx` of `path` beneath `root`, not following a final symlink.
+/// `statx` of `path` below `root`, not following a final symlink. One call, by the
+/// path relative to the root's descriptor: an intermediate directory swapped for a
+/// symlink is followed here, which only stats (the link itself shows as changed in
+/// its own entry, its parent's change has it read, and every read and rename opens
+/// beneath the root with no symlink followed).
 fn status(root: &OwnedFd, path: &Path) -> Option<Status> {
-    if path.as_os_str().is_empty() {
-        return statx_at(root, path);
-    }
-    // Intermediate symlinks are not followed either: the parent is opened beneath.
-    let parent = path.parent().unwrap_or(Path::new(""));
-    let name = path.file_name()?;
-    let parent = open_beneath(
-        root,
-        parent,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
-    )
-    .ok()?;
-    statx_at(&parent, Path::new(name))
+    statx_at(root, path)
 }
 
 fn statx_at(dir: &impl AsFd, name: &Path) -> Option<Status> {
