@@ -69,6 +69,15 @@ pub struct Hello {
     /// one that holds.
     #[serde(default)]
     pub sandbox: Option<crate::config::SandboxConfig>,
+    /// `[exec] env_pass`: the names of the helper's own variables (the host's, as the
+    /// ssh session has them) its sandboxed commands get beyond the allowlist (E4).
+    /// The names travel, not the daemon's values: a secret of this machine is never
+    /// sent to the host by being named.
+    #[serde(default)]
+    pub env_pass: Vec<String>,
+    /// `[exec] env_set`: variables set in every sandboxed command on the host.
+    #[serde(default)]
+    pub env_set: std::collections::BTreeMap<String, String>,
 }
 
 /// A command as the wire carries it: the workdir is already the remote path.
@@ -423,7 +432,12 @@ impl Helper {
                 if sandbox.network.mode == crate::config::NetworkMode::Proxy {
                     sandbox.network.mode = crate::config::NetworkMode::None;
                 }
-                let config = ExecConfig { sandbox, ..config };
+                let config = ExecConfig {
+                    sandbox,
+                    env_pass: hello.env_pass.clone(),
+                    env_set: hello.env_set.clone(),
+                    ..config
+                };
                 Arc::new(
                     super::SandboxExecutor::with_env(
                         &config,

@@ -45,6 +45,7 @@ mod sandbox_network;
 mod sandbox_no_way_back;
 mod sandbox_pins;
 mod sandbox_proc;
+mod sandbox_remote_env;
 mod sandbox_walks;
 mod security;
 mod sessions_keep_work;

@@ -499,7 +499,28 @@ async fn e12_a_repository_made_anywhere_under_the_root_is_refused() {
     assert!(moved, "the file clock moves");
     std::fs::remove_file(&probe).unwrap();
     let out = run_in(&sandbox, DEEP_REPOSITORIES, &root).await.unwrap();
+    // The next command's check starts from the snapshot the first one left (only
+    // what changed is read): repositories it makes in a directory the first command
+    // made and deeper below one are refused as well. (One moved into place with an
+    // old birth time is refused only where the start's walk looked, and this root,
+    // 3000 directories wide, is past that walk's bound: the unit test
+    // `tripwires::tests::e12_a_repository_moved_into_place_is_refused_though_it_is_old`.)
+    let next = run_in(
+        &sandbox,
+        "git -C d17 init -q && mkdir -p a/b/c/d/e/f/g/h/i/j/k && git -C a/b/c/d/e/f/g/h/i/j/k init -q \
+         && echo again",
+        &root,
+    )
+    .await
+    .unwrap();
     sandbox.shutdown().await;
+    assert!(next.contains("again"), "{next}");
+    for git in ["d17/.git", "a/b/c/d/e/f/g/h/i/j/k/.git"] {
+        assert!(
+            !root.join(git).exists() && root.join(format!("{git}.dsh-refused")).is_dir(),
+            "{git} stands after the second command: {next}"
+        );
+    }
     assert!(out.contains("made"), "{out}");
     for git in made {
         assert!(!root.join(git).exists(), "{git} stands: {out}");

@@ -82,8 +82,10 @@ impl Refused {
     }
 }
 
-/// Ask the gate, and only if it allows, resolve and connect. The connect
-/// timeout covers resolving and every address tried.
+/// Ask the gate, and only if it allows, resolve and connect. A name whose answer
+/// holds only non-public addresses is judged again by the address it would reach
+/// ([`judged_by_address`]). The connect timeout covers resolving, and again every
+/// address tried; never the second question, which a person may be answering.
 pub(super) async fn open(
     gate: &dyn ConnectionGate,
     request: &ConnectRequest,
@@ -94,23 +96,66 @@ pub(super) async fn open(
         return Err(Refused::Denied(reason));
     }
     let destination = &request.destination;
-    tokio::time::timeout(limit, connect(destination, resolver))
+    let addresses = match &destination.host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, destination.port)],
+        Host::Name(name) => {
+            let found = tokio::time::timeout(limit, resolver.resolve(name, destination.port))
+                .await
+                .map_err(|_| Refused::TimedOut)?
+                .map_err(|e| Refused::Unresolved(e.to_string()))?;
+            let outward = this_machine_only_by_its_name(name, found)?;
+            judged_by_address(gate, request, name, outward).await?
+        }
+    };
+    tokio::time::timeout(limit, connect_any(&addresses))
         .await
         .unwrap_or(Err(Refused::TimedOut))
 }
 
-async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<TcpStream, Refused> {
-    let addresses = match &destination.host {
-        Host::Ip(ip) => vec![SocketAddr::new(*ip, destination.port)],
-        Host::Name(name) => {
-            let found = resolver
-                .resolve(name, destination.port)
-                .await
-                .map_err(|e| Refused::Unresolved(e.to_string()))?;
-            this_machine_only_by_its_name(name, found)?
-        }
+/// The addresses of a name's answer the connection may use (E10, issue 40). What
+/// was judged is the name; a non-public address (a private range, shared address
+/// space, unique-local IPv6: [`super::local::is_non_public`]) is local in E10's
+/// sense, which a default never lets through. So a public answer is used without
+/// its non-public addresses (they were not judged), and an answer with only
+/// non-public ones is asked of the gate again for the first of them, as the
+/// address itself (a rule naming it allows it; else the person is asked, like for
+/// `localhost`), and only that address is used. Names that say they are this
+/// machine (`localhost`, `*.localhost`) were judged as such already.
+async fn judged_by_address(
+    gate: &dyn ConnectionGate,
+    request: &ConnectRequest,
+    name: &HostName,
+    outward: Vec<SocketAddr>,
+) -> Result<Vec<SocketAddr>, Refused> {
+    if says_this_machine(name) {
+        return Ok(outward);
+    }
+    let (private, public): (Vec<SocketAddr>, Vec<SocketAddr>) = outward
+        .into_iter()
+        .partition(|a| super::local::is_non_public(a.ip().to_canonical()));
+    let Some(first) = private.first().filter(|_| public.is_empty()) else {
+        return Ok(public);
     };
-    connect_any(&addresses).await
+    let by_address = ConnectRequest {
+        destination: super::Destination {
+            host: Host::Ip(first.ip().to_canonical()),
+            port: first.port(),
+        },
+        scheme: request.scheme,
+    };
+    match gate.admit(&by_address).await {
+        Admission::Allow => Ok(vec![*first]),
+        Admission::Deny { reason } => Err(Refused::Denied(format!(
+            "{} resolves to {}, a non-public address, which was judged as itself: {reason}",
+            name.as_str(),
+            first.ip()
+        ))),
+    }
+}
+
+/// Whether a name says it is this machine (`localhost`, `*.localhost`).
+fn says_this_machine(name: &HostName) -> bool {
+    name.as_str() == "localhost" || name.as_str().ends_with(".localhost")
 }
 
 /// The addresses a name may lead to. What was judged is the name, so a name whose
@@ -121,13 +166,13 @@ async fn connect(destination: &Destination, resolver: &dyn Resolver) -> Result<T
 /// public host lead to services the person never named: only a name that says so
 /// (`localhost`, `*.localhost`) may reach this machine, and the rest only by their
 /// address (judged as itself, E10: never let through by a default). Private ranges
-/// stay reachable by name (a company's hosts live there).
+/// stay reachable by name (a company's hosts live there), once judged by their
+/// address too ([`judged_by_address`]).
 fn this_machine_only_by_its_name(
     name: &HostName,
     found: Vec<SocketAddr>,
 ) -> Result<Vec<SocketAddr>, Refused> {
-    let local_name = name.as_str() == "localhost" || name.as_str().ends_with(".localhost");
-    if local_name {
+    if says_this_machine(name) {
         return Ok(found);
     }
     let outward: Vec<SocketAddr> = found

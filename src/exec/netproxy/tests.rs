@@ -787,3 +787,63 @@ async fn connections_past_the_bound_are_closed_and_the_others_keep_working() {
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     expect_echo(&mut first, b"still open").await;
 }
+
+/// E10 (issue 40): a name whose DNS answer is a private address that is not this
+/// machine's is judged again by that address, as local (what a default never lets
+/// through), through CONNECT and SOCKS5 alike. Before, the name alone was judged:
+/// an allowed `corp.example` led to 10.1.2.3 with no question about the address
+/// (seen failing on the old code: the gate was never asked about 10.1.2.3).
+#[tokio::test]
+async fn e10_a_name_resolving_to_a_private_address_is_judged_by_that_address() {
+    struct Private;
+    #[async_trait::async_trait]
+    impl Resolver for Private {
+        async fn resolve(&self, _name: &HostName, port: u16) -> io::Result<Vec<SocketAddr>> {
+            Ok(vec![SocketAddr::from(([10, 1, 2, 3], port))])
+        }
+    }
+    let private: std::net::IpAddr = [10, 1, 2, 3].into();
+    if super::local::interface_addresses()
+        .unwrap_or_default()
+        .contains(&private)
+    {
+        eprintln!("10.1.2.3 is this machine's own here: it is refused by name already");
+        return;
+    }
+    let options = || ProxyOptions {
+        resolver: Arc::new(Private),
+        connect_timeout: Duration::from_millis(500),
+        ..ProxyOptions::default()
+    };
+    // The name allowed, the address not: refused, and the address was asked about.
+    let gate = ListGate::allowing(&["corp.example"]);
+    let proxy = Proxy::start_with(gate.clone(), options());
+    let (_stream, head) = connect_through(&proxy, "corp.example:8080").await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let mut socks = socks_handshake(&proxy).await;
+    socks
+        .write_all(&socks_connect_domain("corp.example", 8081))
+        .await
+        .unwrap();
+    let mut reply = [0u8; 2];
+    tokio::time::timeout(WAIT, socks.read_exact(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reply[1], 0x02, "SOCKS: not allowed");
+    assert_eq!(
+        gate.seen(),
+        [
+            ("corp.example".to_string(), 8080, Scheme::Https),
+            ("10.1.2.3".to_string(), 8080, Scheme::Https),
+            ("corp.example".to_string(), 8081, Scheme::Socks),
+            ("10.1.2.3".to_string(), 8081, Scheme::Socks),
+        ]
+    );
+    // A rule naming the address too: the connection is tried (and fails here, with
+    // no route or no answer, but not as a refusal).
+    let gate = ListGate::allowing(&["corp.example", "10.1.2.3"]);
+    let proxy = Proxy::start_with(gate, options());
+    let (_stream, head) = connect_through(&proxy, "corp.example:8080").await;
+    assert!(!head.starts_with("HTTP/1.1 403"), "{head}");
+}

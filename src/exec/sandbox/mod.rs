@@ -44,6 +44,8 @@ use layout::{Layout, Mount};
 use placeholders::{Held, Placeholders};
 use protect::Guard;
 use seccomp::Floor;
+#[doc(hidden)]
+pub use tripwires::RootSearch;
 use tripwires::{Tripwires, Watch};
 
 use super::pidns;
@@ -381,6 +383,7 @@ impl SandboxLauncher {
             levels.push(root.clone());
             levels.extend(found.projects.iter().cloned());
             if found.truncated {
+                watch.truncated.push(root.clone());
                 tracing::warn!(
                     root = %root.display(),
                     "the sandbox's walk for repositories and protected names stopped at {} \
@@ -421,6 +424,14 @@ impl SandboxLauncher {
         }
         if held != Held::Nothing {
             if let Held::Taken(mark) = held {
+                // The session's next command starts only once the checks of its
+                // ended ones are done (issue 40).
+                let waiter = self
+                    .tripwires
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .waiter(mark);
+                waiter.wait()?;
                 self.tripwires
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -759,6 +770,7 @@ impl Launcher for SandboxLauncher {
         if let Some(proxies) = &self.proxies {
             proxies.abandon(&|m: &str| m == mark);
         }
+        self.ending(|m| m == mark);
         let selector = Selector::Task {
             mark: mark.to_string(),
             sid,
@@ -771,6 +783,7 @@ impl Launcher for SandboxLauncher {
         if let Some(proxies) = &self.proxies {
             proxies.abandon(&|m: &str| m.starts_with(prefix));
         }
+        self.ending(|m| m.starts_with(prefix));
         pidns::terminate(Selector::MarkPrefix(prefix.to_string()), None, grace).await;
         let _ = self.release_off_workers(|m| m.starts_with(prefix)).await;
     }
@@ -780,6 +793,7 @@ impl Launcher for SandboxLauncher {
     /// only once they are gone, so nothing of a sandboxed command is seen after it
     /// (the contract test caught one in the process table about once in five runs).
     async fn after_exit(&self, mark: &str, sid: i32, grace: Duration) -> Vec<String> {
+        self.ending(|m| m == mark);
         let selector = Selector::Task {
             mark: mark.to_string(),
             sid: Some(sid),
@@ -817,30 +831,10 @@ impl Launcher for SandboxLauncher {
     }
 }
 
-/// [`protect::Settings`] owned, for a walk on the blocking pool.
-struct OwnedWalkSettings {
-    allow_git_config: bool,
-    global_hooks: Vec<PathBuf>,
-    home: Option<PathBuf>,
-}
-
-impl OwnedWalkSettings {
-    fn settings(&self) -> protect::Settings<'_> {
-        protect::Settings {
-            allow_git_config: self.allow_git_config,
-            global_hooks: &self.global_hooks,
-            home: self.home.as_deref(),
-        }
-    }
-}
-
-/// Checks what ended sandboxes left against their tripwires (walking their roots
-/// again): a line per refusal.
-fn check_watches(watches: Vec<Watch>, walk: &OwnedWalkSettings) -> Vec<String> {
-    watches
-        .into_iter()
-        .flat_map(|watch| watch.check(|root| protect::in_root(root, walk.settings()).repositories))
-        .collect()
+/// Checks what ended sandboxes left against their tripwires (searching what
+/// changed in their roots): a line per refusal.
+fn check_watches(watches: Vec<Watch>) -> Vec<String> {
+    watches.into_iter().flat_map(Watch::check).collect()
 }
 
 /// Runs a blocking walk of the file system without holding an async worker. The
@@ -867,14 +861,13 @@ impl SandboxLauncher {
         }
     }
 
-    /// What the walks read of the launcher, owned: a check on the blocking pool
-    /// outlives any borrow of it.
-    fn owned_walk_settings(&self) -> OwnedWalkSettings {
-        OwnedWalkSettings {
-            allow_git_config: self.allow_git_config,
-            global_hooks: self.global_hooks.clone(),
-            home: self.home.clone(),
-        }
+    /// The sandboxes `ended` picks are ending: a command of their sessions waits
+    /// from now until their checks are done (`tripwires::Tripwires::waiter`).
+    fn ending(&self, ended: impl Fn(&str) -> bool) {
+        self.tripwires
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .ending(&ended);
     }
 
     /// The sandboxes of the marks `ended` picks are gone: their placeholders are
@@ -888,8 +881,7 @@ impl SandboxLauncher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take(&ended);
-        let walk = self.owned_walk_settings();
-        let notes = check_watches(watches, &walk);
+        let notes = check_watches(watches);
         self.release_rest(ended, notes)
     }
 
@@ -906,8 +898,7 @@ impl SandboxLauncher {
         let notes = if watches.is_empty() {
             Vec::new()
         } else {
-            let walk = self.owned_walk_settings();
-            match tokio::task::spawn_blocking(move || check_watches(watches, &walk)).await {
+            match tokio::task::spawn_blocking(move || check_watches(watches)).await {
                 Ok(notes) => notes,
                 // A check that could not end must not pass for a clean one.
                 Err(e) => vec![format!(

@@ -34,6 +34,18 @@ pub(super) const SKIPPED: &[&str] = &[
     "build",
 ];
 
+/// Whether the walk reads the directory `dir` (below a root; empty for the root
+/// itself) when it is not cut short: no deeper than [`MAX_DEPTH`], under no
+/// [`SKIPPED`] folder. The tripwires take a repository there that the start's walk
+/// did not see for one the command put there, however old it is.
+pub fn walk_covers(dir: &Path) -> bool {
+    let parts: Vec<_> = dir.components().collect();
+    parts.len() <= MAX_DEPTH
+        && !parts
+            .iter()
+            .any(|p| SKIPPED.iter().any(|s| p.as_os_str() == *s))
+}
+
 /// Names protected wherever the walk finds them: dsh's project config, editor
 /// folders, git's own files outside `.git` (the global config in both its places,
 /// for a root that is a home directory), shell startup files.

@@ -19,23 +19,51 @@
 //!   or leads elsewhere: the mount held the link's target, not the link. The link
 //!   is put back.
 //!
-//! New repositories are found twice: by the start's bounded walk done again, and
-//! by [`made_since`], a search of the whole root without depth cap or skip list
-//! for repositories born since the sandbox started (a birth time, not a snapshot:
-//! nothing is read at the start, and a repository the person had is never taken
-//! for the command's).
+//! New repositories are searched for in the whole root, without depth cap or skip
+//! list, reading only the directories that changed since a snapshot of the root's
+//! directories (`changed`: the last check's, kept per root; a full search when there
+//! is none). Found there, a repository is the command's when it was born since the
+//! sandbox started, or when it sits where the start's walk looked (`protect`:
+//! three levels, no dependency folders) and was not there then (one moved into
+//! place keeps its old birth time); a repository the person had is never taken for
+//! the command's.
+//!
+//! Every rename and every look at a name is made beneath a directory descriptor
+//! opened when the command started (the root, the guarded git directory, the
+//! protected link's directory), never by a path resolved again at the end: a
+//! directory swapped for a symlink meanwhile leads the check nowhere else.
+//!
+//! The session's next command waits while a check of its last one runs
+//! ([`Tripwires::waiter`]): what the check refuses is gone before anything of the
+//! session runs again.
 //!
 //! What is left: the window while the command runs (a background task can keep a
 //! redirect in place for as long as it lives), and a `.git` a person made by hand
 //! in a root while a command ran there, which is renamed like the command's.
 
+mod changed;
+
 use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+
+pub use changed::open_beneath;
 
 /// The files that would send git elsewhere for its config and hooks, which a
 /// command can create in a repository's writable `.git` (a mount cannot hold a
 /// file that does not exist, and git refuses an empty one).
 const REDIRECTS: [&str; 2] = ["commondir", "config.worktree"];
+
+/// How many directories the end-of-command search for new repositories reads at
+/// most per root; past it the check says it could not finish.
+pub const SEARCH_BUDGET_DIRS: usize = 1_000_000;
+
+/// The most directories a kept snapshot may record (about 100 bytes each), and how
+/// many roots keep one: a bigger root is searched in full each time.
+const SNAPSHOT_MAX_DIRS: usize = 250_000;
+const SNAPSHOT_MAX_ROOTS: usize = 32;
 
 /// What one command's sandbox is checked for when it is gone, as it was when the
 /// sandbox started.
@@ -45,115 +73,132 @@ pub struct Watch {
     pub gitdirs: Vec<PathBuf>,
     /// Protected names that were symlinks, with their targets.
     pub links: Vec<(PathBuf, PathBuf)>,
-    /// Each root whose new `.git` entries are refused, with the ones it had.
+    /// Each root whose new repositories are refused, with the ones the start's walk
+    /// saw.
     pub repositories: Vec<(PathBuf, Vec<PathBuf>)>,
-    /// Which redirects each of `gitdirs` already had (filled by [`Tripwires::set`]).
-    redirects_before: Vec<[bool; 2]>,
-    /// The command's own part of the names refusals take (its sequence number in
-    /// the executor, from its mark; filled by [`Tripwires::set`]).
-    label: String,
-    /// When the sandbox started (filled by [`Tripwires::set`]): a repository whose
-    /// directory was born since is one the command made ([`made_since`]).
-    started: Option<std::time::SystemTime>,
+    /// The roots whose start walk stopped at its bound (`protect::MAX_DIRS`): where
+    /// it looked is not known there, so only birth time tells a new repository.
+    pub truncated: Vec<PathBuf>,
+    /// Filled by [`Tripwires::set`]: what the check works from.
+    opened: Opened,
+    /// Held while the check of this watch runs ([`Tripwires::ending`]).
+    in_flight: Option<CheckGuard>,
 }
 
-/// How many directories the end-of-command search for new repositories reads at
-/// most per root ([`made_since`]); past it the check says it could not finish.
-pub const SEARCH_BUDGET_DIRS: usize = 1_000_000;
-
-/// What the search for repositories made since a time found under one root.
+/// What [`Tripwires::set`] takes at the start: descriptors, times, snapshots.
 #[derive(Debug, Default)]
-pub struct Made {
-    /// Each new `.git` entry, and each new bare repository's directory.
-    pub repositories: Vec<PathBuf>,
-    /// The search stopped at [`SEARCH_BUDGET_DIRS`] before reading everything.
-    pub unfinished: bool,
+struct Opened {
+    /// Which redirects each of `gitdirs` already had.
+    redirects_before: Vec<[bool; 2]>,
+    /// Each of `gitdirs`, opened.
+    gitdir_fds: Vec<Option<OwnedFd>>,
+    /// The directory of each of `links`, opened.
+    link_dirs: Vec<Option<OwnedFd>>,
+    /// Each of `repositories`' roots, opened, with the snapshot it starts from.
+    roots: Vec<(Option<OwnedFd>, Option<Arc<changed::Snapshot>>)>,
+    /// The command's own part of the names refusals take (its sequence number in
+    /// the executor, from its mark).
+    label: String,
+    /// When the sandbox started: a repository born since is one the command made.
+    started: Option<std::time::SystemTime>,
+    /// Where the check keeps each root's snapshot for the next command.
+    snapshots: Snapshots,
 }
 
-/// Every repository under `root` born at or after `since`, at any depth and in
-/// every folder (no skip list, no depth cap: a repository under `node_modules/`,
-/// ten levels down or behind 3000 directories runs its hooks and fsmonitor as
-/// well as one at the top): a `.git` entry whose own birth time is that late,
-/// and a bare repository (`HEAD` + `objects/` + `refs/`) whose `objects/` is.
-/// Where the file system keeps no birth time, the last change of the entry's
-/// inode stands in (a repository the command only touched then counts as made:
-/// the closed side, since a rename can be undone by hand and a hook that ran
-/// cannot; one nobody touched never does). Symlinks are not
-/// followed, nor is a git directory entered (its insides are the repository's
-/// own, guarded by the start's walk). Reads each directory once; bounded by
-/// `budget` directories.
-pub fn made_since(root: &Path, since: std::time::SystemTime, budget: usize) -> Made {
-    let born_since = |path: &Path| {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
-            return false; // gone: nothing to refuse
-        };
-        let born = meta.created().ok().or_else(|| {
-            use std::os::unix::fs::MetadataExt;
-            let changed = std::time::Duration::new(
-                u64::try_from(meta.ctime()).ok()?,
-                u32::try_from(meta.ctime_nsec()).unwrap_or(0),
-            );
-            std::time::UNIX_EPOCH.checked_add(changed)
-        });
-        // A time that cannot be read at all: new (the closed side).
-        born.is_none_or(|born| born >= since)
-    };
-    let mut made = Made::default();
-    let mut stack = vec![root.to_path_buf()];
-    let mut read = 0usize;
-    while let Some(dir) = stack.pop() {
-        if read >= budget {
-            made.unfinished = true;
-            break;
-        }
-        read += 1;
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut bare = [false; 3];
-        let mut subdirs = Vec::new();
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let name = entry.file_name();
-            if name == ".git" {
-                if born_since(&entry.path()) {
-                    made.repositories.push(entry.path());
-                }
-                continue;
-            }
-            match name.to_str() {
-                Some("HEAD") => bare[0] = kind.is_file(),
-                Some("objects") => bare[1] = kind.is_dir(),
-                Some("refs") => bare[2] = kind.is_dir(),
-                _ => {}
-            }
-            if kind.is_dir() {
-                subdirs.push(entry.path());
+/// The last check's snapshot of each root, for the next command's check.
+type Snapshots = Arc<Mutex<HashMap<PathBuf, Arc<changed::Snapshot>>>>;
+
+/// The checks running, by the scope (session) of their commands.
+#[derive(Debug, Default, Clone)]
+struct Checks(Arc<(Mutex<HashMap<String, usize>>, Condvar)>);
+
+/// One check running, counted under its scope until dropped.
+#[derive(Debug)]
+struct CheckGuard {
+    checks: Checks,
+    scope: String,
+}
+
+impl Drop for CheckGuard {
+    fn drop(&mut self) {
+        let (running, ended) = &*self.checks.0;
+        let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = running.get_mut(&self.scope) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(&self.scope);
             }
         }
-        if bare == [true; 3] {
-            if born_since(&dir.join("objects")) {
-                made.repositories.push(dir);
-            }
-            continue;
-        }
-        stack.extend(subdirs);
+        ended.notify_all();
     }
-    made
+}
+
+/// Waits for the checks of one scope ([`Tripwires::waiter`]).
+pub struct Waiter {
+    checks: Checks,
+    scope: String,
+}
+
+/// The longest a command waits for its session's checks before it is refused: a
+/// check ends within its budget, so this bounds only one that can never end (its
+/// task dropped between the command's end and the check).
+const CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Waiter {
+    /// Returns once no check of the scope runs (on a thread that may block: the
+    /// launcher's layout walk runs off the async workers), or why the command is
+    /// refused when none ended within [`CHECK_WAIT`] (closed: it never starts
+    /// beside what a check did not look at).
+    pub fn wait(self) -> Result<(), String> {
+        let (running, ended) = &*self.checks.0;
+        let deadline = std::time::Instant::now() + CHECK_WAIT;
+        let mut running = running.lock().unwrap_or_else(|p| p.into_inner());
+        while running.contains_key(&self.scope) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "the sandbox's end-of-command check of this session's last command has not                      finished in {} s; nothing more runs in this session's sandbox until it has",
+                    CHECK_WAIT.as_secs()
+                ));
+            }
+            running = ended
+                .wait_timeout(running, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+}
+
+/// The scope part of a command's mark (`<prefix><scope>/<n>`).
+fn scope_of(mark: &str) -> &str {
+    mark.rsplit_once('/').map_or(mark, |(scope, _)| scope)
 }
 
 /// The watches of the running sandboxes, by their commands' marks.
 #[derive(Debug, Default)]
 pub struct Tripwires {
     by_mark: HashMap<String, Watch>,
+    snapshots: Snapshots,
+    checks: Checks,
+}
+
+fn open_dir(path: &Path) -> Option<OwnedFd> {
+    use nix::fcntl::OFlag;
+    nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
 }
 
 impl Tripwires {
-    /// Starts watching for the command marked `mark`.
+    /// Starts watching for the command marked `mark`: opens what the check will
+    /// work beneath, and takes each root's last snapshot.
     pub fn set(&mut self, mark: &str, mut watch: Watch) {
-        watch.label = mark
+        let opened = &mut watch.opened;
+        opened.label = mark
             .rsplit('/')
             .next()
             .unwrap_or_default()
@@ -164,17 +209,62 @@ impl Tripwires {
         // taken for the command's. Where file times come from the coarse clock
         // (a tick behind), a repository made in the tick after the start could
         // look older; bwrap's own start takes longer than that tick.
-        watch.started = Some(std::time::SystemTime::now());
-        watch.redirects_before = watch
+        opened.started = Some(std::time::SystemTime::now());
+        opened.redirects_before = watch
             .gitdirs
             .iter()
             .map(|g| REDIRECTS.map(|name| g.join(name).symlink_metadata().is_ok()))
             .collect();
+        opened.gitdir_fds = watch.gitdirs.iter().map(|g| open_dir(g)).collect();
+        opened.link_dirs = watch
+            .links
+            .iter()
+            .map(|(link, _)| link.parent().and_then(open_dir))
+            .collect();
+        let kept = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+        opened.roots = watch
+            .repositories
+            .iter()
+            .map(|(root, _)| (open_dir(root), kept.get(root).cloned()))
+            .collect();
+        drop(kept);
+        opened.snapshots = self.snapshots.clone();
         self.by_mark.insert(mark.to_string(), watch);
     }
 
-    /// The watches of the sandboxes `ended` picks, which stop being watched.
+    /// What a command of `mark`'s scope waits on before it starts: the checks of
+    /// that scope's ended commands still running.
+    pub fn waiter(&self, mark: &str) -> Waiter {
+        Waiter {
+            checks: self.checks.clone(),
+            scope: scope_of(mark).to_string(),
+        }
+    }
+
+    /// The sandboxes `ended` picks are ending: their checks count as running from
+    /// now (before their processes are reaped) until each check is done.
+    pub fn ending(&mut self, ended: &impl Fn(&str) -> bool) {
+        for (mark, watch) in self.by_mark.iter_mut().filter(|(m, _)| ended(m)) {
+            if watch.in_flight.is_none() {
+                let scope = scope_of(mark).to_string();
+                let (running, _) = &*self.checks.0;
+                *running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(scope.clone())
+                    .or_default() += 1;
+                watch.in_flight = Some(CheckGuard {
+                    checks: self.checks.clone(),
+                    scope,
+                });
+            }
+        }
+    }
+
+    /// The watches of the sandboxes `ended` picks, which stop being watched; each
+    /// counts as a running check until it is checked or dropped.
     pub fn take(&mut self, ended: &impl Fn(&str) -> bool) -> Vec<Watch> {
+        self.ending(ended);
         let marks: Vec<String> = self.by_mark.keys().filter(|m| ended(m)).cloned().collect();
         marks
             .iter()
@@ -184,119 +274,266 @@ impl Tripwires {
 }
 
 impl Watch {
-    /// Checks what the sandbox left, refusing what it made; `repositories_now`
-    /// walks a root again. Returns one line per refusal, for the command's output.
-    pub fn check(self, repositories_now: impl Fn(&Path) -> Vec<PathBuf>) -> Vec<String> {
+    /// Checks what the sandbox left, refusing what it made. Returns one line per
+    /// refusal (or per check that could not be made), for the command's output.
+    pub fn check(self) -> Vec<String> {
         let mut notes = Vec::new();
-        for (gitdir, before) in self.gitdirs.iter().zip(&self.redirects_before) {
+        let opened = &self.opened;
+        let label = &opened.label;
+        for (i, gitdir) in self.gitdirs.iter().enumerate() {
+            let Some(Some(fd)) = opened.gitdir_fds.get(i) else {
+                notes.push(format!(
+                    "the sandbox could not check {} for git redirects (it could not be opened \
+                     when the command started); do not run git there before looking",
+                    gitdir.display()
+                ));
+                continue;
+            };
+            let before = opened.redirects_before.get(i).copied().unwrap_or([true; 2]);
             for (name, existed) in REDIRECTS.iter().zip(before) {
-                let path = gitdir.join(name);
-                if !existed && path.symlink_metadata().is_ok() {
+                if !existed && exists_in(fd, Path::new(name)) {
                     notes.push(refuse(
-                        &path,
+                        fd,
+                        Path::new(name),
+                        &gitdir.join(name),
                         "a git redirect (git would read config and hooks elsewhere)",
-                        &self.label,
+                        label,
                     ));
                 }
             }
         }
-        for (root, before) in &self.repositories {
-            let mut now = repositories_now(root);
-            if let Some(started) = self.started {
-                let made = made_since(root, started, SEARCH_BUDGET_DIRS);
-                if made.unfinished {
-                    tracing::error!(root = %root.display(), "the search for new repositories did not finish");
-                    notes.push(format!(
-                        "the sandbox could not finish its search for repositories this command \
-                         made under {} ({SEARCH_BUDGET_DIRS} directories read): what lies beyond \
-                         was not checked; do not run git there before looking",
-                        root.display()
-                    ));
-                }
-                for git in made.repositories {
-                    if !now.contains(&git) {
-                        now.push(git);
-                    }
-                }
-            }
-            for git in now {
-                if !before.contains(&git) {
-                    // A `.git` is renamed whole; a bare repository (whose directory may
-                    // be the root itself) loses its HEAD, without which git takes it
-                    // for no repository at all.
-                    let (target, what) = if git.file_name().is_some_and(|n| n == ".git") {
-                        (git.clone(), "a new repository")
-                    } else {
-                        (git.join("HEAD"), "the HEAD of a new bare repository")
-                    };
-                    notes.push(refuse(
-                        &target,
-                        &format!(
-                            "{what} (its hooks and config would run outside the sandbox; \
-                             [exec.sandbox] allow_git_config allows it)"
-                        ),
-                        &self.label,
-                    ));
-                }
-            }
+        for (i, (root, before)) in self.repositories.iter().enumerate() {
+            notes.extend(self.check_root(i, root, before));
         }
-        for (link, target) in &self.links {
-            if std::fs::read_link(link).is_ok_and(|now| now == *target) {
+        for (i, (link, target)) in self.links.iter().enumerate() {
+            let (Some(Some(dir)), Some(name)) = (opened.link_dirs.get(i), link.file_name()) else {
+                continue;
+            };
+            let name = Path::new(name);
+            if nix::fcntl::readlinkat(dir, name).is_ok_and(|now| Path::new(&now) == target) {
                 continue;
             }
-            if link.symlink_metadata().is_ok() {
+            if exists_in(dir, name) {
                 notes.push(refuse(
+                    dir,
+                    name,
                     link,
                     "a protected path that was a symlink and was replaced",
-                    &self.label,
+                    label,
                 ));
             }
-            if let Err(e) = std::os::unix::fs::symlink(target, link) {
+            if let Err(e) = nix::unistd::symlinkat(target.as_path(), dir, name) {
                 tracing::error!(link = %link.display(), "cannot put back a protected symlink: {e}");
             }
         }
         notes
     }
+
+    /// The new repositories under one root, refused beneath its descriptor.
+    fn check_root(&self, i: usize, root: &Path, before: &[PathBuf]) -> Vec<String> {
+        let opened = &self.opened;
+        let (Some((Some(fd), previous)), Some(started)) = (opened.roots.get(i), opened.started)
+        else {
+            return vec![format!(
+                "the sandbox could not search {} for repositories this command made (the root \
+                 could not be opened when it started); do not run git there before looking",
+                root.display()
+            )];
+        };
+        let search = changed::search(fd, previous.as_deref(), started, SEARCH_BUDGET_DIRS);
+        let mut notes = Vec::new();
+        {
+            let mut kept = opened.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+            match search.snapshot {
+                Some(snapshot)
+                    if snapshot.len() <= SNAPSHOT_MAX_DIRS
+                        && (kept.len() < SNAPSHOT_MAX_ROOTS || kept.contains_key(root)) =>
+                {
+                    kept.insert(root.to_path_buf(), Arc::new(snapshot));
+                }
+                _ => {
+                    kept.remove(root);
+                }
+            }
+        }
+        if search.unfinished {
+            tracing::error!(root = %root.display(), "the search for new repositories did not finish");
+            notes.push(format!(
+                "the sandbox could not finish its search for repositories this command \
+                 made under {} ({SEARCH_BUDGET_DIRS} directories read): what lies beyond \
+                 was not checked; do not run git there before looking",
+                root.display()
+            ));
+        }
+        let walked_all = !self.truncated.iter().any(|t| t == root);
+        // Where the start's walk looked, a repository it did not see is new however
+        // old its birth time (moved into place).
+        let moved_in = search
+            .seen
+            .iter()
+            .filter(|rel| walked_all && rel.parent().is_some_and(super::protect::walk_covers));
+        let mut new: Vec<&PathBuf> = Vec::new();
+        for rel in search.made.iter().chain(moved_in) {
+            if !new.contains(&rel) && !before.contains(&root.join(rel)) {
+                new.push(rel);
+            }
+        }
+        for rel in new {
+            // A `.git` is renamed whole; a bare repository (whose directory may be
+            // the root itself) loses its HEAD, without which git takes it for no
+            // repository at all.
+            let (target, what) = if rel.file_name().is_some_and(|n| n == ".git") {
+                (rel.clone(), "a new repository")
+            } else {
+                (rel.join("HEAD"), "the HEAD of a new bare repository")
+            };
+            notes.push(refuse_beneath(
+                fd,
+                &target,
+                &root.join(&target),
+                &format!(
+                    "{what} (its hooks and config would run outside the sandbox; \
+                     [exec.sandbox] allow_git_config allows it)"
+                ),
+                &opened.label,
+            ));
+        }
+        notes
+    }
 }
 
-/// Renames `path` to `<path>.dsh-refused`, or when that is taken to the first free
-/// `<path>.dsh-refused-<label>-<N>` (`label` the command's, `N` counting up without
-/// a bound: a command that took names ahead cannot run them out), logs it and says
-/// it.
-fn refuse(path: &Path, what: &str, label: &str) -> String {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".dsh-refused");
-    let first = PathBuf::from(name);
-    let free = std::iter::once(first.clone())
-        .chain((1..=u64::MAX).map(|n| {
-            let mut name = first.clone().into_os_string();
-            name.push(format!("-{label}-{n}"));
-            PathBuf::from(name)
-        }))
-        .find(|p| p.symlink_metadata().is_err());
-    let Some(free) = free else {
-        // 2^64 names taken: not on any file system there is.
-        return format!(
-            "the sandbox could not refuse {} ({what}): every *.dsh-refused name is taken",
-            path.display()
-        );
+/// Whether `name` exists in the directory `dir` (a symlink counts as itself).
+fn exists_in(dir: &OwnedFd, name: &Path) -> bool {
+    nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+}
+
+/// [`refuse`] for `rel` below the root `root`: its directory opened beneath the
+/// root with no symlink followed (one swapped in meanwhile fails the open: said,
+/// never followed).
+fn refuse_beneath(root: &OwnedFd, rel: &Path, shown: &Path, what: &str, label: &str) -> String {
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return format!("the sandbox could not refuse {} ({what})", shown.display());
     };
-    match std::fs::rename(path, &free) {
-        Ok(()) => {
-            tracing::warn!(path = %path.display(), "a sandboxed command made {what}; renamed to {}", free.display());
-            format!(
-                "the sandbox renamed {} to {}: {what}",
-                path.display(),
-                free.display()
-            )
-        }
+    use nix::fcntl::OFlag;
+    match open_beneath(root, parent, OFlag::O_PATH | OFlag::O_DIRECTORY) {
+        Ok(dir) => refuse(&dir, Path::new(name), shown, what, label),
         Err(e) => {
-            tracing::error!(path = %path.display(), "a sandboxed command made {what}, which cannot be renamed: {e}");
+            tracing::error!(path = %shown.display(), "a sandboxed command made {what}, which cannot be reached to rename: {e}");
             format!(
-                "the sandbox could not refuse {} ({what}): {e}",
-                path.display()
+                "the sandbox could not refuse {} ({what}): its directory cannot be opened \
+                 beneath the root without following a link ({e}); do not run git there before \
+                 looking",
+                shown.display()
             )
         }
+    }
+}
+
+/// Renames `name` in the directory `dir` to `<name>.dsh-refused`, or when that is
+/// taken to the first free `<name>.dsh-refused-<label>-<N>` (`label` the command's,
+/// `N` counting up without a bound: a command that took names ahead cannot run them
+/// out), never replacing anything (`RENAME_NOREPLACE`), logs it and says it.
+/// `shown` is the path the person is told.
+fn refuse(dir: &OwnedFd, name: &Path, shown: &Path, what: &str, label: &str) -> String {
+    let mut first = OsString::from(name.as_os_str());
+    first.push(".dsh-refused");
+    let candidates = std::iter::once(first.clone()).chain((1..=u64::MAX).map(|n| {
+        let mut next = first.clone();
+        next.push(format!("-{label}-{n}"));
+        next
+    }));
+    let shown_as = |free: &OsString| shown.with_file_name(free);
+    for free in candidates {
+        let free_path = Path::new(&free);
+        let renamed = match nix::fcntl::renameat2(
+            dir,
+            name,
+            dir,
+            free_path,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            // A file system without RENAME_NOREPLACE: looked at first, then renamed.
+            Err(nix::errno::Errno::EINVAL) if !exists_in(dir, free_path) => {
+                nix::fcntl::renameat(dir, name, dir, free_path)
+            }
+            Err(nix::errno::Errno::EINVAL) => Err(nix::errno::Errno::EEXIST),
+            other => other,
+        };
+        match renamed {
+            Ok(()) => {
+                let free = shown_as(&free);
+                tracing::warn!(path = %shown.display(), "a sandboxed command made {what}; renamed to {}", free.display());
+                return format!(
+                    "the sandbox renamed {} to {}: {what}",
+                    shown.display(),
+                    free.display()
+                );
+            }
+            Err(nix::errno::Errno::EEXIST | nix::errno::Errno::ENOTEMPTY) => continue,
+            Err(e) => {
+                tracing::error!(path = %shown.display(), "a sandboxed command made {what}, which cannot be renamed: {e}");
+                return format!(
+                    "the sandbox could not refuse {} ({what}): {e}",
+                    shown.display()
+                );
+            }
+        }
+    }
+    // 2^64 names taken: not on any file system there is.
+    format!(
+        "the sandbox could not refuse {} ({what}): every *.dsh-refused name is taken",
+        shown.display()
+    )
+}
+
+/// The end-of-command search over one root on its own, for the bench (E12 in
+/// BENCHMARKS.md): the full search every check made before snapshots (every
+/// directory read) against the search from the last check's snapshot, in the same
+/// run. Not used by the daemon.
+#[doc(hidden)]
+pub struct RootSearch {
+    fd: OwnedFd,
+    snapshot: Option<changed::Snapshot>,
+}
+
+#[doc(hidden)]
+impl RootSearch {
+    /// The root opened, with no snapshot yet; `None` when it cannot be opened.
+    pub fn open(root: &Path) -> Option<Self> {
+        Some(Self {
+            fd: open_dir(root)?,
+            snapshot: None,
+        })
+    }
+
+    /// Every directory read, as before; keeps the snapshot it makes. Returns how
+    /// many directories were read, or `None` past the budget.
+    pub fn full(&mut self) -> Option<usize> {
+        let search = changed::search(
+            &self.fd,
+            None,
+            std::time::SystemTime::now(),
+            SEARCH_BUDGET_DIRS,
+        );
+        self.snapshot = search.snapshot;
+        (!search.unfinished).then_some(search.read.len())
+    }
+
+    /// From the kept snapshot (a full search without one), keeping the new one.
+    pub fn changed(&mut self) -> Option<usize> {
+        let search = changed::search(
+            &self.fd,
+            self.snapshot.as_ref(),
+            std::time::SystemTime::now(),
+            SEARCH_BUDGET_DIRS,
+        );
+        self.snapshot = search.snapshot;
+        (!search.unfinished).then_some(search.read.len())
+    }
+
+    /// How many directories the kept snapshot records.
+    pub fn recorded(&self) -> usize {
+        self.snapshot.as_ref().map_or(0, changed::Snapshot::len)
     }
 }
 
@@ -304,10 +541,9 @@ fn refuse(path: &Path, what: &str, label: &str) -> String {
 mod tests {
     use super::*;
 
-    fn watched(root: &Path) -> Watch {
-        let mut wires = Tripwires::default();
+    fn watched(wires: &mut Tripwires, root: &Path, mark: &str) -> Watch {
         wires.set(
-            "tag:1.2:abc:/7",
+            mark,
             Watch {
                 gitdirs: vec![root.join(".git")],
                 links: vec![(root.join(".vscode"), PathBuf::from("settings"))],
@@ -315,7 +551,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        wires.take(&|m: &str| m == "tag:1.2:abc:/7").pop().unwrap()
+        wires.take(&|m: &str| m == mark).pop().unwrap()
     }
 
     #[test]
@@ -326,7 +562,16 @@ mod tests {
         std::fs::write(root.join(".git/config.worktree"), "").unwrap(); // the person's
         std::fs::create_dir(root.join("settings")).unwrap();
         std::os::unix::fs::symlink("settings", root.join(".vscode")).unwrap();
-        let watch = watched(root);
+        let mut wires = Tripwires::default();
+        wires.set(
+            "tag:1.2:abc:/7",
+            Watch {
+                gitdirs: vec![root.join(".git")],
+                links: vec![(root.join(".vscode"), PathBuf::from("settings"))],
+                repositories: vec![(root.to_path_buf(), vec![root.join(".git")])],
+                ..Default::default()
+            },
+        );
         // What a command does meanwhile.
         std::fs::write(root.join(".git/commondir"), "../evil\n").unwrap();
         std::fs::create_dir_all(root.join("sub/.git")).unwrap();
@@ -339,7 +584,10 @@ mod tests {
         }
         // A bare repository the command made in the root itself.
         std::fs::write(root.join("HEAD"), "ref: refs/heads/main\n").unwrap();
-        let notes = watch.check(|r| vec![r.join(".git"), r.join("sub/.git"), r.to_path_buf()]);
+        std::fs::create_dir(root.join("objects")).unwrap();
+        std::fs::create_dir(root.join("refs")).unwrap();
+        let watch = wires.take(&|m: &str| m == "tag:1.2:abc:/7").pop().unwrap();
+        let notes = watch.check();
         assert_eq!(notes.len(), 4, "{notes:?}");
         assert!(root.join(".git/commondir.dsh-refused").is_file());
         assert!(root.join(".git/config.worktree").is_file(), "kept");
@@ -356,83 +604,6 @@ mod tests {
         );
     }
 
-    /// E12: `made_since` finds a repository made after its time at any depth and
-    /// under any folder, never one that was there before, and says when its budget
-    /// ran out.
-    #[test]
-    fn repositories_made_since_are_found_anywhere_and_old_ones_never() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("old/deep/.git")).unwrap();
-        // File times move in the coarse clock's ticks: `since` is the first one
-        // after the old repository's birth (a bounded wait for the clock, not a
-        // sleep).
-        let born = |p: &Path| std::fs::metadata(p).unwrap().created().unwrap();
-        let old = born(&root.join("old/deep/.git"));
-        let since = (0..1_000_000)
-            .map(|_| {
-                // A new inode each time: a rewrite keeps its birth.
-                let _ = std::fs::remove_file(root.join("probe"));
-                std::fs::write(root.join("probe"), "").unwrap();
-                born(&root.join("probe"))
-            })
-            .find(|t| *t > old)
-            .expect("the file clock moves");
-        std::fs::create_dir_all(root.join("node_modules/a/b/c/d/e/.git")).unwrap();
-        for bare in ["srv/x.git/objects", "srv/x.git/refs"] {
-            std::fs::create_dir_all(root.join(bare)).unwrap();
-        }
-        std::fs::write(root.join("srv/x.git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        let mut made = made_since(root, since, SEARCH_BUDGET_DIRS).repositories;
-        made.sort();
-        assert_eq!(
-            made,
-            [
-                root.join("node_modules/a/b/c/d/e/.git"),
-                root.join("srv/x.git")
-            ]
-        );
-        assert!(made_since(root, since, 2).unfinished);
-    }
-
-    /// The end-of-command search on a tree of 100 000 files (and on this
-    /// repository, when run from it): BENCHMARKS.md, "E12".
-    /// `cargo test --lib tripwires::tests::search_cost -- --ignored --nocapture`
-    #[test]
-    #[ignore = "a measurement, not a check"]
-    fn search_cost() {
-        let measure = |what: &str, at: &Path, since: std::time::SystemTime| {
-            let mut times = Vec::new();
-            for _ in 0..5 {
-                let start = std::time::Instant::now();
-                let made = made_since(at, since, SEARCH_BUDGET_DIRS);
-                times.push(start.elapsed());
-                assert!(!made.unfinished);
-            }
-            times.sort();
-            println!("{what}: median {:?}, min {:?}", times[2], times[0]);
-        };
-        let since = std::time::SystemTime::now();
-        measure(
-            "this repository",
-            Path::new(env!("CARGO_MANIFEST_DIR")),
-            since,
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        // 100 000 files in 10 000 directories, 100 x 100, 10 files each.
-        for a in 0..100 {
-            for b in 0..100 {
-                let d = root.join(format!("{a}/{b}"));
-                std::fs::create_dir_all(&d).unwrap();
-                for f in 0..10 {
-                    std::fs::write(d.join(f.to_string()), "").unwrap();
-                }
-            }
-        }
-        measure("100k files", root, since);
-    }
-
     #[test]
     fn a_sandbox_that_changed_nothing_has_nothing_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -440,8 +611,117 @@ mod tests {
         std::fs::create_dir_all(root.join(".git")).unwrap();
         std::fs::create_dir(root.join("settings")).unwrap();
         std::os::unix::fs::symlink("settings", root.join(".vscode")).unwrap();
-        let watch = watched(root);
-        assert!(watch.check(|r| vec![r.join(".git")]).is_empty());
+        let mut wires = Tripwires::default();
+        let watch = watched(&mut wires, root, "tag:1.2:abc:/7");
+        assert!(watch.check().is_empty());
         assert!(root.join(".vscode").is_symlink());
+        // The next command's check starts from the snapshot the first one left.
+        let watch = watched(&mut wires, root, "tag:1.2:abc:/8");
+        assert!(watch.opened.roots[0].1.is_some());
+        assert!(watch.check().is_empty());
+    }
+
+    /// E12 (issue 40): a repository moved into place where the start's walk looked
+    /// keeps its old birth time, and is refused all the same.
+    #[test]
+    fn e12_a_repository_moved_into_place_is_refused_though_it_is_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, elsewhere) = (dir.path().join("root"), dir.path().join("elsewhere"));
+        std::fs::create_dir_all(elsewhere.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        let mut wires = Tripwires::default();
+        wires.set(
+            "s/1",
+            Watch {
+                repositories: vec![(root.clone(), Vec::new())],
+                ..Default::default()
+            },
+        );
+        std::fs::rename(elsewhere.join(".git"), root.join("a/.git")).unwrap();
+        let notes = wires.take(&|m: &str| m == "s/1").pop().unwrap().check();
+        assert!(root.join("a/.git.dsh-refused").is_dir(), "{notes:?}");
+    }
+
+    /// E12 (issue 40), the rename beneath a descriptor: a directory on the way to
+    /// what is refused, swapped for a symlink to a place outside the root after the
+    /// search found it, leads the rename nowhere. A rename by path (the attack, shown
+    /// first) moves the outside repository's `.git` instead.
+    #[test]
+    fn e12_a_rename_is_made_beneath_the_root_and_a_swapped_symlink_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+        let swap = |root: &Path| {
+            std::fs::rename(root.join("sub"), root.join("moved")).unwrap();
+            std::os::unix::fs::symlink(&outside, root.join("sub")).unwrap();
+        };
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        std::fs::create_dir_all(outside.join(".git")).unwrap();
+        // The attack: found at root/sub/.git, renamed by its path after the swap.
+        swap(&root);
+        std::fs::rename(root.join("sub/.git"), root.join("sub/.git.dsh-refused")).unwrap();
+        assert!(
+            outside.join(".git.dsh-refused").is_dir(),
+            "a path-based rename followed the swapped link"
+        );
+        std::fs::rename(outside.join(".git.dsh-refused"), outside.join(".git")).unwrap();
+        std::fs::remove_file(root.join("sub")).unwrap();
+        std::fs::remove_dir_all(root.join("moved")).unwrap();
+        std::fs::create_dir_all(root.join("sub/.git")).unwrap();
+        // Held: the root's descriptor was opened at the start.
+        let fd = open_dir(&root).unwrap();
+        swap(&root);
+        let note = refuse_beneath(
+            &fd,
+            Path::new("sub/.git"),
+            &root.join("sub/.git"),
+            "a new repository",
+            "1",
+        );
+        assert!(note.contains("could not refuse"), "{note}");
+        assert!(
+            outside.join(".git").is_dir(),
+            "the outside repository stands"
+        );
+        assert!(!outside.join(".git.dsh-refused").exists());
+    }
+
+    /// The next command of a session waits while the check of its last one runs
+    /// (issue 40), shown by the order of events: a check is running (its guard held),
+    /// the next command's start waits, the check ends, then the command starts. With
+    /// no waiting (another session's command), the start comes first.
+    #[test]
+    fn a_sessions_next_command_starts_only_after_its_last_ones_check() {
+        let mut wires = Tripwires::default();
+        wires.set("p:aa/1", Watch::default());
+        let watch = wires.take(&|m: &str| m == "p:aa/1").pop().unwrap();
+        let events = Arc::new(Mutex::new(Vec::<&str>::new()));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let start = |mark: &'static str, name: &'static str| {
+            let waiter = wires.waiter(mark);
+            let (events, ready) = (events.clone(), ready_tx.clone());
+            std::thread::spawn(move || {
+                let _ = ready.send(());
+                waiter.wait().unwrap();
+                events.lock().unwrap().push(name);
+            })
+        };
+        let other = start("p:bb/1", "other session started");
+        other.join().unwrap();
+        let same = start("p:aa/2", "next command started");
+        ready_rx.recv().unwrap();
+        ready_rx.recv().unwrap();
+        // The waiter of the same session is blocked until the check's end: it cannot
+        // have pushed its event, whatever the scheduling.
+        events.lock().unwrap().push("check ended");
+        drop(watch.check());
+        same.join().unwrap();
+        assert_eq!(
+            *events.lock().unwrap(),
+            [
+                "other session started",
+                "check ended",
+                "next command started"
+            ]
+        );
     }
 }
