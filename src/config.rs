@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 pub mod claude_settings;
 pub use claude_settings::ToolMatcher;
 
+mod agents;
 mod daemon;
 mod exec;
 mod hooks;
@@ -18,6 +19,7 @@ mod model;
 mod permissions;
 mod sandbox;
 mod ssh;
+pub use agents::WrappedAgent;
 pub use daemon::*;
 pub use exec::*;
 pub use hooks::*;
@@ -66,8 +68,8 @@ pub struct Config {
     /// How much the state directory may hold: see [`StateConfig`].
     pub state: StateConfig,
     /// Other ACP agents dsh can stand in front of (`dsh acp --agent NAME`): see
-    /// [`crate::wrap::WrappedAgent`].
-    pub agents: Vec<crate::wrap::WrappedAgent>,
+    /// [`WrappedAgent`].
+    pub agents: Vec<WrappedAgent>,
 }
 
 impl Config {

@@ -290,6 +290,7 @@ enum PolicyCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Exec(args) if args.prompts.is_some() => return cli::batch::run(args),
         Command::Exec(args) => return cli::exec::run(args),
         Command::Chat(args) => return cli::chat::run(args),
         Command::CheckConfig { config } => cli::check_config::check_config(config.as_deref()),

@@ -158,11 +158,9 @@ pub(crate) enum Event<'a> {
     },
 }
 
-/// `dsh exec`: runs the turn (or the batch) and maps how it ended to the exit status.
+/// `dsh exec` of one prompt: runs the turn and maps how it ended to the exit status
+/// (`--prompts` is `batch::run`, which builds on this module; `main` chooses).
 pub fn run(args: ExecArgs) -> ExitCode {
-    if args.prompts.is_some() {
-        return crate::cli::batch::run(args);
-    }
     exit_of(run_command(single(args)))
 }
 

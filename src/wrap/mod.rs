@@ -17,10 +17,9 @@
 //!   unchanged; any other request is refused (-32601). The agent is told the editor
 //!   offers no `fs` and no `terminal`, so it never routes them around dsh.
 
-mod agent;
 mod judge;
 
-pub use agent::WrappedAgent;
+pub use crate::config::WrappedAgent;
 
 use crate::exec::{BashExecutor, ExecRequest, ServiceHandle, ServiceProcess};
 use crate::hooks::waterfall::{Passed, ToolExecution};

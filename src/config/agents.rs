@@ -1,7 +1,8 @@
 //! `[[agents]]`: another ACP agent dsh stands in front of, as the user configures it.
 //!
-//! A leaf (serde only): the config names the type, and nothing here imports the config
-//! back, so the two modules do not form a circle.
+//! A section of the config like the others: `wrap` (which serves such an agent) takes
+//! the type from here, so the config imports nothing above it (`farm-studio look`
+//! showed a circle through `wrap` while the type lived there).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
