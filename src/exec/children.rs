@@ -464,11 +464,12 @@ mod tests {
     #[test]
     fn every_file_that_starts_processes_was_checked_for_booking() {
         const CHECKED: &[&str] = &[
-            "src/cli/reach.rs",     // the CLI's own start of the daemon, not a daemon process
+            "src/cli/batch.rs", // `cp -a` for --workdirs in the CLI's own process, not a daemon one
+            "src/cli/reach.rs", // the CLI's own start of the daemon, not a daemon process
             "src/exec/children.rs", // children::spawn
-            "src/exec/local.rs",    // a Command that spawn.rs starts
-            "src/exec/process.rs",  // Commands that spawn.rs starts
-            "src/exec/remote.rs",   // children::spawn, starting() around output/status/upload
+            "src/exec/local.rs", // a Command that spawn.rs starts
+            "src/exec/process.rs", // Commands that spawn.rs starts
+            "src/exec/remote/install.rs", // children::spawn, starting() around output/status/upload
             "src/exec/sandbox/mod.rs", // starting() around the probes; the rest through spawn.rs
             "src/exec/sandbox/netns.rs", // starting() + owned() around the fork that makes the listener
             "src/exec/spawn.rs",         // books every HostProcess
