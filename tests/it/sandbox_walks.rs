@@ -11,6 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+// Ignored, not deleted: the walk now opens the files it reads with O_NONBLOCK and
+// reads regular files only (issue 40's hardening), so a FIFO no longer holds it up and
+// the test's event order is gone (under load the walk can open and close the FIFO
+// before the writer thread opens it, and the test waits for an open that never
+// comes). It needs another way to hold a walk before it proves anything again.
+#[ignore = "a FIFO no longer holds the walk (it reads with O_NONBLOCK): needs another way to hold it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_a_sandbox_walk_held_up_does_not_hold_up_another_sessions_call() {
     let dir = tempfile::tempdir().unwrap();
