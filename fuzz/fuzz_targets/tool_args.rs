@@ -81,6 +81,7 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
         roots: &[],
         sandbox_roots: Some(&[]),
         read_only_tool: false,
+        globs: None,
     };
     let leaves = args["command"].is_string() && matches!(Escalation::requested(&args), Ok(Some(_)));
     for mode in [Mode::Ask, Mode::Auto, Mode::ReadOnly] {
