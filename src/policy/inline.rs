@@ -5,7 +5,7 @@
 //! commands. This file finds that code in a segment's words and its literal stdin, each
 //! program read with its real option grammar (`argv.rs`, or the program's own switch
 //! reader where it is not getopt: perl and ruby read `-le`, `-0777`, `-Mmod` letter by
-//! letter), and asks `harmless.rs` whether the code is shown harmless. What is not shown
+//! letter), and asks `harmless` whether the code is shown harmless. What is not shown
 //! harmless is opaque to the judge (mod.rs): asked in mode `auto` under a deny or ask rule,
 //! refused in `read-only`; a deny rule's words standing in it deny.
 //!
