@@ -53,6 +53,16 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// Kills the helper named by `$1` and returns once it has died: gone from `/proc`,
+/// or a zombie (its state `Z`/`X`), which holds nothing. The caller's time limit
+/// bounds the wait.
+const KILL_AND_WAIT_SCRIPT: &str = r#"kill -KILL "$1" 2>/dev/null
+while read -r stat < "/proc/$1/stat"; do
+  case ${stat##*) } in Z*|X*) break ;; esac
+  sleep 0.01
+done 2>/dev/null
+exit 0"#;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -186,9 +196,13 @@ impl HelperClient {
     async fn give_up(&self, conn: &Conn) {
         tracing::warn!(host = %self.shared.host, pid = ?conn.pid, "the dsh helper stopped answering; killing it");
         if let Some(pid) = conn.pid {
+            // kill(2) returns before the process has died: a helper that was stopped
+            // is woken to die, which on a busy host can take a while. The script waits
+            // until it is gone or a zombie (dead, its parent not yet told), so "it was
+            // killed" in the error is true when it reaches the caller.
             let mut cmd = self
                 .ssh
-                .remote_bash("kill -KILL \"$1\" 2>/dev/null; exit 0", &[&pid.to_string()]);
+                .remote_bash(KILL_AND_WAIT_SCRIPT, &[&pid.to_string()]);
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
