@@ -12,11 +12,11 @@
 //! what the ACP side needs to serve each again ([`crate::acp::ConnectionState`]).
 //!
 //! The order (`Daemon`'s serve loop runs it):
-//! 1. refuse at once what cannot be carried: a background task still running under an
-//!    executor that cannot let its tasks go (`BashExecutor::carries_tasks`: the local
-//!    executor carries them, in [`Handover::tasks`]; the sandbox and ssh executors do
-//!    not yet), or a new program that does not answer [`check`] (it reads this state
-//!    format and the config as it is now);
+//! 1. refuse at once what cannot be carried: a background task still running that its
+//!    executor cannot let go (`BashExecutor::tasks_kept`: the local executor carries
+//!    them, in [`Handover::tasks`], as the sandbox's pair does for the calls it let out;
+//!    tasks in the sandbox and over ssh are not carried yet), or a new program that
+//!    does not answer [`check`] (it reads this state format and the config as it is now);
 //! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
 //!    finish, new ones stay unread (up to a bound; the rest waits in the descriptor);
 //!    turns get `[daemon] upgrade_drain_secs`, then every request in flight is
