@@ -16,20 +16,8 @@ impl HookSet {
     /// The hooks of `configs`, in order, under `config` (session logs in its state
     /// directory, model judges asking its `[model]`).
     pub fn new(configs: &[ExternalHookConfig], config: &Config) -> Self {
-        let state_dir = Some(config.exec.state_dir());
-        Self {
-            hooks: configs
-                .iter()
-                .map(|c| {
-                    Arc::new(ExternalHook::new(
-                        c.clone(),
-                        state_dir.clone(),
-                        &config.model,
-                    ))
-                })
-                .collect(),
-            max_continues: config.hooks.max_continues,
-        }
+        // Nothing to reuse: every hook is made new.
+        Self::reusing(configs, config, &HookSet::default())
     }
 
     /// The hooks of `configs` under `config`, keeping those of `old` whose config is the
