@@ -60,7 +60,9 @@ impl Daemon {
                 let ready = if self.shutdown.is_cancelled() {
                     Err("the daemon is stopping".to_string())
                 } else {
-                    crate::program::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
+                    crate::program::binary_fd()
+                        .map_err(|e| e.to_string())
+                        .and_then(|fd| Ok((fd, self.service.config_toml()?)))
                 };
                 let why = match ready {
                     Ok((old_program, config)) => upgrade::exec(&Handover {
@@ -170,7 +172,7 @@ pub(super) async fn drain_for_upgrade(
 ) {
     let refused = match why_tasks_stay() {
         Some(why) => Err(why),
-        None => upgrade::check().await,
+        None => upgrade::check().await.map_err(|e| e.to_string()),
     };
     if let Err(why) = refused {
         tracing::warn!(%why, "upgrade refused");
