@@ -58,12 +58,12 @@ pub fn path() -> PathBuf {
 
 /// The descriptor of this program's binary, held open since it started: a new program
 /// that cannot take over executes it again (the upgrade's roll back).
-pub fn binary_fd() -> Result<RawFd, String> {
+pub fn binary_fd() -> Result<RawFd, ProgramError> {
     recorded()?
         .binary
         .as_ref()
         .map(|fd| fd.as_raw_fd())
-        .ok_or_else(|| "this daemon could not keep its own binary open".to_string())
+        .ok_or(ProgramError::BinaryNotKept)
 }
 
 /// The arguments this program was started with, as a hand-over carries them.
@@ -74,8 +74,18 @@ pub fn args() -> Vec<Vec<u8>> {
 }
 
 /// What [`remember`] recorded; an error in a process that never called it.
-pub fn recorded() -> Result<&'static Started, String> {
-    STARTED
-        .get()
-        .ok_or_else(|| "this daemon did not record how it was started".to_string())
+pub fn recorded() -> Result<&'static Started, ProgramError> {
+    STARTED.get().ok_or(ProgramError::NotRecorded)
+}
+
+/// Why this program cannot say what an upgrade needs of it: the upgrade is refused (or
+/// rolled back) with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    /// [`remember`] was never called: not a daemon.
+    #[error("this daemon did not record how it was started")]
+    NotRecorded,
+    /// `/proc/self/exe` could not be opened at the start: nothing to roll back to.
+    #[error("this daemon could not keep its own binary open")]
+    BinaryNotKept,
 }

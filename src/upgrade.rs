@@ -12,11 +12,11 @@
 //! what the ACP side needs to serve each again ([`crate::acp::ConnectionState`]).
 //!
 //! The order (`Daemon`'s serve loop runs it):
-//! 1. refuse at once what cannot be carried: a background task still running under an
-//!    executor that cannot let its tasks go (`BashExecutor::carries_tasks`: the local
-//!    executor carries them, in [`Handover::tasks`]; the sandbox and ssh executors do
-//!    not yet), or a new program that does not answer [`check`] (it reads this state
-//!    format and the config as it is now);
+//! 1. refuse at once what cannot be carried: a background task still running that its
+//!    executor cannot let go (`BashExecutor::tasks_kept`: the local executor carries
+//!    them, in [`Handover::tasks`], as the sandbox's pair does for the calls it let out;
+//!    tasks in the sandbox and over ssh are not carried yet), or a new program that
+//!    does not answer [`check`] (it reads this state format and the config as it is now);
 //! 2. freeze every connection ([`crate::rpc::serve_freezable`]): requests in flight
 //!    finish, new ones stay unread (up to a bound; the rest waits in the descriptor);
 //!    turns get `[daemon] upgrade_drain_secs`, then every request in flight is
@@ -246,7 +246,7 @@ impl Handover {
 /// Asks the program now on disk whether it can take over: it must read [`FORMAT`] and
 /// the config as the daemon's arguments find it now (`serve ... --handover-check N`),
 /// within 30 s. Nothing is frozen yet, so a refusal costs nothing.
-pub async fn check() -> Result<(), String> {
+pub async fn check() -> Result<(), CheckRefused> {
     let program = crate::program::recorded()?;
     let mut cmd = tokio::process::Command::new(&program.path);
     cmd.args(program.args.iter().skip(1))
@@ -255,12 +255,11 @@ pub async fn check() -> Result<(), String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let mut child = crate::exec::children::spawn(&mut cmd).map_err(|e| {
-        format!(
-            "the program on disk ({}) cannot be started: {e}",
-            program.path.display()
-        )
-    })?;
+    let mut child =
+        crate::exec::children::spawn(&mut cmd).map_err(|source| CheckRefused::NotStarted {
+            path: program.path.clone(),
+            source,
+        })?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let answered = async {
         use tokio::io::AsyncReadExt;
@@ -273,25 +272,47 @@ pub async fn check() -> Result<(), String> {
     // On a timeout the child is dropped, which kills it (`kill_on_drop`).
     let (status, stderr) = tokio::time::timeout(std::time::Duration::from_secs(30), answered)
         .await
-        .map_err(|_| {
-            "the program on disk did not answer the hand-over check in 30 s".to_string()
-        })?;
-    let status = status.map_err(|e| format!("the hand-over check failed: {e}"))?;
+        .map_err(|_| CheckRefused::NoAnswer)?;
+    let status = status.map_err(CheckRefused::Lost)?;
     if status.success() {
         return Ok(());
     }
-    let said = String::from_utf8_lossy(&stderr);
-    let said = said.trim();
-    Err(format!(
-        "the program on disk ({}) cannot take over ({}): {}",
-        program.path.display(),
+    Err(CheckRefused::CannotTakeOver {
+        path: program.path.clone(),
         status,
-        if said.is_empty() {
-            "it said nothing"
-        } else {
-            said
-        }
-    ))
+        said: String::from_utf8_lossy(&stderr).trim().to_string(),
+    })
+}
+
+/// Why the program on disk is not taken over ([`check`]): nothing was frozen, and
+/// `dsh upgrade` prints it.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckRefused {
+    /// This daemon cannot say what it runs.
+    #[error(transparent)]
+    Program(#[from] crate::program::ProgramError),
+    #[error("the program on disk ({}) cannot be started: {source}", .path.display())]
+    NotStarted {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the program on disk did not answer the hand-over check in 30 s")]
+    NoAnswer,
+    /// Waiting for its answer failed.
+    #[error("the hand-over check failed: {0}")]
+    Lost(std::io::Error),
+    /// It answered no: it does not read this hand-over's format or the config as it
+    /// is now, or it is not a dsh at all; `said` is its stderr.
+    #[error(
+        "the program on disk ({}) cannot take over ({status}): {}",
+        .path.display(),
+        if .said.is_empty() { "it said nothing" } else { .said.as_str() }
+    )]
+    CannotTakeOver {
+        path: PathBuf,
+        status: std::process::ExitStatus,
+        said: String,
+    },
 }
 
 /// A duplicate of `fd`, closed on `execve` until [`exec`] lets it through.
@@ -304,7 +325,7 @@ pub fn keep(fd: &impl std::os::fd::AsFd) -> std::io::Result<OwnedFd> {
 pub fn exec(handover: &Handover) -> String {
     match crate::program::recorded() {
         Ok(program) => exec_program(program.path.clone(), program.args.clone(), handover),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -430,24 +451,24 @@ fn handover_bytes(handover: &Handover) -> serde_json::Result<Vec<u8>> {
 /// [`HANDOVER_VAR`], which is then closed and removed from the environment (commands
 /// never see it). Call before any thread starts. `Err` with why when there is one but
 /// it cannot be read at all (then there is nothing to roll back to either).
-pub fn take() -> Option<Result<Handover, String>> {
+pub fn take() -> Option<Result<Handover, HandoverError>> {
     let value = std::env::var_os(HANDOVER_VAR)?;
     // SAFETY: called at the start of `main`, before any other thread exists.
     unsafe { std::env::remove_var(HANDOVER_VAR) };
     let fd: RawFd = match value.to_str().and_then(|v| v.parse().ok()) {
         Some(fd) if fd > 2 => fd,
-        _ => return Some(Err(format!("{HANDOVER_VAR} is not a descriptor"))),
+        _ => return Some(Err(HandoverError::NotADescriptor)),
     };
     // SAFETY: the previous program put this descriptor here for us alone.
     let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
     set_cloexec(fd, true);
     let mut text = Vec::new();
     if let Err(e) = file.rewind().and_then(|()| file.read_to_end(&mut text)) {
-        return Some(Err(format!("cannot read the hand-over: {e}")));
+        return Some(Err(HandoverError::Unreadable(e)));
     }
     Some(
         serde_json::from_slice::<Handover>(&text)
-            .map_err(|e| format!("the hand-over is unreadable: {e}"))
+            .map_err(HandoverError::Malformed)
             .inspect(|handover| {
                 for fd in handover.fds() {
                     set_cloexec(fd, true);
@@ -460,16 +481,39 @@ pub fn take() -> Option<Result<Handover, String>> {
     )
 }
 
+/// Why [`take`] found a hand-over it cannot use: this program then stops (there is
+/// nothing to roll back to either), saying so.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    #[error("{} is not a descriptor", HANDOVER_VAR)]
+    NotADescriptor,
+    #[error("cannot read the hand-over: {0}")]
+    Unreadable(std::io::Error),
+    #[error("the hand-over is unreadable: {0}")]
+    Malformed(serde_json::Error),
+}
+
 /// Whether this program reads hand-overs of `format` ([`check`]'s question).
-pub fn reads_format(format: u32) -> Result<(), String> {
+pub fn reads_format(format: u32) -> Result<(), UnknownFormat> {
     if (OLDEST_FORMAT..=FORMAT).contains(&format) {
         Ok(())
     } else {
-        Err(format!(
-            "this dsh ({}) reads hand-overs of format {OLDEST_FORMAT} to {FORMAT}, not {format}",
-            env!("CARGO_PKG_VERSION")
-        ))
+        Err(UnknownFormat { format })
     }
+}
+
+/// A hand-over format this program does not read ([`reads_format`]): the check answers
+/// no, and the upgrade is refused before anything is frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this dsh ({}) reads hand-overs of format {} to {}, not {}",
+    env!("CARGO_PKG_VERSION"),
+    OLDEST_FORMAT,
+    FORMAT,
+    .format
+)]
+pub struct UnknownFormat {
+    pub format: u32,
 }
 
 /// Takes ownership of a descriptor named in a hand-over.
@@ -531,7 +575,7 @@ mod tests {
             }
         );
         assert!(reads_format(FORMAT).is_ok());
-        let refused = reads_format(FORMAT + 1).unwrap_err();
+        let refused = reads_format(FORMAT + 1).unwrap_err().to_string();
         assert!(
             refused.contains(&format!(
                 "format {OLDEST_FORMAT} to {FORMAT}, not {}",

@@ -117,9 +117,9 @@ pub(crate) async fn serve(
     at: Where,
     stdio: bool,
     idle_exit: bool,
-    handover: Option<Result<dsh::upgrade::Handover, String>>,
+    handover: Option<Result<dsh::upgrade::Handover, dsh::upgrade::HandoverError>>,
 ) -> Result<(), String> {
-    let handover = handover.transpose()?;
+    let handover = handover.transpose().map_err(|e| e.to_string())?;
     let config = match &handover {
         // Given back by a program that could not take over: the config that was in
         // force, not the file (which may be what failed).
@@ -178,6 +178,7 @@ pub(crate) fn build_daemon(at: &Where, config: Config, idle_exit: bool) -> Resul
 /// program reads the format and the config as the daemon would.
 pub(crate) fn check_handover(at: &Where, format: u32) -> ExitCode {
     let checked = dsh::upgrade::reads_format(format)
+        .map_err(|e| e.to_string())
         .and_then(|()| at.config())
         .and_then(|config| check_rules(&config));
     match checked {

@@ -39,14 +39,15 @@ impl Daemon {
         }
         connections.reopen();
         let carried = std::mem::take(&mut *freeze.frozen.lock().unwrap_or_else(|p| p.into_inner()));
-        // A turn that ran during the drain may have started a task.
-        let why = match running_tasks(self.executor.as_ref()) {
-            Some(why) => why,
-            None => {
-                let tasks = match &self.executor {
-                    Some(exec) => exec.let_go_tasks().await.unwrap_or_default(),
-                    None => Vec::new(),
-                };
+        // A turn that ran during the drain may have started a task it cannot carry:
+        // then nothing is let go, and the upgrade is refused naming it.
+        let letting_go = match &self.executor {
+            Some(exec) => exec.let_go_tasks().await,
+            None => Ok(Vec::new()),
+        };
+        let why = match letting_go {
+            Err(cannot) => cannot.to_string(),
+            Ok(tasks) => {
                 // A task that ended while it was let go has its notice in the router's
                 // queue: delivered (and logged) before this program is replaced.
                 if let Some(router) = &self.router {
@@ -59,7 +60,9 @@ impl Daemon {
                 let ready = if self.shutdown.is_cancelled() {
                     Err("the daemon is stopping".to_string())
                 } else {
-                    crate::program::binary_fd().and_then(|fd| Ok((fd, self.service.config_toml()?)))
+                    crate::program::binary_fd()
+                        .map_err(|e| e.to_string())
+                        .and_then(|fd| Ok((fd, self.service.config_toml()?)))
                 };
                 let why = match ready {
                     Ok((old_program, config)) => upgrade::exec(&Handover {
@@ -140,27 +143,13 @@ impl Daemon {
     }
 }
 
-/// Why an upgrade cannot carry this daemon over now: background tasks run under an
-/// executor that cannot carry them.
+/// Why an upgrade cannot carry this daemon over now: background tasks run that the
+/// executor cannot carry ([`BashExecutor::tasks_kept`]).
 fn running_tasks(executor: Option<&Arc<dyn BashExecutor>>) -> Option<String> {
     let executor = executor?;
-    if executor.carries_tasks() {
-        return None;
-    }
-    let running: Vec<String> = executor
-        .running()
-        .iter()
-        .map(|t| t.id.to_string())
-        .collect();
-    (!running.is_empty()).then(|| {
-        format!(
-            "{} background task(s) still run ({}) and the {} executor cannot carry running \
-             tasks over an upgrade; let them finish or kill them (`dsh kill ID`), then upgrade",
-            running.len(),
-            running.join(", "),
-            executor.kind()
-        )
-    })
+    crate::exec::CannotCarry::check(executor.kind(), &executor.tasks_kept())
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// How long the end of an upgrade's drain waits for the connections once every request
@@ -183,7 +172,7 @@ pub(super) async fn drain_for_upgrade(
 ) {
     let refused = match why_tasks_stay() {
         Some(why) => Err(why),
-        None => upgrade::check().await,
+        None => upgrade::check().await.map_err(|e| e.to_string()),
     };
     if let Err(why) = refused {
         tracing::warn!(%why, "upgrade refused");

@@ -127,19 +127,25 @@ impl BashExecutor for Escalating {
         self.holder(id).kill(id).await
     }
 
-    /// Not carried: the contained side (the sandbox) cannot carry its tasks, and an
-    /// upgrade does not carry one side of the pair and refuse the other.
-    fn carries_tasks(&self) -> bool {
-        false
+    /// What either side keeps. The contained side keeps all it runs, whatever it could
+    /// carry: [`Escalating::adopt_tasks`] gives everything carried to the outside side.
+    fn tasks_kept(&self) -> Vec<TaskInfo> {
+        let mut kept = self.contained.running();
+        kept.extend(self.outside.tasks_kept());
+        kept
     }
 
-    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, String> {
-        Err(super::cannot_carry(self.kind()))
+    /// The outside side's tasks (the local executor's, which it carries as it does on
+    /// its own), once nothing runs in the contained side: a task in the sandbox refuses
+    /// the upgrade, named, and nothing is let go.
+    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, super::CannotCarry> {
+        super::CannotCarry::check(self.contained.kind(), &self.contained.running())?;
+        self.outside.let_go_tasks().await
     }
 
+    /// All to the outside side: only its tasks are ever let go (above).
     fn adopt_tasks(&self, tasks: Vec<super::HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {
-        let _ = tasks;
-        Vec::new()
+        self.outside.adopt_tasks(tasks)
     }
 
     /// Both sides' records: the first to look takes each (they share the state

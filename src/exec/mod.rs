@@ -534,12 +534,15 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// their supervisors stop, their output pipes stop being read (what is in them
     /// waits there), and each comes back as a [`HandedTask`] for
     /// [`BashExecutor::adopt_tasks`] (in the next program, or in this one when the
-    /// upgrade fails). An executor that cannot carry tasks refuses, letting go of
-    /// nothing ([`cannot_carry`]): [`BashExecutor::carries_tasks`] says so beforehand.
-    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String>;
+    /// upgrade fails). While any running task is one it cannot carry
+    /// ([`BashExecutor::tasks_kept`]) it refuses, letting go of nothing.
+    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, CannotCarry>;
 
-    /// Whether [`BashExecutor::let_go_tasks`] can carry this executor's running tasks.
-    fn carries_tasks(&self) -> bool;
+    /// The running tasks [`BashExecutor::let_go_tasks`] cannot carry (an upgrade is
+    /// refused while one runs): all of them under an executor whose commands hold state
+    /// of its own (the sandbox's proxy and tripwires, the ssh helper), none under one
+    /// whose commands are their host processes alone (local).
+    fn tasks_kept(&self) -> Vec<TaskInfo>;
 
     /// Supervises again tasks [`BashExecutor::let_go_tasks`] let go, from their
     /// records and output files: they run on, and are read, killed, listed and
@@ -584,10 +587,43 @@ pub trait BashExecutor: Send + Sync + 'static {
     fn spill_files_in_use(&self) -> Vec<PathBuf>;
 }
 
-/// Why [`BashExecutor::let_go_tasks`] refuses under an executor of `kind` that cannot
-/// carry its running tasks: one text for every executor that says so.
-pub fn cannot_carry(kind: &str) -> String {
-    format!("the {kind} executor cannot carry running tasks over an upgrade")
+/// Why [`BashExecutor::let_go_tasks`] let nothing go: tasks run that the executor of
+/// `kind` cannot carry over an upgrade. The upgrade is refused with it (its text is what
+/// `dsh upgrade` prints), and the tasks run on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} background task(s) still run ({}) and the {kind} executor cannot carry running \
+     tasks over an upgrade; let them finish or kill them (`dsh kill ID`), then upgrade",
+    .tasks.len(),
+    ids(.tasks)
+)]
+pub struct CannotCarry {
+    /// The executor that cannot carry them (`sandbox`, `ssh`).
+    pub kind: &'static str,
+    /// The tasks it keeps, oldest first.
+    pub tasks: Vec<TaskId>,
+}
+
+impl CannotCarry {
+    /// `Err` naming `kept` when any is there (what [`BashExecutor::tasks_kept`] said).
+    pub fn check(kind: &'static str, kept: &[TaskInfo]) -> Result<(), CannotCarry> {
+        if kept.is_empty() {
+            return Ok(());
+        }
+        Err(CannotCarry {
+            kind,
+            tasks: kept.iter().map(|t| t.id).collect(),
+        })
+    }
+}
+
+/// `a, b, c`: the ids [`CannotCarry`] names.
+fn ids(tasks: &[TaskId]) -> String {
+    tasks
+        .iter()
+        .map(TaskId::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -27,9 +27,9 @@ use super::records::{LOST_REASON, RecordState, TaskRecord, TaskRecords};
 use super::retention::Retention;
 use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
-    BashExecutor, ExecError, ExecRequest, ExecSpec, FileError, FileIntent, FileRequest, FileStat,
-    HandedTask, KillOutcome, OutputStream, OutputWatch, RecoveredTask, RunOutcome, Scope,
-    ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus, WriteOutcome,
+    BashExecutor, CannotCarry, ExecError, ExecRequest, ExecSpec, FileError, FileIntent,
+    FileRequest, FileStat, HandedTask, KillOutcome, OutputStream, OutputWatch, RecoveredTask,
+    RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus, WriteOutcome,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;

@@ -36,11 +36,26 @@ use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::process::Command;
 
+/// The scripts' clock, one literal for [`RUN_SCRIPT`] and [`KILL_SCRIPT`] (through
+/// `concat!`, which takes only literals): `ms N` sleeps N milliseconds and `now` sets
+/// `$now` to the wall clock in milliseconds.
+macro_rules! clock {
+    () => {
+        r#"ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
+# The drain and the grace are wall-clock time: counted in sleeps, they stretched by
+# every scan of /proc between them (seconds a scan on a busy host), past the local
+# side's patience. `$EPOCHREALTIME` is bash 5's; older bash counts whole seconds.
+now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 10#$t / 1000 )); else now=$(( SECONDS * 1000 )); fi; }
+"#
+    };
+}
+
 /// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
 /// in milliseconds, `$5` the command, `$6` its stdin: `null`, or `pipe` for a server
 /// spoken to over the ssh channel ([`Launcher::service_command`]). Exits with the
 /// command's status (128+n for a signal death, as bash reports it).
-const RUN_SCRIPT: &str = r#"
+const RUN_SCRIPT: &str = concat!(
+    r#"
 dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5 stdin=$6
 cd -- "$dir" || exit 1
 for v in $(compgen -e); do
@@ -70,12 +85,9 @@ members() {
     [ "$1" != Z ] && [ "$4" = "$sid" ] && found+=("${d#/proc/}")
   done
 }
-ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
-# The drain and the grace are wall-clock time: counted in sleeps, they stretched by
-# every scan of /proc between them (seconds a scan on a busy host), past the local
-# side's patience. `$EPOCHREALTIME` is bash 5's; older bash counts whole seconds.
-now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 10#$t / 1000 )); else now=$(( SECONDS * 1000 )); fi; }
-now; until=$(( now + drain ))
+"#,
+    clock!(),
+    r#"now; until=$(( now + drain ))
 members
 while [ ${#found[@]} -gt 0 ] && now && [ "$now" -lt "$until" ]; do
   ms 20; members
@@ -92,7 +104,8 @@ if [ ${#found[@]} -gt 0 ]; then
   done
 fi
 exit $status
-"#;
+"#
+);
 
 /// Copies a spill file of the wrapper path to the host, where the session's commands
 /// run and so where the model can open it: `$1` the helper directory (`~/` is the
@@ -122,7 +135,8 @@ printf '%s\n' "$f"
 /// prefix), `$3` the grace in milliseconds. Marked processes, and every member of
 /// a session a marked process leads, get SIGTERM, then SIGKILL after the grace,
 /// until none is left.
-const KILL_SCRIPT: &str = r#"
+const KILL_SCRIPT: &str = concat!(
+    r#"
 mode=$1 mark=$2 grace=$3
 targets() {
   local d pid kv stat rest
@@ -157,12 +171,9 @@ targets() {
     [ "$1" != Z ] && [ -n "${leaders[$4]}" ] && found+=("$pid")
   done
 }
-ms() { sleep "$(( $1 / 1000 )).$(printf %03d $(( $1 % 1000 )))"; }
-# The drain and the grace are wall-clock time: counted in sleeps, they stretched by
-# every scan of /proc between them (seconds a scan on a busy host), past the local
-# side's patience. `$EPOCHREALTIME` is bash 5's; older bash counts whole seconds.
-now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 10#$t / 1000 )); else now=$(( SECONDS * 1000 )); fi; }
-targets
+"#,
+    clock!(),
+    r#"targets
 [ ${#found[@]} -eq 0 ] && exit 0
 kill -TERM "${found[@]}" 2>/dev/null; kill -CONT "${found[@]}" 2>/dev/null
 now; until=$(( now + grace ))
@@ -174,7 +185,8 @@ for _ in $(seq 100); do
   kill -KILL "${found[@]}" 2>/dev/null; ms 10
 done
 exit 1
-"#;
+"#
+);
 
 /// What the local side reads from the master's stdout once it is connected.
 const READY: &str = "dsh-ssh-ready";

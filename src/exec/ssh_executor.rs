@@ -303,14 +303,15 @@ impl BashExecutor for SshExecutor {
         self.wrapper.start_service(spec, env).await
     }
 
-    /// Not carried: neither the helper's tasks nor the wrapper path's (its launcher
+    /// All kept: neither the helper's tasks nor the wrapper path's (its launcher
     /// carries none) are handed to the next program; an upgrade is refused while they run.
-    fn carries_tasks(&self) -> bool {
-        false
+    fn tasks_kept(&self) -> Vec<TaskInfo> {
+        self.running()
     }
 
-    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, String> {
-        Err(super::cannot_carry(self.kind()))
+    async fn let_go_tasks(&self) -> Result<Vec<super::HandedTask>, super::CannotCarry> {
+        super::CannotCarry::check(self.kind(), &self.tasks_kept())?;
+        Ok(Vec::new())
     }
 
     fn adopt_tasks(&self, tasks: Vec<super::HandedTask>) -> Vec<(TaskInfo, Result<(), String>)> {

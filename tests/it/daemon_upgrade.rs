@@ -286,6 +286,92 @@ async fn an_upgrade_is_refused_while_a_task_runs_that_the_executor_cannot_carry(
     assert_eq!(after["stopReason"], "end_turn");
 }
 
+/// Issue 43 item 4: under the sandbox's pair (`Escalating`) a task the person let out of
+/// the sandbox runs on the local executor and is carried over an upgrade as that
+/// executor's tasks are, while one inside the sandbox still refuses it. Control first:
+/// with both running, the upgrade is refused naming the sandboxed task alone; once that
+/// one is killed, the upgrade goes through, and the new program reads the let-out
+/// ticker's output on with no gap or repeat, reports it as running and ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_let_out_of_the_sandbox_lives_through_an_upgrade_one_inside_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = start_copied(
+        dir.path(),
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
+    )
+    .await;
+    let ws = workspace(dir.path(), "ws");
+    let (_launcher, mut c) = d.editor().await;
+    let s = c.new_session(&ws).await;
+    let (in_token, out_token) = (common::token(), common::token());
+    let inside = c
+        .start_task(&s, &format!("exec sleep 1000.{in_token}"))
+        .await;
+    c.permission_answers.push_back("allow_once");
+    let ticker = format!(
+        "sleep 1000.{out_token} & i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo $i; sleep 0.01; done"
+    );
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "bash",
+            json!({"command": ticker, "description": "tick", "run_in_background": true,
+                   "sandbox": "off", "justification": "it ticks outside the sandbox"}),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    let outside = text
+        .strip_prefix("started background task ")
+        .expect(&text)
+        .to_string();
+    let mut seen = Vec::new();
+    read_past(&mut c, &s, &outside, &mut seen, 5).await;
+
+    let refused = d.upgrade().await.unwrap();
+    assert!(!refused.status.success());
+    let said = text_of(&refused);
+    assert!(
+        said.contains("upgrade refused")
+            && said.contains(&format!(
+                "1 background task(s) still run ({inside}) and the sandbox executor"
+            )),
+        "{said}"
+    );
+    let (killed, _) = c
+        .tool(Some(&s), "bash_kill", json!({"task_id": inside}))
+        .await;
+    assert!(killed.contains("killed"), "{killed}");
+
+    let upgraded = d.upgrade().await.unwrap();
+    assert!(upgraded.status.success(), "{}", text_of(&upgraded));
+    let last = *seen.last().unwrap();
+    read_past(&mut c, &s, &outside, &mut seen, last + 30).await;
+    let expected: Vec<u64> = (1..=*seen.last().unwrap()).collect();
+    assert_eq!(
+        seen, expected,
+        "every line once, in order, across the upgrade"
+    );
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(
+        status["runningTasks"][0]["taskId"],
+        outside.as_str(),
+        "{status}"
+    );
+    assert_eq!(
+        common::with_token(&out_token).len(),
+        1,
+        "the ticker runs on"
+    );
+    let (killed, _) = c
+        .tool(Some(&s), "bash_kill", json!({"task_id": outside}))
+        .await;
+    assert!(killed.contains("killed"), "{killed}");
+    assert!(
+        common::with_token(&out_token).is_empty(),
+        "the new program ends what it took over"
+    );
+}
+
 /// A program on disk that cannot take over (here, not a dsh at all) is found out by the
 /// check before anything is frozen: refused with what it said, the daemon unchanged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -264,14 +264,20 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         found
     }
 
-    fn carries_tasks(&self) -> bool {
-        self.inner.launcher.carries_tasks()
+    fn tasks_kept(&self) -> Vec<TaskInfo> {
+        if self.inner.launcher.carries_tasks() {
+            Vec::new()
+        } else {
+            self.running()
+        }
     }
 
-    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, String> {
+    async fn let_go_tasks(&self) -> Result<Vec<HandedTask>, CannotCarry> {
         let inner = &self.inner;
         if !inner.launcher.carries_tasks() {
-            return Err(crate::exec::cannot_carry(inner.launcher.kind()));
+            // Nothing of it is let go: with nothing running there is nothing to carry.
+            CannotCarry::check(inner.launcher.kind(), &self.running())?;
+            return Ok(Vec::new());
         }
         // Taken first: a task that finishes from here on hands nothing, and its
         // receiver then says so.
