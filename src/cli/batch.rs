@@ -13,8 +13,8 @@
 //! Questions are never asked at the terminal here (several sessions would ask at once
 //! on one screen): `--ask`, else deny.
 
-use crate::cli::client::{AskAnswer, Asker, Client, run_command, session_dir};
-use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, one_turn};
+use crate::cli::client::{AskAnswer, Asker, Client, Interrupts, run_command, session_dir};
+use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, fresh_run, one_turn};
 use crate::cli::reach::Where;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Largest prompts file read, in bytes: a batch is a list of tasks, not a corpus.
 const MAX_FILE: u64 = 16 << 20;
@@ -80,12 +79,6 @@ pub(crate) fn read_prompts(file: &Path) -> Result<Vec<String>, String> {
     Ok(prompts)
 }
 
-/// A fresh run id: `run-` and 12 random hex digits.
-fn fresh_run() -> Result<RunId, String> {
-    let random = uuid::Uuid::new_v4().simple().to_string();
-    format!("run-{}", &random[..12]).parse()
-}
-
 /// What one prompt's row of the table says.
 struct Row {
     index: usize,
@@ -102,14 +95,29 @@ struct Row {
 }
 
 async fn batch(args: ExecArgs) -> Result<Ending, String> {
-    let file = args.prompts.clone().unwrap_or_default();
-    let prompts = read_prompts(&file)?;
+    // A file that does not read stops the batch before any daemon is asked.
+    let prompts = read_prompts(args.prompts.as_deref().unwrap_or(Path::new("")))?;
+    // From here a Ctrl-C cancels the batch: the turns still connecting too.
+    let interrupts = Interrupts::watch()?;
+    let run = fresh_run()?;
+    let daemon = crate::cli::candidate::pick(&args.at, run.as_str()).await?;
+    let ended = batch_on(&args, prompts, &daemon.at, run, interrupts).await;
+    daemon.finish().await;
+    ended
+}
+
+async fn batch_on(
+    args: &ExecArgs,
+    prompts: Vec<String>,
+    at: &Where,
+    run: RunId,
+    interrupts: Interrupts,
+) -> Result<Ending, String> {
     let cwd = session_dir(args.cwd.as_deref())?;
     let workdirs = match &args.workdirs {
         Some(dir) => Some(make_workdirs(dir, &cwd)?),
         None => None,
     };
-    let run = fresh_run()?;
     let jobs = usize::from(args.jobs.max(1));
     eprintln!(
         "dsh: run {run}: {} prompts, {jobs} at a time",
@@ -123,33 +131,18 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     }
     // The daemon is reached (started if need be) once before the turns race for it;
     // its state directory is where the batch's calls are read from at the end.
-    let probe = Client::open(
-        &args.at,
-        Asker::Fixed(AskAnswer::Deny),
-        "dsh exec",
-        json!({}),
-    )
-    .await?;
+    let probe = Client::open(at, Asker::Fixed(AskAnswer::Deny), "dsh exec", json!({})).await?;
     let state_dir = probe
         .state_dir()
         .await
         .ok_or("the daemon did not say where its audit log is")?;
     probe.close().await;
     // The first Ctrl-C cancels the running turns (each sends its own
-    // `session/cancel`) and starts no more; a second one leaves each of them.
-    let stopping = CancellationToken::new();
-    let watcher = {
-        let stopping = stopping.clone();
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
-        tokio::spawn(async move {
-            if sigint.recv().await.is_some() {
-                stopping.cancel();
-            }
-        })
-    };
+    // `session/cancel`, or sends no prompt when still connecting) and starts no more;
+    // a second one leaves each of them.
+    let mut stopping = interrupts.clone();
     let shared = Arc::new(Shared {
-        at: args.at.clone(),
+        at: at.clone(),
         cwd,
         workdirs,
         mode: args.mode.clone(),
@@ -164,15 +157,16 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     for (index, prompt) in prompts.into_iter().enumerate() {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.ok(),
-            () = stopping.cancelled() => None,
+            () = stopping.first() => None,
         };
-        let Some(slot) = slot.filter(|_| !stopping.is_cancelled()) else {
+        let Some(slot) = slot.filter(|_| stopping.seen() == 0) else {
             rows.push(shared.not_run(index));
             continue;
         };
         let shared = shared.clone();
+        let mut interrupts = interrupts.clone();
         running.spawn(async move {
-            let row = shared.turn(index, &prompt).await;
+            let row = shared.turn(index, &prompt, &mut interrupts).await;
             drop(slot);
             row
         });
@@ -180,7 +174,6 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     while let Some(row) = running.join_next().await {
         rows.push(row.map_err(|e| format!("a turn of the batch failed: {e}"))?);
     }
-    watcher.abort();
     rows.sort_by_key(|r| r.index);
     let mut calls: HashMap<String, Vec<ExecutionLine>> = HashMap::new();
     for call in audit_calls(&state_dir, |l| l.run.as_ref() == Some(&run))? {
@@ -227,7 +220,7 @@ struct Shared {
 }
 
 impl Shared {
-    async fn turn(&self, index: usize, prompt: &str) -> Row {
+    async fn turn(&self, index: usize, prompt: &str, interrupts: &mut Interrupts) -> Row {
         let started = Instant::now();
         let cwd = match &self.workdirs {
             Some(dir) => {
@@ -247,11 +240,11 @@ impl Shared {
             asker: self.asker,
             cwd: &cwd,
             mode: self.mode.as_deref(),
-            run: Some(&self.run),
+            run: &self.run,
             prompt,
         };
         let mut out = Output::new(self.json, Some(index), prompt);
-        let turned = one_turn(turn, &mut out).await;
+        let turned = one_turn(turn, &mut out, interrupts).await;
         let usage = out.usage.take();
         match turned {
             Ok(turned) => Row {
