@@ -16,6 +16,7 @@
 use crate::cli::client::{AskAnswer, Asker, Client, Interrupts, run_command, session_dir};
 use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, fresh_run, one_turn};
 use crate::cli::reach::Where;
+use crate::cli::workdirs::Workdirs;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{ExecutionLine, RunId};
@@ -82,6 +83,8 @@ pub(crate) fn read_prompts(file: &Path) -> Result<Vec<String>, String> {
 /// What one prompt's row of the table says.
 struct Row {
     index: usize,
+    /// Its directory of its own was made (`--workdirs`, `--worktrees`).
+    made_dir: bool,
     ending: Ending,
     /// Its session and how the daemon said the turn ended, when it did.
     ended: Option<(String, acp::StopReason)>,
@@ -114,9 +117,10 @@ async fn batch_on(
     interrupts: Interrupts,
 ) -> Result<Ending, String> {
     let cwd = session_dir(args.cwd.as_deref())?;
-    let workdirs = match &args.workdirs {
-        Some(dir) => Some(make_workdirs(dir, &cwd)?),
-        None => None,
+    let workdirs = match (&args.workdirs, &args.worktrees) {
+        (Some(dir), _) => Some(Workdirs::copies(dir, &cwd)?),
+        (None, Some(dir)) => Some(Workdirs::worktrees(dir, &cwd, args.keep_worktrees).await?),
+        (None, None) => None,
     };
     let jobs = usize::from(args.jobs.max(1));
     eprintln!(
@@ -198,10 +202,16 @@ async fn batch_on(
         .map(|r| r.ending)
         .max_by_key(|e| e.badness())
         .unwrap_or(Ending::EndTurn);
+    // The directories made: those of the prompts that started.
+    let made = rows.iter().filter(|r| r.made_dir).map(|r| r.index);
+    let kept = match &shared.workdirs {
+        Some(workdirs) => workdirs.finish(made).await,
+        None => None,
+    };
     if !args.json {
         print!("{}", table(&rows, &run));
-        if let Some(dir) = &shared.workdirs {
-            println!("each prompt's directory: {}/INDEX", dir.display());
+        if let Some(kept) = kept {
+            println!("{kept}");
         }
     }
     Ok(worst)
@@ -211,8 +221,8 @@ async fn batch_on(
 struct Shared {
     at: Where,
     cwd: PathBuf,
-    /// `--workdirs`: each prompt's copy of `cwd` is made here, named by its index.
-    workdirs: Option<PathBuf>,
+    /// `--workdirs` or `--worktrees`: each prompt's directory of its own.
+    workdirs: Option<Workdirs>,
     mode: Option<String>,
     run: RunId,
     asker: Asker,
@@ -223,16 +233,15 @@ impl Shared {
     async fn turn(&self, index: usize, prompt: &str, interrupts: &mut Interrupts) -> Row {
         let started = Instant::now();
         let cwd = match &self.workdirs {
-            Some(dir) => {
-                let own = dir.join(index.to_string());
-                if let Err(message) = copy_dir(&self.cwd, &own).await {
+            Some(workdirs) => match workdirs.make(index).await {
+                Ok(own) => own,
+                Err(message) => {
                     eprintln!("dsh: prompt {index}: {message}");
                     let mut row = self.not_run(index);
                     (row.ending, row.error) = (Ending::Error, Some(message));
                     return row;
                 }
-                own
-            }
+            },
             None => self.cwd.clone(),
         };
         let turn = Turn {
@@ -249,6 +258,7 @@ impl Shared {
         match turned {
             Ok(turned) => Row {
                 index,
+                made_dir: self.workdirs.is_some(),
                 ending: turned.ending,
                 ended: turned.ended,
                 calls: Vec::new(),
@@ -260,6 +270,7 @@ impl Shared {
                 eprintln!("dsh: prompt {index}: {message}");
                 Row {
                     index,
+                    made_dir: self.workdirs.is_some(),
                     ending: Ending::Error,
                     ended: None,
                     calls: Vec::new(),
@@ -275,6 +286,7 @@ impl Shared {
     fn not_run(&self, index: usize) -> Row {
         Row {
             index,
+            made_dir: false,
             ending: Ending::Cancelled,
             ended: None,
             calls: Vec::new(),
@@ -283,53 +295,6 @@ impl Shared {
             error: Some("not started (Ctrl-C)".into()),
         }
     }
-}
-
-/// Makes `--workdirs` DIR (0700, not there before) and returns it absolute. Inside
-/// the working directory it is refused: every copy would hold the copies before it.
-fn make_workdirs(dir: &Path, cwd: &Path) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = std::path::absolute(dir).map_err(|e| format!("bad --workdirs: {e}"))?;
-    let parent = dir.parent().unwrap_or(&dir);
-    let real_parent =
-        std::fs::canonicalize(parent).map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
-    let real_cwd = std::fs::canonicalize(cwd).map_err(|e| format!("{}: {e}", cwd.display()))?;
-    if real_parent.starts_with(&real_cwd) {
-        return Err(format!(
-            "--workdirs {} is inside the working directory {}: each copy would hold the others",
-            dir.display(),
-            cwd.display()
-        ));
-    }
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
-    Ok(dir)
-}
-
-/// Copies `from` to `to` (which does not exist) as `cp -a` does: links, modes and
-/// times kept, `.git` and all, so each prompt starts from the same tree.
-async fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
-    let out = tokio::process::Command::new("cp")
-        .arg("-a")
-        .arg("--")
-        .arg(from)
-        .arg(to)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cannot copy {} to {}: {}",
-            from.display(),
-            to.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
 }
 
 /// The counts of a row's calls: allowed, asked (a person or `--ask` answered), refused.

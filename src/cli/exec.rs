@@ -47,6 +47,20 @@ pub struct ExecArgs {
     /// (0700) and must not exist yet, nor be inside the working directory.
     #[arg(long, value_name = "DIR", requires = "prompts")]
     pub(crate) workdirs: Option<PathBuf>,
+    /// With --prompts: each prompt runs in its own git worktree of the repository the
+    /// working directory is in, DIR/INDEX, detached at HEAD (committed work only),
+    /// removed after the batch unless --keep-worktrees. DIR is made (0700) and must not
+    /// exist yet, nor be inside the repository.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "prompts",
+        conflicts_with = "workdirs"
+    )]
+    pub(crate) worktrees: Option<PathBuf>,
+    /// With --worktrees: leave the worktrees after the batch.
+    #[arg(long, requires = "worktrees")]
+    pub(crate) keep_worktrees: bool,
     /// With --prompts: how many sessions run at a time.
     #[arg(long, value_name = "N", requires = "prompts", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]

@@ -26,3 +26,4 @@ pub mod stop;
 pub mod terminal;
 pub mod trust;
 pub mod upgrade;
+pub mod workdirs;

@@ -734,3 +734,113 @@ async fn a_sessions_run_id_survives_an_upgrade() {
     assert!(common::alive(daemon.pid), "the same process serves on");
     daemon.stop().await;
 }
+
+/// `git -C dir ARGS`, which must succeed: its stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text_of(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 45, item 6: `--worktrees DIR`: each prompt's session works in its own git
+/// worktree of the working directory's repository (`DIR/INDEX`, detached at HEAD: the
+/// committed seed in it, the uncommitted file not), so no prompt writes into another's
+/// nor into the original; with `--keep-worktrees` they stay (git lists them), without
+/// it they are removed after the batch, DIR too. Outside a repository it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_worktrees_give_each_prompt_its_own_worktree_removed_after() {
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![], "").await;
+    // Refused where there is no repository, before any session.
+    let file = dir.path().join("prompts.txt");
+    let prompts: String = (0..4)
+        .map(|i| format!("!cat seed > made-{i} && pwd > where\n"))
+        .collect();
+    std::fs::write(&file, prompts).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let trees = dir.path().join("trees");
+    let trees_arg = trees.to_string_lossy().into_owned();
+    let out = exec(
+        &daemon,
+        &ws,
+        &["--prompts", &file, "--worktrees", &trees_arg],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("needs a git repository"),
+        "{:?}",
+        text(&out)
+    );
+    assert!(!trees.exists());
+
+    git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join("seed"), "committed").unwrap();
+    git(&ws, &["add", "seed"]);
+    git(&ws, &["commit", "-qm", "seed"]);
+    std::fs::write(ws.join("uncommitted"), "not in HEAD").unwrap();
+    let args = [
+        "--json",
+        "--mode",
+        "auto",
+        "--prompts",
+        &file,
+        "--jobs",
+        "2",
+        "--worktrees",
+        &trees_arg,
+    ];
+    let mut kept = args.to_vec();
+    kept.push("--keep-worktrees");
+    let out = exec(&daemon, &ws, &kept).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!ws.join("made-0").exists() && !ws.join("where").exists());
+    for i in 0..4 {
+        let own = trees.join(i.to_string());
+        assert_eq!(
+            std::fs::read_to_string(own.join(format!("made-{i}"))).unwrap(),
+            "committed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(own.join("where")).unwrap().trim(),
+            own.to_string_lossy()
+        );
+        assert!(!own.join("uncommitted").exists());
+        for j in (0..4).filter(|j| *j != i) {
+            assert!(
+                !own.join(format!("made-{j}")).exists(),
+                "{j} wrote into {i}"
+            );
+        }
+    }
+    let listed = git(&ws, &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 5, "{listed}");
+
+    // Without --keep-worktrees: made, used, removed.
+    std::fs::remove_dir_all(&trees).unwrap();
+    git(&ws, &["worktree", "prune"]);
+    let out = exec(&daemon, &ws, &args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let made: Vec<Value> = audit_lines(&daemon.state)
+        .into_iter()
+        .filter(|l| l["run"] == run_of(&out).as_str())
+        .collect();
+    assert_eq!(made.len(), 4, "{stdout}");
+    assert!(made.iter().all(|l| l["outcome"] == "ok"), "{made:?}");
+    assert!(!trees.exists(), "the worktrees' directory is left");
+    let listed = git(&ws, &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+    daemon.stop().await;
+}
