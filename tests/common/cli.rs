@@ -45,6 +45,17 @@ pub fn exec_with(
     cwd: &Path,
     args: &[&str],
 ) -> tokio::process::Command {
+    exec_at(&daemon.socket, &daemon.state, config, cwd, args)
+}
+
+/// [`exec_with`] on `socket` (a relay in front of the daemon) and `state`.
+pub fn exec_at(
+    socket: &Path,
+    state: &Path,
+    config: &Path,
+    cwd: &Path,
+    args: &[&str],
+) -> tokio::process::Command {
     let mut cmd = super::dsh();
     // SAFETY: setsid is async-signal-safe.
     unsafe {
@@ -55,9 +66,9 @@ pub fn exec_with(
         });
     }
     cmd.args(["exec", "--socket"])
-        .arg(&daemon.socket)
+        .arg(socket)
         .arg("--state-dir")
-        .arg(&daemon.state)
+        .arg(state)
         .arg("--config")
         .arg(config)
         .arg("--cwd")

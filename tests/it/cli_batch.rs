@@ -620,31 +620,25 @@ async fn batch_ctrl_c_while_a_turn_connects_sends_no_prompt() {
     });
     let file = dir.path().join("prompts.txt");
     std::fs::write(&file, "!sleep 600\n!sleep 600\n").unwrap();
-    let mut child = common::dsh();
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        child.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    let mut child = child
-        .args(["exec", "--socket"])
-        .arg(&relay_socket)
-        .arg("--state-dir")
-        .arg(&daemon.state)
-        .arg("--config")
-        .arg(&daemon.config)
-        .arg("--cwd")
-        .arg(&ws)
-        .args(["--json", "--mode", "auto", "--jobs", "1", "--prompts"])
-        .arg(&file)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = common::cli::exec_at(
+        &relay_socket,
+        &daemon.state,
+        &daemon.config,
+        &ws,
+        &[
+            "--json",
+            "--mode",
+            "auto",
+            "--jobs",
+            "1",
+            "--prompts",
+            &file.to_string_lossy(),
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     assert_eq!(
         next_event(&mut events).await,
         Some("held"),
