@@ -478,8 +478,9 @@ fn processes_naming(needle: &str) -> Vec<i32> {
 /// (the control: that daemon's config decides), the same batch with a candidate that
 /// denies `touch` makes none: the candidate's rule decided, on a daemon of its own
 /// (gone at the end, its socket directory removed), with the audit lines in the same
-/// state directory under the run's id, where `policy replay --run` finds them. The
-/// running daemon serves on.
+/// state directory under the run's id, where `policy replay --run` finds them. One
+/// `dsh exec` with the candidate is refused the same way; `dsh chat` with it refuses to
+/// start. The running daemon serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_config_candidate_decides_against_a_running_daemon_that_allows() {
     let Rig {
@@ -552,6 +553,45 @@ async fn batch_config_candidate_decides_against_a_running_daemon_that_allows() {
     // The replay of that run reads those two lines from the shared audit log.
     let replayed = replay(&daemon, &["--run", &run]);
     assert_eq!(replayed.status.code(), Some(0), "{}", text_of(&replayed));
+    // One `dsh exec` with the candidate: the same, its line under its own run.
+    let out = common::cli::exec_with(
+        &daemon,
+        &candidate,
+        &ws,
+        &["--json", "--mode", "auto", "!touch single"],
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(!ws.join("single").exists(), "{:?}", text(&out));
+    let single = common::cli::lines(&out)[0]["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let line = audit_lines(&daemon.state)
+        .into_iter()
+        .find(|l| l["run"] == single.as_str())
+        .unwrap();
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert!(processes_naming(&single).is_empty());
+    // `dsh chat` with the candidate refuses rather than chat under the other config.
+    let out = common::dsh()
+        .args(["chat", "--socket"])
+        .arg(&daemon.socket)
+        .arg("--config")
+        .arg(&candidate)
+        .arg("--cwd")
+        .arg(&ws)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains("does not judge by"),
+        "{:?}",
+        text(&out)
+    );
     // The running daemon serves on, under its own config.
     let out = exec(&daemon, &ws, &["--mode", "auto", "!touch after"]).await;
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
