@@ -104,6 +104,20 @@ impl Config {
         toml::to_string_pretty(self).map_err(|e| format!("cannot render the config as TOML: {e}"))
     }
 
+    /// What identifies the configuration in force, for `dsh exec --config CANDIDATE` to
+    /// tell whether the running daemon already judges by the candidate: the SHA-256 of
+    /// its JSON (every key, in declaration order; no map of it has a random order), with
+    /// the state directory resolved, since a daemon's `--state-dir` and a config's
+    /// `[exec] state_dir` name the same thing. Rules' origins are not keys: the same
+    /// text at another path is the same configuration.
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest;
+        let mut resolved = self.clone();
+        resolved.exec.state_dir = Some(self.exec.state_dir());
+        let json = serde_json::to_vec(&resolved).unwrap_or_default();
+        format!("{:x}", sha2::Sha256::digest(&json))
+    }
+
     /// The config as dsh reads it when no `--config` is given: the user's own file
     /// ([`user_config_file`]) when it exists, else the built-in defaults. Also says
     /// which file was read (`None`: none, the defaults).

@@ -2,11 +2,13 @@
 """dsh from the terminal, measured (issue 45): ratios against baselines run in the same loop.
 
 C1  a batch of 100 one-tool-call prompts (`!echo N`) at `--jobs 4` against `--jobs 1`
+C3  the daemon's CPU (utime + stime from /proc, clock ticks) for each of 4 batches of 100 in a
+    row on one daemon, and the sessions it still holds after them (`--cpu` runs only this)
 C2  `dsh exec --json '!echo hi'`: spawn to first byte and to exit, against the same turn
     through the official TypeScript ACP SDK (@agentclientprotocol/sdk) driving `dsh acp`
 
 Both sides talk to one `dsh serve` started here (temporary socket and state, auto mode).
-Usage: benches/cli/measure.py [--rounds N] [--sdk DIR]; DSH_BENCH_BIN picks the dsh binary
+Usage: benches/cli/measure.py [--rounds N] [--sdk DIR] [--cpu]; DSH_BENCH_BIN picks the dsh binary
 (default target/release/dsh, else target/debug/dsh). --sdk DIR: a folder where
 `npm install @agentclientprotocol/sdk` was run (C2 is skipped without it). Judges nothing:
 it prints medians and ratios for BENCHMARKS.md.
@@ -40,6 +42,13 @@ def timed(argv, cwd=None):
     return first, total
 
 
+def cpu_ticks(pid):
+    """The process's user + system time, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def main():
     args = sys.argv[1:]
     rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 5
@@ -60,6 +69,18 @@ def main():
         daemon.stdout.readline()
         at = ["--socket", socket, "--state-dir", state, "--config", config, "--cwd", ws]
         print(f"dsh: {dsh}; {rounds} rounds, alternated; medians")
+        ticks = []
+        for _ in range(4):
+            before = cpu_ticks(daemon.pid)
+            timed([dsh, "exec", *at, "--prompts", prompts, "--jobs", "4"])
+            ticks.append(cpu_ticks(daemon.pid) - before)
+        status = subprocess.run([dsh, "status", "--socket", socket], capture_output=True,
+                                text=True).stdout
+        held = next((line.split(":")[1].strip() for line in status.splitlines()
+                     if line.startswith("sessions:")), "?")
+        print(f"C3 daemon CPU per batch of 100 (ticks): {ticks}; sessions held after: {held}")
+        if "--cpu" in args:
+            return
         batch = {1: [], 4: []}
         for _ in range(rounds):
             for jobs in (1, 4):

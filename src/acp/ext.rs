@@ -163,6 +163,11 @@ pub struct StatusResponse {
     /// How the check after each local command's exit went (`exec::children`).
     #[serde(default)]
     pub exit_checks: crate::exec::children::ExitChecks,
+    /// [`crate::config::Config::fingerprint`] of the config in force: `dsh exec --config`
+    /// runs on this daemon only when its candidate has the same one. `None` from a
+    /// daemon older than the field.
+    #[serde(default)]
+    pub config_fingerprint: Option<String>,
 }
 
 /// `_dsh/state/gc` params.
@@ -350,6 +355,12 @@ impl AcpService {
             sessions,
             running_tasks,
             exit_checks: crate::exec::children::exit_checks(),
+            config_fingerprint: Some(
+                self.config
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .fingerprint(),
+            ),
         })
     }
 

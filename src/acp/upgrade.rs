@@ -38,6 +38,11 @@ pub struct CarriedSession {
     /// May hold secrets (an MCP server's environment): the hand-over state lives only
     /// in memory (`crate::upgrade`), never on disk.
     pub mcp_servers: Vec<acp::McpServer>,
+    /// The batch the session belongs to (`_meta.dsh.runId` of its `session/new`): not
+    /// in its log, so its calls after the hand-over carry it only from here. Absent
+    /// when it has none, and from programs before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::policy::audit::RunId>,
 }
 
 /// How the last upgrade of this daemon went, as `_dsh/upgrade/outcome` tells it.
@@ -188,6 +193,7 @@ impl AcpService {
                     .live
                     .with(&id, |e| e.mcp_config.clone())
                     .unwrap_or_default(),
+                run: self.sessions.get(&id).and_then(|s| s.run().cloned()),
                 id,
             })
             .collect();
@@ -228,6 +234,9 @@ impl AcpService {
             match self.attach(&ctx, &carried.id, false).await {
                 Ok(session) => {
                     session.set_extra_roots(&carried.extra_roots);
+                    if let Some(run) = carried.run {
+                        session.set_run(run);
+                    }
                     self.start_mcp(&ctx, &session, &carried.mcp_servers).await;
                 }
                 Err(e) => tracing::error!(

@@ -13,9 +13,10 @@
 //! Questions are never asked at the terminal here (several sessions would ask at once
 //! on one screen): `--ask`, else deny.
 
-use crate::cli::client::{AskAnswer, Asker, Client, run_command, session_dir};
-use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, one_turn};
+use crate::cli::client::{AskAnswer, Asker, Client, Interrupts, run_command, session_dir};
+use crate::cli::exec::{Ending, ExecArgs, Output, Turn, audit_calls, exit_of, fresh_run, one_turn};
 use crate::cli::reach::Where;
+use crate::cli::workdirs::Workdirs;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
 use dsh::policy::audit::{ExecutionLine, RunId};
@@ -26,7 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Largest prompts file read, in bytes: a batch is a list of tasks, not a corpus.
 const MAX_FILE: u64 = 16 << 20;
@@ -80,15 +80,11 @@ pub(crate) fn read_prompts(file: &Path) -> Result<Vec<String>, String> {
     Ok(prompts)
 }
 
-/// A fresh run id: `run-` and 12 random hex digits.
-fn fresh_run() -> Result<RunId, String> {
-    let random = uuid::Uuid::new_v4().simple().to_string();
-    format!("run-{}", &random[..12]).parse()
-}
-
 /// What one prompt's row of the table says.
 struct Row {
     index: usize,
+    /// Its directory of its own was made (`--workdirs`, `--worktrees`).
+    made_dir: bool,
     ending: Ending,
     /// Its session and how the daemon said the turn ended, when it did.
     ended: Option<(String, acp::StopReason)>,
@@ -102,14 +98,30 @@ struct Row {
 }
 
 async fn batch(args: ExecArgs) -> Result<Ending, String> {
-    let file = args.prompts.clone().unwrap_or_default();
-    let prompts = read_prompts(&file)?;
-    let cwd = session_dir(args.cwd.as_deref())?;
-    let workdirs = match &args.workdirs {
-        Some(dir) => Some(make_workdirs(dir, &cwd)?),
-        None => None,
-    };
+    // A file that does not read stops the batch before any daemon is asked.
+    let prompts = read_prompts(args.prompts.as_deref().unwrap_or(Path::new("")))?;
+    // From here a Ctrl-C cancels the batch: the turns still connecting too.
+    let interrupts = Interrupts::watch()?;
     let run = fresh_run()?;
+    let daemon = crate::cli::candidate::pick(&args.at, run.as_str()).await?;
+    let ended = batch_on(&args, prompts, &daemon.at, run, interrupts).await;
+    daemon.finish().await;
+    ended
+}
+
+async fn batch_on(
+    args: &ExecArgs,
+    prompts: Vec<String>,
+    at: &Where,
+    run: RunId,
+    interrupts: Interrupts,
+) -> Result<Ending, String> {
+    let cwd = session_dir(args.cwd.as_deref())?;
+    let workdirs = match (&args.workdirs, &args.worktrees) {
+        (Some(dir), _) => Some(Workdirs::copies(dir, &cwd)?),
+        (None, Some(dir)) => Some(Workdirs::worktrees(dir, &cwd, args.keep_worktrees).await?),
+        (None, None) => None,
+    };
     let jobs = usize::from(args.jobs.max(1));
     eprintln!(
         "dsh: run {run}: {} prompts, {jobs} at a time",
@@ -123,33 +135,18 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     }
     // The daemon is reached (started if need be) once before the turns race for it;
     // its state directory is where the batch's calls are read from at the end.
-    let probe = Client::open(
-        &args.at,
-        Asker::Fixed(AskAnswer::Deny),
-        "dsh exec",
-        json!({}),
-    )
-    .await?;
+    let probe = Client::open(at, Asker::Fixed(AskAnswer::Deny), "dsh exec", json!({})).await?;
     let state_dir = probe
         .state_dir()
         .await
         .ok_or("the daemon did not say where its audit log is")?;
     probe.close().await;
     // The first Ctrl-C cancels the running turns (each sends its own
-    // `session/cancel`) and starts no more; a second one leaves each of them.
-    let stopping = CancellationToken::new();
-    let watcher = {
-        let stopping = stopping.clone();
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
-        tokio::spawn(async move {
-            if sigint.recv().await.is_some() {
-                stopping.cancel();
-            }
-        })
-    };
+    // `session/cancel`, or sends no prompt when still connecting) and starts no more;
+    // a second one leaves each of them.
+    let mut stopping = interrupts.clone();
     let shared = Arc::new(Shared {
-        at: args.at.clone(),
+        at: at.clone(),
         cwd,
         workdirs,
         mode: args.mode.clone(),
@@ -164,15 +161,16 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     for (index, prompt) in prompts.into_iter().enumerate() {
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.ok(),
-            () = stopping.cancelled() => None,
+            () = stopping.first() => None,
         };
-        let Some(slot) = slot.filter(|_| !stopping.is_cancelled()) else {
+        let Some(slot) = slot.filter(|_| stopping.seen() == 0) else {
             rows.push(shared.not_run(index));
             continue;
         };
         let shared = shared.clone();
+        let mut interrupts = interrupts.clone();
         running.spawn(async move {
-            let row = shared.turn(index, &prompt).await;
+            let row = shared.turn(index, &prompt, &mut interrupts).await;
             drop(slot);
             row
         });
@@ -180,7 +178,6 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
     while let Some(row) = running.join_next().await {
         rows.push(row.map_err(|e| format!("a turn of the batch failed: {e}"))?);
     }
-    watcher.abort();
     rows.sort_by_key(|r| r.index);
     let mut calls: HashMap<String, Vec<ExecutionLine>> = HashMap::new();
     for call in audit_calls(&state_dir, |l| l.run.as_ref() == Some(&run))? {
@@ -205,10 +202,16 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
         .map(|r| r.ending)
         .max_by_key(|e| e.badness())
         .unwrap_or(Ending::EndTurn);
+    // The directories made: those of the prompts that started.
+    let made = rows.iter().filter(|r| r.made_dir).map(|r| r.index);
+    let kept = match &shared.workdirs {
+        Some(workdirs) => workdirs.finish(made).await,
+        None => None,
+    };
     if !args.json {
         print!("{}", table(&rows, &run));
-        if let Some(dir) = &shared.workdirs {
-            println!("each prompt's directory: {}/INDEX", dir.display());
+        if let Some(kept) = kept {
+            println!("{kept}");
         }
     }
     Ok(worst)
@@ -218,8 +221,8 @@ async fn batch(args: ExecArgs) -> Result<Ending, String> {
 struct Shared {
     at: Where,
     cwd: PathBuf,
-    /// `--workdirs`: each prompt's copy of `cwd` is made here, named by its index.
-    workdirs: Option<PathBuf>,
+    /// `--workdirs` or `--worktrees`: each prompt's directory of its own.
+    workdirs: Option<Workdirs>,
     mode: Option<String>,
     run: RunId,
     asker: Asker,
@@ -227,19 +230,18 @@ struct Shared {
 }
 
 impl Shared {
-    async fn turn(&self, index: usize, prompt: &str) -> Row {
+    async fn turn(&self, index: usize, prompt: &str, interrupts: &mut Interrupts) -> Row {
         let started = Instant::now();
         let cwd = match &self.workdirs {
-            Some(dir) => {
-                let own = dir.join(index.to_string());
-                if let Err(message) = copy_dir(&self.cwd, &own).await {
+            Some(workdirs) => match workdirs.make(index).await {
+                Ok(own) => own,
+                Err(message) => {
                     eprintln!("dsh: prompt {index}: {message}");
                     let mut row = self.not_run(index);
                     (row.ending, row.error) = (Ending::Error, Some(message));
                     return row;
                 }
-                own
-            }
+            },
             None => self.cwd.clone(),
         };
         let turn = Turn {
@@ -247,15 +249,16 @@ impl Shared {
             asker: self.asker,
             cwd: &cwd,
             mode: self.mode.as_deref(),
-            run: Some(&self.run),
+            run: &self.run,
             prompt,
         };
         let mut out = Output::new(self.json, Some(index), prompt);
-        let turned = one_turn(turn, &mut out).await;
+        let turned = one_turn(turn, &mut out, interrupts).await;
         let usage = out.usage.take();
         match turned {
             Ok(turned) => Row {
                 index,
+                made_dir: self.workdirs.is_some(),
                 ending: turned.ending,
                 ended: turned.ended,
                 calls: Vec::new(),
@@ -267,6 +270,7 @@ impl Shared {
                 eprintln!("dsh: prompt {index}: {message}");
                 Row {
                     index,
+                    made_dir: self.workdirs.is_some(),
                     ending: Ending::Error,
                     ended: None,
                     calls: Vec::new(),
@@ -282,6 +286,7 @@ impl Shared {
     fn not_run(&self, index: usize) -> Row {
         Row {
             index,
+            made_dir: false,
             ending: Ending::Cancelled,
             ended: None,
             calls: Vec::new(),
@@ -290,53 +295,6 @@ impl Shared {
             error: Some("not started (Ctrl-C)".into()),
         }
     }
-}
-
-/// Makes `--workdirs` DIR (0700, not there before) and returns it absolute. Inside
-/// the working directory it is refused: every copy would hold the copies before it.
-fn make_workdirs(dir: &Path, cwd: &Path) -> Result<PathBuf, String> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = std::path::absolute(dir).map_err(|e| format!("bad --workdirs: {e}"))?;
-    let parent = dir.parent().unwrap_or(&dir);
-    let real_parent =
-        std::fs::canonicalize(parent).map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
-    let real_cwd = std::fs::canonicalize(cwd).map_err(|e| format!("{}: {e}", cwd.display()))?;
-    if real_parent.starts_with(&real_cwd) {
-        return Err(format!(
-            "--workdirs {} is inside the working directory {}: each copy would hold the others",
-            dir.display(),
-            cwd.display()
-        ));
-    }
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("--workdirs {}: {e}", dir.display()))?;
-    Ok(dir)
-}
-
-/// Copies `from` to `to` (which does not exist) as `cp -a` does: links, modes and
-/// times kept, `.git` and all, so each prompt starts from the same tree.
-async fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
-    let out = tokio::process::Command::new("cp")
-        .arg("-a")
-        .arg("--")
-        .arg(from)
-        .arg(to)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| format!("cannot run cp: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cannot copy {} to {}: {}",
-            from.display(),
-            to.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
 }
 
 /// The counts of a row's calls: allowed, asked (a person or `--ask` answered), refused.

@@ -10,7 +10,7 @@
 //! during a turn sends `session/cancel`; a second one, or Ctrl-C / Ctrl-D at the prompt,
 //! leaves.
 
-use crate::cli::client::{Asker, Client, Incoming, Prompted, run_command, session_dir};
+use crate::cli::client::{Asker, Client, Incoming, Interrupts, Prompted, run_command, session_dir};
 use crate::cli::history::History;
 use crate::cli::reach::Where;
 use crate::cli::terminal::shown;
@@ -56,6 +56,10 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
     let cwd = session_dir(args.cwd.as_deref())?;
     // As Zed does: a command's output comes as the bytes it printed, while it runs.
     let display = json!({"_meta": {"terminal_output": true}});
+    // A chat is one long session on the user's daemon: a candidate config that daemon
+    // does not judge by is refused, not ignored (a batch or `dsh exec` would run on a
+    // daemon of its own).
+    crate::cli::candidate::refuse_unless_in_force(&args.at).await?;
     let client = Client::open(&args.at, Asker::of(None), "dsh chat", display).await?;
     let mut incoming = client.take_incoming();
     let mut shown = Shown::default();
@@ -96,6 +100,8 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
             let _ = ed.add_history_entry(entry.as_str());
         }
     }
+    // At the prompt rustyline reads Ctrl-C as a key; during a turn it is SIGINT.
+    let mut interrupts = Interrupts::watch()?;
     loop {
         let Some(mut ed) = editor.take() else {
             break;
@@ -130,11 +136,13 @@ async fn chat(args: ChatArgs) -> Result<(), String> {
             history = None;
         }
 
+        interrupts.begin();
         let prompted = client
             .prompt(
                 &session,
                 &line,
                 &mut incoming,
+                &mut interrupts,
                 |message| {
                     shown.take(message);
                     Ok(())

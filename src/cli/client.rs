@@ -180,6 +180,58 @@ pub enum Prompted {
     Left,
 }
 
+/// The person's Ctrl-Cs, counted from one handler installed when the command starts:
+/// a Ctrl-C that comes while a turn is still connecting is counted too (a handler
+/// installed only once the prompt is sent would never see it), and every turn of a
+/// batch sees each one. A clone counts the same presses.
+#[derive(Clone)]
+pub struct Interrupts {
+    presses: tokio::sync::watch::Receiver<u32>,
+    /// The presses before [`Interrupts::begin`]: not this turn's.
+    base: u32,
+}
+
+impl Interrupts {
+    /// Installs the SIGINT handler (for the rest of the process: from now on Ctrl-C no
+    /// longer kills it) and starts counting.
+    pub fn watch() -> Result<Self, String> {
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
+        let (tx, presses) = tokio::sync::watch::channel(0u32);
+        tokio::spawn(async move {
+            while sigint.recv().await.is_some() {
+                tx.send_modify(|n| *n = n.saturating_add(1));
+            }
+        });
+        Ok(Self { presses, base: 0 })
+    }
+
+    /// Counts from now: `dsh chat` calls it as each turn starts, since a Ctrl-C of an
+    /// earlier turn says nothing about this one.
+    pub fn begin(&mut self) {
+        self.base = *self.presses.borrow_and_update();
+    }
+
+    /// The presses since the start (or [`Interrupts::begin`]), marked seen.
+    pub fn seen(&mut self) -> u32 {
+        self.presses.borrow_and_update().saturating_sub(self.base)
+    }
+
+    /// Waits for a press not yet seen; never ends once no handler runs.
+    pub async fn next(&mut self) {
+        if self.presses.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Waits until at least one press was made since the start.
+    pub async fn first(&mut self) {
+        while self.seen() == 0 {
+            self.next().await;
+        }
+    }
+}
+
 /// Runs a command of the CLI's clients to its end on a runtime of its own; its error
 /// is said on stderr. The runtime is shut down without waiting for blocking work (a
 /// stdin reader, a question waiting for a line on the terminal): nothing else of the
@@ -351,13 +403,15 @@ impl Client {
 
     /// Sends `text` as the prompt of `session` and hands each update and answered
     /// question to `take` as it arrives, until the daemon answers. The first Ctrl-C
-    /// sends `session/cancel` (after `cancelling` says so); a second one gives up
-    /// waiting ([`Prompted::Left`]): the daemon winds the turn down by itself.
+    /// of `interrupts` sends `session/cancel` (after `cancelling` says so), at once when
+    /// it came before the prompt was sent; a second one gives up waiting
+    /// ([`Prompted::Left`]): the daemon winds the turn down by itself.
     pub async fn prompt(
         &self,
         session: &str,
         text: &str,
         incoming: &mut mpsc::UnboundedReceiver<Incoming>,
+        interrupts: &mut Interrupts,
         mut take: impl FnMut(Incoming) -> Result<(), String>,
         mut cancelling: impl FnMut(),
     ) -> Result<Prompted, String> {
@@ -366,23 +420,28 @@ impl Client {
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
         );
         tokio::pin!(answer);
-        // Registered once for the whole turn, so a Ctrl-C between two events is not lost.
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .map_err(|e| format!("cannot wait for Ctrl-C: {e}"))?;
-        let mut cancels = 0;
+        let mut cancelled = false;
+        let mut cancel = |cancelled: &mut bool| {
+            if !std::mem::replace(cancelled, true) {
+                cancelling();
+                self.peer
+                    .notify("session/cancel", json!({"sessionId": session}))
+                    .map_err(|_| "session/cancel: the daemon closed the connection".to_string())?;
+            }
+            Ok::<(), String>(())
+        };
         let answer = loop {
+            // Seen before each wait: a Ctrl-C that came while connecting, or between
+            // two events, is acted on here rather than lost.
+            match interrupts.seen() {
+                0 => {}
+                1 => cancel(&mut cancelled)?,
+                _ => return Ok(Prompted::Left),
+            }
             tokio::select! {
                 answer = &mut answer => break answer,
                 Some(message) = incoming.recv() => take(message)?,
-                Some(()) = sigint.recv() => {
-                    cancels += 1;
-                    if cancels > 1 {
-                        return Ok(Prompted::Left);
-                    }
-                    cancelling();
-                    self.peer.notify("session/cancel", json!({"sessionId": session}))
-                        .map_err(|_| "session/cancel: the daemon closed the connection".to_string())?;
-                }
+                () = interrupts.next() => {}
             }
         };
         // The daemon sends a turn's updates before its answer, and the connection hands

@@ -7,7 +7,9 @@
 //! otherwise never runs what the policy wanted a person to see. The exit status says how
 //! the turn ended ([`Ending`]).
 
-use crate::cli::client::{AskAnswer, Asker, Client, Incoming, Prompted, run_command, session_dir};
+use crate::cli::client::{
+    AskAnswer, Asker, Client, Incoming, Interrupts, Prompted, run_command, session_dir,
+};
 use crate::cli::reach::Where;
 use agent_client_protocol_schema::v1 as acp;
 use dsh::config::Decision;
@@ -45,6 +47,20 @@ pub struct ExecArgs {
     /// (0700) and must not exist yet, nor be inside the working directory.
     #[arg(long, value_name = "DIR", requires = "prompts")]
     pub(crate) workdirs: Option<PathBuf>,
+    /// With --prompts: each prompt runs in its own git worktree of the repository the
+    /// working directory is in, DIR/INDEX, detached at HEAD (committed work only),
+    /// removed after the batch unless --keep-worktrees. DIR is made (0700) and must not
+    /// exist yet, nor be inside the repository.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "prompts",
+        conflicts_with = "workdirs"
+    )]
+    pub(crate) worktrees: Option<PathBuf>,
+    /// With --worktrees: leave the worktrees after the batch.
+    #[arg(long, requires = "worktrees")]
+    pub(crate) keep_worktrees: bool,
     /// With --prompts: how many sessions run at a time.
     #[arg(long, value_name = "N", requires = "prompts", default_value_t = 1,
           value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -126,11 +142,13 @@ impl Ending {
     rename_all_fields = "camelCase"
 )]
 pub(crate) enum Event<'a> {
-    /// The session the turn runs in (loadable later by an editor).
+    /// The session the turn runs in (loadable later by an editor), and the run its
+    /// audit lines carry (`dsh policy replay --run`).
     Session {
         session_id: &'a str,
         cwd: &'a Path,
         mode: Option<&'a str>,
+        run_id: &'a RunId,
     },
     /// A `session/update` as the daemon sent it (its `update` object).
     Update { update: &'a Value },
@@ -188,18 +206,31 @@ async fn single(args: ExecArgs) -> Result<Ending, String> {
         return Err("the prompt is empty".into());
     }
     let cwd = session_dir(args.cwd.as_deref())?;
+    // From here a Ctrl-C cancels the turn, even while it is still connecting.
+    let mut interrupts = Interrupts::watch()?;
+    // A run of one: its audit lines are replayable by themselves too.
+    let run = fresh_run()?;
+    let daemon = crate::cli::candidate::pick(&args.at, run.as_str()).await?;
     let turn = Turn {
-        at: &args.at,
+        at: &daemon.at,
         asker: Asker::of(args.ask),
         cwd: &cwd,
         mode: args.mode.as_deref(),
-        run: None,
+        run: &run,
         prompt: &prompt,
     };
     let mut out = Output::new(args.json, None, &prompt);
-    let turned = one_turn(turn, &mut out).await?;
+    let turned = one_turn(turn, &mut out, &mut interrupts).await;
+    daemon.finish().await;
+    let turned = turned?;
     out.finish()?;
     Ok(turned.ending)
+}
+
+/// A fresh run id: `run-` and 12 random hex digits.
+pub(crate) fn fresh_run() -> Result<RunId, String> {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("run-{}", &random[..12]).parse()
 }
 
 /// One prompt's turn in a new session of its own: what `dsh exec` runs once and a
@@ -209,8 +240,9 @@ pub(crate) struct Turn<'a> {
     pub asker: Asker,
     pub cwd: &'a Path,
     pub mode: Option<&'a str>,
-    /// The batch it belongs to: the daemon writes it in the session's audit lines.
-    pub run: Option<&'a RunId>,
+    /// The run it belongs to (a batch's, or its own): the daemon writes it in the
+    /// session's audit lines.
+    pub run: &'a RunId,
     pub prompt: &'a str,
 }
 
@@ -225,18 +257,51 @@ pub(crate) struct Turned {
 /// Runs `turn`, reporting its events to `out` as they come. One `dsh exec` then reads
 /// its calls back from the daemon's audit log (with `--json`) and reports them and the
 /// stop; a batch's turn (`out` tagged) leaves both to the batch, which reads the log
-/// once for all its turns.
-pub(crate) async fn one_turn(turn: Turn<'_>, out: &mut Output) -> Result<Turned, String> {
-    let client = Client::open(turn.at, turn.asker, "dsh exec", json!({})).await?;
-    let mut incoming = client.take_incoming();
-    let session = client.new_session(turn.cwd, turn.mode, turn.run).await?;
+/// once for all its turns. A Ctrl-C of `interrupts` before the prompt is sent (while
+/// connecting) ends the turn cancelled with no prompt sent; after, it cancels the turn.
+/// The session is closed at the end (the daemon keeps only its log, which a load reads
+/// again): a batch leaves no session loaded behind it.
+pub(crate) async fn one_turn(
+    turn: Turn<'_>,
+    out: &mut Output,
+    interrupts: &mut Interrupts,
+) -> Result<Turned, String> {
+    let not_sent = Turned {
+        ending: Ending::Cancelled,
+        ended: None,
+    };
+    let connecting = async {
+        let client = Client::open(turn.at, turn.asker, "dsh exec", json!({})).await?;
+        let incoming = client.take_incoming();
+        let session = client
+            .new_session(turn.cwd, turn.mode, Some(turn.run))
+            .await?;
+        Ok::<_, String>((client, incoming, session))
+    };
+    let (client, mut incoming, session) = tokio::select! {
+        connected = connecting => connected?,
+        () = interrupts.first() => return Ok(not_sent),
+    };
     out.emit(&Event::Session {
         session_id: &session,
         cwd: turn.cwd,
         mode: turn.mode,
+        run_id: turn.run,
     })?;
+    if interrupts.seen() > 0 {
+        // Connected as the Ctrl-C came: the prompt is never sent.
+        close(&client, &session).await;
+        return Ok(not_sent);
+    }
     let prompted = client
-        .prompt(&session, turn.prompt, &mut incoming, |m| out.take(m), || {})
+        .prompt(
+            &session,
+            turn.prompt,
+            &mut incoming,
+            interrupts,
+            |m| out.take(m),
+            || {},
+        )
         .await?;
     let answer = match prompted {
         Prompted::Answered(answer) => answer,
@@ -259,11 +324,21 @@ pub(crate) async fn one_turn(turn: Turn<'_>, out: &mut Output) -> Result<Turned,
         }
         out.report(&calls, answer.stop_reason, out.usage.as_ref())?;
     }
-    client.close().await;
+    close(&client, &session).await;
     Ok(Turned {
         ending: Ending::of(answer.stop_reason),
         ended: Some((session, answer.stop_reason)),
     })
+}
+
+/// Closes `session` (`session/close`: the daemon unloads it; its log stays, for a
+/// later load) and the connection. A close that fails leaves the session loaded, as
+/// every session was before closing: nothing the turn's result depends on.
+async fn close(client: &Client, session: &str) {
+    let _ = client
+        .call("session/close", json!({"sessionId": session}))
+        .await;
+    client.close().await;
 }
 
 /// The execution lines of the audit log of `state_dir` that `wanted` keeps, oldest

@@ -7,6 +7,7 @@
 pub mod acp;
 pub mod agent;
 pub mod batch;
+pub mod candidate;
 pub mod chat;
 pub mod check_config;
 pub mod client;
@@ -25,3 +26,4 @@ pub mod stop;
 pub mod terminal;
 pub mod trust;
 pub mod upgrade;
+pub mod workdirs;

@@ -5,12 +5,20 @@ use dsh::rpc::client::ClientError;
 use std::time::Duration;
 
 pub(crate) async fn stop(at: Where) -> Result<(), String> {
+    stop_quietly(&at).await?;
+    println!("dsh daemon stopped");
+    Ok(())
+}
+
+/// Stops the daemon of `at` and returns once it is gone (its socket removed, its
+/// process ended): also how a batch stops the daemon it ran on for a candidate config.
+pub(crate) async fn stop_quietly(at: &Where) -> Result<(), String> {
     // Known first, so `stop` can return only once the process itself is gone.
-    let pid = ask_daemon_with(&at, "_dsh/status", serde_json::json!({"stateUsage": false}))
+    let pid = ask_daemon_with(at, "_dsh/status", serde_json::json!({"stateUsage": false}))
         .await
         .ok()
         .and_then(|s| s["pid"].as_i64());
-    match ask_daemon_typed(&at, "_dsh/stop", serde_json::json!({})).await {
+    match ask_daemon_typed(at, "_dsh/stop", serde_json::json!({})).await {
         // The daemon may close the connection as it starts shutting down, before
         // its answer is written; the socket going away below is the real proof.
         Ok(_) | Err(ClientError::Closed) => {}
@@ -27,7 +35,6 @@ pub(crate) async fn stop(at: Where) -> Result<(), String> {
                 .is_some_and(|state| state != 'Z' && state != 'X')
         });
         if !socket.exists() && !running {
-            println!("dsh daemon stopped");
             return Ok(());
         }
         tokio::time::sleep(pause).await;

@@ -464,10 +464,10 @@ mod tests {
     #[test]
     fn every_file_that_starts_processes_was_checked_for_booking() {
         const CHECKED: &[&str] = &[
-            "src/cli/batch.rs", // `cp -a` for --workdirs in the CLI's own process, not a daemon one
-            "src/cli/reach.rs", // the CLI's own start of the daemon, not a daemon process
+            "src/cli/reach.rs",     // the CLI's own start of the daemon, not a daemon process
+            "src/cli/workdirs.rs", // `cp -a` and `git worktree` for a batch, in the CLI's own process
             "src/exec/children.rs", // children::spawn
-            "src/exec/local.rs", // a Command that spawn.rs starts
+            "src/exec/local.rs",   // a Command that spawn.rs starts
             "src/exec/process.rs", // Commands that spawn.rs starts
             "src/exec/remote/install.rs", // children::spawn, starting() around output/status/upload
             "src/exec/sandbox/mod.rs", // starting() around the probes; the rest through spawn.rs

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod fake_model;

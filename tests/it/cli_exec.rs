@@ -4,6 +4,7 @@
 //! and Ctrl-C cancelling the turn with nothing left running.
 
 use crate::common;
+use common::cli::{Rig, exec, lines, run};
 use common::daemon::{SocketDaemon, processes_under, workspace};
 use common::fake_model::{FakeModel, Reply, bash_call, text};
 use serde_json::{Value, json};
@@ -11,58 +12,22 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use tokio::io::AsyncBufReadExt;
 
-/// `dsh exec` against `daemon`, in `cwd`, with `args` (prompt included), stdin closed,
-/// in a session of its own: no controlling terminal, wherever the tests run, so nobody
-/// is there to ask.
-pub(crate) fn exec(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = common::dsh();
-    // SAFETY: setsid is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.args(["exec", "--socket"])
-        .arg(&daemon.socket)
-        .arg("--state-dir")
-        .arg(&daemon.state)
-        .arg("--config")
-        .arg(&daemon.config)
-        .arg("--cwd")
-        .arg(cwd)
-        .args(args)
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// [`exec`] run to its end.
-pub(crate) async fn run(daemon: &SocketDaemon, cwd: &Path, args: &[&str]) -> Output {
-    exec(daemon, cwd, args)
-        .output()
-        .await
-        .expect("run dsh exec")
-}
-
-fn lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_prints_the_final_message_and_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let model =
-        FakeModel::start(vec![bash_call("call_1", "echo hi"), text("It printed hi.")]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir: _dir,
+        model,
+        daemon,
+        ws,
+    } = Rig::start(
+        vec![bash_call("call_1", "echo hi"), text("It printed hi.")],
+        "",
+    )
+    .await;
     let out = run(&daemon, &ws, &["--mode", "auto", "say hi"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Only the final message: not the text before the tool call, not the tool's output.
@@ -92,10 +57,12 @@ async fn exec_prints_the_final_message_and_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_json_lines_carry_the_tool_call_its_decision_and_the_stop_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![bash_call("call_1", "echo hi"), text("Done.")]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir: _dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![bash_call("call_1", "echo hi"), text("Done.")], "").await;
     let out = run(&daemon, &ws, &["--json", "--mode", "auto", "say hi"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = lines(&out);
@@ -128,6 +95,11 @@ async fn exec_json_lines_carry_the_tool_call_its_decision_and_the_stop_reason() 
     let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["session"], session);
     assert_eq!(line["decidedBy"], decided[0]["decidedBy"]);
+    // Issue 45, item 2: a single turn is a run of its own, named in its session line
+    // and carried by its audit lines (`policy replay --run` replays it alone).
+    let run = events[0]["runId"].as_str().unwrap();
+    assert!(run.starts_with("run-"), "{run}");
+    assert_eq!(line["run"], run);
     let last = events.last().unwrap();
     assert_eq!(last["type"], "stop");
     assert_eq!(last["stopReason"], "end_turn");
@@ -138,16 +110,21 @@ async fn exec_json_lines_carry_the_tool_call_its_decision_and_the_stop_reason() 
 /// not run (the canary file stays absent); `--ask allow` is what lets it run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_ask_deny_by_default_refuses_a_question_and_the_command_does_not_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![
-        bash_call("call_1", "touch canary"),
-        text("Could not."),
-        bash_call("call_2", "touch canary"),
-        text("Made it."),
-    ])
+    let Rig {
+        dir: _dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(
+        vec![
+            bash_call("call_1", "touch canary"),
+            text("Could not."),
+            bash_call("call_2", "touch canary"),
+            text("Made it."),
+        ],
+        "",
+    )
     .await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
     let canary = ws.join("canary");
     let out = run(&daemon, &ws, &["--json", "--mode", "ask", "make a canary"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -190,10 +167,12 @@ pub(crate) fn length_limit() -> Reply {
 /// an end of turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_exit_status_says_max_tokens() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![length_limit()]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir: _dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![length_limit()], "").await;
     let out = run(&daemon, &ws, &["--json", "go on"]).await;
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     assert_eq!(lines(&out).last().unwrap()["stopReason"], "max_tokens");
@@ -204,10 +183,12 @@ async fn exec_exit_status_says_max_tokens() {
 /// status 4, and the command is gone from the process table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_ctrl_c_cancels_the_turn_and_nothing_is_left_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![bash_call("call_1", "sleep 600")]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir: _dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![bash_call("call_1", "sleep 600")], "").await;
     let mut child = exec(&daemon, &ws, &["--json", "--ask", "allow", "wait a while"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -402,16 +383,21 @@ impl Drop for Tmux {
 /// runs the command; the same question answered `r` does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_on_a_terminal_asks_the_person() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![
-        bash_call("call_1", "touch refused"),
-        text("Not made."),
-        bash_call("call_2", "touch allowed"),
-        text("Made it."),
-    ])
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(
+        vec![
+            bash_call("call_1", "touch refused"),
+            text("Not made."),
+            bash_call("call_2", "touch allowed"),
+            text("Made it."),
+        ],
+        "",
+    )
     .await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
@@ -464,16 +450,21 @@ async fn exec_on_a_terminal_asks_the_person() {
 /// from the process table), and Ctrl-C at the prompt leaving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![
-        text("Hello there."),
-        bash_call("call_1", "touch asked"),
-        text("Made it."),
-        bash_call("call_2", "sleep 600"),
-    ])
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(
+        vec![
+            text("Hello there."),
+            bash_call("call_1", "touch asked"),
+            text("Made it."),
+            bash_call("call_2", "sleep 600"),
+        ],
+        "",
+    )
     .await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
@@ -524,13 +515,18 @@ async fn chat_on_a_terminal_streams_asks_cancels_and_leaves() {
 /// The daemon going away mid-turn is an error (status 1), not an end of turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_exits_1_when_the_daemon_goes_away_mid_turn() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut model = FakeModel::start(vec![Reply::EventsThenHold(vec![json!(
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Thinking"}}]}
-    )])])
+    let Rig {
+        dir: _dir,
+        mut model,
+        daemon,
+        ws,
+    } = Rig::start(
+        vec![Reply::EventsThenHold(vec![json!(
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Thinking"}}]}
+        )])],
+        "",
+    )
     .await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
     let child = exec(&daemon, &ws, &["--json", "think"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -560,10 +556,12 @@ async fn exec_exits_1_when_the_daemon_goes_away_mid_turn() {
 /// started: its history first, then a new turn in it; Ctrl-D leaves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_goes_on_with_a_session_and_shows_its_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![text("First answer."), text("Second answer.")]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir,
+        model,
+        daemon,
+        ws,
+    } = Rig::start(vec![text("First answer."), text("Second answer.")], "").await;
     let out = run(&daemon, &ws, &["--json", "first question"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let session = lines(&out)[0]["sessionId"].as_str().unwrap().to_string();
@@ -588,10 +586,12 @@ async fn chat_goes_on_with_a_session_and_shows_its_history() {
 /// back (it printed nothing before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_prints_a_bang_commands_output() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir: _dir,
+        model,
+        daemon,
+        ws,
+    } = Rig::start(vec![], "").await;
     let out = run(&daemon, &ws, &["--mode", "auto", "!echo bang-$((6*7))"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -663,10 +663,12 @@ fn start_chat(tmux: &Tmux, daemon: &SocketDaemon, ws: &Path, args: &str) {
 /// only once it ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_shows_a_running_commands_output_live() {
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![], "").await;
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
@@ -698,10 +700,12 @@ async fn chat_shows_a_running_commands_output_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_keeps_a_private_history_across_runs() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tempfile::tempdir().unwrap();
-    let model = FakeModel::start(vec![]).await;
-    let daemon = SocketDaemon::start(dir.path(), &model.config()).await;
-    let ws = workspace(dir.path(), "w");
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![], "").await;
     let tmux = Tmux {
         socket: dir.path().join("tmux.sock"),
     };
