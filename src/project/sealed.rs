@@ -9,12 +9,14 @@
 //! copy* against the pin and runs the copy (`/proc/self/fd/N`): what is checked is
 //! what runs, by construction.
 //!
-//! Which words: every whole word of a hook's argv that names an existing regular file
-//! (relative to the directory the hook runs in) inside a pinned project. A pinned one
-//! is replaced by its copy's path; one the pins do not name as a file is refused (a
-//! file of a pinned project that nobody reviewed does not run). A path inside a
-//! `sh -c` line is not a word of its own and is not replaced: the per-call check
-//! still holds it, the check-to-exec window stays open for it (said in docs/).
+//! Which words: every word of a hook's argv that names an existing regular file
+//! (relative to the directory the hook runs in) inside a pinned project, a whole
+//! argument or a word of a shell line (`sh -c '"$CLAUDE_PROJECT_DIR"/x.sh'`, split
+//! as the pins' survey splits it). A pinned one is replaced by its copy's path; one
+//! the pins do not name as a file is refused (a file of a pinned project that nobody
+//! reviewed does not run). What the line computes at run time (another variable, a
+//! path built by a command) is not a word dsh can know: the per-call check holds
+//! it, the check-to-exec window stays open for it (said in docs/).
 //!
 //! What the program sees: `$0` (or the interpreter's script argument) is
 //! `/proc/self/fd/N`, not the project's path; the first copy's original path is in
@@ -92,31 +94,83 @@ impl SealedArgv {
     }
 }
 
-/// `argv` as it runs in `cwd`: each whole word naming a regular file inside a project
-/// pinned in `state_dir` replaced by a sealed copy checked against its pin. Words
-/// naming nothing, a directory, or a file outside every pinned project stay as
-/// they are; the pins are read only when some word names a file.
-pub fn seal_argv(argv: &[String], cwd: &Path, state_dir: &Path) -> Result<SealedArgv, SealError> {
-    let mut out = SealedArgv {
-        argv: argv.to_vec(),
+/// `argv` as it runs in `cwd`: each word naming a regular file inside a project
+/// pinned in `state_dir` replaced by a sealed copy checked against its pin, whether
+/// it is a whole argument or a word of a shell line (`sh -c`, as Claude Code's
+/// hooks run; there `$CLAUDE_PROJECT_DIR` is `claude_dir`, or the value an
+/// `env CLAUDE_PROJECT_DIR=...` argument gives it). Words naming nothing, a
+/// directory, or a file outside every pinned project stay as they are; the pins are
+/// read only when some word names a file.
+pub fn seal_argv(
+    argv: &[String],
+    cwd: &Path,
+    claude_dir: Option<&Path>,
+    state_dir: &Path,
+) -> Result<SealedArgv, SealError> {
+    let claude_dir = argv
+        .iter()
+        .find_map(|a| a.strip_prefix("CLAUDE_PROJECT_DIR="))
+        .map(PathBuf::from)
+        .or_else(|| claude_dir.map(Path::to_path_buf));
+    let mut sealer = Sealer {
+        cwd,
+        state_dir,
+        projects: None,
         copies: Vec::new(),
     };
-    let mut projects = None;
-    for word in out.argv.iter_mut() {
+    let mut sealed = Vec::with_capacity(argv.len());
+    for word in argv {
+        let whole = match sealer.seal(word)? {
+            Some(run) => run,
+            None if is_shell_line(word) => sealer.seal_line(word, claude_dir.as_deref())?,
+            None => word.clone(),
+        };
+        sealed.push(whole);
+    }
+    Ok(SealedArgv {
+        argv: sealed,
+        copies: sealer.copies,
+    })
+}
+
+/// Whether an argument reads as a shell line (words apart, or shell punctuation).
+fn is_shell_line(word: &str) -> bool {
+    word.contains(|c: char| c.is_whitespace() || "`;|&()<>".contains(c))
+}
+
+/// Where a word of a shell line ends: blanks and shell punctuation, as the pins'
+/// survey splits a line (`pins::named_files`), so both see the same words.
+fn word_end(c: char) -> bool {
+    c.is_whitespace() || "`;|&()<>=".contains(c)
+}
+
+/// One hook run's sealing: the pins (read once, when some word names a file) and the
+/// copies made so far.
+struct Sealer<'a> {
+    cwd: &'a Path,
+    state_dir: &'a Path,
+    projects: Option<std::collections::BTreeMap<PathBuf, pins::Pins>>,
+    copies: Vec<Sealed>,
+}
+
+impl Sealer<'_> {
+    /// The path a pinned file named by `word` runs by (its sealed copy), `None` when
+    /// it names no file of a pinned project.
+    fn seal(&mut self, word: &str) -> Result<Option<String>, SealError> {
         if !word.contains('/') {
-            continue;
+            return Ok(None);
         }
-        let Ok(path) = cwd.join(&*word).canonicalize() else {
-            continue;
+        let Ok(path) = self.cwd.join(word).canonicalize() else {
+            return Ok(None);
         };
         if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            continue;
+            return Ok(None);
         }
-        if projects.is_none() {
-            projects = Some(pins::all_recorded(state_dir).map_err(SealError::Store)?);
+        if self.projects.is_none() {
+            self.projects = Some(pins::all_recorded(self.state_dir).map_err(SealError::Store)?);
         }
-        let Some(projects) = &projects else {
-            continue;
+        let Some(projects) = &self.projects else {
+            return Ok(None);
         };
         // The innermost pinned project holding it (a nested project has its own pins).
         let Some((project, pinned)) = projects
@@ -124,7 +178,7 @@ pub fn seal_argv(argv: &[String], cwd: &Path, state_dir: &Path) -> Result<Sealed
             .filter(|(dir, _)| path.starts_with(dir))
             .max_by_key(|(dir, _)| dir.as_os_str().len())
         else {
-            continue;
+            return Ok(None);
         };
         let Some(Content::Sha256(want)) = pinned.files.get(&path) else {
             return Err(SealError::NotPinned {
@@ -143,10 +197,43 @@ pub fn seal_argv(argv: &[String], cwd: &Path, state_dir: &Path) -> Result<Sealed
             fd: copy,
             original: path,
         };
-        *word = copy.run_path();
-        out.copies.push(copy);
+        let run = copy.run_path();
+        self.copies.push(copy);
+        Ok(Some(run))
     }
-    Ok(out)
+
+    /// A shell line with each of its words that names a pinned file (quotes taken
+    /// away, `$CLAUDE_PROJECT_DIR` as `claude_dir`) replaced, quotes and all, by its
+    /// copy's path; the rest of the line as it was.
+    fn seal_line(&mut self, line: &str, claude_dir: Option<&Path>) -> Result<String, SealError> {
+        let shown = claude_dir.map(|d| d.to_string_lossy().into_owned());
+        let mut out = String::with_capacity(line.len());
+        let mut rest = line;
+        while !rest.is_empty() {
+            let end = rest.find(word_end).unwrap_or(rest.len());
+            let (raw, after) = rest.split_at(end);
+            let mut word = raw.replace(['"', '\''], "");
+            if let Some(dir) = &shown {
+                word = word
+                    .replace("${CLAUDE_PROJECT_DIR}", dir)
+                    .replace("$CLAUDE_PROJECT_DIR", dir);
+            }
+            match (raw.is_empty(), word.contains('$')) {
+                // A word still naming a variable is not a path dsh can know.
+                (false, false) => match self.seal(&word)? {
+                    Some(run) => out.push_str(&run),
+                    None => out.push_str(raw),
+                },
+                _ => out.push_str(raw),
+            }
+            let mut chars = after.chars();
+            if let Some(separator) = chars.next() {
+                out.push(separator);
+            }
+            rest = chars.as_str();
+        }
+        Ok(out)
+    }
 }
 
 /// Reads `path` (a regular file, its last component no link) into a sealed memfd:
@@ -260,7 +347,7 @@ mod tests {
         let (_tmp, dir, user) = pinned();
         let state = user.exec.state_dir();
         let argv = ["sh".to_string(), "./tools/hook.sh".to_string()];
-        let sealed = seal_argv(&argv, &dir, &state).unwrap();
+        let sealed = seal_argv(&argv, &dir, None, &state).unwrap();
         assert_eq!(sealed.copies.len(), 1);
         assert!(sealed.argv[1].starts_with("/proc/self/fd/"), "{sealed:?}");
         assert_eq!(sealed.script(), Some(dir.join("tools/hook.sh").as_path()));
@@ -273,9 +360,45 @@ mod tests {
         assert_eq!(run(&by_path, &dir), "swapped\n", "the old run by path");
         assert_eq!(run(&sealed, &dir), "pinned\n");
         // Swapped before the copy: refused, naming the review.
-        let err = seal_argv(&argv, &dir, &state).unwrap_err();
+        let err = seal_argv(&argv, &dir, None, &state).unwrap_err();
         assert!(matches!(err, SealError::Changed { .. }), "{err}");
         assert!(err.to_string().contains("dsh trust"), "{err}");
+    }
+
+    /// Issue 39: Claude Code's hooks are shell lines naming their script through
+    /// `$CLAUDE_PROJECT_DIR`; the word is replaced by the copy, the rest of the line
+    /// kept. By path the swap runs; from the copy, what was pinned.
+    #[test]
+    fn issue_39_a_pinned_script_named_in_a_shell_line_runs_from_its_copy() {
+        let (_tmp, dir, user) = pinned();
+        let state = user.exec.state_dir();
+        let argv = [
+            "/usr/bin/env".to_string(),
+            format!("CLAUDE_PROJECT_DIR={}", dir.display()),
+            "/bin/sh".into(),
+            "-c".into(),
+            "sh \"$CLAUDE_PROJECT_DIR\"/tools/hook.sh; echo after".into(),
+        ];
+        let sealed = seal_argv(&argv, &dir, None, &state).unwrap();
+        assert_eq!(sealed.copies.len(), 1, "{sealed:?}");
+        assert!(
+            sealed.argv[4].starts_with("sh /proc/self/fd/")
+                && sealed.argv[4].ends_with("; echo after"),
+            "{sealed:?}"
+        );
+        std::fs::write(dir.join("tools/hook.sh"), "echo swapped\n").unwrap();
+        let by_path = SealedArgv {
+            argv: argv.to_vec(),
+            copies: Vec::new(),
+        };
+        assert_eq!(
+            run(&by_path, &dir),
+            "swapped\nafter\n",
+            "the old run by path"
+        );
+        assert_eq!(run(&sealed, &dir), "pinned\nafter\n");
+        let err = seal_argv(&argv, &dir, None, &state).unwrap_err();
+        assert!(matches!(err, SealError::Changed { .. }), "{err}");
     }
 
     #[test]
@@ -287,7 +410,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let argv = ["./tools/run.sh".to_string()];
-        let err = seal_argv(&argv, &dir, &state).unwrap_err();
+        let err = seal_argv(&argv, &dir, None, &state).unwrap_err();
         assert!(matches!(err, SealError::NotPinned { .. }), "{err}");
         // Named by the project's hook and pinned, it runs from the copy: $0 is the copy.
         std::fs::write(
@@ -296,12 +419,12 @@ mod tests {
         )
         .unwrap();
         pins::trust(&dir, &user).unwrap();
-        let sealed = seal_argv(&argv, &dir, &state).unwrap();
+        let sealed = seal_argv(&argv, &dir, None, &state).unwrap();
         let out = run(&sealed, &dir);
         assert!(out.starts_with("ran /proc/self/fd/"), "{out}");
         // Outside every pinned project, a word stays as it is.
         let argv = ["/bin/sh".to_string(), "-c".to_string(), "true".to_string()];
-        let sealed = seal_argv(&argv, &dir, &state).unwrap();
+        let sealed = seal_argv(&argv, &dir, None, &state).unwrap();
         assert_eq!(sealed.argv, argv);
         assert!(sealed.copies.is_empty());
     }

@@ -57,13 +57,16 @@ impl Program {
         }
     }
 
-    /// The command to start in `cwd`, and the sealed copies it runs, which must stay
-    /// open until it has started.
-    fn command(&self, cwd: &Path) -> Result<(Command, SealedArgv), String> {
+    /// The command to start in `cwd` (with `$CLAUDE_PROJECT_DIR` as `claude_dir`), and
+    /// the sealed copies it runs, which must stay open until it has started.
+    fn command(
+        &self,
+        cwd: &Path,
+        claude_dir: Option<&Path>,
+    ) -> Result<(Command, SealedArgv), String> {
         let sealed = match &self.pins_in {
-            Some(state_dir) => {
-                sealed::seal_argv(&self.argv, cwd, state_dir).map_err(|e| e.to_string())?
-            }
+            Some(state_dir) => sealed::seal_argv(&self.argv, cwd, claude_dir, state_dir)
+                .map_err(|e| e.to_string())?,
             None => SealedArgv {
                 argv: self.argv.clone(),
                 copies: Vec::new(),
@@ -130,7 +133,7 @@ pub async fn spawn_once(
     timeout: Duration,
 ) -> Result<Reply, String> {
     // The copies stay open until the process has started (it inherits them).
-    let (mut cmd, _copies) = program.command(cwd)?;
+    let (mut cmd, _copies) = program.command(cwd, claude_project_dir.then_some(cwd))?;
     cmd.env("DSH_HOOK_EVENT", event.as_str());
     if claude_project_dir {
         cmd.env("CLAUDE_PROJECT_DIR", cwd);
@@ -273,7 +276,7 @@ impl Server {
     }
 
     async fn launch(&self) -> Result<Conn, String> {
-        let (mut cmd, _copies) = self.program.command(&self.cwd)?;
+        let (mut cmd, _copies) = self.program.command(&self.cwd, None)?;
         let mut child = children::spawn(&mut cmd).map_err(|e| format!("cannot start: {e}"))?;
         let group = Group(child.id().map(|id| id as i32));
         let stdin = child.stdin.take().ok_or("no stdin")?;
