@@ -6,6 +6,7 @@ pub mod acp;
 pub mod agent;
 pub mod auth;
 pub mod config;
+pub mod containment;
 pub mod daemon;
 pub mod exec;
 pub mod fsutil;

@@ -14,6 +14,7 @@
 //! (`hooks::project`), and `dsh policy explain` / `check-config` show it.
 
 pub mod pins;
+pub mod sealed;
 
 use crate::config::{Config, Decision, ExternalHookConfig, HookRun, Mode, PermissionsConfig};
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@ use crate::rpc::{RequestContext, RpcError};
 use crate::store::iso8601;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `_dsh/tools/call` params: a tool call made by the user (or a script), not the model.
 #[derive(Debug, Deserialize)]
@@ -198,7 +198,16 @@ pub struct SessionStatus {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExplainParams {
+    /// bash's command line (with no `tool`, or `tool: "bash"`).
+    #[serde(default)]
     pub command: String,
+    /// `read_file`, `edit_file` or `write_file` with `path`: a file tool's call,
+    /// judged by the policy and, under the sandbox, by its layout (issue 39).
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The file tool's path, resolved against the session's cwd.
+    #[serde(default)]
+    pub path: Option<String>,
     #[serde(default)]
     pub session_id: Option<String>,
     /// `ask`, `auto` or `read-only`; default: the session's, else the config's.
@@ -216,9 +225,19 @@ pub struct ExplainParams {
 /// `_dsh/policy/explain`'s answer.
 #[derive(Debug, Serialize)]
 pub struct ExplainResponse {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub command: String,
+    /// A file tool's call: the tool and its resolved path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
     pub mode: &'static str,
     pub judgement: Judgement,
+    /// A file tool's call: the entry of the executor's containment that decides the
+    /// path (as the CLI's `dsh policy explain` shows it), when the executor has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containment: Option<crate::containment::Containment>,
     /// The session's project file, when one adds rules to its judge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<PathBuf>,
@@ -509,17 +528,67 @@ impl AcpService {
                 RpcError::invalid_params(format!("unknown mode `{id}` (ask, auto, read-only)"))
             })?,
         };
-        let mut arguments = json!({ "command": p.command });
+        let tool = p.tool.clone().unwrap_or_else(|| "bash".into());
+        let file = crate::tools::files::is_file_tool(&tool);
+        let path = match (file, &p.path, &session) {
+            (false, _, _) if tool != "bash" => {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown tool `{tool}` (bash, read_file, edit_file, write_file)"
+                )));
+            }
+            (false, _, _) => None,
+            (true, None, _) => return Err(RpcError::invalid_params("a file tool needs `path`")),
+            (true, Some(path), Some(s)) => Some(crate::tools::files::resolve(&s.cwd, path)),
+            (true, Some(path), None) if Path::new(path).is_absolute() => {
+                Some(crate::tools::files::resolve(Path::new("/"), path))
+            }
+            (true, Some(_), None) => {
+                return Err(RpcError::invalid_params(
+                    "a relative `path` needs a `sessionId` to resolve it against",
+                ));
+            }
+        };
+        let mut arguments = match &path {
+            Some(path) => json!({ "path": path }),
+            None => json!({ "command": p.command }),
+        };
         if let Some(sandbox) = &p.sandbox {
             arguments["sandbox"] = sandbox.clone();
             arguments["justification"] = p.justification.clone().unwrap_or_default().into();
         }
-        let judgement = self.tools.explain(session.as_deref(), &arguments, mode);
+        let judgement = self
+            .tools
+            .explain(session.as_deref(), &tool, &arguments, mode);
+        let containment = match (&path, &self.executor) {
+            (Some(path), Some(exec)) => {
+                let intent = if crate::tools::files::writes(&tool) {
+                    crate::exec::FileIntent::Write
+                } else {
+                    crate::exec::FileIntent::Read
+                };
+                let request = crate::exec::FileRequest {
+                    path: path.clone(),
+                    writable_roots: session
+                        .as_ref()
+                        .map(|s| s.writable_roots())
+                        .unwrap_or_default(),
+                };
+                // The same check a call makes; a refusal names its entry as well.
+                match exec.file_containment(&request, intent).await {
+                    Ok(decided) => decided,
+                    Err(refused) => refused.containment(),
+                }
+            }
+            _ => None,
+        };
         let project = session.as_ref().and_then(|s| self.tools.project_of(&s.id));
         to_value(ExplainResponse {
             command: p.command,
+            tool: file.then_some(tool),
+            path,
             mode: mode.id(),
             judgement,
+            containment,
             project: project.as_ref().map(|l| l.project.file.clone()),
             warnings: project
                 .map(|l| l.project.warnings.clone())

@@ -185,6 +185,7 @@ impl PermissionPrompter for AcpPrompter {
                 session.as_ref(),
                 &request.tool,
                 &request.arguments,
+                request.escalation.is_some(),
             )
             .await
         } else {

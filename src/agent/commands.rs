@@ -128,9 +128,9 @@ pub async fn run(ctx: &TurnContext<'_>, prompt: &str, control: &dyn SessionContr
         "explain" if arg.is_empty() => "Usage: /explain COMMAND".to_string(),
         "explain" => {
             let mode = ctx.session.mode();
-            let judged = ctx
-                .tools
-                .explain(Some(ctx.session), &json!({ "command": arg }), mode);
+            let judged =
+                ctx.tools
+                    .explain(Some(ctx.session), "bash", &json!({ "command": arg }), mode);
             super::fenced(&crate::policy::explain::render(arg, mode.id(), &judged))
         }
         "shell" if arg.is_empty() => "Usage: /shell COMMAND (or type !COMMAND)".to_string(),

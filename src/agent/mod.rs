@@ -232,8 +232,9 @@ async fn run_any_tool(
         .unwrap_or(ToolKind::Other);
     // An edit or write shows its diff from the first update, before any question.
     let diff = if crate::tools::files::writes(tool) && ctx.tools.get(tool).is_some() {
-        crate::tools::files::preview(ctx.tools.file_place(), Some(ctx.session), tool, &arguments)
-            .await
+        // Before any judgement: through the executor's own containment.
+        let place = ctx.tools.file_place();
+        crate::tools::files::preview(place, Some(ctx.session), tool, &arguments, false).await
     } else {
         None
     };

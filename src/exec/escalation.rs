@@ -214,8 +214,16 @@ impl BashExecutor for Escalating {
         self.contained.stat_file(request, intent).await
     }
 
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+    async fn read_file(&self, request: &FileRequest) -> Result<super::FileRead, FileError> {
         self.contained.read_file(request).await
+    }
+
+    async fn file_containment(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, FileError> {
+        self.contained.file_containment(request, intent).await
     }
 
     async fn write_file(

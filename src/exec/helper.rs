@@ -538,7 +538,7 @@ impl Helper {
         };
         let answer = match p.op {
             FileOp::Stat { intent } => exec.stat_file(&request, intent).await.map(FileAnswer::Stat),
-            FileOp::Read => match exec.read_file(&request).await {
+            FileOp::Read => match exec.read_file(&request).await.map(|read| read.bytes) {
                 Ok(Some(bytes)) => String::from_utf8(bytes)
                     .map(|text| FileAnswer::Read(Some(text)))
                     .map_err(|_| FileError::NotText(request.path.clone())),
@@ -937,12 +937,12 @@ mod tests {
             FileError::Masked {
                 path: p.clone(),
                 entry: p.clone(),
-                masked_by: crate::exec::containment::MaskedBy::DenyRead,
+                masked_by: crate::containment::MaskedBy::DenyRead,
             },
             FileError::Protected {
                 path: p.clone(),
                 entry: "/srv/p/.git".into(),
-                what: crate::exec::containment::Protection::Git,
+                what: crate::containment::Protection::Git,
             },
             FileError::OutsideRoots {
                 path: p.clone(),
@@ -951,7 +951,7 @@ mod tests {
             FileError::NotReachable {
                 path: p.clone(),
                 why: "private /tmp".into(),
-                place: crate::exec::containment::OwnPlace::Tmp,
+                place: crate::containment::OwnPlace::Tmp,
             },
             FileError::IsDirectory(p.clone()),
             FileError::NotRegular(p.clone()),
@@ -975,8 +975,12 @@ mod tests {
         answers.push(FileAnswer::Stat(Some(FileStat {
             len: 4,
             regular: true,
+            containment: None,
         })));
-        answers.push(FileAnswer::Written(WriteOutcome { created: true }));
+        answers.push(FileAnswer::Written(WriteOutcome {
+            created: true,
+            containment: Some(crate::containment::Containment::WritableRoot { root: "/w".into() }),
+        }));
         for answer in answers {
             let wire = serde_json::to_value(&answer).unwrap();
             let back: FileAnswer = serde_json::from_value(wire.clone()).unwrap();

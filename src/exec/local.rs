@@ -73,9 +73,22 @@ impl Launcher for LocalLauncher {
         blocking(move || stat_disk(&path)).await
     }
 
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+    async fn read_file(&self, request: &FileRequest) -> Result<crate::exec::FileRead, FileError> {
         let path = request.path.clone();
-        blocking(move || read_disk(&path)).await
+        let bytes = blocking(move || read_disk(&path)).await?;
+        Ok(crate::exec::FileRead {
+            bytes,
+            containment: None,
+        })
+    }
+
+    /// Nothing: the local executor contains no file.
+    async fn file_containment(
+        &self,
+        _request: &FileRequest,
+        _intent: FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, FileError> {
+        Ok(None)
     }
 
     async fn write_file(
@@ -110,6 +123,7 @@ pub(crate) fn stat_disk(path: &Path) -> Result<Option<FileStat>, FileError> {
         Ok(meta) => Ok(Some(FileStat {
             len: meta.len(),
             regular: meta.is_file(),
+            containment: None,
         })),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(path)(e)),
@@ -241,6 +255,7 @@ pub(crate) fn replace_in(
     }
     Ok(WriteOutcome {
         created: existing.is_none(),
+        containment: None,
     })
 }
 

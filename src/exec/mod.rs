@@ -8,7 +8,6 @@
 
 pub mod children;
 mod collector;
-pub mod containment;
 pub mod escalation;
 pub mod forker;
 pub mod helper;
@@ -36,6 +35,7 @@ pub use sandbox::SandboxExecutor;
 pub use ssh_executor::SshExecutor;
 
 use crate::config::{ExecConfig, ExecutorKind};
+use crate::containment;
 use std::sync::Arc;
 
 use std::path::PathBuf;
@@ -249,19 +249,37 @@ pub enum FileIntent {
 }
 
 /// What [`BashExecutor::stat_file`] found at an allowed path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileStat {
     /// Its size in bytes.
     pub len: u64,
     /// A regular file (not a directory, device or socket).
     pub regular: bool,
+    /// The entry of the executor's containment that allowed it (issue 39), where one
+    /// decides (the sandbox's layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<containment::Containment>,
+}
+
+/// What [`BashExecutor::read_file`] read at an allowed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    /// The file's bytes; `None`: it does not exist.
+    pub bytes: Option<Vec<u8>>,
+    /// The entry of the executor's containment that allowed the read (issue 39: the
+    /// audit line keeps it), where one decides; the same answer the check acted on.
+    pub containment: Option<containment::Containment>,
 }
 
 /// What [`BashExecutor::write_file`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriteOutcome {
     /// The file did not exist before.
     pub created: bool,
+    /// The entry of the executor's containment that allowed the write, where one
+    /// decides (older helpers send none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<containment::Containment>,
 }
 
 /// Why a file tool's read or write was refused or failed below the seam. The texts are
@@ -570,8 +588,20 @@ pub trait BashExecutor: Send + Sync + 'static {
         intent: FileIntent,
     ) -> Result<Option<FileStat>, FileError>;
 
-    /// The file's bytes (`None`: it does not exist), at most [`MAX_FILE_BYTES`].
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError>;
+    /// The file's bytes (`None`: it does not exist), at most [`MAX_FILE_BYTES`], and
+    /// what of the containment allowed the read.
+    async fn read_file(&self, request: &FileRequest) -> Result<FileRead, FileError>;
+
+    /// Which entry of its containment decides whether a file tool may `intent` the
+    /// file (issue 39), by the check [`BashExecutor::stat_file`] acts on, with nothing
+    /// opened: what `_dsh/policy/explain` shows (a call's own answer comes back with
+    /// its result). `None` where nothing contains files (local) or where the executor
+    /// does not say (ssh: the helper on the host is not asked this).
+    async fn file_containment(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<containment::Containment>, FileError>;
 
     /// Replaces the file's content atomically (a new file beside it, renamed over it,
     /// its mode kept), or creates it in an existing directory.

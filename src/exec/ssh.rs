@@ -601,7 +601,15 @@ impl Launcher for SshLauncher {
     async fn read_file(
         &self,
         request: &crate::exec::FileRequest,
-    ) -> Result<Option<Vec<u8>>, crate::exec::FileError> {
+    ) -> Result<crate::exec::FileRead, crate::exec::FileError> {
+        Err(self.no_file_access(request))
+    }
+
+    async fn file_containment(
+        &self,
+        request: &crate::exec::FileRequest,
+        _intent: crate::exec::FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, crate::exec::FileError> {
         Err(self.no_file_access(request))
     }
 

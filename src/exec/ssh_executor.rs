@@ -338,13 +338,30 @@ impl BashExecutor for SshExecutor {
         }
     }
 
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+    async fn read_file(&self, request: &FileRequest) -> Result<super::FileRead, FileError> {
         match self.file_backend().await? {
             Backend::Helper => match self.helper.file(request, FileOp::Read).await? {
-                FileAnswer::Read(text) => Ok(text.map(String::into_bytes)),
+                FileAnswer::Read(text) => Ok(super::FileRead {
+                    bytes: text.map(String::into_bytes),
+                    // The helper answers a read with its text only.
+                    containment: None,
+                }),
                 other => Err(unexpected(other)),
             },
             Backend::Wrapper => self.wrapper.read_file(request).await,
+        }
+    }
+
+    /// The helper judges on the host by its own engine's containment and names only
+    /// what refused; an allowed path's entry is not asked over the wire.
+    async fn file_containment(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, FileError> {
+        match self.file_backend().await? {
+            Backend::Helper => Ok(None),
+            Backend::Wrapper => self.wrapper.file_containment(request, intent).await,
         }
     }
 

@@ -188,10 +188,7 @@ impl Hook for AuditHook {
             project: layer.as_ref().map(|l| l.project.file.clone()),
             // Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
             outside_sandbox: call.judged().is_some_and(|(_, j)| j.escalation.is_some()),
-            containment: out
-                .containment
-                .as_ref()
-                .and_then(|c| serde_json::to_value(c).ok()),
+            containment: out.containment.clone(),
             original_arguments: call.original_arguments.clone(),
             original_text: out.original_text.clone(),
             text: replaced.then(|| out.text.clone()),

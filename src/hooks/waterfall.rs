@@ -354,7 +354,7 @@ pub struct ToolOutput {
     pub spills: Vec<std::path::PathBuf>,
     /// For a file tool the sandbox refused: the layout entry that refused it (issue 39),
     /// for the audit line.
-    pub containment: Option<crate::exec::containment::Containment>,
+    pub containment: Option<crate::containment::Containment>,
 }
 
 /// How a foreground command ended.

@@ -219,6 +219,15 @@ fn lossy_path<S: serde::Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::O
     }
 }
 
+/// The `containment` of a line as this dsh reads it: any JSON that is not one of its
+/// entries (another version's) is none, never an unreadable line.
+fn lenient_containment<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::containment::Containment>, D::Error> {
+    let value = Option::<Value>::deserialize(d)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
+}
+
 fn yes() -> bool {
     true
 }
@@ -273,11 +282,16 @@ pub struct ExecutionLine {
     /// Judged as leaving the sandbox (issue 27): it ran outside unless vetoed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outside_sandbox: bool,
-    /// A file tool the sandbox refused: the layout entry that did, as the executor
-    /// states it (`exec::containment::Containment`; kept as JSON here because policy/
-    /// imports nothing of exec).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub containment: Option<Value>,
+    /// A file tool under the sandbox: the layout entry that allowed or refused it
+    /// (issue 39). The type is a leaf both the executor (which decides) and this line
+    /// (which keeps it) import; a value this dsh cannot read (a line written by
+    /// another version) reads as none rather than costing the whole line.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_containment"
+    )]
+    pub containment: Option<crate::containment::Containment>,
     /// A hook rewrote the call: the arguments it was made with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original_arguments: Option<Value>,
@@ -544,6 +558,40 @@ mod tests {
             panic!("not an execution line");
         };
         assert_eq!((line.mode, line.grants, line.trace.len()), (None, None, 0));
+    }
+
+    /// Issue 39: the containment a file call's line keeps is typed, reads back as
+    /// itself, and reads as none (the line still read) when another version wrote a
+    /// shape this one does not know.
+    #[test]
+    fn issue_39_containment_is_typed_and_a_foreign_shape_still_reads() {
+        use crate::containment::{Containment, Protection};
+        let line = |containment: &str| {
+            format!(
+                r#"{{"event":"execution","session":"s","callId":"c","tool":"write_file","arguments":{{"path":"/w/.git/config"}},"decision":"allow","decidedBy":"policy","reason":"r","timeMs":1{containment}}}"#
+            )
+        };
+        let read = |text: &str| match serde_json::from_str(text).expect("reads") {
+            AuditLine::Execution(line) => line.containment,
+            _ => panic!("not an execution line"),
+        };
+        let refused = Containment::Protected {
+            entry: "/w/.git".into(),
+            what: Protection::Git,
+        };
+        // As the stop before this one wrote it (the same tagged shape, then as JSON).
+        let written = line(r#","containment":{"by":"protected","entry":"/w/.git","what":"git"}"#);
+        assert_eq!(read(&written), Some(refused.clone()));
+        let AuditLine::Execution(record) = serde_json::from_str(&written).unwrap() else {
+            unreachable!()
+        };
+        let again = serde_json::to_string(&AuditLine::Execution(record)).unwrap();
+        assert_eq!(read(&again), Some(refused));
+        assert_eq!(
+            read(&line(r#","containment":{"by":"a_later_entry","x":1}"#)),
+            None
+        );
+        assert_eq!(read(&line("")), None);
     }
 
     /// A refusal, and an event a newer dsh may write, read; a word in a trace this build

@@ -321,6 +321,12 @@ pub fn check(state_dir: &Path, dir: &Path, user: &Config, loaded: &Pins) -> Resu
     }
 }
 
+/// Every pinned project's pins, by its directory (real path): what a hook's run
+/// holds a file it names to ([`super::sealed`]).
+pub fn all_recorded(state_dir: &Path) -> Result<BTreeMap<PathBuf, Pins>, String> {
+    Ok(read_store(state_dir)?.projects)
+}
+
 fn read_store(state_dir: &Path) -> Result<Store, String> {
     let path = state_dir.join(FILE);
     match std::fs::read(&path) {
@@ -400,10 +406,12 @@ pub fn trust(dir: &Path, user: &Config) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn project() -> (tempfile::TempDir, PathBuf, Config) {
+    /// A trusted project `p` (not pinned yet) whose `.dsh/config.toml` runs
+    /// `./tools/guard.sh --strict`, and the user config naming it, its state inside.
+    pub(in crate::project) fn project() -> (tempfile::TempDir, PathBuf, Config) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap().join("p");
         std::fs::create_dir_all(dir.join(".dsh")).unwrap();

@@ -9,7 +9,10 @@
 
 use super::schema::{self, ToolSchema};
 use super::{Tool, ToolKind};
-use crate::exec::{BashExecutor, FileError, FileIntent, FileRequest, FileStat, WriteOutcome};
+use crate::containment::Containment;
+use crate::exec::{
+    BashExecutor, FileError, FileIntent, FileRead, FileRequest, FileStat, WriteOutcome,
+};
 use crate::hooks::waterfall::{ToolExecution, ToolOutput};
 use crate::registry::Session;
 use serde_json::Value;
@@ -129,12 +132,18 @@ impl FilePlace {
         }
     }
 
-    async fn read(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+    async fn read(&self, request: &FileRequest) -> Result<FileRead, FileError> {
         match self {
             FilePlace::Executor(exec) => exec.read_file(request).await,
             FilePlace::Disk => {
                 let path = request.path.clone();
-                crate::exec::local::blocking(move || crate::exec::local::read_disk(&path)).await
+                let bytes =
+                    crate::exec::local::blocking(move || crate::exec::local::read_disk(&path))
+                        .await?;
+                Ok(FileRead {
+                    bytes,
+                    containment: None,
+                })
             }
         }
     }
@@ -163,24 +172,39 @@ fn call_place(place: &FilePlace, call: &ToolExecution) -> Result<FilePlace, Stri
     let requested = crate::policy::Escalation::requested(&call.arguments)
         .map_err(|e| e.to_string())?
         .is_some();
-    let outside = match place {
-        FilePlace::Executor(exec) if requested => exec.outside(),
-        _ => None,
-    };
-    let Some(outside) = outside else {
+    if !requested {
         return Ok(place.clone());
-    };
+    }
     let judged = call
         .judged()
         .is_some_and(|(_, judgement)| judgement.escalation.is_some());
-    if !judged {
-        return Err(
+    match leaving(place, judged) {
+        Some(outside) => Ok(outside),
+        None if judged || outside(place).is_none() => Ok(place.clone()),
+        None => Err(
             "refused to reach the file outside the sandbox: the call was not judged as \
              leaving it"
                 .into(),
-        );
+        ),
     }
-    Ok(FilePlace::Executor(outside))
+}
+
+/// The executor outside `place`'s containment, if it has one.
+fn outside(place: &FilePlace) -> Option<Arc<dyn BashExecutor>> {
+    match place {
+        FilePlace::Executor(exec) => exec.outside(),
+        FilePlace::Disk => None,
+    }
+}
+
+/// Where a call the policy judged as leaving the sandbox (`judged`) reaches its file:
+/// the executor outside it; `None` when it is not judged so or there is no outside.
+/// The write and its diff preview ask this one place.
+fn leaving(place: &FilePlace, judged: bool) -> Option<FilePlace> {
+    judged
+        .then(|| outside(place))
+        .flatten()
+        .map(FilePlace::Executor)
 }
 
 /// What the executor is asked about `path` for a call of `session`: the same writable
@@ -197,7 +221,7 @@ fn file_request(session: Option<&Arc<Session>>, path: &Path) -> FileRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Failed {
     text: String,
-    containment: Option<crate::exec::containment::Containment>,
+    containment: Option<crate::containment::Containment>,
 }
 
 impl From<FileError> for Failed {
@@ -227,14 +251,22 @@ impl From<Failed> for ToolOutput {
     }
 }
 
+/// A file's text as [`read_text`] read it, and the entry of the executor's
+/// containment that allowed the read (issue 39: an allowed call's audit line keeps it).
+#[derive(Debug)]
+struct ReadText {
+    /// `None`: the file does not exist.
+    text: Option<String>,
+    containment: Option<Containment>,
+}
+
 /// Reads a file's text (F5): through the editor when it offers reads and the file is on
 /// this machine, once the executor allowed the path; else through the executor.
-/// `Ok(None)`: the file does not exist.
 async fn read_text(
     place: &FilePlace,
     session: Option<&Arc<Session>>,
     path: &Path,
-) -> Result<Option<String>, Failed> {
+) -> Result<ReadText, Failed> {
     let request = file_request(session, path);
     if place.is_local()
         && let Some(files) = session.and_then(|s| s.client_files())
@@ -242,22 +274,33 @@ async fn read_text(
         // The same containment first: the editor reads whatever its user can.
         let stat = place.stat(&request, FileIntent::Read).await?;
         if let Some(answer) = files.read(path).await {
+            let containment = stat.as_ref().and_then(|s| s.containment.clone());
             // The editor answers for files it has open and for files on disk; one it
             // cannot find is an error there too, so the executor said whether it exists.
             return match answer {
-                Ok(text) => Ok(Some(text)),
-                Err(_) if stat.is_none() => Ok(None),
+                Ok(text) => Ok(ReadText {
+                    text: Some(text),
+                    containment,
+                }),
+                Err(_) if stat.is_none() => Ok(ReadText {
+                    text: None,
+                    containment,
+                }),
                 Err(e) => Err(format!("the editor could not read {}: {e}", path.display()).into()),
             };
         }
     }
-    match place.read(&request).await {
-        Ok(Some(bytes)) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| FileError::NotText(path.to_path_buf()).into()),
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    let read = place.read(&request).await?;
+    let text = match read.bytes {
+        Some(bytes) => {
+            Some(String::from_utf8(bytes).map_err(|_| FileError::NotText(path.to_path_buf()))?)
+        }
+        None => None,
+    };
+    Ok(ReadText {
+        text,
+        containment: read.containment,
+    })
 }
 
 /// Writes a file's whole text (F5): through the editor when it offers writes and the
@@ -279,6 +322,7 @@ async fn write_text(
             return answer
                 .map(|()| WriteOutcome {
                     created: stat.is_none(),
+                    containment: stat.and_then(|s| s.containment),
                 })
                 .map_err(|e| format!("the editor could not write {}: {e}", path.display()).into());
         }
@@ -382,20 +426,25 @@ pub fn numbered(
 
 /// What an edit or write will do to its file, computed from the file as it is now, for
 /// the diff the person sees before being asked (F6). `None` when the call would fail
-/// anyway (its error is the result) or is not a change.
+/// anyway (its error is the result) or is not a change. `leaving`: the call was judged
+/// as leaving the sandbox (the question is about running it outside), so the file is
+/// read where the write would reach it, outside, not through the sandbox's view.
 pub async fn preview(
     place: &FilePlace,
     session: Option<&Arc<Session>>,
     tool: &str,
     arguments: &Value,
+    leaving_sandbox: bool,
 ) -> Option<FileDiff> {
+    let outside = leaving(place, leaving_sandbox);
+    let place = outside.as_ref().unwrap_or(place);
     let raw = arguments.get("path").and_then(Value::as_str)?;
     let path = match session {
         Some(s) => resolve(&s.cwd, raw),
         None if Path::new(raw).is_absolute() => resolve(Path::new("/"), raw),
         None => return None,
     };
-    let old = read_text(place, session, &path).await.ok()?;
+    let old = read_text(place, session, &path).await.ok()?.text;
     if old.as_ref().is_some_and(|o| o.len() > MAX_DIFF_BYTES) {
         return None;
     }
@@ -501,17 +550,23 @@ impl Tool for ReadFile {
             Ok(place) => place,
             Err(e) => return ToolOutput::error(e),
         };
-        match read_text(&place, call.session.as_ref(), &path).await {
-            Ok(Some(text)) => match numbered(&text, offset, limit, &shown) {
-                Ok(out) => ToolOutput::ok(out),
+        let read = match read_text(&place, call.session.as_ref(), &path).await {
+            Ok(read) => read,
+            Err(e) => return e.into(),
+        };
+        match read.text {
+            Some(text) => match numbered(&text, offset, limit, &shown) {
+                Ok(out) => ToolOutput {
+                    containment: read.containment,
+                    ..ToolOutput::ok(out)
+                },
                 Err(e) => ToolOutput::error(e),
             },
-            Ok(None) => match crate::state_dir::sweep::removed_note(&path) {
+            None => match crate::state_dir::sweep::removed_note(&path) {
                 // A spill file the model was given, gone by `[state]` retention.
                 Some(note) => ToolOutput::error(format!("{shown}: {note}")),
                 None => ToolOutput::error(format!("{shown}: no such file")),
             },
-            Err(e) => e.into(),
         }
     }
 }
@@ -553,8 +608,10 @@ impl Tool for EditFile {
             Err(e) => return ToolOutput::error(e),
         };
         let text = match read_text(&place, call.session.as_ref(), &path).await {
-            Ok(Some(text)) => text,
-            Ok(None) => {
+            Ok(ReadText {
+                text: Some(text), ..
+            }) => text,
+            Ok(ReadText { text: None, .. }) => {
                 return ToolOutput::error(format!(
                     "{shown}: no such file; create it with write_file"
                 ));
@@ -566,15 +623,19 @@ impl Tool for EditFile {
                 Ok(done) => done,
                 Err(e) => return ToolOutput::error(e),
             };
-        if let Err(e) = write_text(&place, call.session.as_ref(), &path, &edited).await {
-            return e.into();
-        }
+        let written = match write_text(&place, call.session.as_ref(), &path, &edited).await {
+            Ok(written) => written,
+            Err(e) => return e.into(),
+        };
         let what = if count == 1 {
             "1 replacement".to_string()
         } else {
             format!("{count} replacements")
         };
-        ToolOutput::ok(format!("Edited {shown}: {what}, from line {line}"))
+        ToolOutput {
+            containment: written.containment,
+            ..ToolOutput::ok(format!("Edited {shown}: {what}, from line {line}"))
+        }
     }
 }
 
@@ -608,12 +669,15 @@ impl Tool for WriteFile {
             Ok(place) => place,
             Err(e) => return ToolOutput::error(e),
         };
-        let verb = match write_text(&place, call.session.as_ref(), &path, content).await {
-            Ok(done) if done.created => "Created",
-            Ok(_) => "Wrote",
+        let written = match write_text(&place, call.session.as_ref(), &path, content).await {
+            Ok(written) => written,
             Err(e) => return e.into(),
         };
-        ToolOutput::ok(format!("{verb} {shown} ({} bytes)", content.len()))
+        let verb = if written.created { "Created" } else { "Wrote" };
+        ToolOutput {
+            containment: written.containment,
+            ..ToolOutput::ok(format!("{verb} {shown} ({} bytes)", content.len()))
+        }
     }
 }
 
@@ -713,7 +777,7 @@ mod tests {
         let p = f.display().to_string();
         let edit = json!({"path": p, "old_string": "b", "new_string": "c"});
         assert_eq!(
-            preview(&FilePlace::Disk, None, "edit_file", &edit).await,
+            preview(&FilePlace::Disk, None, "edit_file", &edit, false).await,
             Some(FileDiff {
                 path: f.clone(),
                 old_text: Some("a\nb\n".into()),
@@ -724,7 +788,7 @@ mod tests {
         // An edit that will fail shows nothing: its error is the result.
         let absent = json!({"path": p, "old_string": "zz", "new_string": "c"});
         assert_eq!(
-            preview(&FilePlace::Disk, None, "edit_file", &absent).await,
+            preview(&FilePlace::Disk, None, "edit_file", &absent, false).await,
             None
         );
         let new = dir.path().join("n").display().to_string();
@@ -733,6 +797,7 @@ mod tests {
             None,
             "write_file",
             &json!({"path": new, "content": "x"}),
+            false,
         )
         .await
         .unwrap();
@@ -744,13 +809,21 @@ mod tests {
                 &FilePlace::Disk,
                 None,
                 "write_file",
-                &json!({"path": p, "content": big})
+                &json!({"path": p, "content": big}),
+                false,
             )
             .await,
             None
         );
         assert_eq!(
-            preview(&FilePlace::Disk, None, "read_file", &json!({"path": p})).await,
+            preview(
+                &FilePlace::Disk,
+                None,
+                "read_file",
+                &json!({"path": p}),
+                false
+            )
+            .await,
             None
         );
     }
@@ -762,9 +835,9 @@ mod tests {
         std::fs::write(&bin, [0xff, 0xfe, 0]).unwrap();
         let e = read_text(&FilePlace::Disk, None, &bin).await.unwrap_err();
         assert!(e.text.contains("not UTF-8"), "{e:?}");
-        assert_eq!(
-            read_text(&FilePlace::Disk, None, &dir.path().join("none")).await,
-            Ok(None)
-        );
+        let none = read_text(&FilePlace::Disk, None, &dir.path().join("none"))
+            .await
+            .unwrap();
+        assert_eq!((none.text, none.containment), (None, None));
     }
 }

@@ -344,13 +344,15 @@ impl ToolRegistry {
             .unwrap_or_else(|| judges.policy.clone())
     }
 
-    /// The judgement a bash call with `arguments` (its `command`, and a `sandbox: "off"`
-    /// with its `justification` when it asks to leave the sandbox) would get in `session`
-    /// now, in `mode`: the policy, grants and place the policy hook would judge it with.
-    /// `_dsh/policy/explain` and `/explain` answer with it. Nothing runs.
+    /// The judgement a call of `tool` with `arguments` (bash's `command` or a file
+    /// tool's `path`, and a `sandbox: "off"` with its `justification` when it asks to
+    /// leave the sandbox) would get in `session` now, in `mode`: the policy, grants and
+    /// place the policy hook would judge it with. `_dsh/policy/explain` and `/explain`
+    /// answer with it. Nothing runs.
     pub fn explain(
         &self,
         session: Option<&Session>,
+        tool: &str,
         arguments: &serde_json::Value,
         mode: crate::config::Mode,
     ) -> crate::policy::Judgement {
@@ -358,7 +360,7 @@ impl ToolRegistry {
         let sandbox = self.sandbox.as_ref().map(|t| t.writable.as_slice());
         let at = crate::hooks::rules::SessionPlace::of(session, sandbox);
         self.policy_for(session)
-            .judge_in("bash", arguments, mode, &grants, Some(&at.place(false)))
+            .judge_in(tool, arguments, mode, &grants, Some(&at.place(false)))
     }
 
     /// What each audit line names as `policyVersion`.

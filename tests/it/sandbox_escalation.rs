@@ -858,3 +858,127 @@ async fn e11_issue_39_explain_names_what_decided_a_file_tools_containment() {
         json!({"by": "writable_root", "root": ws})
     );
 }
+
+/// Issue 39: the daemon's `_dsh/policy/explain` shows what decides a file tool's
+/// containment, the same answer as the CLI's `dsh policy explain` (one check: the
+/// executor's layout); and an allowed file call's audit line names the entry that
+/// allowed it, as a refused one's names the entry that refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_the_daemons_explain_and_an_allowed_calls_line_name_the_containment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, _, secret) = repository(dir.path());
+    let (_child, mut c) = stdio_daemon(dir.path(), &masked_config("auto", &secret, ""), &[]).await;
+    let s = session(&mut c, &ws).await;
+    let cli = |tool: &str, path: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(["policy", "explain", "--json", "--tool", tool, "--config"])
+            .arg(dir.path().join("dsh.toml"))
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("--cwd")
+            .arg(&ws)
+            .arg("--")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["containment"].clone()
+    };
+    let hook = ws.join(".git/hooks/pre-commit");
+    for (tool, asked, path, want) in [
+        (
+            "write_file",
+            ".git/hooks/pre-commit",
+            hook.clone(),
+            json!({"by": "protected", "entry": ws.join(".git/hooks"), "what": "git"}),
+        ),
+        (
+            "read_file",
+            "secret.env",
+            secret.clone(),
+            json!({"by": "masked", "entry": secret, "masked_by": "deny_read"}),
+        ),
+        (
+            "write_file",
+            "src.rs",
+            ws.join("src.rs"),
+            json!({"by": "writable_root", "root": ws}),
+        ),
+    ] {
+        let answer = c
+            .request(
+                "_dsh/policy/explain",
+                json!({"sessionId": s, "tool": tool, "path": asked}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer["containment"], want, "{answer}");
+        assert_eq!(answer["path"], json!(path), "{answer}");
+        assert_eq!(
+            cli(tool, &path),
+            want,
+            "the CLI's answer for {tool} {asked}"
+        );
+    }
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "write_file",
+            json!({"path": "src.rs", "content": "x"}),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    let (text, is_error) = c
+        .tool(Some(&s), "read_file", json!({"path": "/etc/passwd"}))
+        .await;
+    assert!(!is_error, "{text}");
+    let lines = audit(&dir.path().join("state"));
+    let line = |tool: &str| {
+        lines
+            .iter()
+            .find(|l| l["tool"] == tool)
+            .unwrap_or_else(|| panic!("no {tool} line in {lines:?}"))
+            .clone()
+    };
+    assert_eq!(
+        line("write_file")["containment"],
+        json!({"by": "writable_root", "root": ws})
+    );
+    // The host's read-only rest (this test's directory is under /tmp, the sandbox's own).
+    assert_eq!(line("read_file")["containment"]["by"], "read_only");
+}
+
+/// Issue 39, item 5: the diff the person is shown for an escalated edit is read
+/// where the write would reach the file, outside the sandbox. Through the sandbox's
+/// view a masked file is refused, so the question had no diff at all; now it shows
+/// the real text before the change (to the person deciding, never to the model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_an_escalated_edits_diff_is_read_where_the_write_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ws, _, secret) = repository(dir.path());
+    let (_child, mut c) = stdio_daemon(dir.path(), &masked_config("auto", &secret, ""), &[]).await;
+    let s = session(&mut c, &ws).await;
+    c.permission_answers.push_back("reject_once");
+    let (text, is_error) = c
+        .tool(
+            Some(&s),
+            "edit_file",
+            file_escalated(
+                &secret,
+                json!({"old_string": "hunter2", "new_string": "changed"}),
+            ),
+        )
+        .await;
+    assert!(
+        is_error && text.contains("the user rejected this call"),
+        "{text}"
+    );
+    let question = &c.permission_requests[0];
+    let diff = question["toolCall"]["content"]
+        .as_array()
+        .and_then(|blocks| blocks.iter().find(|b| b["type"] == "diff"))
+        .unwrap_or_else(|| panic!("no diff in the question: {question}"));
+    assert_eq!(diff["oldText"], "TOKEN=hunter2\n", "{diff}");
+    assert_eq!(diff["newText"], "TOKEN=changed\n", "{diff}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOKEN=hunter2\n");
+}

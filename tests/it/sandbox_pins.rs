@@ -178,3 +178,85 @@ async fn e9_issue_39_claude_settings_and_a_nested_projects_dsh_cannot_be_created
         assert!(!root.join(gone).exists(), "{gone}");
     }
 }
+
+/// Issue 39, item 1 (E9): the pins are checked when a call starts, the hooks run
+/// later in it; a script run by its path could be swapped in between, by the very
+/// command the call runs. Here a `post_tool` hook (the user's, naming
+/// `./tools/post.sh` where the session works) and a command that rewrites that
+/// script: the swap is made before the hook runs, deterministically. In a plain
+/// directory (nothing pinned: the old run by path) the swapped script runs; in the
+/// trusted, pinned project the hook runs from a sealed copy checked against its pin,
+/// so the swapped bytes never run and the result is withheld saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_issue_39_a_pinned_script_swapped_after_the_check_does_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = visible_dir();
+    let d = dir.path().canonicalize().unwrap();
+    let plain = common::daemon::workspace(&d, "plain");
+    let ws = common::daemon::workspace(&d, "ws");
+    std::fs::create_dir_all(ws.join(".dsh")).unwrap();
+    std::fs::write(ws.join(".dsh/config.toml"), "").unwrap();
+    for place in [&plain, &ws] {
+        std::fs::create_dir_all(place.join(".git")).unwrap();
+        std::fs::create_dir_all(place.join("tools")).unwrap();
+        let script = place.join("tools/post.sh");
+        let judged = d.join(format!(
+            "judged-{}",
+            place.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho x >> {}\n", judged.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = format!(
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\ntrusted_projects = [{:?}]\n\
+         [[hooks.command]]\nargv = [\"./tools/post.sh\"]\nname = \"post\"\nevent = \"post_tool\"\n",
+        ws
+    );
+    common::daemon::write_config(&d, &config);
+    let shown = trust(&d.join("state"), &d.join("dsh.toml"), &ws).await;
+    assert!(
+        shown.contains(&ws.join("tools/post.sh").display().to_string()),
+        "{shown}"
+    );
+    let (_daemon, mut c) = common::daemon::stdio_daemon(&d, &config, &[]).await;
+    let swap = |canary: &Path| {
+        let evil = format!("#!/bin/sh\ntouch {}\n", canary.display());
+        format!(
+            "printf '{}' > tools/post.sh && echo swapped",
+            evil.replace('\n', "\\n")
+        )
+    };
+    // The control: nothing pinned, the hook runs by path, and what runs is the swap.
+    let s = c.new_session(&plain).await;
+    let (text, _) = c.bash(&s, "echo one").await;
+    assert_eq!(text, "one\n");
+    assert!(d.join("judged-plain").is_file(), "the hook ran");
+    let canary = d.join("canary-plain");
+    let (text, _) = c.bash(&s, &swap(&canary)).await;
+    assert!(text.contains("swapped"), "{text}");
+    assert!(
+        canary.exists(),
+        "the swapped script ran after the call's own rewrite"
+    );
+    // The pinned project: the same swap, within one call, after its pins were checked.
+    let s = c.new_session(&ws).await;
+    let (text, _) = c.bash(&s, "echo one").await;
+    assert_eq!(text, "one\n");
+    assert!(
+        d.join("judged-ws").is_file(),
+        "the pinned hook ran from its copy"
+    );
+    let canary = d.join("canary-ws");
+    let (text, is_error) = c.bash(&s, &swap(&canary)).await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("result withheld by hook post"), "{text}");
+    assert!(
+        text.contains("tools/post.sh changed since it was pinned"),
+        "{text}"
+    );
+    assert!(!canary.exists(), "the swapped script ran on the host");
+}

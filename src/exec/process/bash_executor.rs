@@ -399,8 +399,16 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         self.inner.launcher.stat_file(request, intent).await
     }
 
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError> {
+    async fn read_file(&self, request: &FileRequest) -> Result<crate::exec::FileRead, FileError> {
         self.inner.launcher.read_file(request).await
+    }
+
+    async fn file_containment(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, FileError> {
+        self.inner.launcher.file_containment(request, intent).await
     }
 
     async fn write_file(

@@ -147,7 +147,14 @@ pub trait Launcher: Send + Sync + 'static {
     ) -> Result<Option<FileStat>, FileError>;
 
     /// See [`BashExecutor::read_file`].
-    async fn read_file(&self, request: &FileRequest) -> Result<Option<Vec<u8>>, FileError>;
+    async fn read_file(&self, request: &FileRequest) -> Result<crate::exec::FileRead, FileError>;
+
+    /// See [`BashExecutor::file_containment`].
+    async fn file_containment(
+        &self,
+        request: &FileRequest,
+        intent: FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, FileError>;
 
     /// See [`BashExecutor::write_file`].
     async fn write_file(

@@ -14,9 +14,9 @@
 
 use super::SandboxLauncher;
 use super::layout::{Layout, Mount};
-use crate::exec::containment::{Containment, MaskedBy, OwnPlace, Protection};
+use crate::containment::{Containment, MaskedBy, OwnPlace, Protection};
 use crate::exec::local::{blocking, read_opened, replace_in, split};
-use crate::exec::{FileError, FileIntent, FileRequest, FileStat, WriteOutcome};
+use crate::exec::{FileError, FileIntent, FileRead, FileRequest, FileStat, WriteOutcome};
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 use std::os::fd::OwnedFd;
@@ -91,12 +91,25 @@ impl SandboxLauncher {
 impl FileView {
     /// Whether a file tool may `intent` the file at `real` (its real path), and where
     /// it is then opened from; refused, the error names the layout entry that refused.
+    /// (The tests ask this; a call acts on [`FileView::judged`].)
+    #[cfg(test)]
     pub(super) fn judge(&self, real: &Path, intent: FileIntent) -> Result<Allowed, FileError> {
+        self.judged(real, intent).map(|(allowed, _)| allowed)
+    }
+
+    /// [`FileView::judge`], with the entry that allowed it (for the call's audit line).
+    pub(super) fn judged(
+        &self,
+        real: &Path,
+        intent: FileIntent,
+    ) -> Result<(Allowed, Containment), FileError> {
         let decided = self.containment(real, intent);
         let path = real.to_path_buf();
-        match decided {
-            Containment::WritableRoot { root } => Ok(Allowed::Within(root)),
-            Containment::ReadOnly { .. } | Containment::SpillFile => Ok(Allowed::Anywhere),
+        match decided.clone() {
+            Containment::WritableRoot { root } => Ok((Allowed::Within(root), decided)),
+            Containment::ReadOnly { .. } | Containment::SpillFile => {
+                Ok((Allowed::Anywhere, decided))
+            }
             Containment::Protected { entry, what } => {
                 Err(FileError::Protected { path, entry, what })
             }
@@ -345,7 +358,7 @@ impl FileCall {
     }
 
     pub(super) fn stat(&self, intent: FileIntent) -> Result<Option<FileStat>, FileError> {
-        let allowed = self.view.judge(&self.real, intent)?;
+        let (allowed, containment) = self.view.judged(&self.real, intent)?;
         let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC);
         match open_beneath(base_of(&allowed), &self.real, how) {
             Ok(fd) => {
@@ -358,6 +371,7 @@ impl FileCall {
                 Ok(Some(FileStat {
                     len: meta.len(),
                     regular: meta.is_file(),
+                    containment: Some(containment),
                 }))
             }
             Err(nix::Error::ENOENT) => Ok(None),
@@ -365,18 +379,22 @@ impl FileCall {
         }
     }
 
-    pub(super) fn read(&self) -> Result<Option<Vec<u8>>, FileError> {
-        let allowed = self.view.judge(&self.real, FileIntent::Read)?;
+    pub(super) fn read(&self) -> Result<FileRead, FileError> {
+        let (allowed, containment) = self.view.judged(&self.real, FileIntent::Read)?;
         let how = OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY);
-        match open_beneath(base_of(&allowed), &self.real, how) {
+        let bytes = match open_beneath(base_of(&allowed), &self.real, how) {
             Ok(fd) => read_opened(std::fs::File::from(fd), &self.asked).map(Some),
             Err(nix::Error::ENOENT) => Ok(None),
             Err(e) => Err(opened_error(&self.asked, e)),
-        }
+        }?;
+        Ok(FileRead {
+            bytes,
+            containment: Some(containment),
+        })
     }
 
     pub(super) fn write(&self, content: &[u8]) -> Result<WriteOutcome, FileError> {
-        let allowed = self.view.judge(&self.real, FileIntent::Write)?;
+        let (allowed, containment) = self.view.judged(&self.real, FileIntent::Write)?;
         let (dir, name) = split(&self.real, &self.asked)?;
         let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC);
         let dir_fd = match open_beneath(base_of(&allowed), &dir, how) {
@@ -389,7 +407,10 @@ impl FileCall {
             }
             Err(e) => return Err(opened_error(&self.asked, e)),
         };
-        replace_in(&dir_fd, &name, content, &self.asked)
+        replace_in(&dir_fd, &name, content, &self.asked).map(|done| WriteOutcome {
+            containment: Some(containment),
+            ..done
+        })
     }
 }
 
@@ -404,9 +425,24 @@ pub fn explain(
     intent: FileIntent,
 ) -> Result<Containment, String> {
     let launcher = SandboxLauncher::new(config, &[])?;
-    let view = launcher.file_view(roots).map_err(|e| e.to_string())?;
-    let real = follow_links(path).map_err(|e| e.to_string())?;
-    Ok(view.containment(&real, intent))
+    let request = FileRequest {
+        path: path.to_path_buf(),
+        writable_roots: roots.to_vec(),
+    };
+    containment(&launcher, &request, intent).map_err(|e| e.to_string())
+}
+
+/// Which entry of the launcher's layout decides a file tool's `intent` on the
+/// request's path, with nothing opened: what the executor answers to
+/// `_dsh/policy/explain` and, through a launcher made from the config, `dsh policy
+/// explain` (above); the answer [`FileView::judged`] acts on for a real call.
+pub(super) fn containment(
+    launcher: &SandboxLauncher,
+    request: &FileRequest,
+    intent: FileIntent,
+) -> Result<Containment, FileError> {
+    let call = FileCall::new(launcher, request)?;
+    Ok(call.view.containment(&call.real, intent))
 }
 
 /// The launcher's file methods, off the async threads.
@@ -422,7 +458,7 @@ pub(super) async fn stat(
 pub(super) async fn read(
     launcher: &SandboxLauncher,
     request: &FileRequest,
-) -> Result<Option<Vec<u8>>, FileError> {
+) -> Result<FileRead, FileError> {
     let call = FileCall::new(launcher, request)?;
     blocking(move || call.read()).await
 }

@@ -818,8 +818,16 @@ impl Launcher for SandboxLauncher {
     async fn read_file(
         &self,
         request: &crate::exec::FileRequest,
-    ) -> Result<Option<Vec<u8>>, crate::exec::FileError> {
+    ) -> Result<crate::exec::FileRead, crate::exec::FileError> {
         files::read(self, request).await
+    }
+
+    async fn file_containment(
+        &self,
+        request: &crate::exec::FileRequest,
+        intent: crate::exec::FileIntent,
+    ) -> Result<Option<crate::containment::Containment>, crate::exec::FileError> {
+        files::containment(self, request, intent).map(Some)
     }
 
     async fn write_file(

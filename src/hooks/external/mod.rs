@@ -96,7 +96,7 @@ impl ExternalHook {
         model: &ModelConfig,
     ) -> Self {
         let label = config.label();
-        let process = Program::new(&config.argv, &config.env);
+        let process = Program::new(&config.argv, &config.env, state_dir.clone());
         let runner = match config.run {
             HookRun::Model => Runner::Model(judge::ModelJudge::new(&config, model)),
             HookRun::Spawn if config.url.is_some() => {

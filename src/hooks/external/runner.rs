@@ -7,12 +7,13 @@
 use super::protocol::Reply;
 use crate::config::HookEvent;
 use crate::exec::children::{self, Child};
+use crate::project::sealed::{self, SealedArgv};
 use crate::rpc::{self, Peer};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,12 +33,16 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub struct Program {
     argv: Vec<String>,
     env: Vec<(OsString, OsString)>,
+    /// The state directory whose pins hold the files of pinned projects it names
+    /// (`None`: nothing is held, as for `dsh hooks test` without one).
+    pins_in: Option<PathBuf>,
 }
 
 impl Program {
     /// `argv` with the daemon's environment filtered as for commands (E4), plus the
-    /// variables `pass` names, passed on purpose.
-    pub fn new(argv: &[String], pass: &[String]) -> Self {
+    /// variables `pass` names, passed on purpose; a file of a project pinned in
+    /// `pins_in` that it names runs from a sealed copy ([`crate::project::sealed`]).
+    pub fn new(argv: &[String], pass: &[String], pins_in: Option<PathBuf>) -> Self {
         let mut env = crate::exec::process::child_env(std::env::vars_os());
         for name in pass {
             if let Some(value) = std::env::var_os(name) {
@@ -48,11 +53,26 @@ impl Program {
         Self {
             argv: argv.to_vec(),
             env,
+            pins_in,
         }
     }
 
-    fn command(&self, cwd: &Path) -> Result<Command, String> {
-        let (program, args) = self
+    /// The command to start in `cwd` (with `$CLAUDE_PROJECT_DIR` as `claude_dir`), and
+    /// the sealed copies it runs, which must stay open until it has started.
+    fn command(
+        &self,
+        cwd: &Path,
+        claude_dir: Option<&Path>,
+    ) -> Result<(Command, SealedArgv), String> {
+        let sealed = match &self.pins_in {
+            Some(state_dir) => sealed::seal_argv(&self.argv, cwd, claude_dir, state_dir)
+                .map_err(|e| e.to_string())?,
+            None => SealedArgv {
+                argv: self.argv.clone(),
+                copies: Vec::new(),
+            },
+        };
+        let (program, args) = sealed
             .argv
             .split_first()
             .ok_or_else(|| "empty argv".to_string())?;
@@ -66,7 +86,26 @@ impl Program {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        Ok(cmd)
+        if let Some(script) = sealed.script() {
+            // `$0` is the copy's /proc/self/fd path: where the script came from, for
+            // one that finds its siblings by it.
+            cmd.env("DSH_HOOK_SCRIPT", script);
+            let fds: Vec<i32> = sealed.copies.iter().map(|c| c.raw_fd()).collect();
+            // SAFETY: between fork and exec, fcntl only (async-signal-safe), on
+            // descriptors the parent keeps open until the spawn returns. Only this
+            // child inherits the copies; they are close-on-exec everywhere else.
+            unsafe {
+                cmd.pre_exec(move || {
+                    for fd in &fds {
+                        if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Ok((cmd, sealed))
     }
 }
 
@@ -93,7 +132,8 @@ pub async fn spawn_once(
     input: &[u8],
     timeout: Duration,
 ) -> Result<Reply, String> {
-    let mut cmd = program.command(cwd)?;
+    // The copies stay open until the process has started (it inherits them).
+    let (mut cmd, _copies) = program.command(cwd, claude_project_dir.then_some(cwd))?;
     cmd.env("DSH_HOOK_EVENT", event.as_str());
     if claude_project_dir {
         cmd.env("CLAUDE_PROJECT_DIR", cwd);
@@ -236,8 +276,8 @@ impl Server {
     }
 
     async fn launch(&self) -> Result<Conn, String> {
-        let mut child = children::spawn(&mut self.program.command(&self.cwd)?)
-            .map_err(|e| format!("cannot start: {e}"))?;
+        let (mut cmd, _copies) = self.program.command(&self.cwd, None)?;
+        let mut child = children::spawn(&mut cmd).map_err(|e| format!("cannot start: {e}"))?;
         let group = Group(child.id().map(|id| id as i32));
         let stdin = child.stdin.take().ok_or("no stdin")?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
