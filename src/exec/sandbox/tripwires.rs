@@ -81,7 +81,8 @@ pub struct Watch {
     /// saw.
     pub repositories: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The roots whose start walk stopped at its bound (`protect::MAX_DIRS`): where
-    /// it looked is not known there, so only birth time tells a new repository.
+    /// it looked is not known there, so without a start snapshot only birth time
+    /// tells a new repository.
     pub truncated: Vec<PathBuf>,
     /// Filled by [`Tripwires::set`]: what the check works from.
     opened: Opened,
