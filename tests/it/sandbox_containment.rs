@@ -355,6 +355,32 @@ fn sandbox_again(cfg: &ExecConfig) -> SandboxExecutor {
     SandboxExecutor::new(cfg, &[]).unwrap()
 }
 
+/// Runs `command` once in a fresh root the sandbox shows as on the host, in the
+/// sandbox or locally, and shuts the executor down: the root's guard, the root and
+/// the output.
+async fn once_in_a_fresh_root(
+    state: &std::path::Path,
+    sandboxed: bool,
+    command: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let mut cfg = common::test_config(state);
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let out = if sandboxed {
+        cfg.kind = dsh::config::ExecutorKind::Sandbox;
+        let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+        let out = run_in(&sandbox, command, &root).await.unwrap();
+        sandbox.shutdown().await;
+        out
+    } else {
+        let local = LocalExecutor::new(&cfg).unwrap();
+        let out = run_in(&local, command, &root).await.unwrap();
+        local.shutdown().await;
+        out
+    };
+    (dir, root, out)
+}
+
 /// What the issue's command did: a bare repository in a root that held none, with
 /// a `core.fsmonitor` the host's next `git status` there would run.
 const BARE_WITH_FSMONITOR: &str = "git init -q --bare . && \
@@ -377,11 +403,7 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
             .unwrap()
     };
     let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&local, BARE_WITH_FSMONITOR, &root).await.unwrap();
-    local.shutdown().await;
+    let (_dir, root, out) = once_in_a_fresh_root(state.path(), false, BARE_WITH_FSMONITOR).await;
     assert!(out.contains("made"), "{out}");
     let _ = git_status(&root);
     assert!(
@@ -389,13 +411,7 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
         "the attack works locally"
     );
 
-    let mut cfg = common::test_config(state.path());
-    cfg.kind = dsh::config::ExecutorKind::Sandbox;
-    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&sandbox, BARE_WITH_FSMONITOR, &root).await.unwrap();
-    sandbox.shutdown().await;
+    let (_dir, root, out) = once_in_a_fresh_root(state.path(), true, BARE_WITH_FSMONITOR).await;
     assert!(out.contains("made"), "{out}");
     assert!(
         out.contains("HEAD of a new bare repository"),
@@ -423,13 +439,8 @@ async fn e12_a_repository_behind_an_unreadable_directory_is_not_passed_over() {
         std::fs::set_permissions(root.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
     };
     let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&local, REPOSITORY_BEHIND_A_LOCK, &root)
-        .await
-        .unwrap();
-    local.shutdown().await;
+    let (_dir, root, out) =
+        once_in_a_fresh_root(state.path(), false, REPOSITORY_BEHIND_A_LOCK).await;
     assert!(out.contains("made") && !out.contains("sandbox"), "{out}");
     open_up(&root);
     assert!(
@@ -437,15 +448,8 @@ async fn e12_a_repository_behind_an_unreadable_directory_is_not_passed_over() {
         "the attack's repository stands"
     );
 
-    let mut cfg = common::test_config(state.path());
-    cfg.kind = dsh::config::ExecutorKind::Sandbox;
-    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&sandbox, REPOSITORY_BEHIND_A_LOCK, &root)
-        .await
-        .unwrap();
-    sandbox.shutdown().await;
+    let (_dir, root, out) =
+        once_in_a_fresh_root(state.path(), true, REPOSITORY_BEHIND_A_LOCK).await;
     assert!(out.contains("made"), "{out}");
     if nix::unistd::geteuid().is_root() {
         open_up(&root);
