@@ -113,6 +113,8 @@ pub(crate) struct Counts {
     /// measurements (the removing sweep runs once: each run remakes half the files).
     pub(crate) r1_files: usize,
     pub(crate) r1_rounds: usize,
+    /// E12: rounds of each search (full, path-based, from the snapshot).
+    pub(crate) e12_rounds: usize,
 }
 
 pub(crate) const FULL: Counts = Counts {
@@ -135,6 +137,7 @@ pub(crate) const FULL: Counts = Counts {
     n2_tunnels: 200,
     r1_files: 100_000,
     r1_rounds: 6,
+    e12_rounds: 21,
 };
 
 pub(crate) const QUICK: Counts = Counts {
@@ -158,6 +161,7 @@ pub(crate) const QUICK: Counts = Counts {
     n2_tunnels: 20,
     r1_files: 5_000,
     r1_rounds: 2,
+    e12_rounds: 3,
 };
 
 // ---------------------------------------------------------------------------

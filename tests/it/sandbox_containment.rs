@@ -355,6 +355,32 @@ fn sandbox_again(cfg: &ExecConfig) -> SandboxExecutor {
     SandboxExecutor::new(cfg, &[]).unwrap()
 }
 
+/// Runs `command` once in a fresh root the sandbox shows as on the host, in the
+/// sandbox or locally, and shuts the executor down: the root's guard, the root and
+/// the output.
+async fn once_in_a_fresh_root(
+    state: &std::path::Path,
+    sandboxed: bool,
+    command: &str,
+) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let mut cfg = common::test_config(state);
+    let dir = visible_dir();
+    let root = dir.path().canonicalize().unwrap();
+    let out = if sandboxed {
+        cfg.kind = dsh::config::ExecutorKind::Sandbox;
+        let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
+        let out = run_in(&sandbox, command, &root).await.unwrap();
+        sandbox.shutdown().await;
+        out
+    } else {
+        let local = LocalExecutor::new(&cfg).unwrap();
+        let out = run_in(&local, command, &root).await.unwrap();
+        local.shutdown().await;
+        out
+    };
+    (dir, root, out)
+}
+
 /// What the issue's command did: a bare repository in a root that held none, with
 /// a `core.fsmonitor` the host's next `git status` there would run.
 const BARE_WITH_FSMONITOR: &str = "git init -q --bare . && \
@@ -377,11 +403,7 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
             .unwrap()
     };
     let state = tempfile::tempdir().unwrap();
-    let local = LocalExecutor::new(&common::test_config(state.path())).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&local, BARE_WITH_FSMONITOR, &root).await.unwrap();
-    local.shutdown().await;
+    let (_dir, root, out) = once_in_a_fresh_root(state.path(), false, BARE_WITH_FSMONITOR).await;
     assert!(out.contains("made"), "{out}");
     let _ = git_status(&root);
     assert!(
@@ -389,13 +411,7 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
         "the attack works locally"
     );
 
-    let mut cfg = common::test_config(state.path());
-    cfg.kind = dsh::config::ExecutorKind::Sandbox;
-    let sandbox = SandboxExecutor::new(&cfg, &[]).unwrap();
-    let dir = visible_dir();
-    let root = dir.path().canonicalize().unwrap();
-    let out = run_in(&sandbox, BARE_WITH_FSMONITOR, &root).await.unwrap();
-    sandbox.shutdown().await;
+    let (_dir, root, out) = once_in_a_fresh_root(state.path(), true, BARE_WITH_FSMONITOR).await;
     assert!(out.contains("made"), "{out}");
     assert!(
         out.contains("HEAD of a new bare repository"),
@@ -405,6 +421,45 @@ async fn e12_a_bare_repository_made_at_the_root_is_refused_when_the_command_ends
     let status = git_status(&root);
     assert!(!status.status.success(), "still a repository: {status:?}");
     assert!(!root.join("fsmonitor-ran").exists(), "the fsmonitor ran");
+}
+
+/// A repository made below a directory the command then makes unreadable.
+const REPOSITORY_BEHIND_A_LOCK: &str = "mkdir -p a/b && git init -q a/b && chmod 0 a && echo made";
+
+/// E12 (issue 40), unreadable directories: a repository a command made below a
+/// directory it then made unreadable is never passed over. As root the daemon
+/// reads it anyway and the repository is refused; as `nobody` (scripts/test runs
+/// this suite so) the daemon cannot read it, and the output says the check could
+/// not be made there. Locally the repository stands and nothing is said (the
+/// attack).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e12_a_repository_behind_an_unreadable_directory_is_not_passed_over() {
+    use std::os::unix::fs::PermissionsExt;
+    let open_up = |root: &std::path::Path| {
+        std::fs::set_permissions(root.join("a"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let state = tempfile::tempdir().unwrap();
+    let (_dir, root, out) =
+        once_in_a_fresh_root(state.path(), false, REPOSITORY_BEHIND_A_LOCK).await;
+    assert!(out.contains("made") && !out.contains("sandbox"), "{out}");
+    open_up(&root);
+    assert!(
+        root.join("a/b/.git").is_dir(),
+        "the attack's repository stands"
+    );
+
+    let (_dir, root, out) =
+        once_in_a_fresh_root(state.path(), true, REPOSITORY_BEHIND_A_LOCK).await;
+    assert!(out.contains("made"), "{out}");
+    if nix::unistd::geteuid().is_root() {
+        open_up(&root);
+        assert!(out.contains("renamed"), "{out}");
+        assert!(!root.join("a/b/.git").exists() && root.join("a/b/.git.dsh-refused").is_dir());
+    } else {
+        let said = format!("could not check {}", root.join("a").display());
+        assert!(out.contains(&said), "{out}");
+        open_up(&root);
+    }
 }
 
 /// E10 (issue 40): a question about a host that nobody answered (cancelled here;

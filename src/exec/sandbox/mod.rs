@@ -432,10 +432,18 @@ impl SandboxLauncher {
                     .unwrap_or_else(|p| p.into_inner())
                     .waiter(mark);
                 waiter.wait()?;
+                // The start's snapshot of each root is searched off the lock: other
+                // sessions' commands start and end meanwhile.
+                let snapshots = self
+                    .tripwires
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .snapshots();
+                watch.prepare(&snapshots);
                 self.tripwires
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .set(mark, watch);
+                    .insert(mark, watch);
             }
             let home = self.home.as_deref();
             let mut holding = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
@@ -743,7 +751,11 @@ impl Launcher for SandboxLauncher {
         pending.remove(mark).unwrap_or_default()
     }
 
-    async fn started(&self, mark: &str, _pid: i32) -> Result<(), String> {
+    async fn started(&self, mark: &str, pid: i32) -> Result<(), String> {
+        self.tripwires
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .started(mark, pid);
         match &self.proxies {
             Some(proxies) => proxies.started(mark).await,
             None => Ok(()),

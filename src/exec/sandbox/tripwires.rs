@@ -21,12 +21,15 @@
 //!
 //! New repositories are searched for in the whole root, without depth cap or skip
 //! list, reading only the directories that changed since a snapshot of the root's
-//! directories (`changed`: the last check's, kept per root; a full search when there
-//! is none). Found there, a repository is the command's when it was born since the
-//! sandbox started, or when it sits where the start's walk looked (`protect`:
-//! three levels, no dependency folders) and was not there then (one moved into
-//! place keeps its old birth time); a repository the person had is never taken for
-//! the command's.
+//! directories and repositories taken when the command started ([`Watch::prepare`],
+//! itself from the root's last snapshot; a full search when there is none). Found
+//! there, a repository is the command's when the start's snapshot did not have it
+//! (however old: one moved into place keeps its birth time) or when it was born
+//! since; a repository the person had is never taken for the command's. Without a
+//! start snapshot (its search ran past its budget), one moved in is known only
+//! where the start's walk looked (`protect`: three levels, no dependency folders),
+//! and the output says so. A directory the daemon cannot read, below which the
+//! command could have made one, is said too.
 //!
 //! Every rename and every look at a name is made beneath a directory descriptor
 //! opened when the command started (the root, the guarded git directory, the
@@ -34,8 +37,9 @@
 //! directory swapped for a symlink meanwhile leads the check nowhere else.
 //!
 //! The session's next command waits while a check of its last one runs
-//! ([`Tripwires::waiter`]): what the check refuses is gone before anything of the
-//! session runs again.
+//! ([`Tripwires::waiter`]), or while one whose sandbox has exited has not begun
+//! (the daemon has not seen the end yet): what the check refuses is gone before
+//! anything of the session runs again.
 //!
 //! What is left: the window while the command runs (a background task can keep a
 //! redirect in place for as long as it lives), and a `.git` a person made by hand
@@ -77,12 +81,17 @@ pub struct Watch {
     /// saw.
     pub repositories: Vec<(PathBuf, Vec<PathBuf>)>,
     /// The roots whose start walk stopped at its bound (`protect::MAX_DIRS`): where
-    /// it looked is not known there, so only birth time tells a new repository.
+    /// it looked is not known there, so without a start snapshot only birth time
+    /// tells a new repository.
     pub truncated: Vec<PathBuf>,
     /// Filled by [`Tripwires::set`]: what the check works from.
     opened: Opened,
     /// Held while the check of this watch runs ([`Tripwires::ending`]).
     in_flight: Option<CheckGuard>,
+    /// The sandbox's host process (bwrap), as a pidfd ([`Tripwires::started`]):
+    /// once it has exited, the session's next command waits for this check though
+    /// the daemon has not seen the end yet.
+    process: Option<OwnedFd>,
 }
 
 /// What [`Tripwires::set`] takes at the start: descriptors, times, snapshots.
@@ -94,7 +103,8 @@ struct Opened {
     gitdir_fds: Vec<Option<OwnedFd>>,
     /// The directory of each of `links`, opened.
     link_dirs: Vec<Option<OwnedFd>>,
-    /// Each of `repositories`' roots, opened, with the snapshot it starts from.
+    /// Each of `repositories`' roots, opened, with its snapshot taken when the
+    /// command started (`None` when that search could not finish).
     roots: Vec<(Option<OwnedFd>, Option<Arc<changed::Snapshot>>)>,
     /// The command's own part of the names refusals take (its sequence number in
     /// the executor, from its mark).
@@ -105,8 +115,8 @@ struct Opened {
     snapshots: Snapshots,
 }
 
-/// The last check's snapshot of each root, for the next command's check.
-type Snapshots = Arc<Mutex<HashMap<PathBuf, Arc<changed::Snapshot>>>>;
+/// The last snapshot of each root (a command's start or end), for the next search.
+pub type Snapshots = Arc<Mutex<HashMap<PathBuf, Arc<changed::Snapshot>>>>;
 
 /// The checks running, by the scope (session) of their commands.
 #[derive(Debug, Default, Clone)]
@@ -193,48 +203,90 @@ fn open_dir(path: &Path) -> Option<OwnedFd> {
     .ok()
 }
 
+/// A pidfd of `pid`, or `None` (no such process, or a kernel without pidfds).
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just made and is owned by nothing else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process behind `pidfd` has exited (a pidfd polls readable from its
+/// exit on, reaped or not).
+fn has_exited(pidfd: &OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, which outlives the call; no wait.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & libc::POLLIN != 0
+}
+
 impl Tripwires {
-    /// Starts watching for the command marked `mark`: opens what the check will
-    /// work beneath, and takes each root's last snapshot.
+    /// Where the roots' snapshots are kept, for [`Watch::prepare`] (which runs
+    /// without the lock of the watches).
+    pub fn snapshots(&self) -> Snapshots {
+        self.snapshots.clone()
+    }
+
+    /// Starts watching for the command marked `mark`: [`Watch::prepare`] (unless
+    /// it was) and [`Tripwires::insert`], under one lock (the tests' way; the
+    /// launcher prepares off the lock).
+    #[cfg(test)]
     pub fn set(&mut self, mark: &str, mut watch: Watch) {
-        let opened = &mut watch.opened;
-        opened.label = mark
+        if watch.opened.started.is_none() {
+            watch.prepare(&self.snapshots);
+        }
+        self.insert(mark, watch);
+    }
+
+    /// Watches `watch` (prepared) for the command marked `mark`.
+    pub fn insert(&mut self, mark: &str, mut watch: Watch) {
+        watch.opened.label = mark
             .rsplit('/')
             .next()
             .unwrap_or_default()
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .collect();
-        // The precise clock: a person's repository made before the start is never
-        // taken for the command's. Where file times come from the coarse clock
-        // (a tick behind), a repository made in the tick after the start could
-        // look older; bwrap's own start takes longer than that tick.
-        opened.started = Some(std::time::SystemTime::now());
-        opened.redirects_before = watch
-            .gitdirs
-            .iter()
-            .map(|g| REDIRECTS.map(|name| g.join(name).symlink_metadata().is_ok()))
-            .collect();
-        opened.gitdir_fds = watch.gitdirs.iter().map(|g| open_dir(g)).collect();
-        opened.link_dirs = watch
-            .links
-            .iter()
-            .map(|(link, _)| link.parent().and_then(open_dir))
-            .collect();
-        let kept = self.snapshots.lock().unwrap_or_else(|p| p.into_inner());
-        opened.roots = watch
-            .repositories
-            .iter()
-            .map(|(root, _)| (open_dir(root), kept.get(root).cloned()))
-            .collect();
-        drop(kept);
-        opened.snapshots = self.snapshots.clone();
         self.by_mark.insert(mark.to_string(), watch);
     }
 
+    /// The sandbox of `mark` started as the process `pid` (bwrap on the host): it
+    /// is held as a pidfd, which says when it has exited without the daemon's
+    /// reaper (see [`Tripwires::waiter`]).
+    pub fn started(&mut self, mark: &str, pid: i32) {
+        if let Some(watch) = self.by_mark.get_mut(mark) {
+            watch.process = pidfd_open(pid);
+        }
+    }
+
     /// What a command of `mark`'s scope waits on before it starts: the checks of
-    /// that scope's ended commands still running.
-    pub fn waiter(&self, mark: &str) -> Waiter {
+    /// that scope's ended commands still running, counting as ended every sandbox
+    /// of the scope whose process has exited, though the daemon has not seen it
+    /// yet (issue 40: its check runs once the daemon does, and the command waits for
+    /// it). A sandbox whose process is not known yet (the instant between its
+    /// spawn and [`Tripwires::started`]) counts as running.
+    pub fn waiter(&mut self, mark: &str) -> Waiter {
+        let scope = scope_of(mark);
+        let exited: Vec<String> = self
+            .by_mark
+            .iter()
+            .filter(|(m, w)| {
+                scope_of(m) == scope
+                    && w.in_flight.is_none()
+                    && w.process.as_ref().is_some_and(has_exited)
+            })
+            .map(|(m, _)| m.clone())
+            .collect();
+        if !exited.is_empty() {
+            self.ending(&|m: &str| exited.iter().any(|e| e == m));
+        }
         Waiter {
             checks: self.checks.clone(),
             scope: scope_of(mark).to_string(),
@@ -274,6 +326,46 @@ impl Tripwires {
 }
 
 impl Watch {
+    /// Takes what the check works from, before the command starts: the descriptors
+    /// it works beneath, the redirects the git directories had, and each root's
+    /// snapshot now (from the root's last one, reading only what changed since; a
+    /// full search without one). The snapshot says which repositories were there
+    /// before the command: one that appears is the command's however old it is
+    /// (moved into place), anywhere in the root. Searches the disk: run it off the
+    /// lock of the watches.
+    pub fn prepare(&mut self, snapshots: &Snapshots) {
+        let opened = &mut self.opened;
+        // The precise clock: a person's repository made before the start is never
+        // taken for the command's. Where file times come from the coarse clock
+        // (a tick behind), a repository made in the tick after the start could
+        // look older; bwrap's own start takes longer than that tick.
+        let started = std::time::SystemTime::now();
+        opened.started = Some(started);
+        opened.redirects_before = self
+            .gitdirs
+            .iter()
+            .map(|g| REDIRECTS.map(|name| g.join(name).symlink_metadata().is_ok()))
+            .collect();
+        opened.gitdir_fds = self.gitdirs.iter().map(|g| open_dir(g)).collect();
+        opened.link_dirs = self
+            .links
+            .iter()
+            .map(|(link, _)| link.parent().and_then(open_dir))
+            .collect();
+        opened.roots = self
+            .repositories
+            .iter()
+            .map(|(root, _)| {
+                let fd = open_dir(root);
+                let start = fd
+                    .as_ref()
+                    .and_then(|fd| snapshot_now(fd, root, snapshots, started));
+                (fd, start)
+            })
+            .collect();
+        opened.snapshots = snapshots.clone();
+    }
+
     /// Checks what the sandbox left, refusing what it made. Returns one line per
     /// refusal (or per check that could not be made), for the command's output.
     pub fn check(self) -> Vec<String> {
@@ -340,21 +432,33 @@ impl Watch {
                 root.display()
             )];
         };
-        let search = changed::search(fd, previous.as_deref(), started, SEARCH_BUDGET_DIRS);
-        let mut notes = Vec::new();
-        {
-            let mut kept = opened.snapshots.lock().unwrap_or_else(|p| p.into_inner());
-            match search.snapshot {
-                Some(snapshot)
-                    if snapshot.len() <= SNAPSHOT_MAX_DIRS
-                        && (kept.len() < SNAPSHOT_MAX_ROOTS || kept.contains_key(root)) =>
-                {
-                    kept.insert(root.to_path_buf(), Arc::new(snapshot));
-                }
-                _ => {
-                    kept.remove(root);
-                }
-            }
+        let mut search = changed::search(fd, previous.as_deref(), started, SEARCH_BUDGET_DIRS);
+        keep(
+            &opened.snapshots,
+            root,
+            search.snapshot.take().map(Arc::new),
+        );
+        let mut notes: Vec<String> = search
+            .unreadable
+            .iter()
+            .map(|(rel, e)| {
+                tracing::error!(dir = %root.join(rel).display(), "the end-of-command check cannot read a directory: {e}");
+                format!(
+                    "the sandbox could not check {} for repositories this command made: the \
+                     daemon cannot read it ({e}), and the command could have made one below it; \
+                     do not run git there before looking",
+                    root.join(rel).display()
+                )
+            })
+            .collect();
+        if previous.is_none() {
+            notes.push(format!(
+                "the sandbox could not tell which repositories under {} were there before \
+                 this command (its search when the command started did not finish): one moved \
+                 in from elsewhere is refused only where the start's walk looked; do not run \
+                 git there before looking",
+                root.display()
+            ));
         }
         if search.unfinished {
             tracing::error!(root = %root.display(), "the search for new repositories did not finish");
@@ -366,12 +470,13 @@ impl Watch {
             ));
         }
         let walked_all = !self.truncated.iter().any(|t| t == root);
-        // Where the start's walk looked, a repository it did not see is new however
-        // old its birth time (moved into place).
-        let moved_in = search
-            .seen
-            .iter()
-            .filter(|rel| walked_all && rel.parent().is_some_and(super::protect::walk_covers));
+        // A repository the start's snapshot did not have is new however old its
+        // birth time (moved into place). Without that snapshot, only where the
+        // start's walk looked is that known.
+        let moved_in = search.seen.iter().filter(|rel| match previous {
+            Some(start) => !start.had(rel),
+            None => walked_all && rel.parent().is_some_and(super::protect::walk_covers),
+        });
         let mut new: Vec<&PathBuf> = Vec::new();
         for rel in search.made.iter().chain(moved_in) {
             if !new.contains(&rel) && !before.contains(&root.join(rel)) {
@@ -399,6 +504,43 @@ impl Watch {
             ));
         }
         notes
+    }
+}
+
+/// The snapshot of the root `root` (opened as `fd`) now, from its kept one, which
+/// it replaces; `None` when the search could not finish.
+fn snapshot_now(
+    fd: &OwnedFd,
+    root: &Path,
+    snapshots: &Snapshots,
+    now: std::time::SystemTime,
+) -> Option<Arc<changed::Snapshot>> {
+    let kept = snapshots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(root)
+        .cloned();
+    let search = changed::search(fd, kept.as_deref(), now, SEARCH_BUDGET_DIRS);
+    let snapshot = search.snapshot.map(Arc::new);
+    keep(snapshots, root, snapshot.clone());
+    snapshot
+}
+
+/// Keeps `snapshot` as the root's for the next search, within the bounds; a root
+/// without one (its search did not finish, or the bounds are full) is searched in
+/// full next time.
+fn keep(snapshots: &Snapshots, root: &Path, snapshot: Option<Arc<changed::Snapshot>>) {
+    let mut kept = snapshots.lock().unwrap_or_else(|p| p.into_inner());
+    match snapshot {
+        Some(snapshot)
+            if snapshot.len() <= SNAPSHOT_MAX_DIRS
+                && (kept.len() < SNAPSHOT_MAX_ROOTS || kept.contains_key(root)) =>
+        {
+            kept.insert(root.to_path_buf(), snapshot);
+        }
+        _ => {
+            kept.remove(root);
+        }
     }
 }
 
@@ -685,6 +827,94 @@ mod tests {
         assert!(!outside.join(".git.dsh-refused").exists());
     }
 
+    /// E12 (issue 40): a repository moved into a place the start's walk never looks
+    /// (under `node_modules/`, three levels further down, in a root whose start walk
+    /// was cut short) keeps its old birth time, so birth time alone misses it (the
+    /// attack, shown first by the search with no start snapshot). The start's
+    /// snapshot says it was not there: refused. The person's repository that was
+    /// there already stays.
+    #[test]
+    fn e12_a_repository_moved_in_anywhere_is_refused_and_the_persons_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let (kept, old, moved) = (
+            root.join("node_modules/kept/.git"),
+            root.join("old/a/b/c/d/.git"),
+            root.join("node_modules/x/y/z/.git"),
+        );
+        std::fs::create_dir_all(&kept).unwrap();
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+        let before = std::time::SystemTime::now();
+        let mut wires = Tripwires::default();
+        wires.set(
+            "s/1",
+            Watch {
+                repositories: vec![(root.clone(), Vec::new())],
+                truncated: vec![root.clone()],
+                ..Default::default()
+            },
+        );
+        std::fs::rename(&old, &moved).unwrap();
+        let fd = open_dir(&root).unwrap();
+        let by_birth = changed::search(&fd, None, before, SEARCH_BUDGET_DIRS);
+        assert!(
+            by_birth.made.is_empty() && by_birth.seen.len() == 2,
+            "birth time alone misses it: {by_birth:?}"
+        );
+        let notes = wires.take(&|m: &str| m == "s/1").pop().unwrap().check();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("node_modules/x/y/z/.git"), "{notes:?}");
+        assert!(!moved.exists() && moved.with_file_name(".git.dsh-refused").is_dir());
+        assert!(kept.is_dir(), "the person's repository stays");
+    }
+
+    /// Issue 40: a command started after its session's last sandbox ended, but
+    /// before the daemon saw that end, waits for that sandbox's check all the same:
+    /// its process, held as a pidfd, says it has exited. Shown first without the
+    /// pidfd (the old path: the daemon had not counted the check, the command did
+    /// not wait), and that a sandbox still running holds its session up not at all.
+    /// By the order of events only.
+    #[test]
+    fn a_sessions_command_waits_for_a_check_the_daemon_has_not_begun() {
+        use std::process::{Command, Stdio};
+        let mut wires = Tripwires::default();
+        for mark in ["p:aa/1", "p:bb/1", "p:cc/1"] {
+            wires.set(mark, Watch::default());
+        }
+        let mut running = Command::new("cat").stdin(Stdio::piped()).spawn().unwrap();
+        let mut exited = Command::new("true").spawn().unwrap();
+        wires.started("p:aa/1", exited.id() as i32);
+        wires.started("p:bb/1", running.id() as i32);
+        exited.wait().unwrap();
+        // The old path: no process known, nothing counted, nothing waited for.
+        wires.waiter("p:cc/2").wait().unwrap();
+        // Still running: its session's next command starts.
+        wires.waiter("p:bb/2").wait().unwrap();
+        let events = Arc::new(Mutex::new(Vec::<&str>::new()));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let waiter = wires.waiter("p:aa/2");
+        let next = std::thread::spawn({
+            let events = events.clone();
+            move || {
+                let _ = ready_tx.send(());
+                waiter.wait().unwrap();
+                events.lock().unwrap().push("next command started");
+            }
+        });
+        ready_rx.recv().unwrap();
+        events.lock().unwrap().push("check ended");
+        // The daemon sees the end: the check runs and ends.
+        drop(wires.take(&|m: &str| m == "p:aa/1").pop().unwrap().check());
+        next.join().unwrap();
+        assert_eq!(
+            *events.lock().unwrap(),
+            ["check ended", "next command started"]
+        );
+        drop(running.stdin.take());
+        running.wait().unwrap();
+    }
+
     /// The next command of a session waits while the check of its last one runs
     /// (issue 40), shown by the order of events: a check is running (its guard held),
     /// the next command's start waits, the check ends, then the command starts. With
@@ -696,7 +926,7 @@ mod tests {
         let watch = wires.take(&|m: &str| m == "p:aa/1").pop().unwrap();
         let events = Arc::new(Mutex::new(Vec::<&str>::new()));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let start = |mark: &'static str, name: &'static str| {
+        let mut start = |mark: &'static str, name: &'static str| {
             let waiter = wires.waiter(mark);
             let (events, ready) = (events.clone(), ready_tx.clone());
             std::thread::spawn(move || {
