@@ -8,10 +8,12 @@
 //!
 //! - `shell/`: a bash command line -> the simple commands it runs (segments), through
 //!   substitutions, nested shells and wrappers;
-//! - `wrappers.rs`: the table of programs that run another command, and where that is;
+//! - `wrappers/`: the table of programs that run another command, and where that is;
 //! - `argv.rs`: the option grammar (getopt_long's) both of them read words with;
 //! - `read_only.rs`: the forms of readers that still write (read-only mode);
 //! - `word.rs`: a word as far as it is known before the line runs.
+//! - `judgement.rs`: what the judge says; `rules.rs`: the rules compiled; `judge/`: one
+//!   judge a kind of call; `check.rs`: the checks a config carries.
 //!
 //! A bash call is judged segment by segment and gets the strongest decision of its
 //! segments, so an allowed `git status` cannot carry an unjudged `rm -rf build` along with
