@@ -2,7 +2,7 @@
 //!
 //! This file owns one question: given a program's words, which are options (with their
 //! values) and where do its operands begin? Both the splitter (finding the command a wrapper
-//! runs, `wrappers.rs`) and the judge (finding a reader's writing flags, `read_only.rs`) ask
+//! runs, `wrappers/`) and the judge (finding a reader's writing flags, `read_only.rs`) ask
 //! it, so the two can never disagree about the same words.
 //!
 //! What it models, each as glibc's getopt_long does it:

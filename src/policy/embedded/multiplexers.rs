@@ -157,15 +157,8 @@ fn tmux_commands(words: &[Word]) -> Vec<Vec<Word>> {
 pub(super) fn tmux(row: &Row, args: &[Word]) -> Vec<InnerCommand> {
     let mut found = Vec::new();
     let mut i = 0;
-    while let Some(word) = args.get(i) {
+    while let Some(word) = next_option(args, &mut i) {
         let text = word.text.as_str();
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if text == "--" {
-            break;
-        }
         for (at, letter) in text.char_indices().skip(1) {
             let rest = &text[at + letter.len_utf8()..];
             if letter == 'C' {
@@ -243,15 +236,8 @@ fn tmux_command(words: &[Word]) -> Vec<InnerCommand> {
     };
     let mut i = 1;
     let mut tmux_only = false;
-    while let Some(word) = words.get(i) {
+    while let Some(word) = next_option(words, &mut i) {
         let text = word.text.as_str();
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if text == "--" {
-            break;
-        }
         for (at, letter) in text.char_indices().skip(1) {
             // `run-shell -C` runs a tmux command, not a shell command.
             tmux_only |= letter == 'C' && names[0] == "run-shell";
@@ -296,15 +282,8 @@ pub(super) fn screen(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
     const VALUES: &str = "ehpsStT";
     let (mut detached, mut attach) = (false, false);
     let mut i = 0;
-    while let Some(word) = args.get(i) {
+    while let Some(word) = next_option(args, &mut i) {
         let text = word.text.as_str();
-        if !text.starts_with('-') || text == "-" {
-            break;
-        }
-        i += 1;
-        if text == "--" {
-            break;
-        }
         if text == "-Logfile" {
             i += 1;
             continue;
@@ -346,6 +325,19 @@ pub(super) fn screen(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
         )],
         _ => Vec::new(),
     }
+}
+
+/// The next word of a run of options read letter by letter, as tmux and screen read them
+/// (`-dmS`), moving `i` past it: `None` at the first operand (or a lone `-`), and after
+/// `--`, which it moves past too.
+fn next_option<'a>(args: &'a [Word], i: &mut usize) -> Option<&'a Word> {
+    let word = args.get(*i)?;
+    let text = word.text.as_str();
+    if !text.starts_with('-') || text == "-" {
+        return None;
+    }
+    *i += 1;
+    (text != "--").then_some(word)
 }
 
 #[cfg(test)]

@@ -99,17 +99,45 @@ impl Segment {
     }
 }
 
+/// Why a command line cannot be split into segments. The judge decides alike on every
+/// kind (the whole line is one opaque segment, P5); the kinds exist so that callers and
+/// tests can tell a cap from a refusal of the parser, and the text is what `explain` shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The line, or a command line nested in it, is longer than the walk reads.
+    #[error("{what} is longer than {} KiB", max_bytes / 1024)]
+    TooLong {
+        what: &'static str,
+        max_bytes: usize,
+    },
+    /// Nested deeper than the scan or the walk follows.
+    #[error("the command is nested more than {max} levels deep")]
+    TooDeep { max: usize },
+    /// It would cost the parser more than a line's budget.
+    #[error("the command is too complex to judge")]
+    TooComplex,
+    /// A tilde expression with a number the parser cannot hold (it would panic).
+    #[error("a tilde expression has a number too large")]
+    TildeNumber,
+    /// The parser refused it: its message, shortened (it can quote arbitrary input).
+    #[error("{0}")]
+    Syntax(String),
+    /// A parser panicked on it (caught: `brush-parser` unwraps on some input).
+    #[error("{0} panicked")]
+    Panicked(&'static str),
+}
+
 /// Every simple command of `command`, in source order, or why it cannot be parsed.
 ///
 /// A command comes before the commands nested in it (its substitutions, then what it runs
 /// through a wrapper). A command that only assigns or redirects (`X=1`, `> f`) is a segment
 /// with no words.
-pub fn segments(command: &str) -> Result<Vec<Segment>, String> {
+pub fn segments(command: &str) -> Result<Vec<Segment>, ParseError> {
     if command.len() > MAX_INPUT_BYTES {
-        return Err(format!(
-            "the command is longer than {} KiB",
-            MAX_INPUT_BYTES / 1024
-        ));
+        return Err(ParseError::TooLong {
+            what: "the command",
+            max_bytes: MAX_INPUT_BYTES,
+        });
     }
     IN_WALK.with(|flag| flag.set(true));
     // The walk runs on the caller's thread, on a fresh stack segment when less than
@@ -141,24 +169,24 @@ pub fn in_walk() -> bool {
 }
 
 /// The walk of one command line.
-fn walk(line: &str) -> Result<Vec<Segment>, String> {
+fn walk(line: &str) -> Result<Vec<Segment>, ParseError> {
     let mut walker = Walker::new();
     walker.line(line).map(|()| walker.out)
 }
 
 /// Runs `f`, turning a panic into an error: `brush-parser` unwraps on some inputs
 /// (e.g. a tilde expression with a huge number).
-pub(super) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+pub(super) fn guarded<T>(what: &'static str, f: impl FnOnce() -> T) -> Result<T, ParseError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .map_err(|_| format!("{what} panicked"))
+        .map_err(|_| ParseError::Panicked(what))
 }
 
 /// Shortens an error message from the parser, which can quote arbitrary input.
-pub(super) fn short_error(message: impl std::fmt::Display) -> String {
+pub(super) fn short_error(message: impl std::fmt::Display) -> ParseError {
     let text = message.to_string();
     match text.char_indices().nth(MAX_ERROR_CHARS) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
+        Some((cut, _)) => ParseError::Syntax(format!("{}...", &text[..cut])),
+        None => ParseError::Syntax(text),
     }
 }
 

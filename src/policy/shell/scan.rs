@@ -1,6 +1,6 @@
 //! A linear pre-scan that bounds what `brush-parser` is given: nesting depth and parse cost.
 
-use super::MAX_NESTING;
+use super::{MAX_NESTING, ParseError};
 
 /// Refuses `source` when it nests deeper than `MAX_NESTING` or would cost more to parse than
 /// what is left of `budget` (which it then reduces), in time linear in its length.
@@ -18,10 +18,10 @@ use super::MAX_NESTING;
 /// is parsed twice, and that compounds with nesting. Opening a parenthesis costs 2 to the
 /// power of the parentheses then open: at each one the parser first tries `((` arithmetic,
 /// which backtracks through all the parentheses inside it.
-pub(super) fn check_nesting(source: &str, budget: &mut u64) -> Result<(), String> {
+pub(super) fn check_nesting(source: &str, budget: &mut u64) -> Result<(), ParseError> {
     if has_huge_tilde_number(source.as_bytes()) {
         // `brush-parser` unwraps the parse of this number; refuse before it panics.
-        return Err("a tilde expression has a number too large".into());
+        return Err(ParseError::TildeNumber);
     }
     let mut scanner = Scanner::new(source.as_bytes(), 0, false, *budget);
     scanner.run()?;
@@ -146,20 +146,20 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn charge(&mut self, bytes: u64) -> Result<(), String> {
+    fn charge(&mut self, bytes: u64) -> Result<(), ParseError> {
         self.spend(bytes.saturating_mul(1u64 << self.cases.min(40)))
     }
 
-    fn spend(&mut self, cost: u64) -> Result<(), String> {
+    fn spend(&mut self, cost: u64) -> Result<(), ParseError> {
         self.budget = self
             .budget
             .checked_sub(cost)
-            .ok_or_else(|| "the command is too complex to judge".to_owned())?;
+            .ok_or(ParseError::TooComplex)?;
         Ok(())
     }
 
-    fn too_deep() -> String {
-        format!("the command is nested more than {MAX_NESTING} levels deep")
+    fn too_deep() -> ParseError {
+        ParseError::TooDeep { max: MAX_NESTING }
     }
 
     fn peek(&self, ahead: usize) -> Option<u8> {
@@ -185,7 +185,7 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn push(&mut self, frame: Frame) -> Result<(), String> {
+    fn push(&mut self, frame: Frame) -> Result<(), ParseError> {
         let weight = 1 + std::mem::take(&mut self.chain);
         self.depth += weight;
         if self.depth > MAX_NESTING {
@@ -225,7 +225,7 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn deepen(&mut self) -> Result<(), String> {
+    fn deepen(&mut self) -> Result<(), ParseError> {
         if let Some(entry) = self.entries.last_mut() {
             entry.weight += 1;
             self.depth += 1;
@@ -262,7 +262,7 @@ impl<'a> Scanner<'a> {
 
     /// Opens a construct inside the current word (`$(`, `${`, quotes...); code inside it
     /// starts with a fresh word state.
-    fn open_in_word(&mut self, frame: Frame, len: usize) -> Result<(), String> {
+    fn open_in_word(&mut self, frame: Frame, len: usize) -> Result<(), ParseError> {
         if matches!(self.context(), Context::Code) {
             self.touch_word(false);
         }
@@ -277,7 +277,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn run(&mut self) -> Result<(), String> {
+    fn run(&mut self) -> Result<(), ParseError> {
         while let Some(&c) = self.src.get(self.pos) {
             self.charge(1)?;
             match self.context() {
@@ -315,7 +315,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn code(&mut self, c: u8) -> Result<(), String> {
+    fn code(&mut self, c: u8) -> Result<(), ParseError> {
         match c {
             b' ' | b'\t' | b'\r' => {
                 self.end_word()?;
@@ -422,7 +422,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// `$` in code (`in_code`), in `${ }` or in double quotes.
-    fn dollar(&mut self, in_code: bool) -> Result<(), String> {
+    fn dollar(&mut self, in_code: bool) -> Result<(), ParseError> {
         let quotes_allowed = !matches!(self.context(), Context::Double { .. });
         match self.peek(1) {
             Some(b'(') if self.peek(2) == Some(b'(') => {
@@ -445,7 +445,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn double(&mut self, c: u8, closes: bool) -> Result<(), String> {
+    fn double(&mut self, c: u8, closes: bool) -> Result<(), ParseError> {
         match c {
             b'"' if closes => {
                 self.pos += 1;
@@ -459,7 +459,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn param(&mut self, c: u8) -> Result<(), String> {
+    fn param(&mut self, c: u8) -> Result<(), ParseError> {
         match c {
             b'}' => {
                 self.pos += 1;
@@ -476,7 +476,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Ends the code word being read, acting on keywords and here-document delimiters.
-    fn end_word(&mut self) -> Result<(), String> {
+    fn end_word(&mut self) -> Result<(), ParseError> {
         if !self.word.active {
             return Ok(());
         }
@@ -542,7 +542,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn open_group(&mut self, group: Group, cmd_start: bool) -> Result<(), String> {
+    fn open_group(&mut self, group: Group, cmd_start: bool) -> Result<(), ParseError> {
         self.push(Frame::Group(group))?;
         self.word = WordState::fresh();
         self.word.cmd_start = cmd_start;
@@ -560,7 +560,7 @@ impl<'a> Scanner<'a> {
 
     /// Skips the bodies of the here-documents whose operators were on the line just ended;
     /// an expanding body is scanned for the substitutions it may contain.
-    fn heredoc_bodies(&mut self) -> Result<(), String> {
+    fn heredoc_bodies(&mut self) -> Result<(), ParseError> {
         for heredoc in std::mem::take(&mut self.pending) {
             let start = self.pos.min(self.src.len());
             let mut line_start = start;

@@ -502,7 +502,7 @@ fn parse_errors_are_short_reasons() {
         "ls )",
         "select x in a; do :; done",
     ] {
-        let error = segments(command).unwrap_err();
+        let error = segments(command).unwrap_err().to_string();
         assert!(
             !error.is_empty() && error.len() < 300,
             "{command:?}: {error}"
@@ -513,7 +513,7 @@ fn parse_errors_are_short_reasons() {
 #[test]
 fn input_over_the_size_cap_is_refused() {
     let long = format!("echo {}", "a".repeat(100 * 1024));
-    assert!(segments(&long).unwrap_err().contains("KiB"));
+    assert!(matches!(segments(&long), Err(ParseError::TooLong { .. })));
     // Just under the cap still parses.
     let fits = format!("echo {}", "a".repeat(MAX_INPUT_BYTES - 10));
     assert_eq!(parse(&fits).len(), 1);
@@ -541,6 +541,7 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
         let Err(error) = segments(input) else {
             panic!("{}... should not parse", &input[..20]);
         };
+        let error = error.to_string();
         assert!(
             error.contains("nested")
                 || error.contains("complex")
@@ -568,11 +569,10 @@ fn nesting_within_the_limits_still_parses() {
 #[test]
 fn wrapper_chains_beyond_the_recursion_cap_are_refused() {
     assert!(segments(&format!("{}rm x", "sudo ".repeat(20))).is_ok());
-    assert!(
-        segments(&format!("{}rm x", "sudo ".repeat(40)))
-            .unwrap_err()
-            .contains("nested")
-    );
+    assert!(matches!(
+        segments(&format!("{}rm x", "sudo ".repeat(40))),
+        Err(ParseError::TooDeep { .. })
+    ));
 }
 
 #[test]
@@ -603,10 +603,9 @@ fn exponential_parser_inputs_are_refused_quickly() {
 fn a_parser_panic_is_an_error() {
     assert!(segments("echo ~99999999999999999999999").is_err());
     // The guard itself turns a panic into an error.
-    assert!(
-        guarded("test", || panic!("boom"))
-            .unwrap_err()
-            .contains("panicked")
+    assert_eq!(
+        guarded("test", || panic!("boom")),
+        Err::<(), _>(ParseError::Panicked("test"))
     );
 }
 

@@ -4,7 +4,9 @@ use super::scan::check_nesting;
 use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
-use super::{MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, Segment, guarded, short_error};
+use super::{
+    MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, ParseError, Segment, guarded, short_error,
+};
 use crate::policy::word::{Assigned, EnvEffect, Word, env_effect, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
@@ -35,11 +37,12 @@ impl Walker {
     }
 
     /// Runs `f` one recursion level deeper, refusing to go past `MAX_RECURSION`.
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, String>) -> Result<T, String> {
+    fn nested<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, ParseError>,
+    ) -> Result<T, ParseError> {
         if self.depth >= MAX_RECURSION {
-            return Err(format!(
-                "the command is nested more than {MAX_RECURSION} levels deep"
-            ));
+            return Err(ParseError::TooDeep { max: MAX_RECURSION });
         }
         self.depth += 1;
         let result = f(self);
@@ -48,13 +51,13 @@ impl Walker {
     }
 
     /// Parses `source` as a command line and walks it.
-    pub(super) fn line(&mut self, source: &str) -> Result<(), String> {
+    pub(super) fn line(&mut self, source: &str) -> Result<(), ParseError> {
         self.nested(|w| {
             if source.len() > MAX_INPUT_BYTES {
-                return Err(format!(
-                    "a nested command is longer than {} KiB",
-                    MAX_INPUT_BYTES / 1024
-                ));
+                return Err(ParseError::TooLong {
+                    what: "a nested command",
+                    max_bytes: MAX_INPUT_BYTES,
+                });
             }
             check_nesting(source, &mut w.budget)?;
             let options = &w.options;
@@ -69,7 +72,7 @@ impl Walker {
         })
     }
 
-    fn list(&mut self, list: &ast::CompoundList) -> Result<(), String> {
+    fn list(&mut self, list: &ast::CompoundList) -> Result<(), ParseError> {
         for ast::CompoundListItem(and_or, _) in &list.0 {
             self.pipeline(&and_or.first)?;
             for next in &and_or.additional {
@@ -81,14 +84,14 @@ impl Walker {
         Ok(())
     }
 
-    fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), String> {
+    fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), ParseError> {
         for command in &pipeline.seq {
             self.command(command)?;
         }
         Ok(())
     }
 
-    fn command(&mut self, command: &ast::Command) -> Result<(), String> {
+    fn command(&mut self, command: &ast::Command) -> Result<(), ParseError> {
         match command {
             ast::Command::Simple(simple) => self.simple(simple),
             ast::Command::Compound(compound, redirects) => {
@@ -112,8 +115,8 @@ impl Walker {
     fn redirected(
         &mut self,
         redirects: Option<&ast::RedirectList>,
-        body: impl FnOnce(&mut Self) -> Result<(), String>,
-    ) -> Result<(), String> {
+        body: impl FnOnce(&mut Self) -> Result<(), ParseError>,
+    ) -> Result<(), ParseError> {
         let start = self.out.len();
         body(self)?;
         let end = self.out.len();
@@ -138,7 +141,7 @@ impl Walker {
         Ok(())
     }
 
-    fn compound(&mut self, compound: &ast::CompoundCommand) -> Result<(), String> {
+    fn compound(&mut self, compound: &ast::CompoundCommand) -> Result<(), ParseError> {
         use ast::CompoundCommand as C;
         self.nested(|w| match compound {
             C::Arithmetic(a) => w.arithmetic(&a.expr.value, &format!("(({}))", a.expr.value)),
@@ -192,7 +195,7 @@ impl Walker {
 
     /// `[[ ]]`: runs nothing itself, but its operands can hold substitutions, and its
     /// arithmetic comparisons and `-v` evaluate variables as arithmetic.
-    fn test(&mut self, expr: &ast::ExtendedTestExpr) -> Result<(), String> {
+    fn test(&mut self, expr: &ast::ExtendedTestExpr) -> Result<(), ParseError> {
         use ast::{BinaryPredicate as B, ExtendedTestExpr as E, UnaryPredicate as U};
         self.nested(|w| match expr {
             E::And(a, b) | E::Or(a, b) => {
@@ -233,7 +236,7 @@ impl Walker {
         })
     }
 
-    fn simple(&mut self, command: &ast::SimpleCommand) -> Result<(), String> {
+    fn simple(&mut self, command: &ast::SimpleCommand) -> Result<(), ParseError> {
         // Reserve the command's place so that it precedes the commands nested in its words.
         let index = self.out.len();
         self.out.push(Segment::default());
@@ -282,7 +285,7 @@ impl Walker {
         item: &ast::CommandPrefixOrSuffixItem,
         in_prefix: bool,
         parts: &mut Parts,
-    ) -> Result<(), String> {
+    ) -> Result<(), ParseError> {
         use ast::CommandPrefixOrSuffixItem as I;
         match item {
             I::Word(word) => {
@@ -349,7 +352,7 @@ impl Walker {
     }
 
     /// Walks an assignment's words; returns its value when it is a scalar.
-    fn assignment(&mut self, assignment: &ast::Assignment) -> Result<Option<Word>, String> {
+    fn assignment(&mut self, assignment: &ast::Assignment) -> Result<Option<Word>, ParseError> {
         if let ast::AssignmentName::ArrayElementName(name, index) = &assignment.name {
             self.arithmetic(index, &format!("{name}[{index}]="))?;
         }
@@ -371,7 +374,10 @@ impl Walker {
 
     /// Walks a redirection's words. Says whether it writes to a file, and what it gives the
     /// command as stdin when it redirects stdin.
-    fn redirect(&mut self, redirect: &ast::IoRedirect) -> Result<(bool, Option<Stdin>), String> {
+    fn redirect(
+        &mut self,
+        redirect: &ast::IoRedirect,
+    ) -> Result<(bool, Option<Stdin>), ParseError> {
         use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
         let is_stdin = |fd: &Option<i32>| fd.is_none_or(|fd| fd == 0);
         Ok(match redirect {
@@ -425,12 +431,12 @@ impl Walker {
         })
     }
 
-    fn word(&mut self, word: &ast::Word) -> Result<Word, String> {
+    fn word(&mut self, word: &ast::Word) -> Result<Word, ParseError> {
         self.word_text(&word.value)
     }
 
     /// Parses raw word text into pieces, walking every substitution in it.
-    fn word_text(&mut self, raw: &str) -> Result<Word, String> {
+    fn word_text(&mut self, raw: &str) -> Result<Word, ParseError> {
         // Most words are plain (`-rf`, `build`, `status`): nothing in them quotes, expands
         // or matches, so they are their own value. Skipping the word parser for them is
         // most of the walk's time on a long line.
@@ -448,7 +454,7 @@ impl Walker {
     }
 
     /// A here-document body that expands: only its substitutions matter.
-    fn heredoc(&mut self, body: &str) -> Result<(), String> {
+    fn heredoc(&mut self, body: &str) -> Result<(), ParseError> {
         self.nested(|w| {
             let options = &w.options;
             let pieces = guarded("the here-document parser", || {
@@ -465,7 +471,7 @@ impl Walker {
         pieces: &[WordPieceWithSource],
         quoted: bool,
         word: &mut Word,
-    ) -> Result<(), String> {
+    ) -> Result<(), ParseError> {
         for piece in pieces {
             // Piece indices are offsets into `raw`, also for pieces nested in double quotes.
             let source = raw
@@ -508,7 +514,7 @@ impl Walker {
 
     /// `${...}`: its operands are words of their own (`${x:-$(cmd)}`), and some forms
     /// evaluate arithmetic (`${a[i]}`, `${x:i:n}`) or a name taken from a value (`${!x}`).
-    fn parameter(&mut self, expr: &ParameterExpr, source: &str) -> Result<(), String> {
+    fn parameter(&mut self, expr: &ParameterExpr, source: &str) -> Result<(), ParseError> {
         use ParameterExpr as P;
         let (parameter, indirect) = match expr {
             P::Parameter {
@@ -634,7 +640,7 @@ impl Walker {
 
     /// Arithmetic text (`$(( ))`, `(( ))`, subscripts): walks its substitutions, and adds a
     /// hazard segment when it reads variables.
-    fn arithmetic(&mut self, text: &str, display: &str) -> Result<(), String> {
+    fn arithmetic(&mut self, text: &str, display: &str) -> Result<(), ParseError> {
         // Quotes are not special in arithmetic, so the here-document grammar (which only
         // knows `$`, backticks and backslashes) finds the substitutions without choking on
         // operators that a word cannot contain.
@@ -664,7 +670,7 @@ impl Walker {
     /// Adds the commands that the command `words` runs through a wrapper (P3, P4), or in
     /// its options, config keys and arguments (P3b), each with the program added to its
     /// chain.
-    fn unwrap(&mut self, words: &[Word], stdin: &Stdin) -> Result<(), String> {
+    fn unwrap(&mut self, words: &[Word], stdin: &Stdin) -> Result<(), ParseError> {
         let inner = inner_commands(words, stdin);
         self.found(words, inner, stdin)
     }
@@ -675,7 +681,7 @@ impl Walker {
         words: &[Word],
         inner: Vec<InnerCommand>,
         stdin: &Stdin,
-    ) -> Result<(), String> {
+    ) -> Result<(), ParseError> {
         if inner.is_empty() {
             return Ok(());
         }
@@ -692,7 +698,12 @@ impl Walker {
     }
 
     /// One command that the command `words` runs; the last entry of `via` is its program.
-    fn inner(&mut self, words: &[Word], inner: InnerCommand, stdin: &Stdin) -> Result<(), String> {
+    fn inner(
+        &mut self,
+        words: &[Word],
+        inner: InnerCommand,
+        stdin: &Stdin,
+    ) -> Result<(), ParseError> {
         match inner {
             InnerCommand::Command {
                 words,

@@ -1,0 +1,492 @@
+//! The bash judge: a command line segment by segment (P1-P8).
+
+use crate::config::{Decision, Mode};
+use crate::policy::shell::{self, Segment};
+use crate::policy::{
+    Cause, Grant, Judgement, Policy, Rule, RuleRef, SegmentJudgement, Verdict, embedded, globs,
+    grant_for, inline, quote_segment, read_only, shorten, summarize, tokens, variable_names, word,
+    wrappers,
+};
+use word::base_name;
+
+impl Policy {
+    pub(in crate::policy) fn judge_bash(
+        &self,
+        command: &str,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Judgement {
+        let segments = match shell::segments(command) {
+            Ok(segments) => segments,
+            // Unknown as a whole: one opaque segment standing for the line, never allowed
+            // by a prefix rule, and nothing can be granted.
+            Err(why) => vec![Segment {
+                words: vec![command.to_owned()],
+                opaque: Some(format!("the command cannot be parsed: {why}")),
+                ..Segment::default()
+            }],
+        };
+        if segments.is_empty() {
+            return match self.tool_wide("bash").max_by_key(|r| r.action) {
+                Some(rule) => Judgement {
+                    cause: rule.cause(),
+                    ..Judgement::of_call(
+                        rule.action,
+                        format!("{} matches a command that runs nothing", rule.describe()),
+                    )
+                },
+                None => Judgement {
+                    cause: Cause::RunsNothing,
+                    ..Judgement::of_call(Decision::Allow, "the command runs nothing".into())
+                },
+            };
+        }
+        let mut grants_on_allow_always: Vec<Grant> = Vec::new();
+        let judged: Vec<SegmentJudgement> = segments
+            .into_iter()
+            .map(|segment| {
+                let verdict = self.judge_segment(&segment, mode, grants, globs);
+                if let Some(grant) = verdict
+                    .grant
+                    .filter(|g| !grants_on_allow_always.contains(g))
+                {
+                    grants_on_allow_always.push(grant);
+                }
+                SegmentJudgement {
+                    words: segment.words,
+                    via: segment.via,
+                    opaque: segment.opaque,
+                    writes_redirect: segment.writes_redirect,
+                    decision: verdict.decision,
+                    reason: verdict.reason,
+                    cause: verdict.cause,
+                }
+            })
+            .collect();
+        let decision = judged
+            .iter()
+            .map(|s| s.decision)
+            .max()
+            .unwrap_or(Decision::Allow);
+        if decision != Decision::Ask {
+            grants_on_allow_always.clear();
+        }
+        let cause = judged
+            .iter()
+            .find(|s| s.decision == decision)
+            .map(|s| s.cause.clone())
+            .unwrap_or(Cause::Call);
+        Judgement {
+            decision,
+            reason: summarize(&judged, decision),
+            cause,
+            grants_on_allow_always,
+            segments: judged,
+            escalation: None,
+        }
+    }
+
+    /// One segment's verdict.
+    pub(in crate::policy) fn judge_segment(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Verdict {
+        let shown = quote_segment(segment);
+        // What matches: tool-wide rules always; prefix rules and grants only when the
+        // command is known; deny rules also by their words inside an opaque segment.
+        let named = segment.opaque.is_none() && !segment.words.is_empty();
+        let opaque_tokens = segment.opaque.as_ref().map(|_| tokens(&segment.words));
+        let rule = self
+            .rules
+            .iter()
+            .filter(|r| r.covers_tool("bash"))
+            .filter(|r| r.applies(&segment.words, opaque_tokens.as_deref()))
+            .max_by_key(|r| r.action);
+        let grant = grants.iter().find(|g| {
+            g.words()
+                .is_some_and(|w| named && !w.is_empty() && segment.words.starts_with(w))
+        });
+        // A grant acts as an allow rule, so it only decides when no rule matched.
+        let matched = match (rule, grant) {
+            (Some(rule), _) => Some(Verdict::new(
+                rule.action,
+                match &segment.opaque {
+                    Some(why) => format!(
+                        "{} matches {shown}, which cannot be known before it runs: {why}",
+                        rule.describe()
+                    ),
+                    None => format!("{} matches {shown}", rule.describe()),
+                },
+                rule.cause(),
+            )),
+            (None, Some(grant)) => Some(Verdict::new(
+                Decision::Allow,
+                format!(
+                    "`{}` is allowed always in this session and matches {shown}",
+                    grant.display()
+                ),
+                Cause::Grant {
+                    prefix: grant.display(),
+                },
+            )),
+            (None, None) => None,
+        };
+
+        if mode == Mode::ReadOnly {
+            if let Some((why, cause)) = self.not_read_only(segment) {
+                return Verdict::new(
+                    Decision::Deny,
+                    format!("read-only mode: {shown} {why}"),
+                    cause,
+                );
+            }
+            // P8: code on the line not shown harmless is refused, even under a reader of
+            // the read-only list (`rg --pre`).
+            if named
+                && let Some(code) = inline::inline_code(&segment.words, segment.stdin.as_deref())
+                && let inline::Reading::Opaque(why) = &code.reading
+            {
+                return Verdict::new(
+                    Decision::Deny,
+                    format!(
+                        "read-only mode: the {} code of {shown} is not shown harmless: {why}",
+                        code.language
+                    ),
+                    Cause::InlineCode {
+                        language: code.language.into(),
+                        why: why.clone(),
+                        rule: None,
+                    },
+                );
+            }
+            return matched.unwrap_or_else(|| {
+                Verdict::new(
+                    Decision::Allow,
+                    format!("read-only mode: {shown} only reads"),
+                    Cause::ReadOnly,
+                )
+            });
+        }
+        // P8: inline code is read: code not shown harmless is denied when a deny rule's
+        // words stand in it, else asked in mode auto when a deny or ask rule exists.
+        if let Some(flagged) = named
+            .then(|| self.inline_code(segment, mode))
+            .flatten()
+            .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
+        {
+            return flagged;
+        }
+        // P8: a variable set in front of it that the judge has not met may make it run
+        // other code (`PERL5DB=...`, `LUA_INIT=...`): judged as code not shown harmless.
+        if let Some(flagged) = named
+            .then(|| self.unknown_environment(segment, mode))
+            .flatten()
+            .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
+        {
+            return flagged;
+        }
+        // P6: under a program that is not a known wrapper, an argument that names what a
+        // deny rule names may be run by it (`flock F rm x`): never less than ask. P3b: so
+        // may an argument that parses as a command line naming it (`lockrun f 'rm x'`).
+        let unknown_wrapper = named
+            .then(|| {
+                self.names_denied_command(segment, globs)
+                    .or_else(|| self.runs_denied_argument(&segment.words))
+            })
+            .flatten();
+        match (matched, unknown_wrapper) {
+            (Some(matched), Some(flagged)) if matched.decision < Decision::Ask => return flagged,
+            (Some(matched), _) => return matched,
+            (None, Some(flagged)) => return flagged,
+            (None, None) => {}
+        }
+        if segment.words.is_empty() && !segment.writes_redirect && segment.opaque.is_none() {
+            return Verdict::new(
+                Decision::Allow,
+                format!("{shown} runs nothing"),
+                Cause::RunsNothing,
+            );
+        }
+        if let Some(why) = &segment.opaque {
+            // The command could be anything, including what a deny or ask rule names, so
+            // it is never allowed silently (P5).
+            return Verdict::new(
+                Decision::Ask,
+                format!("{shown} cannot be known before it runs: {why}"),
+                Cause::Opaque { why: why.clone() },
+            );
+        }
+        match mode {
+            Mode::Auto => Verdict::new(
+                Decision::Allow,
+                format!("no rule matches {shown} (mode auto)"),
+                Cause::Mode { mode },
+            ),
+            _ => Verdict {
+                grant: grant_for(&segment.words),
+                ..Verdict::new(
+                    Decision::Ask,
+                    format!("no rule matches {shown} (mode {})", mode.id()),
+                    Cause::Mode { mode },
+                )
+            },
+        }
+    }
+
+    /// P6: the first argument of a segment whose program is not a known wrapper that names
+    /// the command of a deny rule, as an ask. An argument bash expands (`/usr/bin/r[m]`,
+    /// `r{m,x}`) is read as what it expands to ([`globs::program_names`]).
+    pub(in crate::policy) fn names_denied_command(
+        &self,
+        segment: &Segment,
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
+        let words = &segment.words;
+        let program = base_name(words.first()?);
+        if wrappers::is_wrapper(program) {
+            return None;
+        }
+        words.iter().enumerate().skip(1).find_map(|(at, word)| {
+            // Only a word bash expands costs an expansion; the others are their base name.
+            let expanded = segment
+                .patterns
+                .contains(&at)
+                .then(|| globs::program_names(word, &self.denied_names, globs));
+            let names_it = |name: &str| match &expanded {
+                Some(names) => names.iter().any(|n| n == name),
+                None => base_name(word) == name,
+            };
+            let rule = self.rules.iter().find(|r| {
+                r.covers_tool("bash")
+                    && r.action == Decision::Deny
+                    && r.prefix
+                        .as_ref()
+                        .and_then(|p| p.first())
+                        .is_some_and(|first| first != "*" && names_it(first))
+            })?;
+            Some(Verdict::new(
+                Decision::Ask,
+                format!(
+                    "`{program}` is not a known wrapper, and its argument `{word}` is what {} names",
+                    rule.describe()
+                ),
+                Cause::UnknownWrapper {
+                    word: word.clone(),
+                    index: rule.index,
+                    rule: rule.describe(),
+                    origin: rule.origin.clone(),
+                },
+            ))
+        })
+    }
+
+    /// The deny rules for bash that name a command (their first word is not `*`): what P3b's
+    /// safety net and P8's reading look for.
+    pub(in crate::policy) fn naming_deny_rules(&self) -> impl Iterator<Item = &Rule> {
+        self.rules.iter().filter(|r| {
+            r.covers_tool("bash")
+                && r.action == Decision::Deny
+                && r.prefix
+                    .as_ref()
+                    .and_then(|p| p.first())
+                    .is_some_and(|first| first != "*")
+        })
+    }
+
+    /// P3b's safety net: for a program with no row (neither a wrapper nor in
+    /// `embedded/`), an argument (or the value of `--opt=value`, `key=value`) that parses
+    /// as a command line in which a deny rule names a segment, as an ask. Only arguments
+    /// holding a deny rule's first word as a word are parsed, so lines without one cost
+    /// nothing.
+    pub(in crate::policy) fn runs_denied_argument(&self, words: &[String]) -> Option<Verdict> {
+        let program = base_name(words.first()?);
+        if wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+        {
+            return None;
+        }
+        let firsts = &self.denied_names;
+        if firsts.is_empty() {
+            return None;
+        }
+        words[1..].iter().find_map(|word| {
+            let value = word.split_once('=').map(|(_, v)| v);
+            [Some(word.as_str()), value]
+                .into_iter()
+                .flatten()
+                // A first word standing as a word (`'rm x'`, `--run=/bin/rm`), not inside
+                // one (`--format`): only then is the text worth parsing.
+                .filter(|text| {
+                    firsts.iter().any(|f| text.contains(f.as_str()))
+                        && inline::code_words(text)
+                            .iter()
+                            .any(|w| firsts.iter().any(|f| f == base_name(w)))
+                })
+                .find_map(|text| {
+                    let segments = shell::segments(text).ok()?;
+                    let rule = segments.iter().find_map(|s| {
+                        let opaque = s.opaque.as_ref().map(|_| tokens(&s.words));
+                        self.naming_deny_rules()
+                            .find(|r| r.applies(&s.words, opaque.as_deref()))
+                    })?;
+                    Some(Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "`{program}` has no row in the tables, and its argument `{}` is a command line that {} names",
+                            shorten(word),
+                            rule.describe()
+                        ),
+                        Cause::CommandInArgument {
+                            argument: word.clone(),
+                            index: rule.index,
+                            rule: rule.describe(),
+                            origin: rule.origin.clone(),
+                        },
+                    ))
+                })
+        })
+    }
+
+    /// P8: the verdict on the inline code of a segment (given on its line or fed on its
+    /// stdin by the line), if it holds code that is not shown harmless: deny when a deny
+    /// rule's words stand in it as words, else ask in mode `auto` when a deny or ask rule
+    /// exists (with neither, `auto` allows what no rule names; mode `ask` asks everything
+    /// no rule allows already; read-only mode is judged before).
+    pub(in crate::policy) fn inline_code(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
+        let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+        let inline::Reading::Opaque(why) = &code.reading else {
+            return None;
+        };
+        let tokens: Vec<&str> = code.words.iter().map(String::as_str).collect();
+        let program = base_name(segment.words.first()?);
+        if let Some(rule) = self.naming_deny_rules().find(|r| r.appears_in(&tokens)) {
+            return Some(Verdict::new(
+                Decision::Deny,
+                format!(
+                    "the {} code given to `{program}` holds the words of {}",
+                    code.language,
+                    rule.describe()
+                ),
+                Cause::InlineCode {
+                    language: code.language.into(),
+                    why: why.clone(),
+                    rule: Some(RuleRef {
+                        index: rule.index,
+                        rule: rule.describe(),
+                        origin: rule.origin.clone(),
+                    }),
+                },
+            ));
+        }
+        (self.guarded() && mode == Mode::Auto).then(|| {
+            Verdict::new(
+                Decision::Ask,
+                format!(
+                    "the {} code given to `{program}` is not shown harmless ({why}), and a rule cannot see into it",
+                    code.language
+                ),
+                Cause::InlineCode {
+                    language: code.language.into(),
+                    why: why.clone(),
+                    rule: None,
+                },
+            )
+        })
+    }
+
+    /// Whether a deny or ask rule for bash exists: only then does mode `auto` ask about
+    /// what it cannot show harmless (P8); without one, `auto` allows what no rule names.
+    pub(in crate::policy) fn guarded(&self) -> bool {
+        !self.denied_names.is_empty()
+            || self
+                .rules
+                .iter()
+                .any(|r| r.covers_tool("bash") && r.action == Decision::Ask)
+    }
+
+    /// P8: the ask for a segment given variables the judge has not met, in mode `auto`
+    /// under a deny or ask rule. A variable naming a file to write is no code: only
+    /// read-only mode refuses it ([`Policy::not_read_only`]).
+    pub(in crate::policy) fn unknown_environment(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+    ) -> Option<Verdict> {
+        let unknown: Vec<word::Assigned> = segment
+            .assigned
+            .iter()
+            .filter(|a| a.effect == word::EnvEffect::Unknown)
+            .cloned()
+            .collect();
+        if unknown.is_empty() || mode != Mode::Auto || !self.guarded() {
+            return None;
+        }
+        Some(Verdict::new(
+            Decision::Ask,
+            format!(
+                "{} sets {}, which the judge does not know to be harmless: a variable can make a program run other code",
+                quote_segment(segment),
+                variable_names(&unknown)
+            ),
+            Cause::Environment { variables: unknown },
+        ))
+    }
+
+    /// Why `segment` is not known to be read-only (and what decided so), or `None` when it
+    /// is (P7).
+    pub(in crate::policy) fn not_read_only(&self, segment: &Segment) -> Option<(String, Cause)> {
+        if let Some(why) = &segment.opaque {
+            return Some((
+                format!("cannot be known before it runs: {why}"),
+                Cause::Opaque { why: why.clone() },
+            ));
+        }
+        // P8: a variable the judge has not met may make the command run code, and one
+        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there.
+        if !segment.words.is_empty() && !segment.assigned.is_empty() {
+            let writes = segment
+                .assigned
+                .iter()
+                .all(|a| a.effect == word::EnvEffect::WritesFile);
+            return Some((
+                format!(
+                    "sets {}, which {}",
+                    variable_names(&segment.assigned),
+                    if writes {
+                        "names a file the program writes"
+                    } else {
+                        "the judge does not know to be harmless"
+                    }
+                ),
+                Cause::Environment {
+                    variables: segment.assigned.clone(),
+                },
+            ));
+        }
+        let why = if segment.writes_redirect {
+            Some("writes through a redirection".to_owned())
+        } else if segment.words.is_empty() {
+            // Only assignments (or an input redirection): nothing runs. Assignments that
+            // change what later commands run (`PATH=...`) make the segment opaque.
+            None
+        } else if !self
+            .read_only
+            .iter()
+            .any(|prefix| segment.words.starts_with(prefix))
+        {
+            Some("is not known to be read-only".to_owned())
+        } else {
+            read_only::writing_option(&segment.words).map(|option| {
+                format!(
+                    "is not known to be read-only (`{option}` writes, runs code or changes the system)"
+                )
+            })
+        };
+        why.map(|why| (why, Cause::ReadOnly))
+    }
+}

@@ -1,0 +1,1739 @@
+//! The judge's tests: decisions of whole calls under rules, modes and grants.
+
+use super::*;
+use crate::config::PermissionRule;
+use Decision::{Allow, Ask, Deny};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+fn rule(tool: &str, command: Option<&str>, action: Decision) -> PermissionRule {
+    PermissionRule {
+        tool: tool.into(),
+        command: command.map(str::to_owned),
+        action,
+        ..PermissionRule::default()
+    }
+}
+
+/// A policy with `rules` for bash (`None` command: tool-wide) and the default read-only list.
+fn policy(rules: &[(Option<&str>, Decision)]) -> Policy {
+    Policy::new(&PermissionsConfig {
+        rules: rules.iter().map(|(c, a)| rule("bash", *c, *a)).collect(),
+        ..PermissionsConfig::default()
+    })
+}
+
+fn bash(policy: &Policy, command: &str, mode: Mode) -> Judgement {
+    policy.judge("bash", &json!({ "command": command }), mode, &[])
+}
+
+fn bash_with(policy: &Policy, command: &str, mode: Mode, grants: &[Grant]) -> Judgement {
+    policy.judge(
+        "bash",
+        &json!({ "command": command, "timeout": 5 }),
+        mode,
+        grants,
+    )
+}
+
+fn grant(words: &[&str]) -> Grant {
+    Grant::Command(words.iter().map(|w| w.to_string()).collect())
+}
+
+#[test]
+fn a_rule_prefix_matches_whole_words() {
+    let p = policy(&[(Some("git status"), Allow)]);
+    assert_eq!(bash(&p, "git status", Mode::Ask).decision, Allow);
+    assert_eq!(bash(&p, "git status --short", Mode::Ask).decision, Allow);
+    assert_eq!(bash(&p, "git statusx", Mode::Ask).decision, Ask);
+    assert_eq!(bash(&p, "git", Mode::Ask).decision, Ask);
+    assert_eq!(bash(&p, "git  'status'", Mode::Ask).decision, Allow);
+}
+
+#[test]
+fn a_star_in_a_rule_matches_any_one_word() {
+    let p = policy(&[(Some("git * --force"), Deny)]);
+    assert_eq!(bash(&p, "git push --force", Mode::Auto).decision, Deny);
+    assert_eq!(
+        bash(&p, "git push origin --force", Mode::Auto).decision,
+        Allow
+    );
+    let p = policy(&[(Some("*"), Allow)]);
+    assert_eq!(bash(&p, "anything at all", Mode::Ask).decision, Allow);
+}
+
+#[test]
+fn a_rule_without_command_covers_every_bash_call() {
+    let p = policy(&[(None, Allow)]);
+    assert_eq!(bash(&p, "rm -rf build", Mode::Ask).decision, Allow);
+    // P5: what cannot be known is never allowed by a rule, even one for every call.
+    assert_eq!(bash(&p, "$CMD foo", Mode::Ask).decision, Ask);
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![rule("*", None, Ask)],
+        ..PermissionsConfig::default()
+    });
+    assert_eq!(bash(&p, "ls", Mode::Auto).decision, Ask);
+    // A prefix rule for another tool does not apply to bash.
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![rule("bash_output", Some("ls"), Deny)],
+        ..PermissionsConfig::default()
+    });
+    assert_eq!(bash(&p, "ls", Mode::Auto).decision, Allow);
+}
+
+#[test]
+fn every_segment_of_a_compound_command_is_judged() {
+    let p = policy(&[(Some("git status"), Allow)]);
+    let j = bash(&p, "git status && rm -rf build", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.reason, "no rule matches `rm -rf build` (mode ask)");
+    assert_eq!(j.grants_on_allow_always, [grant(&["rm"])]);
+
+    let p = policy(&[(Some("git status"), Allow), (Some("rm"), Deny)]);
+    let j = bash(&p, "git status && rm -rf build", Mode::Ask);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(j.reason, "rule bash `rm` (deny) matches `rm -rf build`");
+    assert!(j.grants_on_allow_always.is_empty());
+}
+
+#[test]
+fn pipes_background_subshells_and_groups_are_all_judged() {
+    let p = policy(&[(Some("ls"), Allow), (Some("rm"), Deny)]);
+    for command in [
+        "ls | rm x",
+        "ls & rm x",
+        "(ls; rm x)",
+        "{ ls; rm x; }",
+        "ls; if true; then rm x; fi",
+        "for f in a; do rm $f; done",
+    ] {
+        assert_eq!(bash(&p, command, Mode::Auto).decision, Deny, "{command}");
+    }
+}
+
+#[test]
+fn a_substitution_is_judged_apart_from_its_command() {
+    let p = policy(&[(Some("ls"), Allow)]);
+    let j = bash(&p, "ls $(rm -rf x)", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert!(j.reason.contains("`rm -rf x`"), "{}", j.reason);
+    let p = policy(&[(Some("ls"), Allow), (Some("rm"), Deny)]);
+    for command in [
+        "ls $(rm -rf x)",
+        "ls `rm -rf x`",
+        "ls $(echo $(rm -rf x))",
+        "X=$(rm -rf x) ls",
+        "ls > \"$(rm -rf x)\"",
+        "ls \"${y:-$(rm -rf x)}\"",
+        "for f in $(rm -rf x); do ls; done",
+    ] {
+        assert_eq!(bash(&p, command, Mode::Auto).decision, Deny, "{command}");
+    }
+}
+
+#[test]
+fn wrapped_commands_meet_the_rules_for_what_they_run() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for command in [
+        "sudo rm -rf /",
+        "bash -c 'rm -rf /'",
+        "sh -c \"cd /tmp && rm -rf x\"",
+        "env FOO=1 rm x",
+        "timeout 5 rm x",
+        "xargs rm",
+        "find . -exec rm {} \\;",
+        "eval 'rm x'",
+        "nice -n 10 nohup rm x",
+        "/bin/rm -rf /",
+        "\\rm x",
+        "trap 'rm x' EXIT",
+        "trap -- 'ls; rm x' INT TERM",
+    ] {
+        let j = bash(&p, command, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{command}: {}", j.reason);
+        assert!(
+            j.reason.starts_with("rule bash `rm` (deny) matches `"),
+            "{}",
+            j.reason
+        );
+    }
+}
+
+#[test]
+fn allow_rules_match_the_exact_command_name() {
+    // `./ls` is not the `ls` an allow rule means; a deny rule for `rm` still catches `/bin/rm`.
+    let p = policy(&[(Some("ls"), Allow)]);
+    assert_eq!(bash(&p, "./ls", Mode::Ask).decision, Ask);
+    assert_eq!(bash(&p, "/usr/bin/ls", Mode::Ask).decision, Ask);
+    let p = policy(&[(Some("/bin/rm"), Deny)]);
+    assert_eq!(bash(&p, "rm x", Mode::Auto).decision, Allow);
+    assert_eq!(bash(&p, "/bin/rm x", Mode::Auto).decision, Deny);
+}
+
+#[test]
+fn modes_decide_what_no_rule_matches() {
+    let p = policy(&[]);
+    let j = bash(&p, "curl example.com", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.reason, "no rule matches `curl example.com` (mode ask)");
+    assert_eq!(j.grants_on_allow_always, [grant(&["curl"])]);
+    let j = bash(&p, "curl example.com", Mode::Auto);
+    assert_eq!(j.decision, Allow);
+    assert_eq!(j.reason, "no rule matches `curl example.com` (mode auto)");
+    assert!(j.grants_on_allow_always.is_empty());
+    // Deny rules still veto in auto mode.
+    let p = policy(&[(Some("curl"), Deny)]);
+    assert_eq!(bash(&p, "curl example.com", Mode::Auto).decision, Deny);
+}
+
+#[test]
+fn the_strongest_matching_rule_wins() {
+    let p = policy(&[(Some("git"), Allow), (Some("git push"), Ask), (None, Allow)]);
+    let j = bash(&p, "git push", Mode::Auto);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.reason, "rule bash `git push` (ask) matches `git push`");
+    // An ask a rule insists on offers nothing to grant: a grant could not lift it.
+    assert!(j.grants_on_allow_always.is_empty());
+    assert_eq!(bash(&p, "git log", Mode::Ask).decision, Allow);
+}
+
+#[test]
+fn a_dynamic_command_name_is_matched_only_by_tool_wide_rules() {
+    let p = policy(&[(Some("*"), Allow), (Some("$CMD"), Allow)]);
+    let j = bash(&p, "$CMD foo", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert!(
+        j.reason.contains("cannot be known before it runs"),
+        "{}",
+        j.reason
+    );
+    assert!(j.grants_on_allow_always.is_empty());
+    assert_eq!(bash(&p, "$CMD foo", Mode::ReadOnly).decision, Deny);
+    let j = bash_with(&p, "$CMD foo", Mode::Ask, &[grant(&["$CMD"])]);
+    assert_eq!(j.decision, Ask);
+    let p = policy(&[(None, Deny)]);
+    assert_eq!(bash(&p, "$CMD foo", Mode::Auto).decision, Deny);
+}
+
+/// P5: an opaque segment is asked in auto mode too, and a deny rule whose words it
+/// holds literally denies it.
+#[test]
+fn p5_in_auto_mode_an_opaque_segment_is_asked_and_a_literal_deny_denies() {
+    for p in [policy(&[]), policy(&[(Some("ls"), Allow)])] {
+        let j = bash(&p, "$CMD foo", Mode::Auto);
+        assert_eq!(j.decision, Ask);
+        assert!(matches!(j.cause, Cause::Opaque { .. }), "{:?}", j.cause);
+    }
+    let p = policy(&[(Some("rm"), Deny)]);
+    let j = bash(&p, "$(echo r''m) -rf /", Mode::Auto);
+    assert_eq!(j.decision, Ask);
+    assert!(j.reason.contains("cannot be known"), "{}", j.reason);
+    assert_eq!(bash(&p, "$(echo rm) -rf /", Mode::Auto).decision, Deny);
+    assert!(j.grants_on_allow_always.is_empty());
+    let j = bash(&p, "$X rm -rf /", Mode::Auto);
+    assert_eq!(j.decision, Deny, "{}", j.reason);
+    assert!(
+        matches!(j.cause, Cause::Rule { index: 0, .. }),
+        "{:?}",
+        j.cause
+    );
+    assert_eq!(
+        bash(&p, "bash -c \"$X; rm -rf /\"", Mode::Auto).decision,
+        Deny
+    );
+    assert_eq!(
+        bash(&p, "echo 'unclosed; /bin/rm x", Mode::Auto).decision,
+        Deny
+    );
+    assert_eq!(bash(&p, "source ./env.sh", Mode::Auto).decision, Ask);
+}
+
+/// P6: a program that is not a known wrapper, given what a deny rule names as an
+/// argument, is asked about in auto mode (it may run it).
+#[test]
+fn p6_an_unknown_wrappers_argument_naming_a_denied_command_is_asked() {
+    let p = policy(&[(Some("rm"), Deny), (Some("lockrun"), Allow)]);
+    for line in ["lockrun f rm x", "lockrun f /bin/rm x"] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            matches!(j.cause, Cause::UnknownWrapper { index: 0, .. }),
+            "{:?}",
+            j.cause
+        );
+        assert!(j.grants_on_allow_always.is_empty());
+    }
+    // A known wrapper's command is judged itself, and so is a row's (P3b).
+    assert_eq!(bash(&p, "nice rm x", Mode::Auto).decision, Deny);
+    assert_eq!(bash(&p, "parallel rm ::: x", Mode::Auto).decision, Deny);
+    assert_eq!(bash(&p, "ls -l", Mode::Auto).decision, Allow);
+}
+
+/// P3b: a command in an option, config key, argument or environment variable that the
+/// program runs is judged as the command line it is; a deny inside denies, and the
+/// chain names the place.
+#[test]
+fn p3b_commands_in_options_config_and_environment_are_judged() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for (line, chain) in [
+        (
+            "tar -xf a.tar --to-command='rm x'",
+            "tar --to-command -> rm",
+        ),
+        ("tar -I 'rm x' -cf a.tar f", "tar -I -> rm"),
+        (
+            "git -c core.fsmonitor='rm x' status",
+            "git -c core.fsmonitor -> rm",
+        ),
+        ("git -c alias.x='!rm x' x", "git -c alias.x -> rm"),
+        (
+            "git -c diff.external='rm x' diff",
+            "git -c diff.external -> rm",
+        ),
+        (
+            "ssh -o ProxyCommand='rm x' host",
+            "ssh -o proxycommand -> rm",
+        ),
+        ("tmux new -d 'rm x'", "tmux new-session -> rm"),
+        ("rsync -e 'rm x' a h:b", "rsync -e -> rm"),
+        (
+            "GIT_SSH_COMMAND='rm x' git fetch",
+            "env GIT_SSH_COMMAND -> rm",
+        ),
+        ("env PAGER='rm x' git log", "env PAGER -> rm"),
+        ("LESSOPEN='|rm x %s' less f", "env LESSOPEN -> rm"),
+        ("sudo EDITOR='rm x' visudo", "sudo -> env EDITOR -> rm"),
+        (
+            "timeout 5 tar --to-c 'rm x' -xf a",
+            "timeout -> tar --to-command -> rm",
+        ),
+        (
+            "git -c core.pager='nice rm x' log",
+            "git -c core.pager -> nice -> rm",
+        ),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+        assert!(
+            j.segments
+                .iter()
+                .any(|s| s.decision == Deny && s.chain() == chain),
+            "{line}: {:?}",
+            j.segments.iter().map(|s| s.chain()).collect::<Vec<_>>()
+        );
+    }
+    // A file of commands is opaque: asked in auto, denied in read-only.
+    for line in [
+        "ssh -F ./cfg host",
+        "BASH_ENV=./x bash -c :",
+        "git -c core.hooksPath=h commit",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    // Messages and data run nothing.
+    for line in [
+        "git commit -m 'rm old files'",
+        "grep 'rm -rf' notes.md",
+        "echo 'rm x'",
+        "git -c user.name='rm x' commit -m x",
+        "tar -czf a.tgz src",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+}
+
+/// P3b's safety net: for a program with no row, an argument that parses as a command
+/// line naming a denied command is asked about; anything else is not.
+#[test]
+fn p3b_an_unknown_programs_argument_holding_a_denied_command_line_is_asked() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "lockrun --cmd='rm x'",
+        "mytool run 'cd /tmp && rm -rf x'",
+        "daemonize -c 'nice rm x'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            matches!(j.cause, Cause::CommandInArgument { index: 0, .. }),
+            "{line}: {:?}",
+            j.cause
+        );
+    }
+    for line in [
+        "mytool 'rmdir x'",
+        "mytool 'perform x'",
+        "mytool --name='a b'",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+    // Without a deny rule there is nothing to look for.
+    let open = policy(&[]);
+    assert_eq!(bash(&open, "mytool 'rm x'", Mode::Auto).decision, Allow);
+}
+
+/// P8: inline code is read: a deny rule's words in it deny; a shell call without them
+/// asks in auto when a deny rule exists; a script file is judged by its name only.
+#[test]
+fn p8_inline_code_is_read_for_denied_words_and_shell_calls() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "python3 -c \"import os; os.system('rm x')\"",
+        "perl -e 'system(\"rm x\")'",
+        "node -e \"require('child_process').execSync('rm x')\"",
+        "ruby -e '`rm x`'",
+        "awk 'BEGIN{system(\"rm x\")}'",
+        "sed 's/.*/rm x/e' f",
+        "timeout 5 python3 -c 'import subprocess; subprocess.run([\"rm\", \"x\"])'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+        assert!(
+            j.segments.iter().any(|s| matches!(
+                &s.cause,
+                Cause::InlineCode { rule: Some(r), .. } if r.index == 0
+            )),
+            "{line}"
+        );
+    }
+    for line in [
+        "python3 -c 'import os; os.rmdir(\"x\")'",
+        "python3 -c 'import os; os.system(\"ls\")'",
+        "awk 'BEGIN{system(\"ls\")}'",
+        "sed '1e date' f",
+        "perl -e 'print `date`'",
+        "fish -c 'echo hi'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+    }
+    for line in [
+        "python3 -c 'print(1)'",
+        "awk '{print $1}' f",
+        "sed -i 's/rm/del/g' f",
+        "python3 x.py",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+    // No deny rule: a shell call is the mode's to decide.
+    let open = policy(&[]);
+    assert_eq!(
+        bash(&open, "awk 'BEGIN{system(\"ls\")}'", Mode::Auto).decision,
+        Allow
+    );
+}
+
+/// P8 (issue 41): code is allowed only when shown harmless; anything else is opaque:
+/// asked in auto under a deny or an ask rule, refused in read-only, denied when a deny
+/// rule's words stand in it; code fed on stdin by the line is code too.
+#[test]
+fn p8_code_not_shown_harmless_is_opaque_in_every_spelling() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "python3 -c \"import os; getattr(os, 'sys'+'tem')('r'+'m c')\"",
+        "node -pe \"require('chi'+'ld_process')\"",
+        "perl <<< 'use IPC::Open3; open3(0, 0, 0, qw(r m))'",
+        "python3 - <<'EOF'\nimport os\nos.system('ls')\nEOF",
+        "echo 'print(1)' | python3",
+        "awk -v c=ls 'BEGIN{x = 4/2; print 1 | c; y = 1/2}'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            j.segments
+                .iter()
+                .any(|s| matches!(&s.cause, Cause::InlineCode { rule: None, .. })),
+            "{line}: {:?}",
+            j.cause
+        );
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    // The words of the deny rule in code that is not shown harmless deny.
+    for line in [
+        "perl <<< 'system(\"rm c\")'",
+        "busybox rm c",
+        "sqlite3 :memory: '.shell r''m c'",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+    }
+    // Shown harmless: allowed in auto, fed on stdin or given on the line.
+    for line in [
+        "python3 - <<< 'import platform; print(platform.system())'",
+        "node -e 'const n = 2; console.log(`n=${n}`)'",
+        "awk 'BEGIN{FS=\"|\"} {print $2}' data.psv",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+    // An ask rule guards as a deny rule does; with no rule, auto allows.
+    let asking = policy(&[(Some("curl"), Ask)]);
+    let line = "python3 -c 'import os; os.system(\"curl x\")'";
+    assert_eq!(bash(&asking, line, Mode::Auto).decision, Ask);
+    assert_eq!(bash(&policy(&[]), line, Mode::Auto).decision, Allow);
+    // A reader of the read-only list that runs a program is refused in read-only.
+    assert_eq!(
+        bash(&p, "rg --pre=touch x c", Mode::ReadOnly).decision,
+        Deny
+    );
+}
+
+/// P8 (issue 41): a variable that runs a command is judged by its value, the same
+/// whether it prefixes the command, is exported earlier or set through `git -c`;
+/// variables that run code by existing make the command unknown.
+#[test]
+fn p8_variables_are_judged_by_their_value() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "PAGER=cat git log -3",
+        "export PAGER=cat; git log -3",
+        "git -c core.pager=cat log -3",
+        "GIT_EDITOR=true git commit -q --amend --allow-empty",
+        "GIT_SSH_COMMAND='ssh -o BatchMode=yes' git ls-remote .",
+        "MANPAGER=cat man ls",
+        "CC=clang make",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+    for line in [
+        "PAGER='rm c' git log",
+        "export PAGER='rm c'; git log",
+        "git -c core.pager='rm c' log",
+        "RSYNC_CONNECT_PROG='rm c' rsync x::a .",
+        "CC='rm c;:' make p",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+    }
+    for line in [
+        "LUA_INIT='os.execute(\"ls\")' lua5.4 -e 1",
+        "PERL5DB='BEGIN{system q(ls)}' perl -e 1",
+        "PS0='$(ls)' bash -i",
+        "MAKEFLAGS=--eval=x make",
+        "GIT_ALLOW_PROTOCOL=ext git clone 'ext::sh -c ls' x",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+    }
+}
+
+/// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.
+#[test]
+fn p8_builtins_that_evaluate_are_opaque_in_auto() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "let 'a[$(ls)]=1'",
+        "declare -i x='a[$(ls)]'",
+        "declare -n r=x",
+        "printf -v 'a[$(ls)]' x",
+        "read 'a[$(ls)]' <<< x",
+        "mapfile -C f -c 1 a <<< x",
+        "compgen -C ls x",
+        "fc -e ls",
+        "echo ${x@P}",
+        "bash --rcfile <(echo ls) -i",
+        "test -v 'a[$(ls)]'",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    for line in [
+        "let 1+2",
+        "declare -a x",
+        "printf -v x %s y",
+        "read x <<< y",
+        "test -f x",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+}
+
+#[test]
+fn arithmetic_on_variables_cannot_be_allowed_by_a_prefix_rule() {
+    let p = policy(&[(Some("echo"), Allow)]);
+    let j = bash(&p, "x='a[$(rm -rf ~)]'; echo $((x))", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(bash(&p, "echo $((1 + 2))", Mode::Ask).decision, Allow);
+    assert_eq!(
+        bash(&p, "x='a[$(rm -rf ~)]'; echo $((x))", Mode::ReadOnly).decision,
+        Deny
+    );
+}
+
+#[test]
+fn an_allow_always_grant_allows_its_prefix_afterwards() {
+    let p = policy(&[]);
+    let j = bash(&p, "git push origin main", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.grants_on_allow_always, [grant(&["git", "push"])]);
+    let grants = j.grants_on_allow_always;
+    let j = bash_with(&p, "git push --tags", Mode::Ask, &grants);
+    assert_eq!(j.decision, Allow);
+    assert_eq!(
+        j.reason,
+        "`git push` is allowed always in this session and matches `git push --tags`"
+    );
+    assert_eq!(bash_with(&p, "git pull", Mode::Ask, &grants).decision, Ask);
+    // A grant is one prefix, never the whole compound command.
+    let j = bash_with(&p, "git push && rm -rf /", Mode::Ask, &grants);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.grants_on_allow_always, [grant(&["rm"])]);
+}
+
+#[test]
+fn a_grant_neither_loosens_a_rule_nor_acts_as_a_wildcard() {
+    let p = policy(&[(Some("git push"), Deny)]);
+    let grants = [grant(&["git", "push"]), grant(&["*"])];
+    assert_eq!(bash_with(&p, "git push", Mode::Ask, &grants).decision, Deny);
+    assert_eq!(bash_with(&p, "curl x", Mode::Ask, &grants).decision, Ask);
+}
+
+#[test]
+fn grants_offered_are_per_segment_and_deduplicated() {
+    let p = policy(&[(Some("ls"), Allow)]);
+    let j = bash(
+        &p,
+        "rm a; ls; rm b | cargo build --release; npm -v; make",
+        Mode::Ask,
+    );
+    assert_eq!(j.decision, Ask);
+    assert_eq!(
+        j.grants_on_allow_always,
+        [
+            grant(&["rm"]),
+            grant(&["cargo", "build"]),
+            grant(&["npm"]),
+            grant(&["make"])
+        ]
+    );
+    assert!(j.reason.ends_with("; and 2 more"), "{}", j.reason);
+    // A subcommand that could stand for other words is not granted at all.
+    let j = bash(&p, "git * x", Mode::Ask);
+    assert!(j.grants_on_allow_always.is_empty());
+    // The wrapper and what it runs are separate prefixes.
+    let j = bash(&p, "sudo apt-get install x", Mode::Ask);
+    assert_eq!(
+        j.grants_on_allow_always,
+        [grant(&["sudo"]), grant(&["apt-get", "install"])]
+    );
+}
+
+#[test]
+fn unparsable_commands_are_asked_or_denied_never_allowed() {
+    let p = policy(&[(None, Allow), (Some("echo"), Allow)]);
+    for mode in [Mode::Ask, Mode::Auto] {
+        let j = bash(&p, "echo 'unclosed", mode);
+        assert_eq!(j.decision, Ask);
+        assert!(
+            j.reason.contains("the command cannot be parsed: "),
+            "{}",
+            j.reason
+        );
+        assert!(j.grants_on_allow_always.is_empty());
+    }
+    assert_eq!(bash(&p, "echo 'unclosed", Mode::ReadOnly).decision, Deny);
+    let p = policy(&[(None, Deny)]);
+    let j = bash(&p, "echo 'unclosed", Mode::Auto);
+    assert_eq!(j.decision, Deny);
+    assert!(j.reason.contains("cannot be parsed"), "{}", j.reason);
+    let huge = "a".repeat(100 * 1024);
+    assert_eq!(bash(&policy(&[]), &huge, Mode::Auto).decision, Ask);
+    // brush-parser panics on a descriptor number past i32 (found by the
+    // tool_args fuzzer): caught around the walk, the line is unparsable.
+    let p = policy(&[(None, Allow), (Some("cat"), Allow)]);
+    let j = bash(&p, "cat 77777777777<>f", Mode::Auto);
+    assert_eq!(j.decision, Ask, "{}", j.reason);
+    assert!(
+        j.reason.contains("the command cannot be parsed: "),
+        "{}",
+        j.reason
+    );
+    assert_eq!(bash(&p, "cat 77777777777<>f", Mode::Auto).decision, Ask);
+}
+
+#[test]
+fn a_call_without_a_command_string_is_denied() {
+    let p = policy(&[(None, Allow)]);
+    for arguments in [json!({}), json!({ "command": 5 }), json!(null), json!("ls")] {
+        let j = p.judge("bash", &arguments, Mode::Auto, &[]);
+        assert_eq!(j.decision, Deny);
+        assert!(j.reason.contains("`command`"), "{}", j.reason);
+    }
+}
+
+#[test]
+fn a_command_that_runs_nothing_is_allowed_unless_a_tool_wide_rule_says_otherwise() {
+    let p = policy(&[]);
+    for command in ["", "   ", "# just a comment", "X=1"] {
+        assert_eq!(bash(&p, command, Mode::Ask).decision, Allow, "{command:?}");
+        assert_eq!(
+            bash(&p, command, Mode::ReadOnly).decision,
+            Allow,
+            "{command:?}"
+        );
+    }
+    assert_eq!(bash(&p, "", Mode::Ask).reason, "the command runs nothing");
+    let p = policy(&[(None, Ask)]);
+    assert_eq!(bash(&p, "", Mode::Auto).decision, Ask);
+    assert_eq!(bash(&p, "X=1", Mode::Auto).decision, Ask);
+}
+
+#[test]
+fn a_redirection_alone_is_a_write_to_judge() {
+    let p = policy(&[]);
+    let j = bash(&p, "> file", Mode::Ask);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(
+        j.reason,
+        "no rule matches a redirection-only command (mode ask)"
+    );
+    assert!(j.grants_on_allow_always.is_empty());
+    assert_eq!(bash(&p, "> file", Mode::Auto).decision, Allow);
+    assert_eq!(bash(&p, "> file", Mode::ReadOnly).decision, Deny);
+}
+
+#[test]
+fn read_only_mode_allows_only_known_readers() {
+    let p = policy(&[]);
+    for command in [
+        "ls -la",
+        "git status",
+        "git log --oneline | head -5",
+        "cat a b | grep -n x | wc -l",
+        "find . -name '*.rs' -type f",
+        "sort -k2 -n f",
+        "echo hi > /dev/null",
+        "ls 2>&1",
+        "ls 2>/dev/null && pwd",
+        "X=1; echo $X",
+        "[ -f x ] && test -d y",
+        "printf '%s\\n' a",
+    ] {
+        let j = bash(&p, command, Mode::ReadOnly);
+        assert_eq!(j.decision, Allow, "{command}: {}", j.reason);
+    }
+    let j = bash(&p, "ls", Mode::ReadOnly);
+    assert_eq!(j.reason, "read-only mode: `ls` only reads");
+}
+
+#[test]
+fn read_only_mode_denies_everything_else() {
+    let p = policy(&[(None, Allow), (Some("rm"), Allow)]);
+    let j = bash(&p, "rm -rf x", Mode::ReadOnly);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "read-only mode: `rm -rf x` is not known to be read-only"
+    );
+    for command in [
+        "git status && git push",
+        "ls $(rm x)",
+        "echo hi > f",
+        "ls >> log",
+        "{ ls; } > out",
+        "find . -delete",
+        "find . -name x -exec ls {} \\;",
+        "find . -fprint out",
+        "find . $ACTION",
+        "sort -o f in",
+        "sort -uo f in",
+        "sort --output=f in",
+        "sort --compress-program=sh in",
+        "printf -v 'a[$(rm x)]' %s y",
+        "test -v 'a[$(rm x)]'",
+        "[ -v 'a[$(rm x)]' ]",
+        "git log --output=f",
+        "tree -o f",
+        "$CMD",
+        "PATH=. ls",
+        "sudo ls",
+        "cd /tmp",
+        "./ls",
+    ] {
+        let j = bash(&p, command, Mode::ReadOnly);
+        assert_eq!(j.decision, Deny, "{command}: {}", j.reason);
+        assert!(j.reason.starts_with("read-only mode: "), "{}", j.reason);
+    }
+    let j = bash(&p, "find . -delete", Mode::ReadOnly);
+    assert!(j.reason.contains("`-delete`"), "{}", j.reason);
+    let j = bash(&p, "echo hi > f", Mode::ReadOnly);
+    assert_eq!(
+        j.reason,
+        "read-only mode: `echo hi` writes through a redirection"
+    );
+}
+
+#[test]
+fn a_trap_is_judged_by_its_action() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for command in [
+        "trap",
+        "trap -p EXIT",
+        "trap - EXIT",
+        "trap '' INT",
+        "trap EXIT",
+    ] {
+        let j = bash(&p, command, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{command}: {}", j.reason);
+    }
+    assert_eq!(bash(&p, "trap 'ls' EXIT", Mode::Auto).decision, Allow);
+    // An action only known at run time could be `rm`.
+    let j = bash(&p, "trap \"$A\" EXIT", Mode::Auto);
+    assert_eq!(j.decision, Ask, "{}", j.reason);
+    // Read-only mode refuses the trap (not on its list) whatever the action.
+    assert_eq!(bash(&p, "trap 'ls' EXIT", Mode::ReadOnly).decision, Deny);
+}
+
+#[test]
+fn read_only_mode_refuses_readers_that_write_run_code_or_change_the_system() {
+    let p = policy(&[]);
+    for (command, culprit) in [
+        ("uniq in.txt out.txt", "out.txt"),
+        ("uniq -c in out", "out"),
+        ("uniq in -c out", "out"),
+        ("uniq -f 1 -w2 in out", "out"),
+        ("uniq --skip-fields 1 in out", "out"),
+        ("uniq -- - out", "out"),
+        ("uniq *.txt", "*.txt"),
+        ("uniq {a,b}", "{a,b}"),
+        ("uniq $IN", "$IN"),
+        ("rg --pre ./script pattern", "--pre"),
+        ("rg --pre=./script pattern", "--pre=./script"),
+        ("rg --pre-glob '*.gz' x", "--pre-glob"),
+        ("rg --hostname-bin ./prog x", "--hostname-bin"),
+        ("date -s 2020-01-01", "-s"),
+        ("date -us 2020-01-01", "-us"),
+        ("date --set=2020-01-01", "--set=2020-01-01"),
+        ("date --se 2020-01-01", "--se"),
+        ("date -f dates", "-f"),
+        ("date --file=dates", "--file=dates"),
+        ("date 010112002020", "010112002020"),
+        ("date -u 0101", "0101"),
+        ("date -Is 0101", "0101"),
+        ("hostname other", "other"),
+        ("hostname -F /etc/hostname", "-F"),
+        ("hostname --file=/etc/hostname", "--file=/etc/hostname"),
+        ("hostname -b", "-b"),
+        ("hostname -- -x", "-x"),
+        ("hostname $NAME", "$NAME"),
+        ("file -C -m magic", "-C"),
+        ("file -zC", "-zC"),
+        ("file --compile", "--compile"),
+        ("file --comp", "--comp"),
+    ] {
+        let j = bash(&p, command, Mode::ReadOnly);
+        assert_eq!(j.decision, Deny, "{command}: {}", j.reason);
+        assert!(
+            j.reason.contains(&format!("(`{culprit}` writes")),
+            "{command}: {}",
+            j.reason
+        );
+    }
+    // A rule that allows them does not loosen read-only mode.
+    let p = policy(&[(Some("uniq"), Allow), (Some("date"), Allow)]);
+    assert_eq!(bash(&p, "uniq a b", Mode::ReadOnly).decision, Deny);
+    assert_eq!(bash(&p, "date -s now", Mode::ReadOnly).decision, Deny);
+}
+
+#[test]
+fn read_only_mode_still_allows_the_reading_forms_of_those_readers() {
+    let p = policy(&[]);
+    for command in [
+        "uniq",
+        "uniq in.txt",
+        "uniq -c in.txt",
+        "uniq -f 1 -s 2 -w 3 in",
+        "uniq --skip-fields 1 --check-chars=3 in",
+        "sort f | uniq -c",
+        "uniq -",
+        "rg pattern src",
+        "rg --no-pre -n x",
+        "rg -g '*.rs' x",
+        "date",
+        "date +%s",
+        "date -u '+%Y-%m-%d'",
+        "date -d tomorrow +%F",
+        "date --date 'next week'",
+        "date -r file",
+        "date --reference file +%s",
+        "date -Iseconds",
+        "date --rfc-3339 seconds",
+        "date -R",
+        "hostname",
+        "hostname -f",
+        "hostname -i",
+        "hostname -I",
+        "hostname -s",
+        "hostname -d",
+        "hostname --fqdn",
+        "file x",
+        "file -m magic x",
+        "file -mC x",
+        "file -b --mime-type x",
+    ] {
+        let j = bash(&p, command, Mode::ReadOnly);
+        assert_eq!(j.decision, Allow, "{command}: {}", j.reason);
+    }
+}
+
+#[test]
+fn in_read_only_mode_rules_still_restrict_readers() {
+    let p = policy(&[
+        (Some("cat"), Deny),
+        (Some("grep"), Ask),
+        (Some("ls"), Allow),
+    ]);
+    assert_eq!(bash(&p, "cat f", Mode::ReadOnly).decision, Deny);
+    assert_eq!(bash(&p, "grep x f", Mode::ReadOnly).decision, Ask);
+    assert_eq!(bash(&p, "ls", Mode::ReadOnly).decision, Allow);
+    assert_eq!(bash(&p, "ls; grep x f", Mode::ReadOnly).decision, Ask);
+}
+
+#[test]
+fn the_read_only_list_comes_from_the_config() {
+    let p = Policy::new(&PermissionsConfig {
+        read_only_commands: vec!["make check".into()],
+        ..PermissionsConfig::default()
+    });
+    assert_eq!(bash(&p, "make check -j4", Mode::ReadOnly).decision, Allow);
+    assert_eq!(bash(&p, "make install", Mode::ReadOnly).decision, Deny);
+    assert_eq!(bash(&p, "ls", Mode::ReadOnly).decision, Deny);
+}
+
+#[test]
+fn other_tools_get_their_defaults_when_no_rule_covers_them() {
+    let p = policy(&[(Some("ls"), Deny)]);
+    let args = json!({ "taskId": "t1" });
+    let cases = [
+        ("bash_output", Mode::Ask, Allow),
+        ("bash_output", Mode::Auto, Allow),
+        ("bash_output", Mode::ReadOnly, Allow),
+        ("bash_kill", Mode::Ask, Allow),
+        ("bash_kill", Mode::Auto, Allow),
+        ("bash_kill", Mode::ReadOnly, Deny),
+        ("other_tool", Mode::Ask, Ask),
+        ("other_tool", Mode::Auto, Allow),
+        ("other_tool", Mode::ReadOnly, Deny),
+    ];
+    for (tool, mode, expected) in cases {
+        let j = p.judge(tool, &args, mode, &[]);
+        assert_eq!(j.decision, expected, "{tool} {mode:?}: {}", j.reason);
+        assert!(j.grants_on_allow_always.is_empty());
+    }
+    assert_eq!(
+        p.judge("other_tool", &args, Mode::Ask, &[]).reason,
+        "tool `other_tool` is not covered by any rule (mode ask)"
+    );
+}
+
+#[test]
+fn other_tools_follow_tool_wide_rules_only() {
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![
+            rule("bash_output", None, Deny),
+            rule("bash_kill", Some("x"), Deny),
+            rule("*", None, Allow),
+        ],
+        ..PermissionsConfig::default()
+    });
+    let args = json!({});
+    let j = p.judge("bash_output", &args, Mode::Auto, &[]);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "rule bash_output (every call, deny) matches tool `bash_output`"
+    );
+    assert_eq!(p.judge("bash_kill", &args, Mode::Auto, &[]).decision, Allow);
+    assert_eq!(p.judge("other_tool", &args, Mode::Ask, &[]).decision, Allow);
+    // No rule loosens read-only mode for a tool that may change state.
+    let j = p.judge("other_tool", &args, Mode::ReadOnly, &[]);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "read-only mode: tool `other_tool` is not known to be read-only"
+    );
+    assert_eq!(
+        p.judge("bash_kill", &args, Mode::ReadOnly, &[]).decision,
+        Deny
+    );
+}
+
+fn file_rule(tool: &str, path: Option<&str>, action: Decision) -> PermissionRule {
+    PermissionRule {
+        tool: tool.into(),
+        path: path.map(str::to_owned),
+        action,
+        ..PermissionRule::default()
+    }
+}
+
+#[test]
+fn f7_file_tools_are_judged_by_path_mode_and_roots() {
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![
+            file_rule("write_file", Some("secrets/**"), Deny),
+            file_rule("*_file", Some("/etc/allowed/*"), Allow),
+            file_rule("read_file", Some("**/.env"), Ask),
+        ],
+        ..PermissionsConfig::default()
+    });
+    let cwd = Path::new("/w");
+    let roots = [PathBuf::from("/w"), PathBuf::from("/extra")];
+    let place = Place {
+        cwd,
+        roots: &roots,
+        sandbox_roots: None,
+        read_only_tool: false,
+        globs: None,
+    };
+    let judge = |tool: &str, path: &str, mode| {
+        p.judge_in(tool, &json!({ "path": path }), mode, &[], Some(&place))
+    };
+    // Rules by path, relative to the cwd, `..` taken back first.
+    let j = judge("write_file", "secrets/k", Mode::Auto);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "rule write_file path `secrets/**` (deny) matches tool `write_file` on /w/secrets/k"
+    );
+    assert_eq!(
+        judge("write_file", "a/../secrets/x/y", Mode::Auto).decision,
+        Deny
+    );
+    assert_eq!(
+        judge("write_file", "/w/secrets/k", Mode::Auto).decision,
+        Deny
+    );
+    assert_eq!(judge("edit_file", "secrets/k", Mode::Auto).decision, Allow);
+    assert_eq!(judge("read_file", ".env", Mode::Auto).decision, Ask);
+    assert_eq!(judge("read_file", "sub/.env", Mode::Auto).decision, Ask);
+    // Mode defaults inside the roots.
+    assert_eq!(judge("read_file", "src/a.rs", Mode::Ask).decision, Allow);
+    assert_eq!(judge("edit_file", "src/a.rs", Mode::Ask).decision, Ask);
+    assert_eq!(judge("edit_file", "src/a.rs", Mode::Auto).decision, Allow);
+    assert_eq!(judge("write_file", "/extra/f", Mode::Auto).decision, Allow);
+    // Read-only mode allows reading only, whatever a rule says.
+    assert_eq!(
+        judge("read_file", "src/a.rs", Mode::ReadOnly).decision,
+        Allow
+    );
+    let j = judge("write_file", "/etc/allowed/x", Mode::ReadOnly);
+    assert_eq!((j.decision, j.cause), (Deny, Cause::ReadOnly));
+    // Writes outside the roots are asked even in auto; only a path rule allows them.
+    let j = judge("write_file", "../other/f", Mode::Auto);
+    assert_eq!(j.decision, Ask);
+    assert_eq!(j.reason, "/other/f is outside the session's directories");
+    assert_eq!(
+        judge("write_file", "/etc/allowed/x", Mode::Auto).decision,
+        Allow
+    );
+    let star = Policy::new(&PermissionsConfig {
+        rules: vec![rule("*", None, Allow)],
+        ..PermissionsConfig::default()
+    });
+    let j = star.judge_in(
+        "edit_file",
+        &json!({"path": "/tmp/x"}),
+        Mode::Auto,
+        &[],
+        Some(&place),
+    );
+    assert_eq!(j.decision, Ask);
+    // Under the sandbox, writes outside its writable roots are denied.
+    let sandbox = [PathBuf::from("/w"), PathBuf::from("/cache")];
+    let boxed = Place {
+        sandbox_roots: Some(&sandbox),
+        ..place
+    };
+    let j = p.judge_in(
+        "write_file",
+        &json!({"path": "/etc/allowed/x"}),
+        Mode::Auto,
+        &[],
+        Some(&boxed),
+    );
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "/etc/allowed/x is outside the sandbox's writable roots (to write it there, call \
+         write_file again with sandbox: \"off\" and a justification: the person is asked)"
+    );
+    let j = p.judge_in(
+        "write_file",
+        &json!({"path": "/cache/x"}),
+        Mode::Auto,
+        &[],
+        Some(&boxed),
+    );
+    assert_eq!(j.decision, Ask);
+    // A path rule is only about the file tools: bash ignores it.
+    assert_eq!(
+        p.judge("bash", &json!({"command": "ls"}), Mode::Auto, &[])
+            .decision,
+        Allow
+    );
+    assert_eq!(
+        p.judge("read_file", &json!({}), Mode::Auto, &[]).decision,
+        Deny
+    );
+}
+
+#[test]
+fn path_rules_are_checked_with_their_examples_and_reachability() {
+    let config = PermissionsConfig {
+        rules: vec![
+            PermissionRule {
+                examples: vec!["secrets/a".into(), "./secrets/b/c".into()],
+                not_examples: vec!["src/secrets".into()],
+                ..file_rule("write_file", Some("secrets/**"), Deny)
+            },
+            PermissionRule {
+                examples: vec!["src/x".into()],
+                ..file_rule("edit_file", Some("secrets/**"), Deny)
+            },
+            file_rule("bash", Some("x/**"), Deny),
+        ],
+        ..PermissionsConfig::default()
+    };
+    let failed: Vec<String> = check_config(&config).into_iter().map(|f| f.0).collect();
+    assert_eq!(
+        failed,
+        [
+            "rule 1 (rule edit_file path `secrets/**` (deny)) should match path `src/x`",
+            "rule 2 (rule bash path `x/**` (deny)): `path` applies only to the file tools (read_file, edit_file, write_file) and not with `command`",
+        ]
+    );
+}
+
+#[test]
+fn tool_rules_match_tool_names_by_glob() {
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![
+            rule("mcp__github__*", None, Allow),
+            rule("mcp__*", None, Ask),
+        ],
+        ..PermissionsConfig::default()
+    });
+    let args = json!({});
+    let j = p.judge("mcp__github__list", &args, Mode::Ask, &[]);
+    assert_eq!(
+        j.decision, Ask,
+        "the strongest matching rule wins: {}",
+        j.reason
+    );
+    let p = Policy::new(&PermissionsConfig {
+        rules: vec![rule("mcp__github__*", None, Allow)],
+        ..PermissionsConfig::default()
+    });
+    assert_eq!(
+        p.judge("mcp__github__list", &args, Mode::Ask, &[]).decision,
+        Allow
+    );
+    assert_eq!(
+        p.judge("mcp__gitlab__list", &args, Mode::Ask, &[]).decision,
+        Ask
+    );
+    assert!(path_glob(b"**/.env", b".env"));
+    assert!(path_glob(b"src/*.rs", b"src/a.rs"));
+    assert!(!path_glob(b"src/*.rs", b"src/x/a.rs"));
+    assert!(path_glob(b"src/**/*.rs", b"src/x/y/a.rs"));
+    assert!(path_glob(b"a?c", b"abc"));
+    assert!(!path_glob(b"a?c", b"a/c"));
+    // A pattern from an untrusted project file cannot make matching exponential: this
+    // one took minutes with plain backtracking.
+    let hostile = "**a".repeat(12) + "**b";
+    assert!(!path_glob(hostile.as_bytes(), "a".repeat(60).as_bytes()));
+}
+
+#[test]
+fn grant_display_joins_its_words() {
+    assert_eq!(grant(&["git", "push"]).display(), "git push");
+}
+
+/// Issue 27 escalation: judged under the sandbox, or not.
+fn escalated(
+    p: &Policy,
+    command: &str,
+    mode: Mode,
+    grants: &[Grant],
+    sandboxed: bool,
+) -> Judgement {
+    let cwd = Path::new("/w");
+    let roots = [cwd.to_path_buf()];
+    let place = Place {
+        cwd,
+        roots: &roots,
+        sandbox_roots: sandboxed.then_some(&roots[..]),
+        read_only_tool: false,
+        globs: None,
+    };
+    let args = json!({"command": command, "sandbox": "off", "justification": "needs the network"});
+    p.judge_in("bash", &args, mode, grants, Some(&place))
+}
+
+#[test]
+fn issue_27_escalation_no_mode_or_grant_lets_a_call_out_of_the_sandbox() {
+    let p = policy(&[]);
+    for mode in [Mode::Auto, Mode::Ask, Mode::ReadOnly] {
+        let j = escalated(&p, "ls", mode, &[], true);
+        assert_eq!(j.decision, Ask, "{mode:?}: {}", j.reason);
+        assert_eq!(j.cause, Cause::Escalation);
+        assert!(j.grants_on_allow_always.is_empty(), "{mode:?}");
+        assert_eq!(
+            j.reason,
+            "no rule naming `ls` allows it outside the sandbox. Outside the sandbox \
+             because: needs the network"
+        );
+        assert_eq!(
+            j.escalation.as_ref().map(|e| e.justification.as_str()),
+            Some("needs the network")
+        );
+    }
+    // A grant ("allow always" of an ordinary call) does not either.
+    let j = escalated(&p, "git push", Mode::Ask, &[grant(&["git", "push"])], true);
+    assert_eq!(j.decision, Ask, "{}", j.reason);
+    // Nor a rule for every call, or one whose command is only `*`.
+    for every in [None, Some("*")] {
+        let j = escalated(&policy(&[(every, Allow)]), "ls", Mode::Auto, &[], true);
+        assert_eq!(j.decision, Ask, "{every:?}: {}", j.reason);
+    }
+    // Read-only mode still denies what it denies.
+    assert_eq!(
+        escalated(&p, "rm x", Mode::ReadOnly, &[], true).decision,
+        Deny
+    );
+}
+
+#[test]
+fn issue_27_escalation_rules_naming_the_command_still_decide() {
+    let p = policy(&[
+        (Some("git push"), Allow),
+        (Some("rm"), Deny),
+        (Some("curl"), Ask),
+    ]);
+    let j = escalated(&p, "git push origin main", Mode::Ask, &[], true);
+    assert_eq!(j.decision, Allow, "{}", j.reason);
+    assert!(j.escalation.is_some());
+    assert!(matches!(j.cause, Cause::Rule { index: 0, .. }));
+    // Every segment must be allowed by such a rule: one that is not is asked.
+    let j = escalated(&p, "git push && ls", Mode::Auto, &[], true);
+    assert_eq!(j.decision, Ask, "{}", j.reason);
+    assert_eq!(j.segments[0].decision, Allow);
+    assert_eq!(j.segments[1].cause, Cause::Escalation);
+    assert_eq!(
+        escalated(&p, "rm -rf x", Mode::Auto, &[], true).decision,
+        Deny
+    );
+    let j = escalated(&p, "curl x", Mode::Auto, &[], true);
+    assert_eq!(j.decision, Ask);
+    assert!(
+        matches!(j.cause, Cause::Rule { index: 2, .. }),
+        "{:?}",
+        j.cause
+    );
+    assert!(j.grants_on_allow_always.is_empty());
+    // Opaque commands are asked as ever.
+    assert_eq!(escalated(&p, "$X", Mode::Auto, &[], true).decision, Ask);
+    // A rule naming the command allows it beside one that names nothing (of equal
+    // rules the judge names the last).
+    let p = policy(&[(Some("touch"), Allow), (Some("*"), Allow)]);
+    assert_eq!(
+        escalated(&p, "touch x", Mode::Ask, &[], true).decision,
+        Allow
+    );
+    assert_eq!(escalated(&p, "cp x y", Mode::Ask, &[], true).decision, Ask);
+}
+
+#[test]
+fn issue_27_escalation_is_ignored_outside_the_sandbox_and_when_invalid() {
+    let p = policy(&[]);
+    let j = escalated(&p, "ls", Mode::Auto, &[], false);
+    assert_eq!(j, bash(&p, "ls", Mode::Auto));
+    assert!(j.escalation.is_none());
+    // Without a justification the tool refuses the call; the judge sees no request.
+    let cwd = Path::new("/w");
+    let roots = [cwd.to_path_buf()];
+    let place = Place {
+        cwd,
+        roots: &roots,
+        sandbox_roots: Some(&roots),
+        read_only_tool: false,
+        globs: None,
+    };
+    let args = json!({"command": "ls", "sandbox": "off"});
+    let j = p.judge_in("bash", &args, Mode::Auto, &[], Some(&place));
+    assert_eq!(j.decision, Allow);
+    assert!(j.escalation.is_none());
+}
+
+fn net_rule(host: Option<&str>, port: Option<u16>, action: Decision) -> PermissionRule {
+    PermissionRule {
+        tool: "network".into(),
+        host: host.map(str::to_owned),
+        port,
+        action,
+        ..PermissionRule::default()
+    }
+}
+
+fn net_policy(rules: Vec<PermissionRule>, network: &NetworkConfig) -> Policy {
+    Policy::new(&PermissionsConfig {
+        rules,
+        ..PermissionsConfig::default()
+    })
+    .with_network(network)
+}
+
+fn connect(policy: &Policy, host: &str, port: u16, mode: Mode, grants: &[Grant]) -> Judgement {
+    policy.judge(
+        "network",
+        &json!({"host": host, "port": port, "scheme": "https", "command": "cargo build"}),
+        mode,
+        grants,
+    )
+}
+
+#[test]
+fn e10_network_rules_match_host_and_port_and_the_strongest_wins() {
+    let p = net_policy(
+        vec![
+            net_rule(Some("*.crates.io"), None, Allow),
+            net_rule(Some("static.crates.io"), Some(80), Deny),
+            net_rule(None, Some(22), Ask),
+        ],
+        &NetworkConfig::default(),
+    );
+    let j = connect(&p, "index.crates.io", 443, Mode::Ask, &[]);
+    assert_eq!(j.decision, Allow);
+    assert_eq!(
+        j.reason,
+        "rule network host `*.crates.io` (allow) matches index.crates.io:443"
+    );
+    assert!(
+        matches!(j.cause, Cause::Rule { index: 0, .. }),
+        "{:?}",
+        j.cause
+    );
+    assert!(j.grants_on_allow_always.is_empty());
+    // The port narrows a rule; deny beats allow.
+    assert_eq!(
+        connect(&p, "static.crates.io", 443, Mode::Ask, &[]).decision,
+        Allow
+    );
+    let j = connect(&p, "static.crates.io", 80, Mode::Ask, &[]);
+    assert_eq!(j.decision, Deny);
+    assert_eq!(
+        j.reason,
+        "rule network host `static.crates.io` port 80 (deny) matches static.crates.io:80"
+    );
+    // `*.` covers subdomains only; a port-only rule covers every host on that port.
+    assert_eq!(connect(&p, "crates.io", 443, Mode::Auto, &[]).decision, Ask);
+    assert_eq!(connect(&p, "crates.io", 22, Mode::Auto, &[]).decision, Ask);
+    assert!(matches!(
+        connect(&p, "crates.io", 22, Mode::Auto, &[]).cause,
+        Cause::Rule { index: 2, .. }
+    ));
+    // Mixed case and a trailing dot are judged as the lower-case form.
+    assert_eq!(
+        connect(&p, "INDEX.Crates.IO.", 443, Mode::Ask, &[]).decision,
+        Allow
+    );
+    // An address is judged as the address, however the call spells it.
+    let p = net_policy(
+        vec![net_rule(Some("127.0.0.1"), None, Deny)],
+        &NetworkConfig::default(),
+    );
+    for spelling in ["127.0.0.1", "2130706433", "0x7f.1", "::ffff:127.0.0.1"] {
+        let j = connect(&p, spelling, 8080, Mode::Auto, &[]);
+        assert_eq!(j.decision, Deny, "{spelling}: {}", j.reason);
+        assert!(j.reason.ends_with("matches 127.0.0.1:8080"), "{}", j.reason);
+    }
+    // A tool-wide rule (network or `*`) covers every host.
+    let p = net_policy(vec![rule("network", None, Deny)], &NetworkConfig::default());
+    assert_eq!(
+        connect(&p, "example.com", 443, Mode::Auto, &[]).decision,
+        Deny
+    );
+    let p = net_policy(vec![rule("*", None, Allow)], &NetworkConfig::default());
+    assert_eq!(
+        connect(&p, "example.com", 443, Mode::Ask, &[]).decision,
+        Allow
+    );
+}
+
+#[test]
+fn e10_host_rules_are_about_network_only() {
+    // A host rule does not touch bash or other tools, and bash rules never match a host.
+    let p = net_policy(
+        vec![
+            net_rule(Some("example.com"), None, Deny),
+            rule("bash", Some("cargo"), Allow),
+        ],
+        &NetworkConfig::default(),
+    );
+    assert_eq!(bash(&p, "cargo build", Mode::Ask).decision, Allow);
+    assert_eq!(bash(&p, "curl example.com", Mode::Auto).decision, Allow);
+    assert_eq!(
+        p.judge(
+            "bash_output",
+            &json!({"task_id": "bash-1"}),
+            Mode::Auto,
+            &[]
+        )
+        .decision,
+        Allow
+    );
+    assert_eq!(
+        connect(&p, "index.crates.io", 443, Mode::Auto, &[]).decision,
+        Ask
+    );
+    let mut stray = net_rule(Some("example.com"), None, Deny);
+    stray.tool = "*".into();
+    let p = net_policy(vec![stray], &NetworkConfig::default());
+    assert_eq!(bash(&p, "ls", Mode::Auto).decision, Allow);
+}
+
+#[test]
+fn e10_a_default_of_allow_does_not_open_this_machine() {
+    let network = NetworkConfig {
+        default: NetworkDefault::Allow,
+        ..NetworkConfig::default()
+    };
+    let p = net_policy(vec![], &network);
+    for host in [
+        "localhost",
+        "db.localhost",
+        "127.0.0.1",
+        "::1",
+        "::ffff:127.0.0.1",
+        "0.0.0.0",
+        // Issue 40: every non-public address too, however spelt.
+        "10.0.0.5",
+        "192.168.1.1",
+        "172.16.0.1",
+        "100.64.0.1",
+        "169.254.169.254",
+        "224.0.0.1",
+        "255.255.255.255",
+        "192.0.2.2",
+        "fd00::2",
+        "fe80::1",
+        "ff02::1",
+        "::ffff:10.0.0.5",
+    ] {
+        let j = connect(&p, host, 5432, Mode::Auto, &[]);
+        assert_eq!(j.decision, Ask, "{host}: {}", j.reason);
+        assert!(
+            j.reason.contains("does not cover this machine"),
+            "{}",
+            j.reason
+        );
+    }
+    for public in ["example.com", "93.184.216.34", "2606:4700::1111"] {
+        assert_eq!(
+            connect(&p, public, 443, Mode::Auto, &[]).decision,
+            Allow,
+            "{public}"
+        );
+    }
+    // A rule naming the host still allows it.
+    let rule = net_rule(Some("10.0.0.5"), None, Allow);
+    let named = net_policy(vec![rule], &network);
+    assert_eq!(
+        connect(&named, "10.0.0.5", 5432, Mode::Auto, &[]).decision,
+        Allow
+    );
+    let rule = net_rule(Some("localhost"), None, Allow);
+    let p = net_policy(vec![rule], &network);
+    assert_eq!(
+        connect(&p, "localhost", 5432, Mode::Auto, &[]).decision,
+        Allow
+    );
+}
+
+#[test]
+fn e10_without_a_rule_the_mode_and_the_network_default_decide() {
+    let cases = [
+        (Mode::Ask, NetworkDefault::Allow, Ask, "(mode ask)"),
+        (
+            Mode::Auto,
+            NetworkDefault::Ask,
+            Ask,
+            "(mode auto: [exec.sandbox.network] default = ask)",
+        ),
+        (
+            Mode::Auto,
+            NetworkDefault::Allow,
+            Allow,
+            "(mode auto: [exec.sandbox.network] default = allow)",
+        ),
+        (
+            Mode::Auto,
+            NetworkDefault::Deny,
+            Deny,
+            "(mode auto: [exec.sandbox.network] default = deny)",
+        ),
+        (
+            Mode::ReadOnly,
+            NetworkDefault::Allow,
+            Deny,
+            "read-only mode",
+        ),
+    ];
+    for (mode, default, expected, says) in cases {
+        let network = NetworkConfig {
+            default,
+            ..NetworkConfig::default()
+        };
+        let j = connect(
+            &net_policy(vec![], &network),
+            "index.crates.io",
+            443,
+            mode,
+            &[],
+        );
+        assert_eq!(j.decision, expected, "{mode:?} {default:?}");
+        assert!(j.reason.contains(says), "{}", j.reason);
+        assert!(
+            j.reason
+                .contains("index.crates.io:443 is not covered by any rule"),
+            "{}",
+            j.reason
+        );
+        let cause = if mode == Mode::ReadOnly {
+            Cause::ReadOnly
+        } else {
+            Cause::Mode { mode }
+        };
+        assert_eq!(j.cause, cause);
+        // An ask offers the host to "always"; nothing else offers anything.
+        let offered = if expected == Ask {
+            vec![Grant::Host("index.crates.io".into())]
+        } else {
+            vec![]
+        };
+        assert_eq!(j.grants_on_allow_always, offered);
+    }
+    // The default is `ask`.
+    let j = connect(
+        &net_policy(vec![], &NetworkConfig::default()),
+        "a.b",
+        1,
+        Mode::Auto,
+        &[],
+    );
+    assert_eq!(j.decision, Ask);
+}
+
+#[test]
+fn e10_a_host_grant_allows_that_host_on_any_port_and_never_a_command() {
+    let p = net_policy(
+        vec![net_rule(Some("evil.example"), None, Deny)],
+        &NetworkConfig::default(),
+    );
+    let host = Grant::host("Index.Crates.io.").unwrap();
+    assert_eq!(host, Grant::Host("index.crates.io".into()));
+    assert_eq!(host.display(), "network index.crates.io");
+    for port in [443, 80] {
+        let j = connect(
+            &p,
+            "index.crates.io",
+            port,
+            Mode::Ask,
+            std::slice::from_ref(&host),
+        );
+        assert_eq!(j.decision, Allow);
+        assert_eq!(
+            j.cause,
+            Cause::Grant {
+                prefix: "network index.crates.io".into()
+            }
+        );
+    }
+    // Not another host, nor its subdomains; a rule still comes first.
+    assert_eq!(
+        connect(
+            &p,
+            "static.crates.io",
+            443,
+            Mode::Ask,
+            std::slice::from_ref(&host)
+        )
+        .decision,
+        Ask
+    );
+    let evil = Grant::host("evil.example").unwrap();
+    assert_eq!(
+        connect(&p, "evil.example", 443, Mode::Ask, &[evil]).decision,
+        Deny
+    );
+    // A command grant never allows a host, a host grant never a command.
+    let words = Grant::of("network index.crates.io");
+    assert_eq!(
+        connect(&p, "index.crates.io", 443, Mode::Ask, &[words]).decision,
+        Ask
+    );
+    let j = bash_with(
+        &p,
+        "network index.crates.io",
+        Mode::Ask,
+        std::slice::from_ref(&host),
+    );
+    assert_eq!(j.decision, Ask);
+    let j = bash_with(&p, "index.crates.io", Mode::Ask, &[host]);
+    assert_eq!(j.decision, Ask);
+}
+
+#[test]
+fn e10_a_call_without_a_valid_host_or_port_is_denied() {
+    let p = net_policy(
+        vec![rule("network", None, Allow)],
+        &NetworkConfig::default(),
+    );
+    for arguments in [
+        json!({"port": 443}),
+        json!({"host": "", "port": 443}),
+        json!({"host": "a b", "port": 443}),
+        json!({"host": "example.com"}),
+        json!({"host": "example.com", "port": 0}),
+        json!({"host": "example.com", "port": 65536}),
+        json!({"host": "example.com", "port": "443"}),
+    ] {
+        let j = p.judge("network", &arguments, Mode::Auto, &[]);
+        assert_eq!(j.decision, Deny, "{arguments}");
+        assert!(
+            j.reason.starts_with("network call without a valid"),
+            "{}",
+            j.reason
+        );
+    }
+}
+
+#[test]
+fn e10_the_sugar_lists_are_rules_that_name_their_key() {
+    let network = NetworkConfig {
+        allow: vec!["*.crates.io".into(), "[::1]:8080".into()],
+        deny: vec!["static.crates.io:443".into()],
+        ..NetworkConfig::default()
+    };
+    let p = net_policy(vec![rule("bash", Some("ls"), Allow)], &network);
+    let j = connect(&p, "index.crates.io", 443, Mode::Ask, &[]);
+    assert_eq!(j.decision, Allow);
+    assert_eq!(
+        j.cause,
+        Cause::Rule {
+            index: 1,
+            rule: "rule network host `*.crates.io` (allow)".into(),
+            origin: Some("[exec.sandbox.network] allow".into()),
+        }
+    );
+    let j = connect(&p, "static.crates.io", 443, Mode::Ask, &[]);
+    assert_eq!(j.decision, Deny);
+    assert!(
+        matches!(&j.cause, Cause::Rule { index: 3, origin: Some(o), .. } if o == "[exec.sandbox.network] deny"),
+        "{:?}",
+        j.cause
+    );
+    assert_eq!(
+        connect(&p, "static.crates.io", 80, Mode::Ask, &[]).decision,
+        Allow
+    );
+    assert_eq!(connect(&p, "::1", 8080, Mode::Ask, &[]).decision, Allow);
+    assert_eq!(connect(&p, "::1", 8081, Mode::Ask, &[]).decision, Ask);
+    // What explain prints points at the key.
+    let text = explain::render_network("static.crates.io:443", "ask", &j);
+    assert!(
+        text.starts_with("deny: rule 3 at [exec.sandbox.network] deny: rule network host `static.crates.io` port 443 (deny)"),
+        "{text}"
+    );
+    assert!(text.contains("  network: static.crates.io:443\n"), "{text}");
+    // A bad entry matches nothing (and check_network refuses the config).
+    let bad = NetworkConfig {
+        deny: vec!["not a host".into()],
+        ..NetworkConfig::default()
+    };
+    let p = net_policy(vec![], &bad);
+    assert_eq!(
+        connect(&p, "index.crates.io", 443, Mode::Auto, &[]).decision,
+        Ask
+    );
+}
+
+#[test]
+fn e10_check_config_reports_misplaced_and_invalid_host_rules_and_bad_sugar() {
+    let mut stray = net_rule(Some("example.com"), Some(443), Deny);
+    stray.tool = "bash".into();
+    stray.origin = Some("dsh.toml:3".into());
+    let mut with_command = net_rule(None, None, Allow);
+    with_command.command = Some("curl".into());
+    let config = PermissionsConfig {
+        rules: vec![
+            stray,
+            net_rule(Some("*.*.example"), None, Deny),
+            net_rule(Some("ok.example"), Some(0), Deny),
+            with_command,
+            PermissionRule {
+                examples: vec!["a.crates.io".into(), "b.crates.io:80".into()],
+                not_examples: vec!["crates.io".into()],
+                ..net_rule(Some("*.crates.io"), None, Allow)
+            },
+            PermissionRule {
+                examples: vec!["crates.io".into(), "*.x.io".into()],
+                ..net_rule(Some("*.crates.io"), Some(443), Allow)
+            },
+        ],
+        ..PermissionsConfig::default()
+    };
+    let failed: Vec<String> = check_config(&config).iter().map(|f| f.0.clone()).collect();
+    let expected = [
+        "dsh.toml:3: rule 0 (rule bash host `example.com` port 443 (deny)): `host` and `port` apply only to tool `network`",
+        "rule 1: `host` `*.*.example`: `*.` must be followed by a host name",
+        "rule 2 (rule network host `ok.example` port 0 (deny)): `port` must be from 1 to 65535",
+        "rule 3 (rule network `curl` (allow)): `command` does not apply to tool `network` (use `host` and `port`)",
+        "rule 5 (rule network host `*.crates.io` port 443 (allow)) should match `crates.io`",
+        "rule 5 (rule network host `*.crates.io` port 443 (allow)): example `*.x.io` is a pattern, not a host",
+    ];
+    assert_eq!(failed, expected);
+    let network = NetworkConfig {
+        allow: vec!["*.crates.io".into(), "crates.io:https".into()],
+        deny: vec!["[::1".into()],
+        ..NetworkConfig::default()
+    };
+    let failed: Vec<String> = check_network(&network)
+        .iter()
+        .map(|f| f.0.clone())
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(
+        failed[0].starts_with("[exec.sandbox.network] allow: `crates.io:https`"),
+        "{failed:?}"
+    );
+    assert!(
+        failed[1].starts_with("[exec.sandbox.network] deny: `[::1`"),
+        "{failed:?}"
+    );
+    assert!(check_network(&NetworkConfig::default()).is_empty());
+}
+
+#[test]
+fn e10_grants_read_every_stored_form_and_write_a_host_distinctly() {
+    // What logs, grants.json and audit lines already hold: arrays of words.
+    let old: Vec<Grant> = serde_json::from_str(r#"[["git","push"],["make"]]"#).unwrap();
+    assert_eq!(old, [Grant::of("git push"), Grant::of("make")]);
+    let both = vec![Grant::of("git push"), Grant::Host("index.crates.io".into())];
+    let text = serde_json::to_string(&both).unwrap();
+    assert_eq!(text, r#"[["git","push"],{"host":"index.crates.io"}]"#);
+    assert_eq!(serde_json::from_str::<Vec<Grant>>(&text).unwrap(), both);
+    // A stored host is read in the one form hosts are compared in; garbage is refused.
+    let read: Grant = serde_json::from_str(r#"{"host":"Index.Crates.IO."}"#).unwrap();
+    assert_eq!(read, Grant::Host("index.crates.io".into()));
+    assert!(serde_json::from_str::<Grant>(r#"{"host":"a b"}"#).is_err());
+    assert!(serde_json::from_str::<Grant>(r#""git push""#).is_err());
+    // Revoking by what was shown names both spellings.
+    assert_eq!(
+        Grant::named("network index.crates.io"),
+        [
+            Grant::of("network index.crates.io"),
+            Grant::Host("index.crates.io".into())
+        ]
+    );
+    assert_eq!(Grant::named("git push"), [Grant::of("git push")]);
+    assert_eq!(Grant::Host("x.io".into()).words(), None);
+}
