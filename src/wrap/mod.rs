@@ -70,6 +70,9 @@ struct Shared {
     gone: CancellationToken,
     /// The agent's terminals: background tasks of its sessions.
     terminals: client::Terminals,
+    /// Stopped for `dsh upgrade`: the editor's connection is being handed over and is
+    /// ended by the next program, not closed here.
+    upgrading: std::sync::atomic::AtomicBool,
 }
 
 /// Longest stderr line of the agent kept whole in `daemon.log`.
@@ -115,6 +118,7 @@ impl Wrapped {
             questions: Arc::default(),
             gone: CancellationToken::new(),
             terminals: client::Terminals::default(),
+            upgrading: Default::default(),
         });
         let (opened, peer) = tokio::sync::oneshot::channel();
         let side = Arc::new(AgentSide {
@@ -182,6 +186,24 @@ impl Wrapped {
             self.shared.close_session(id);
         }
         Ok(answer)
+    }
+
+    /// The agent's session ids (as the editor knows them).
+    pub fn agent_sessions(&self) -> Vec<String> {
+        self.shared
+            .sessions
+            .iter()
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// Ends the agent for `dsh upgrade`: as [`Wrapped::stop`], but the editor's
+    /// connection, being handed over, is left to the next program to end.
+    pub async fn stop_for_upgrade(&self) {
+        self.shared
+            .upgrading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop().await;
     }
 
     /// An editor's notification (`session/cancel`, ...): passed to the agent.
@@ -402,7 +424,13 @@ impl Service for AgentSide {
     fn closed(&self, _peer: &Peer) {
         tracing::info!(agent = %self.shared.agent.name, "wrapped agent's connection ended");
         self.shared.gone.cancel();
-        self.shared.editor.close();
+        if !self
+            .shared
+            .upgrading
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            self.shared.editor.close();
+        }
     }
 }
 

@@ -143,6 +143,12 @@ async fn setup(rules: &str) -> Setup {
 /// As [`setup`], `exec` added to the `[exec]` table (the executor's kind). The agent's
 /// script and pid file are in the workspace, where the sandbox shows (and lets write).
 async fn setup_under(exec: &str, rules: &str) -> Setup {
+    setup_started(exec, rules, false).await
+}
+
+/// As [`setup_under`]; `copied`: the daemon runs a copy of the binary, as `dsh upgrade`
+/// tests start it.
+async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join(".agent")).unwrap();
@@ -156,7 +162,11 @@ async fn setup_under(exec: &str, rules: &str) -> Setup {
         script.display(),
         pidfile.display()
     );
-    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let daemon = if copied {
+        SocketDaemon::start_copy(dir.path(), &config).await
+    } else {
+        SocketDaemon::start(dir.path(), &config).await
+    };
     Setup {
         _dir: dir,
         daemon,
@@ -842,4 +852,54 @@ async fn p1_a_rule_names_the_agents_own_tool() {
         "an allow rule for Bash loosened bash's ask"
     );
     assert!(!file.exists());
+}
+
+/// Issue 44 item 4: a wrapped connection cannot be carried by `dsh upgrade` (the agent
+/// is a process with pipes into the old program). The upgrade stops the agent (gone
+/// from the process table), and the next program tells the agent's session so and ends
+/// the connection, so the editor's `dsh acp --agent` exits instead of talking to a dsh
+/// session it never opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_ends_a_wrapped_connection_and_stops_its_agent() {
+    let s = setup_started(
+        "",
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
+        true,
+    )
+    .await;
+    let (mut child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "before");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "the agent did not work before the upgrade");
+    let pid = crate::common::pids(&s.pidfile)[0];
+    let upgraded = tokio::process::Command::new(crate::common::daemon::BIN)
+        .args(["upgrade", "--socket"])
+        .arg(&s.daemon.socket)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        upgraded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upgraded.stderr)
+    );
+    assert!(gone(pid).await, "the wrapped agent outlived the upgrade");
+    let mut told = false;
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(m) = c.next_message().await {
+            told |= m["method"] == "session/update"
+                && m["params"]["sessionId"] == session.as_str()
+                && m["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("dsh was upgraded"));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the wrapped connection was not ended");
+    assert!(told, "the agent's session was not told why");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the launcher exits")
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
 }
