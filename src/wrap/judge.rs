@@ -60,7 +60,23 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
         .and_then(|c| text(c, "toolName"))
         .map(|n| tool_name(&n))
         .filter(|n| !n.is_empty());
-    if let Some(command) = text(raw, "command") {
+    // Codex's adapter sends its command as argv (`["/bin/bash", "-lc", "touch x"]`): the
+    // words quoted whole are the same command as a line, judged as one.
+    let argv = raw
+        .get("command")
+        .and_then(Value::as_array)
+        .and_then(|words| {
+            words
+                .iter()
+                .map(|w| {
+                    w.as_str()
+                        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+                })
+                .collect::<Option<Vec<String>>>()
+                .filter(|words| !words.is_empty())
+                .map(|words| words.join(" "))
+        });
+    if let Some(command) = text(raw, "command").or(argv) {
         // `bash` wants a description: the agent's, else its title for the call.
         let description = text(raw, "description")
             .or_else(|| text(tool_call, "title"))
@@ -297,6 +313,17 @@ mod tests {
             "_meta": {"claudeCode": {"toolName": "Bash"}}}));
         assert_eq!(claude.tool, "bash");
         assert_eq!(claude.own_name.as_deref(), Some("Bash"));
+        // Codex (codex-acp 0.16.0) asks with argv.
+        let codex = asked_call(&json!({"kind": "execute",
+            "rawInput": {"command": ["/bin/bash", "-lc", "touch it's"]}}));
+        assert_eq!(codex.tool, "bash");
+        assert_eq!(
+            codex.arguments["command"],
+            "'/bin/bash' '-lc' 'touch it'\\''s'"
+        );
+        let odd =
+            asked_call(&json!({"kind": "execute", "title": "t", "rawInput": {"command": [1]}}));
+        assert!(odd.agents_own, "argv of non-strings is not a command");
     }
 
     #[test]

@@ -102,6 +102,11 @@ while True:
                          "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
                          "locations": [{"path": path}]}
             command = f"echo edited > '{path}'"
+        elif command.startswith("argv:"):
+            # As Codex's adapter asks: the command as argv.
+            command = command[5:]
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "rawInput": {"command": ["/bin/bash", "-lc", command]}}
         else:
             tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
                          "rawInput": {"command": command, "description": "scripted"},
@@ -902,4 +907,38 @@ async fn an_upgrade_ends_a_wrapped_connection_and_stops_its_agent() {
         .expect("the launcher exits")
         .unwrap();
     assert!(status.code().is_some(), "{status:?}");
+}
+
+/// P1 for an agent that asks with argv (codex-acp 0.16.0 sends `rawInput.command` as
+/// `["/bin/bash", "-lc", LINE]`): judged as the same `bash` command, so a deny rule on
+/// `touch` refuses it (without the fix it was judged as an unknown tool of the agent's,
+/// which no command rule names). The control: allowed (asked, since `bash -lc` is
+/// judged as bash running a script), it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_command_asked_as_argv_is_judged_as_bash() {
+    let allowing =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n")
+            .await;
+    let (_child, mut c, session, _) = allowing.editor().await;
+    let (command, file) = command_in(&allowing.work, "argv-allowed");
+    // `bash -lc` itself is no rule's: the person is asked, and allows it.
+    c.permission_answers.push_back("allow");
+    prompt(&mut c, &session, &format!("argv:{command}")).await;
+    assert!(
+        file.exists(),
+        "control: the allowed argv command did not run"
+    );
+
+    let denying =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n")
+            .await;
+    let (_child, mut c, session, _) = denying.editor().await;
+    let (command, file) = command_in(&denying.work, "argv-denied");
+    prompt(&mut c, &session, &format!("argv:{command}")).await;
+    assert!(said(&c, &format!("refused: {command}")), "{:?}", c.updates);
+    assert!(!file.exists(), "a denied argv command ran");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let line = denying.audit().pop().unwrap();
+    assert_eq!(line["tool"], "bash");
+    assert_eq!(line["decision"], "deny", "{line}");
 }
