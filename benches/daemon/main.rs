@@ -20,7 +20,7 @@
 //! * Every loop has a fixed count, every wait a timeout, and a watchdog ends the
 //!   run (and, through PR_SET_PDEATHSIG, the daemon and its tasks) if it hangs.
 //!
-//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `X2`, `H1`, `H2`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2), `E12`
+//! Positional arguments `B1`..`B7`, `A1`, `J1`, `S1`, `X1`, `X2`, `H1`, `H2`, `L1`, `M1`, `N1`, `N2`, `R1` (with R2), `E12`, `W1`
 //! run only
 //! those scenarios (for profiling one; N1 and N2, the network proxy, run in-process without a daemon);
 //! `P1` (only when named) profiles B1's no-process call stretch by stretch, `--perf` adds a
@@ -45,6 +45,7 @@ mod scenarios;
 mod ssh;
 mod tripwires;
 mod turn;
+mod wrapped;
 
 pub(crate) use answerer::*;
 pub(crate) use client::*;
@@ -169,7 +170,7 @@ pub(crate) const QUICK: Counts = Counts {
 pub(crate) type ScenarioFn =
     for<'a> fn(&'a Env) -> std::pin::Pin<Box<dyn Future<Output = Res<Outcome>> + 'a>>;
 
-pub(crate) const SCENARIOS: [(&str, ScenarioFn); 22] = [
+pub(crate) const SCENARIOS: [(&str, ScenarioFn); 23] = [
     ("B1", |e| Box::pin(b1(e))),
     ("A1", |e| Box::pin(a1(e))),
     ("B2", |e| Box::pin(b2(e))),
@@ -190,6 +191,7 @@ pub(crate) const SCENARIOS: [(&str, ScenarioFn); 22] = [
     ("N2", |e| Box::pin(netproxy::n2(e))),
     ("R1", |e| Box::pin(retention::r1(e))),
     ("E12", |e| Box::pin(tripwires::e12(e))),
+    ("W1", |e| Box::pin(wrapped::w1(e))),
     ("P1", |e| Box::pin(p1(e))),
     ("P7", |e| Box::pin(p7(e))),
 ];

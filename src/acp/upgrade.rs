@@ -27,6 +27,20 @@ pub struct ConnectionState {
     pub initialized: bool,
     pub display: updates::ClientDisplay,
     pub sessions: Vec<CarriedSession>,
+    /// The connection was served by a wrapped agent (issue 44): its process cannot be
+    /// carried, so the next program ends the connection, saying so in its sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapped: Option<CarriedWrap>,
+}
+
+/// A wrapped connection as the next program needs it to end it clearly.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CarriedWrap {
+    /// The `[[agents]]` name.
+    pub agent: String,
+    /// The agent's session ids, as the editor knows them.
+    pub sessions: Vec<String>,
 }
 
 /// A session bound to a frozen connection: what its log does not hold.
@@ -171,12 +185,16 @@ impl AcpService {
 
     /// [`crate::rpc::Service::freeze`]: the connection's sessions and display.
     pub(super) fn freeze_connection(&self, peer: &Peer) -> Value {
-        let (initialized, display) = self
+        let (initialized, display, wrapped) = self
             .connections
             .get(&peer.id())
             .map(|c| {
                 let display = *c.display.lock().unwrap_or_else(|p| p.into_inner());
-                (c.initialized.load(Ordering::SeqCst), display)
+                let wrapped = c.wrapped.get().map(|w| CarriedWrap {
+                    agent: w.name().to_string(),
+                    sessions: w.agent_sessions(),
+                });
+                (c.initialized.load(Ordering::SeqCst), display, wrapped)
             })
             .unwrap_or_default();
         let sessions = self
@@ -201,8 +219,23 @@ impl AcpService {
             initialized,
             display,
             sessions,
+            wrapped,
         })
         .unwrap_or(Value::Null)
+    }
+
+    /// Stops every wrapped agent before the program is replaced (its process and pipes
+    /// cannot be carried); their connections are ended by the next program
+    /// ([`Self::resume_connection`]), or by this one's closing when the upgrade fails.
+    pub async fn stop_all_wrapped(&self) {
+        let wrapped: Vec<_> = self
+            .connections
+            .iter()
+            .filter_map(|c| c.wrapped.get().cloned())
+            .collect();
+        for w in wrapped {
+            w.stop_for_upgrade().await;
+        }
     }
 
     /// [`crate::rpc::Service::resume`]: the connection as it was, its sessions attached
@@ -220,6 +253,25 @@ impl AcpService {
                 return;
             }
         };
+        if let Some(wrap) = state.wrapped {
+            // The agent's process ended with the program before (`stop_all_wrapped`):
+            // its sessions are told, and the connection ends, so the editor starts the
+            // agent anew rather than talk to a dsh session it never opened.
+            let text = format!(
+                "dsh was upgraded: the agent `{}` it wrapped could not be carried across \
+                 and has stopped. Start a new thread to go on.\n",
+                wrap.agent
+            );
+            for id in &wrap.sessions {
+                let _ = peer.notify(
+                    "session/update",
+                    serde_json::json!({"sessionId": id, "update": updates::agent_text(&text)}),
+                );
+            }
+            tracing::warn!(agent = %wrap.agent, "a wrapped connection cannot be carried across an upgrade: ended");
+            peer.close_after_queued();
+            return;
+        }
         self.connections.insert(
             peer.id(),
             Arc::new(Connection {

@@ -54,6 +54,7 @@ impl Daemon {
                     router.flush().await;
                 }
                 self.service.stop_all_mcp().await;
+                self.service.stop_all_wrapped().await;
                 self.tools.hooks().stop_servers().await;
                 // A SIGTERM that came during this part must not be replaced with the
                 // next program: this one serves on just long enough to stop.

@@ -102,6 +102,45 @@ impl AuditLog {
     }
 }
 
+impl AuditLog {
+    /// Records a call refused after the waterfall let it through, by someone the hooks
+    /// did not see (`by`: a wrapped agent's question a hook rewrote, which the agent
+    /// cannot run rewritten): the call's arguments as asked, its trace and `reason`.
+    pub fn refused_after(
+        &self,
+        call: &ToolExecution,
+        by: &str,
+        reason: &str,
+        policy_version: String,
+    ) {
+        self.write(AuditLine::Execution(Box::new(ExecutionLine {
+            session: call.session_id().map(str::to_string),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            decision: Decision::Deny,
+            decided_by: by.to_string(),
+            reason: reason.to_string(),
+            answer: call.verdict().answer,
+            duration_ms: 0,
+            outcome: Outcome::Vetoed,
+            mode: call.judged().map(|(mode, _)| mode),
+            policy_version,
+            trace: call.trace(),
+            grants: Some(call.grants_used()),
+            project: None,
+            outside_sandbox: false,
+            containment: None,
+            original_arguments: None,
+            original_text: None,
+            text: None,
+            time_ms: 0,
+            run: call.session.as_ref().and_then(|s| s.run().cloned()),
+            agent: call.agent.clone(),
+        })));
+    }
+}
+
 /// The hook that writes one audit line per execution.
 pub struct AuditHook {
     log: std::sync::Arc<AuditLog>,

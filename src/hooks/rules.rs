@@ -113,6 +113,14 @@ impl Hook for PolicyHook {
         };
         let policy = layer.as_ref().map_or(&self.policy, |l| &l.policy);
         let judgement = policy.judge_in(&call.tool, &arguments, mode, &grants, Some(&place));
+        // Tightened by a rule naming the agent's tool: its ask is a rule's, not the mode's.
+        let (judgement, by_own_name) = match call.agent_tool.as_deref() {
+            Some(own) if own != call.tool => {
+                let own = policy.judge_in(own, &arguments, mode, &grants, Some(&place));
+                by_agents_name(judgement, own)
+            }
+            _ => (judgement, false),
+        };
         call.record(TraceEntry {
             name: self.name().into(),
             event: HookEvent::PreTool,
@@ -144,10 +152,32 @@ impl Hook for PolicyHook {
             self.name(),
             &judgement.reason,
             judgement.grants_on_allow_always.clone(),
-            asks_only_by_mode(&judgement),
+            asks_only_by_mode(&judgement) && !by_own_name,
         );
         next.run(call).await
     }
+}
+
+/// A wrapped agent's call judged under dsh's tool name (`judged`) and under the agent's
+/// own (`own`, issue 44: `tool = "Bash"` names Claude Code's Bash): a rule naming the
+/// agent's tool decides too when it is stricter. Only a rule's word counts (the mode's
+/// default for an unknown tool would ask about everything), and it can only tighten, so
+/// an allow rule for `Bash` never lets through what the `bash` rules ask about. An ask
+/// it adds grants nothing on "always" (the person is asked again next time). Whether
+/// the agent's name decided.
+fn by_agents_name(judged: Judgement, own: Judgement) -> (Judgement, bool) {
+    let by_rule = matches!(own.cause, Cause::Rule { .. });
+    if !by_rule || own.decision <= judged.decision {
+        return (judged, false);
+    }
+    let tightened = Judgement {
+        decision: own.decision,
+        reason: own.reason,
+        cause: own.cause,
+        grants_on_allow_always: Vec::new(),
+        ..judged
+    };
+    (tightened, true)
 }
 
 /// Where a call's session works, owned (what [`Place`] borrows): its cwd, its roots and,

@@ -42,6 +42,9 @@ pub struct ToolExecution {
     /// The wrapped agent whose permission question this call is (`[[agents]]` name),
     /// `None` for dsh's own calls: the audit line names it.
     pub agent: Option<String>,
+    /// The wrapped agent's own name for the tool (Claude Code's `Bash` for a call judged
+    /// as `bash`): a rule naming it judges the call too, and can only tighten it.
+    pub agent_tool: Option<String>,
 }
 
 /// One decider's word on a call (a rule set, a hook or the person), as the audit line
@@ -114,12 +117,19 @@ impl ToolExecution {
             grants_used: Mutex::new(Vec::new()),
             internal: false,
             agent: None,
+            agent_tool: None,
         }
     }
 
     /// The same call, as a wrapped agent's question ([`ToolExecution::agent`]).
     pub fn by_agent(mut self, agent: &str) -> Self {
         self.agent = Some(agent.to_string());
+        self
+    }
+
+    /// The same call, which the wrapped agent names `tool` ([`ToolExecution::agent_tool`]).
+    pub fn named_by_agent(mut self, tool: &str) -> Self {
+        self.agent_tool = Some(tool.to_string());
         self
     }
 
@@ -157,6 +167,7 @@ impl ToolExecution {
         call.watcher = self.watcher.clone();
         call.internal = self.internal;
         call.agent = self.agent.clone();
+        call.agent_tool = self.agent_tool.clone();
         call.original_arguments = Some(self.arguments.clone());
         *lock(&call.trace) = self.trace();
         call
@@ -170,6 +181,7 @@ impl ToolExecution {
         let call = ToolExecution {
             internal: self.internal,
             agent: self.agent.clone(),
+            agent_tool: self.agent_tool.clone(),
             original_arguments: self.original_arguments.clone(),
             ..ToolExecution::new(
                 self.call_id.clone(),
@@ -355,6 +367,9 @@ pub struct ToolOutput {
     /// For a file tool the sandbox refused: the layout entry that refused it (issue 39),
     /// for the audit line.
     pub containment: Option<crate::containment::Containment>,
+    /// The background task a `bash` call started, as data: a wrapped agent's terminal
+    /// is that task (`wrap/client.rs`), so nobody reads the id back out of the text.
+    pub task: Option<crate::exec::TaskId>,
 }
 
 /// How a foreground command ended.

@@ -576,7 +576,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 while let Ok(line) = queue.try_recv() {
                     batch.push(line);
                 }
-                for line in batch {
+                for line in batch.into_iter().filter(|l| !l.is_empty()) {
                     if out.write_all(line.as_bytes()).await.is_err()
                         || out.write_all(b"\n").await.is_err()
                     {
@@ -600,25 +600,38 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 tokio::time::sleep(LINE_GRACE).await;
             } => break,
         };
-        if let Err(e) = written {
-            tracing::warn!(peer = peer.id(), "write failed: {e}");
-            peer.close();
-            break;
+        match written {
+            Ok(false) => {}
+            // [`Peer::close_after_queued`]'s mark: everything before it is written.
+            Ok(true) => {
+                peer.close();
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(peer = peer.id(), "write failed: {e}");
+                peer.close();
+                break;
+            }
         }
     }
     None
 }
 
 /// Writes `first` and whatever else is already queued (until the connection
-/// ends), then flushes once.
+/// ends), then flushes once. True when it met [`Peer::close_after_queued`]'s mark (an
+/// empty line, which no message is): the connection is to end now.
 async fn write_batch<W: AsyncWrite + Unpin>(
     out: &mut BufWriter<W>,
     first: String,
     queue: &mut mpsc::Receiver<String>,
     closed: &CancellationToken,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     let mut next = Some(first);
     while let Some(line) = next {
+        if line.is_empty() {
+            out.flush().await?;
+            return Ok(true);
+        }
         out.write_all(line.as_bytes()).await?;
         out.write_all(b"\n").await?;
         next = if closed.is_cancelled() {
@@ -627,5 +640,5 @@ async fn write_batch<W: AsyncWrite + Unpin>(
             queue.try_recv().ok()
         };
     }
-    out.flush().await
+    out.flush().await.map(|()| false)
 }

@@ -260,6 +260,14 @@ impl Peer {
         self.inner.closed.cancel();
     }
 
+    /// Ends the connection once everything queued before now is written (a last word
+    /// to a peer, then the end): an empty line marks the place in the writer's queue.
+    pub fn close_after_queued(&self) {
+        if self.send_line(String::new()).is_err() {
+            self.close();
+        }
+    }
+
     /// True once the connection has ended or is ending.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.is_cancelled()

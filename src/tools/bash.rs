@@ -290,7 +290,10 @@ impl Tool for Bash {
                     self.shared
                         .sessions
                         .record_owner(task.id, call.session_id());
-                    ToolOutput::ok(format!("started background task {}", task.id))
+                    ToolOutput {
+                        task: Some(task.id),
+                        ..ToolOutput::ok(format!("started background task {}", task.id))
+                    }
                 }
                 Err(e) => ToolOutput::error(e),
             };

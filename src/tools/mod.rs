@@ -363,6 +363,12 @@ impl ToolRegistry {
             .judge_in(tool, arguments, mode, &grants, Some(&at.place(false)))
     }
 
+    /// The audit log `standard()`'s audit hook writes, for a refusal made after the
+    /// waterfall (a wrapped agent's rewritten question).
+    pub fn audit_log(&self) -> Option<&Arc<AuditLog>> {
+        self.audit.as_ref()
+    }
+
     /// What each audit line names as `policyVersion`.
     pub fn policy_version(&self) -> String {
         self.judges().version.clone()

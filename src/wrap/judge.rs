@@ -28,6 +28,23 @@ pub struct AskedCall {
     /// Whether `tool` is the agent's own (not one of dsh's): the session needs a tool
     /// of that name for the schema hook to let rules and hooks see it.
     pub agents_own: bool,
+    /// The agent's own name for a call judged as one of dsh's tools (Claude Code's
+    /// `Bash` for `bash`), which rules can name too.
+    pub own_name: Option<String>,
+}
+
+/// `name` as a tool name dsh accepts: `[A-Za-z0-9_-]`, others as `_`, 64 at most.
+fn tool_name(name: &str) -> String {
+    name.chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Reads the agent's `toolCall` as a dsh call. A `rawInput.command` string is a command
@@ -37,7 +54,29 @@ pub struct AskedCall {
 pub fn asked_call(tool_call: &Value) -> AskedCall {
     let raw = tool_call.get("rawInput").unwrap_or(&Value::Null);
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
-    if let Some(command) = text(raw, "command") {
+    let own_name = tool_call
+        .get("_meta")
+        .and_then(|m| m.get("claudeCode"))
+        .and_then(|c| text(c, "toolName"))
+        .map(|n| tool_name(&n))
+        .filter(|n| !n.is_empty());
+    // Codex's adapter sends its command as argv (`["/bin/bash", "-lc", "touch x"]`): the
+    // words quoted whole are the same command as a line, judged as one.
+    let argv = raw
+        .get("command")
+        .and_then(Value::as_array)
+        .and_then(|words| {
+            words
+                .iter()
+                .map(|w| {
+                    w.as_str()
+                        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+                })
+                .collect::<Option<Vec<String>>>()
+                .filter(|words| !words.is_empty())
+                .map(|words| words.join(" "))
+        });
+    if let Some(command) = text(raw, "command").or(argv) {
         // `bash` wants a description: the agent's, else its title for the call.
         let description = text(raw, "description")
             .or_else(|| text(tool_call, "title"))
@@ -46,6 +85,7 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
             tool: "bash".into(),
             arguments: json!({ "command": command, "description": description }),
             agents_own: false,
+            own_name,
         };
     }
     let path = text(raw, "file_path")
@@ -68,25 +108,12 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
             tool: "write_file".into(),
             arguments: json!({ "path": path, "content": content }),
             agents_own: false,
+            own_name,
         };
     }
-    let name = tool_call
-        .get("_meta")
-        .and_then(|m| m.get("claudeCode"))
-        .and_then(|c| text(c, "toolName"))
-        .or_else(|| text(tool_call, "title"))
-        .unwrap_or_default();
-    let tool: String = name
-        .chars()
-        .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let tool = own_name
+        .clone()
+        .unwrap_or_else(|| tool_name(&text(tool_call, "title").unwrap_or_default()));
     AskedCall {
         tool: if tool.is_empty() {
             "unnamed_tool".into()
@@ -99,6 +126,7 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
             json!({})
         },
         agents_own: true,
+        own_name: None,
     }
 }
 
@@ -194,22 +222,49 @@ pub type OpenQuestions = Arc<DashMap<(String, String), Value>>;
 
 /// A wrapped session's prompter: an "ask" becomes the agent's own
 /// `session/request_permission`, sent to the editor; the person's option is read back by
-/// its kind.
+/// its kind. A call the agent did not ask about (its terminal or file request, which
+/// dsh runs) is put to the editor in a question dsh writes ([`own_question`]).
 pub struct EditorPrompter {
     pub editor: Peer,
     pub questions: OpenQuestions,
+    /// The agent's id of the session (the one the editor knows).
+    pub agent_session: String,
+}
+
+/// The question for a call of the agent's that dsh runs itself (`terminal/create`,
+/// `fs/*`): the call as dsh shows its own, with once/always/reject options.
+pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
+    let view = crate::tools::CallView::of(&request.tool, &request.arguments, None);
+    let kind = match request.tool.as_str() {
+        "bash" => "execute",
+        "write_file" | "edit_file" => "edit",
+        "read_file" => "read",
+        _ => "other",
+    };
+    json!({
+        "sessionId": agent_session,
+        "toolCall": {
+            "toolCallId": request.call_id,
+            "title": view.title,
+            "kind": kind,
+            "rawInput": request.arguments,
+        },
+        "options": [
+            {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+        ],
+    })
 }
 
 #[async_trait::async_trait]
 impl PermissionPrompter for EditorPrompter {
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
-        let Some(question) = self
+        let question = self
             .questions
             .get(&(request.session_id.clone(), request.call_id.clone()))
             .map(|q| q.clone())
-        else {
-            return PermissionAnswer::Cancelled;
-        };
+            .unwrap_or_else(|| own_question(&self.agent_session, &request));
         let answer = self
             .editor
             .request(
@@ -254,6 +309,21 @@ mod tests {
         assert_eq!(call.tool, "bash");
         assert_eq!(call.arguments["command"], "rm -rf /");
         assert_eq!(call.arguments["description"], "a wrapped agent's command");
+        let claude = asked_call(&json!({"kind": "execute", "rawInput": {"command": "ls"},
+            "_meta": {"claudeCode": {"toolName": "Bash"}}}));
+        assert_eq!(claude.tool, "bash");
+        assert_eq!(claude.own_name.as_deref(), Some("Bash"));
+        // Codex (codex-acp 0.16.0) asks with argv.
+        let codex = asked_call(&json!({"kind": "execute",
+            "rawInput": {"command": ["/bin/bash", "-lc", "touch it's"]}}));
+        assert_eq!(codex.tool, "bash");
+        assert_eq!(
+            codex.arguments["command"],
+            "'/bin/bash' '-lc' 'touch it'\\''s'"
+        );
+        let odd =
+            asked_call(&json!({"kind": "execute", "title": "t", "rawInput": {"command": [1]}}));
+        assert!(odd.agents_own, "argv of non-strings is not a command");
     }
 
     #[test]

@@ -14,9 +14,12 @@
 //!   the waterfall judges the agent's calls as it judges dsh's;
 //! * agent -> dsh ([`AgentSide`]): `session/request_permission` is judged by the
 //!   waterfall (`judge`); `session/update` and other notifications go to the editor
-//!   unchanged; any other request is refused (-32601). The agent is told the editor
-//!   offers no `fs` and no `terminal`, so it never routes them around dsh.
+//!   unchanged; `terminal/*` and `fs/*` are dsh's (`client`): a terminal is a
+//!   background `bash` task of the session, a file request dsh's file tool, each judged
+//!   by the waterfall; any other request is refused (-32601). The agent is offered
+//!   `fs` and `terminal` whatever the editor offers, since dsh serves them.
 
+mod client;
 mod judge;
 
 pub use crate::config::WrappedAgent;
@@ -65,6 +68,11 @@ struct Shared {
     questions: judge::OpenQuestions,
     /// Permission questions in flight, cancelled when the agent goes.
     gone: CancellationToken,
+    /// The agent's terminals: background tasks of its sessions.
+    terminals: client::Terminals,
+    /// Stopped for `dsh upgrade`: the editor's connection is being handed over and is
+    /// ended by the next program, not closed here.
+    upgrading: std::sync::atomic::AtomicBool,
 }
 
 /// Longest stderr line of the agent kept whole in `daemon.log`.
@@ -109,6 +117,8 @@ impl Wrapped {
             own_tools: DashMap::new(),
             questions: Arc::default(),
             gone: CancellationToken::new(),
+            terminals: client::Terminals::default(),
+            upgrading: Default::default(),
         });
         let (opened, peer) = tokio::sync::oneshot::channel();
         let side = Arc::new(AgentSide {
@@ -137,8 +147,8 @@ impl Wrapped {
     }
 
     /// An editor's request: passed to the agent, its answer passed back. `initialize`
-    /// loses the editor's `fs` and `terminal` (the agent is to do those itself, where
-    /// the executor contains it); a session the agent opens gets its dsh session.
+    /// offers the agent dsh's `fs` and `terminal` in place of the editor's (dsh serves
+    /// them, judged); a session the agent opens gets its dsh session.
     pub async fn from_editor(
         &self,
         method: &str,
@@ -150,8 +160,11 @@ impl Wrapped {
                 .get_mut("clientCapabilities")
                 .and_then(Value::as_object_mut)
         {
-            caps.remove("fs");
-            caps.remove("terminal");
+            caps.insert(
+                "fs".into(),
+                json!({"readTextFile": true, "writeTextFile": true}),
+            );
+            caps.insert("terminal".into(), json!(true));
         }
         let answer = self
             .to_agent
@@ -169,9 +182,28 @@ impl Wrapped {
         if matches!(method, "session/close" | "session/delete")
             && let Some(id) = params.get("sessionId").and_then(Value::as_str)
         {
+            self.shared.release_terminals(Some(id)).await;
             self.shared.close_session(id);
         }
         Ok(answer)
+    }
+
+    /// The agent's session ids (as the editor knows them).
+    pub fn agent_sessions(&self) -> Vec<String> {
+        self.shared
+            .sessions
+            .iter()
+            .map(|e| e.key().clone())
+            .collect()
+    }
+
+    /// Ends the agent for `dsh upgrade`: as [`Wrapped::stop`], but the editor's
+    /// connection, being handed over, is left to the next program to end.
+    pub async fn stop_for_upgrade(&self) {
+        self.shared
+            .upgrading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop().await;
     }
 
     /// An editor's notification (`session/cancel`, ...): passed to the agent.
@@ -185,6 +217,7 @@ impl Wrapped {
         self.shared.gone.cancel();
         self.to_agent.close();
         self.handle.stop().await;
+        self.shared.release_terminals(None).await;
         let ids: Vec<String> = self
             .shared
             .sessions
@@ -213,6 +246,7 @@ impl Shared {
         session.set_prompter(Some(Arc::new(judge::EditorPrompter {
             editor: self.editor.clone(),
             questions: self.questions.clone(),
+            agent_session: id.to_string(),
         })));
         tracing::info!(agent = %self.agent.name, session = id, dsh_session = %session.id, "wrapped session opened");
         self.sessions.insert(id.to_string(), session);
@@ -252,7 +286,7 @@ impl Shared {
         // Cancelled when the agent withdraws its question or goes: the gate then
         // settles it (a deny), and the audit line is still written.
         let stop = CancellationToken::new();
-        let call = ToolExecution::new(
+        let mut call = ToolExecution::new(
             call_id,
             asked.tool,
             asked.arguments,
@@ -260,6 +294,9 @@ impl Shared {
             stop.clone(),
         )
         .by_agent(&self.agent.name);
+        if let Some(own) = &asked.own_name {
+            call = call.named_by_agent(own);
+        }
         let judged = judge::Judged::default();
         let waterfall = self.daemon.tools.waterfall().run(&call, &judged);
         tokio::pin!(waterfall);
@@ -276,10 +313,22 @@ impl Shared {
             }
         };
         self.questions.remove(&key);
-        if let Passed::Rewrite(_) = passed {
+        if let Passed::Rewrite(rewrite) = passed {
             // The agent runs what it asked about, not a hook's rewrite of it: a call a
-            // hook would only let through changed is refused.
+            // hook would only let through changed is refused, and the audit hook (which
+            // leaves a rewrite to the pass that runs it) has no line for it: this is it.
             tracing::warn!(agent = %self.agent.name, "a hook rewrote a wrapped agent's call: refused");
+            if let Some(audit) = self.daemon.tools.audit_log() {
+                audit.refused_after(
+                    &call,
+                    "wrap",
+                    &format!(
+                        "a hook rewrote the agent's call (to {rewrite}); the agent runs what \
+                         it asked, so it is refused"
+                    ),
+                    self.daemon.tools.policy_version(),
+                );
+            }
             return judge::answer_for(&params, false);
         }
         judge::answer_for(&params, judged.allowed())
@@ -327,6 +376,31 @@ impl Service for AgentSide {
             },
         )
         .expect("method names are unique");
+        macro_rules! serve {
+            ($name:literal, |$shared:ident, $params:ident, $cancel:ident| $body:expr) => {
+                m.register_async_method($name, |params, shared: Arc<Shared>, ext| async move {
+                    let $cancel = ext
+                        .get::<RequestContext>()
+                        .map(|c| c.cancel.clone())
+                        .unwrap_or_default();
+                    let $params: Value = params.parse().unwrap_or(Value::Null);
+                    let $shared = shared;
+                    $body
+                })
+                .expect("method names are unique");
+            };
+        }
+        serve!("terminal/create", |s, p, c| s.terminal_create(p, &c).await);
+        serve!("terminal/output", |s, p, _c| s.terminal_output(p));
+        serve!("terminal/wait_for_exit", |s, p, c| s
+            .terminal_wait(p, &c)
+            .await);
+        serve!("terminal/kill", |s, p, _c| s.terminal_kill(p).await);
+        serve!("terminal/release", |s, p, _c| s.terminal_release(p).await);
+        serve!("fs/read_text_file", |s, p, c| s.read_text_file(p, &c).await);
+        serve!("fs/write_text_file", |s, p, c| s
+            .write_text_file(p, &c)
+            .await);
         m.into()
     }
 
@@ -350,7 +424,13 @@ impl Service for AgentSide {
     fn closed(&self, _peer: &Peer) {
         tracing::info!(agent = %self.shared.agent.name, "wrapped agent's connection ended");
         self.shared.gone.cancel();
-        self.shared.editor.close();
+        if !self
+            .shared
+            .upgrading
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            self.shared.editor.close();
+        }
     }
 }
 

@@ -17,6 +17,9 @@ use std::time::Duration;
 /// A scripted ACP agent: answers initialize (echoing the client capabilities it was
 /// offered), opens sessions, and for each prompt asks permission to run the prompt's
 /// text as a command, runs it itself when an allow option is chosen, and reports.
+/// Prompts starting `term:`, `termstart:`, `release:`, `read:` and `write:` instead use
+/// its client's terminal and file system (as an agent offered them does) and report
+/// the answer.
 const AGENT: &str = r#"
 import json, os, subprocess, sys
 with open(os.environ["AGENT_PIDFILE"], "a") as f:
@@ -36,6 +39,40 @@ def update(sid, text):
     send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid,
           "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}})
 asks = 0
+def call(method, params):
+    global asks
+    asks += 1
+    qid = f"c{asks}"
+    send({"jsonrpc": "2.0", "id": qid, "method": method, "params": params})
+    while True:
+        a = read()
+        if a.get("id") == qid and "method" not in a:
+            return a
+        pending.append(a)
+def client_prompt(sid, text):
+    verb, _, rest = text.partition(":")
+    if verb in ("term", "termstart"):
+        a = call("terminal/create", {"sessionId": sid, "command": rest})
+        if "error" in a:
+            return "refused: " + a["error"]["message"]
+        tid = a["result"]["terminalId"]
+        if verb == "termstart":
+            return "started " + tid
+        code = call("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})["result"]
+        out = call("terminal/output", {"sessionId": sid, "terminalId": tid})["result"]
+        call("terminal/release", {"sessionId": sid, "terminalId": tid})
+        return f"exit {code.get('exitCode')}: {out['output']}"
+    if verb == "release":
+        a = call("terminal/release", {"sessionId": sid, "terminalId": rest})
+        return "released" if "result" in a else "refused: " + a["error"]["message"]
+    if verb == "read":
+        a = call("fs/read_text_file", {"sessionId": sid, "path": rest})
+        return "read: " + a["result"]["content"] if "result" in a else "refused: " + a["error"]["message"]
+    if verb == "write":
+        path, _, content = rest.partition("=")
+        a = call("fs/write_text_file", {"sessionId": sid, "path": path, "content": content})
+        return "wrote" if "result" in a else "refused: " + a["error"]["message"]
+    return None
 while True:
     m = read()
     method, mid, p = m.get("method"), m.get("id"), m.get("params") or {}
@@ -51,6 +88,11 @@ while True:
     elif method == "session/prompt":
         sid = p["sessionId"]
         command = p["prompt"][0]["text"]
+        said = client_prompt(sid, command)
+        if said is not None:
+            update(sid, said)
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+            continue
         asks += 1
         qid = f"q{asks}"
         # "edit:PATH" asks to edit PATH (as Claude Code's Edit does); else a command.
@@ -60,9 +102,15 @@ while True:
                          "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
                          "locations": [{"path": path}]}
             command = f"echo edited > '{path}'"
+        elif command.startswith("argv:"):
+            # As Codex's adapter asks: the command as argv.
+            command = command[5:]
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "rawInput": {"command": ["/bin/bash", "-lc", command]}}
         else:
             tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
-                         "rawInput": {"command": command, "description": "scripted"}}
+                         "rawInput": {"command": command, "description": "scripted"},
+                         "_meta": {"claudeCode": {"toolName": "Bash"}}}
         send({"jsonrpc": "2.0", "id": qid, "method": "session/request_permission", "params": {
               "sessionId": sid,
               "toolCall": tool_call,
@@ -100,6 +148,12 @@ async fn setup(rules: &str) -> Setup {
 /// As [`setup`], `exec` added to the `[exec]` table (the executor's kind). The agent's
 /// script and pid file are in the workspace, where the sandbox shows (and lets write).
 async fn setup_under(exec: &str, rules: &str) -> Setup {
+    setup_started(exec, rules, false).await
+}
+
+/// As [`setup_under`]; `copied`: the daemon runs a copy of the binary, as `dsh upgrade`
+/// tests start it.
+async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join(".agent")).unwrap();
@@ -113,7 +167,11 @@ async fn setup_under(exec: &str, rules: &str) -> Setup {
         script.display(),
         pidfile.display()
     );
-    let daemon = SocketDaemon::start(dir.path(), &config).await;
+    let daemon = if copied {
+        SocketDaemon::start_copy(dir.path(), &config).await
+    } else {
+        SocketDaemon::start(dir.path(), &config).await
+    };
     Setup {
         _dir: dir,
         daemon,
@@ -280,14 +338,17 @@ async fn an_always_answer_is_dshs_grant_and_the_agent_hears_once() {
     assert_eq!(audit[1]["answer"], Value::Null);
 }
 
-/// Requests and notifications pass through with ids mapped: `initialize` (without the
-/// editor's `fs` and `terminal`: the agent is to do those where the executor contains
-/// it), `session/set_mode`, and an error of the agent's comes back as its error.
+/// Requests and notifications pass through with ids mapped: `initialize` (offering
+/// dsh's own `fs` and `terminal`, which dsh serves judged), `session/set_mode`, and an
+/// error of the agent's comes back as its error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_pass_through_and_fs_and_terminal_are_not_offered() {
+async fn requests_pass_through_and_dsh_offers_fs_and_terminal() {
     let s = setup("").await;
     let (_child, mut c, session, init) = s.editor().await;
-    assert_eq!(init["_meta"]["offered"], json!({}));
+    assert_eq!(
+        init["_meta"]["offered"],
+        json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true})
+    );
     let mode = c
         .request(
             "session/set_mode",
@@ -529,4 +590,355 @@ async fn an_agents_edit_is_judged_as_write_file_of_its_path() {
     assert_eq!(audit[0]["decision"], "deny");
     assert_eq!(audit[0]["arguments"]["path"], secret.to_str().unwrap());
     assert_eq!(audit[1]["decision"], "allow");
+}
+
+/// The pids of the processes whose argv is exactly `argv`, from the process table.
+fn processes(argv: &[&str]) -> Vec<i32> {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted) && alive(*pid)
+        })
+        .collect()
+}
+
+/// Waits (bounded) until a process with argv `argv` runs; its pid.
+async fn started(argv: &[&str]) -> Option<i32> {
+    for _ in 0..1500 {
+        if let Some(pid) = processes(argv).first() {
+            return Some(*pid);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// The last thing the agent said.
+fn last_said(client: &Client) -> String {
+    client
+        .updates
+        .iter()
+        .rev()
+        .find_map(|u| u["update"]["content"]["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Issue 44 item 1, P1 for a terminal: the agent's `terminal/create` is a `bash` call of
+/// its dsh session, judged by the waterfall. Under an allow rule (the control) the
+/// command runs and its output and exit status reach the agent; under a deny rule the
+/// same command never runs (no file, no process), the agent gets an error, the editor is
+/// not asked, and the audit line names the agent and the background call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_terminal_is_a_judged_bash_call_of_the_agents_session() {
+    let allowing = setup(
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n\
+         [[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n",
+    )
+    .await;
+    let (_child, mut c, session, _) = allowing.editor().await;
+    let (command, file) = command_in(&allowing.work, "by-terminal");
+    prompt(&mut c, &session, &format!("term:{command}")).await;
+    assert_eq!(last_said(&c), "exit 0: ", "{:?}", c.updates);
+    assert!(file.exists(), "control: the allowed terminal did not run");
+    prompt(&mut c, &session, "term:echo hello from a terminal").await;
+    assert_eq!(last_said(&c), "exit 0: hello from a terminal\n");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+
+    let denying = setup(
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"bash\"\ncommand = \"sleep\"\naction = \"deny\"\n",
+    )
+    .await;
+    let (_child, mut c, session, _) = denying.editor().await;
+    let (command, file) = command_in(&denying.work, "by-terminal");
+    prompt(&mut c, &session, &format!("term:{command}")).await;
+    assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
+    assert!(!file.exists(), "a denied terminal ran");
+    prompt(&mut c, &session, "termstart:sleep 864211").await;
+    assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
+    assert!(
+        processes(&["sleep", "864211"]).is_empty(),
+        "a denied terminal's process runs"
+    );
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let audit = denying.audit();
+    let line = audit
+        .iter()
+        .find(|l| l["arguments"]["command"] == command.as_str())
+        .expect("an audit line for the terminal");
+    assert_eq!(line["tool"], "bash");
+    assert_eq!(line["agent"], "scripted");
+    assert_eq!(line["decision"], "deny");
+    assert_eq!(line["arguments"]["run_in_background"], true);
+}
+
+/// Issue 44 item 1, T12 for a terminal: an "ask" for the agent's terminal reaches the
+/// editor (a question dsh writes: the command, `kind: execute`); once allowed, the
+/// command runs as a task of the agent's session, and `terminal/release` kills it
+/// (the process table). A terminal still running when the connection ends is killed
+/// too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t12_a_released_terminals_command_is_killed() {
+    let s = setup("").await;
+    let (mut child, mut c, session, _) = s.editor().await;
+    c.permission_answers.push_back("allow_once");
+    prompt(&mut c, &session, "termstart:sleep 864212").await;
+    let said = last_said(&c);
+    let id = said.strip_prefix("started ").expect(&said).to_string();
+    assert_eq!(c.permission_requests.len(), 1);
+    let question = &c.permission_requests[0];
+    assert_eq!(question["sessionId"], session.as_str());
+    assert_eq!(question["toolCall"]["kind"], "execute");
+    assert_eq!(question["toolCall"]["rawInput"]["command"], "sleep 864212");
+    let pid = started(&["sleep", "864212"])
+        .await
+        .expect("the terminal runs");
+    prompt(&mut c, &session, &format!("release:{id}")).await;
+    assert_eq!(last_said(&c), "released");
+    assert!(gone(pid).await, "a released terminal's command still runs");
+    prompt(&mut c, &session, &format!("release:{id}")).await;
+    assert!(last_said(&c).starts_with("refused: unknown terminal"));
+
+    c.permission_answers.push_back("allow_once");
+    prompt(&mut c, &session, "termstart:sleep 864213").await;
+    let pid = started(&["sleep", "864213"])
+        .await
+        .expect("the terminal runs");
+    child.kill().await.unwrap();
+    child.wait().await.unwrap();
+    assert!(
+        gone(pid).await,
+        "a terminal outlived the agent's connection"
+    );
+}
+
+/// Issue 44 item 1, E9 for the file requests: `fs/write_text_file` is dsh's `write_file`
+/// (judged by path as the sandbox sees it). Under the local executor (the control) a
+/// write outside the workspace is asked about and, allowed, made; under the sandbox the
+/// same write is refused unasked and nothing is written, while one in the workspace is
+/// made and read back with `fs/read_text_file`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_an_agents_fs_write_outside_the_roots_is_refused_under_the_sandbox() {
+    let allow = "[[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n\
+                 [[permissions.rules]]\ntool = \"read_file\"\naction = \"allow\"\n";
+    let local = setup(allow).await;
+    let (_child, mut c, session, _) = local.editor().await;
+    let outside = local.work.parent().unwrap().join("outside.txt");
+    // A write outside the session's roots is asked about whatever the rules say.
+    c.permission_answers.push_back("allow_once");
+    prompt(&mut c, &session, &format!("write:{}=x", outside.display())).await;
+    assert_eq!(last_said(&c), "wrote", "{:?}", c.updates);
+    assert!(outside.exists(), "control: the local write was not made");
+
+    let sandboxed = setup_under("kind = \"sandbox\"\n", allow).await;
+    let (_child, mut c, session, _) = sandboxed.editor().await;
+    let outside = sandboxed.work.parent().unwrap().join("outside.txt");
+    prompt(&mut c, &session, &format!("write:{}=x", outside.display())).await;
+    assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
+    assert!(
+        c.permission_requests.is_empty(),
+        "asked about a write the sandbox refuses"
+    );
+    assert!(!outside.exists(), "the sandbox let the agent write outside");
+    let inside = sandboxed.work.join("inside.txt");
+    prompt(
+        &mut c,
+        &session,
+        &format!("write:{}=in here", inside.display()),
+    )
+    .await;
+    assert_eq!(last_said(&c), "wrote");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in here");
+    prompt(&mut c, &session, &format!("read:{}", inside.display())).await;
+    assert_eq!(last_said(&c), "read: in here");
+    let audit = sandboxed.audit();
+    let refused = audit
+        .iter()
+        .find(|l| l["tool"] == "write_file" && l["arguments"]["path"] == outside.to_str().unwrap())
+        .expect("an audit line for the refused write");
+    assert_eq!(refused["agent"], "scripted");
+    assert_eq!(refused["decision"], "deny", "{refused}");
+    assert_eq!(refused["outcome"], "vetoed", "{refused}");
+}
+
+/// Issue 44 item 3: a hook that rewrites a wrapped agent's question cannot have the
+/// agent run the rewrite (the agent runs what it asked), so the question is refused and
+/// the refusal has its audit line (the audit hook leaves a rewrite's line to the pass
+/// that runs it, which never comes here). The control: a question the hook leaves alone
+/// is allowed by the same rule and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_question_is_refused_and_audited() {
+    let hooks = tempfile::tempdir().unwrap();
+    let hook = hooks.path().join("rewriter.py");
+    std::fs::write(
+        &hook,
+        "import json, sys\ncall = json.load(sys.stdin)\n\
+         if call['arguments'].get('command', '').startswith('touch'):\n    \
+         print(json.dumps({'rewrite': {'arguments': {'command': 'echo rewritten', 'description': 'd'}}}))\n",
+    )
+    .unwrap();
+    let s = setup(&format!(
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n\
+         [[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n\
+         [[hooks.command]]\nargv = [\"python3\", {:?}]\nname = \"rewriter\"\n",
+        hook.display().to_string()
+    ))
+    .await;
+    let (_child, mut c, session, _) = s.editor().await;
+    prompt(&mut c, &session, "echo untouched").await;
+    assert!(said(&c, "ran: echo untouched"), "control: {:?}", c.updates);
+    let (command, file) = command_in(&s.work, "rewritten");
+    prompt(&mut c, &session, &command).await;
+    assert!(said(&c, &format!("refused: {command}")), "{:?}", c.updates);
+    assert!(!file.exists(), "the agent ran a rewritten call");
+    let audit = s.audit();
+    let line = audit
+        .iter()
+        .find(|l| l["arguments"]["command"] == command.as_str())
+        .expect("an audit line for the rewritten question");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["decidedBy"], "wrap", "{line}");
+    assert_eq!(line["outcome"], "vetoed", "{line}");
+    assert_eq!(line["agent"], "scripted");
+    assert!(
+        line["reason"].as_str().unwrap().contains("echo rewritten"),
+        "{line}"
+    );
+}
+
+/// Issue 44 item 2: rules see a wrapped agent's command under the agent's own tool name
+/// too. The control: an allow rule for `bash` lets the agent's `touch` run. With a deny
+/// rule for `Bash` (Claude Code's name for its tool) beside it, the same command is
+/// refused unasked and does not run. The agent's name only tightens: an allow rule for
+/// `Bash` does not let through what the `bash` rules and the mode ask about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_rule_names_the_agents_own_tool() {
+    let allow_touch =
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+    let control = setup(allow_touch).await;
+    let (_child, mut c, session, _) = control.editor().await;
+    let (command, file) = command_in(&control.work, "control");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "control: the allowed command did not run");
+
+    let s = setup(&format!(
+        "{allow_touch}[[permissions.rules]]\ntool = \"Bash\"\naction = \"deny\"\n"
+    ))
+    .await;
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "denied");
+    prompt(&mut c, &session, &command).await;
+    assert!(said(&c, &format!("refused: {command}")), "{:?}", c.updates);
+    assert!(
+        !file.exists(),
+        "a rule for Bash did not refuse the agent's Bash call"
+    );
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let line = s.audit().pop().unwrap();
+    assert_eq!(line["tool"], "bash");
+    assert_eq!(line["decision"], "deny");
+    assert!(line["reason"].as_str().unwrap().contains("Bash"), "{line}");
+
+    let loosening = setup("[[permissions.rules]]\ntool = \"Bash\"\naction = \"allow\"\n").await;
+    let (_child, mut c, session, _) = loosening.editor().await;
+    let (command, file) = command_in(&loosening.work, "asked");
+    c.permission_answers.push_back("reject");
+    prompt(&mut c, &session, &command).await;
+    assert_eq!(
+        c.permission_requests.len(),
+        1,
+        "an allow rule for Bash loosened bash's ask"
+    );
+    assert!(!file.exists());
+}
+
+/// Issue 44 item 4: a wrapped connection cannot be carried by `dsh upgrade` (the agent
+/// is a process with pipes into the old program). The upgrade stops the agent (gone
+/// from the process table), and the next program tells the agent's session so and ends
+/// the connection, so the editor's `dsh acp --agent` exits instead of talking to a dsh
+/// session it never opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_ends_a_wrapped_connection_and_stops_its_agent() {
+    let s = setup_started(
+        "",
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
+        true,
+    )
+    .await;
+    let (mut child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "before");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "the agent did not work before the upgrade");
+    let pid = crate::common::pids(&s.pidfile)[0];
+    let upgraded = tokio::process::Command::new(crate::common::daemon::BIN)
+        .args(["upgrade", "--socket"])
+        .arg(&s.daemon.socket)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        upgraded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upgraded.stderr)
+    );
+    assert!(gone(pid).await, "the wrapped agent outlived the upgrade");
+    let mut told = false;
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(m) = c.next_message().await {
+            told |= m["method"] == "session/update"
+                && m["params"]["sessionId"] == session.as_str()
+                && m["params"]["update"]["content"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("dsh was upgraded"));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the wrapped connection was not ended");
+    assert!(told, "the agent's session was not told why");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the launcher exits")
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
+}
+
+/// P1 for an agent that asks with argv (codex-acp 0.16.0 sends `rawInput.command` as
+/// `["/bin/bash", "-lc", LINE]`): judged as the same `bash` command, so a deny rule on
+/// `touch` refuses it (without the fix it was judged as an unknown tool of the agent's,
+/// which no command rule names). The control: allowed (asked, since `bash -lc` is
+/// judged as bash running a script), it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_command_asked_as_argv_is_judged_as_bash() {
+    let allowing =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n")
+            .await;
+    let (_child, mut c, session, _) = allowing.editor().await;
+    let (command, file) = command_in(&allowing.work, "argv-allowed");
+    // `bash -lc` itself is no rule's: the person is asked, and allows it.
+    c.permission_answers.push_back("allow");
+    prompt(&mut c, &session, &format!("argv:{command}")).await;
+    assert!(
+        file.exists(),
+        "control: the allowed argv command did not run"
+    );
+
+    let denying =
+        setup("[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n")
+            .await;
+    let (_child, mut c, session, _) = denying.editor().await;
+    let (command, file) = command_in(&denying.work, "argv-denied");
+    prompt(&mut c, &session, &format!("argv:{command}")).await;
+    assert!(said(&c, &format!("refused: {command}")), "{:?}", c.updates);
+    assert!(!file.exists(), "a denied argv command ran");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let line = denying.audit().pop().unwrap();
+    assert_eq!(line["tool"], "bash");
+    assert_eq!(line["decision"], "deny", "{line}");
 }
