@@ -18,7 +18,7 @@
 //! only ever read or end it.
 
 use super::Shared;
-use crate::exec::{FileRequest, TaskId, TaskStatus};
+use crate::exec::{FileRead, FileRequest, TaskId, TaskStatus};
 use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput};
 use crate::registry::Session;
 use crate::rpc::RpcError;
@@ -153,14 +153,20 @@ impl Terminal for ReadText<'_> {
             writable_roots: session.writable_roots(),
         };
         match self.shared.daemon.executor.read_file(&request).await {
-            Ok(Some(bytes)) => match String::from_utf8(bytes) {
+            Ok(FileRead {
+                bytes: Some(bytes),
+                containment,
+            }) => match String::from_utf8(bytes) {
                 Ok(text) => {
                     *self.text.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
-                    ToolOutput::ok(format!("read {path}"))
+                    ToolOutput {
+                        containment,
+                        ..ToolOutput::ok(format!("read {path}"))
+                    }
                 }
                 Err(_) => ToolOutput::error(format!("{path}: not text")),
             },
-            Ok(None) => ToolOutput::error(format!("{path}: no such file")),
+            Ok(FileRead { bytes: None, .. }) => ToolOutput::error(format!("{path}: no such file")),
             Err(e) => ToolOutput {
                 containment: e.containment(),
                 ..ToolOutput::error(e)
