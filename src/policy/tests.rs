@@ -514,6 +514,116 @@ fn p8_variables_are_judged_by_their_value() {
     }
 }
 
+/// P8 (issue 41, brief 41b item 1): a variable exported for the commands after it
+/// (`export`, `declare -x`, `typeset -x`, `readonly`, a bare `export X` of a value set
+/// before) is judged as one set in front of a command: one not shown harmless is asked in
+/// auto under a deny rule and refused in read-only (`Cause::Environment`); harmless ones,
+/// those judged by their value and `PATH` extended at its end keep their decisions.
+#[test]
+fn p8_exported_variables_are_judged_as_prefixed_ones() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "export LUA_INIT='os.execute(\"ls\")'; lua5.4 -e 1",
+        "export PERL5OPT=-Mx; perl -e 1",
+        "declare -x PERL5DB='BEGIN{system q(ls)}'; perl -d -e 1",
+        "typeset -rx TAR_OPTIONS=--to-command=ls; tar xf a.tar",
+        "readonly LUA_INIT=x; lua5.4 -e 1",
+        "FOO=bar; export FOO; make",
+        "export PATH=./bin:$PATH; ls",
+        "export FOO=bar; make",
+    ] {
+        let auto = bash(&p, line, Mode::Auto);
+        assert_eq!(auto.decision, Ask, "{line}: {}", auto.reason);
+        assert!(
+            matches!(auto.cause, Cause::Environment { .. }),
+            "{line}: {:?}",
+            auto.cause
+        );
+        let read_only = bash(&p, line, Mode::ReadOnly);
+        assert_eq!(read_only.decision, Deny, "{line}");
+        assert!(
+            matches!(read_only.cause, Cause::Environment { .. }),
+            "{line}: {:?}",
+            read_only.cause
+        );
+        // Without a deny or ask rule, auto allows what no rule names (P8).
+        assert_eq!(
+            bash(&policy(&[]), line, Mode::Auto).decision,
+            Allow,
+            "{line}"
+        );
+    }
+    // The same variable in front of the command was asked already.
+    assert_eq!(bash(&p, "FOO=bar make", Mode::Auto).decision, Ask);
+    for line in [
+        "export PATH=$PATH:$HOME/.local/bin",
+        "export PATH=${PATH}:/opt/x/bin; make",
+        "export RUST_BACKTRACE=1; cargo test",
+        "export NODE_ENV=production && npm run build",
+        "export PAGER=cat; git log -3",
+        "declare -a x=(1 2); echo ${x[0]}",
+        "declare FOO=bar; echo $FOO",
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+    // In read-only, an exported trace file is a write of the commands after it.
+    let j = bash(&p, "export GIT_TRACE2=$PWD/c; git log -1", Mode::ReadOnly);
+    assert_eq!(j.decision, Deny);
+    assert!(
+        matches!(j.cause, Cause::Environment { .. }),
+        "{:?}",
+        j.cause
+    );
+}
+
+/// P5, P8 (issue 41, brief 41b item 2): a program named by a path that an earlier segment
+/// of the line may have written (`cp /bin/rm y && ./y c`, or a path handed to a program
+/// without a row: `ln -s /bin/rm x; logsave /dev/null ./x c`) is opaque: asked under a
+/// deny rule in auto. A path run with no write before it, or after a reader only, or
+/// through a wrapper that is no write, keeps its decision.
+#[test]
+fn p5_a_program_the_line_may_have_written_is_opaque() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "n=r; cp /usr/bin/${n}m y && ./y c",
+        "n=r; ln -s /usr/bin/${n}m x; logsave /dev/null ./x c",
+        "n=r; install /usr/bin/${n}m z; ./z c",
+        "mv w v; ./v c",
+        "n=r; cat /usr/bin/${n}m > w; chmod +x w; ./w c",
+        "n=r; cp /usr/bin/${n}m /tmp/y; timeout 5 /tmp/y c",
+        "bash -c 'n=r; cp /usr/bin/${n}m y; ./y c'",
+        "cargo build && ./target/debug/app",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            matches!(j.cause, Cause::Opaque { .. }),
+            "{line}: {:?}",
+            j.cause
+        );
+        assert_eq!(
+            bash(&policy(&[]), line, Mode::Auto).decision,
+            Allow,
+            "{line}"
+        );
+    }
+    for line in [
+        "./configure && make",
+        "./gradlew build",
+        "./x.sh",
+        "timeout 60 ./gradlew build --no-daemon",
+        "cd build && ../configure",
+        "mkdir -p build && cd build && ../configure",
+        "ls bin && ./bin/app",
+        "cp a b && cat ./b",
+        "make && cp ./a /tmp/b",
+        "make && python3 ./tool.py",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
+}
+
 /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.
 #[test]
 fn p8_builtins_that_evaluate_are_opaque_in_auto() {

@@ -140,7 +140,8 @@ pub enum EnvEffect {
     /// Its value is run and judged as what it runs ([`env_runs`]): `PAGER=cat`.
     JudgedByValue,
     /// Changes which program runs (`PATH`, `LD_PRELOAD`, `BASH_ENV`): the command named
-    /// is not the command that runs, so the segment is opaque (P5).
+    /// is not the command that runs, so the segment is opaque (P5). Exported
+    /// (`export LUA_INIT=...`), it is carried by the export's segment ([`note_export`]).
     ChangesCode,
     /// Names a file the program writes (`GIT_TRACE2=/tmp/t`): a write in read-only mode.
     WritesFile,
@@ -150,8 +151,9 @@ pub enum EnvEffect {
     Unknown,
 }
 
-/// A variable set in front of a command whose effect the judge cannot show harmless: one
-/// it has not met, or one naming a file to write (P8).
+/// A variable set in front of a command (or exported for those after it) whose effect the
+/// judge cannot show harmless: one it has not met, one naming a file to write, or an
+/// exported one that changes which program runs (P8).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Assigned {
     pub name: String,
@@ -201,6 +203,66 @@ pub fn note_assignment(word: &Word, assigned: &mut Vec<Assigned>) -> bool {
             });
             false
         }
+    }
+}
+
+/// Whether the builtin whose words so far are `words` (its name and the options before the
+/// word at hand) gives the variables it sets to the commands after it (P8, issue 41):
+/// `export`, `declare -x`/`typeset -x`/`local -x` (also in a cluster such as `-rx`), and
+/// `readonly`, which sets a variable that may already be in the environment. Such a variable
+/// reaches the programs after it as one set in front of them does, so it is judged alike.
+pub fn exports(words: &[Word]) -> bool {
+    let Some(name) = words.first() else {
+        return false;
+    };
+    match name.text.as_str() {
+        "export" | "readonly" => true,
+        "declare" | "typeset" | "local" => words[1..].iter().any(|w| {
+            w.text
+                .strip_prefix('-')
+                .is_some_and(|flags| !flags.starts_with('-') && flags.contains('x'))
+        }),
+        _ => false,
+    }
+}
+
+/// What the word `word` given to an exporting builtin ([`exports`]) sets: `NAME=value` or a
+/// bare `NAME` (its value set earlier). Options (`-f`, `-n`) set nothing. An effect not
+/// shown harmless is added to `assigned`, including one that changes which program runs
+/// (`export LUA_INIT=...`, `export PERL5OPT=...`): in front of a command that makes the
+/// command opaque, but an export's commands are the segments after it, so the export
+/// itself carries it. `PATH` extended at its end (`export PATH=$PATH:~/.local/bin`) is
+/// left alone: every name found before is found in the same place.
+pub fn note_export(word: &Word, assigned: &mut Vec<Assigned>) {
+    if word.text.starts_with('-') {
+        return;
+    }
+    // A bare name exports the value it holds, which the line may have set before
+    // (`X=...; export X`): not read by the judge, so judged without one.
+    let (name, value) = match word.text.split_once('=') {
+        Some((name, value)) => (
+            name,
+            Some(Word {
+                text: value.to_owned(),
+                ..word.clone()
+            }),
+        ),
+        None => (word.text.as_str(), None),
+    };
+    if name == "PATH"
+        && value
+            .as_ref()
+            .is_some_and(|v| v.text.starts_with("$PATH:") || v.text.starts_with("${PATH}:"))
+    {
+        return;
+    }
+    if let effect @ (EnvEffect::ChangesCode | EnvEffect::WritesFile | EnvEffect::Unknown) =
+        env_effect(name, value.as_ref())
+    {
+        assigned.push(Assigned {
+            name: name.to_owned(),
+            effect,
+        });
     }
 }
 

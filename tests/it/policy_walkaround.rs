@@ -662,6 +662,18 @@ const SHAPES: &[Shape] = &[
     s("P6 logsave with a glob", "logsave /dev/null %G/%0[%1]%S %F"),
     s("P6 logsave with a brace", "logsave /dev/null %G/%0{%1,x}%S %F"),
     s("P6 logsave with a star", "logsave /dev/null %G/%0%1*%S %F"),
+    // ---- issue 41 (brief 41b item 1): a variable exported for the commands after it (P8) ----
+    s("P8 export PERL5OPT", "export PERL5OPT='-M5;system(q(%0).q(%1%S),q(%F))'; perl -e 1"),
+    s("P8 export LUA_INIT", r#"export LUA_INIT='os.execute("%0".."%1%S %F")'; lua5.4 -e 'x=1'"#),
+    s("P8 typeset -x LUA_INIT", r#"typeset -x LUA_INIT='os.execute("%0".."%1%S %F")'; lua5.4 -e 'x=1'"#),
+    s("P8 declare -x PERL5DB", "declare -x PERL5DB='BEGIN{system(q(%0).q(%1%S %F))}'; perl -d -e 1 < /dev/null"),
+    // ---- issue 41 (brief 41b item 2): a program the line itself wrote, then run (P5) ----
+    s("P5 ln -s then logsave a path", "n=%0; ln -s /usr/bin/${n}%1%S x; logsave /dev/null ./x %F"),
+    s("P5 cp then run", "n=%0; cp /usr/bin/${n}%1%S y && ./y %F"),
+    s("P5 install then run", "n=%0; install /usr/bin/${n}%1%S z; ./z %F"),
+    s("P5 cat into a file, chmod, run", "n=%0; cat /usr/bin/${n}%1%S > w; chmod +x w; ./w %F"),
+    s("P5 mv then run by an absolute path", "n=%0; cp /usr/bin/${n}%1%S v0; mv v0 v; %D/v %F"),
+    s("P5 tee then run under a wrapper", "n=%0; tee t < /usr/bin/${n}%1%S > /dev/null; chmod +x t; timeout 5 ./t %F"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -693,6 +705,11 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 prompt expansion @P",
     // Issue 41: a formatted gdb command does not show the name.
     "P3b gdb eval of a formatted command",
+    // Issue 41 (41b): an exported variable not shown harmless is asked, as in front.
+    "P8 export PERL5OPT",
+    "P8 export LUA_INIT",
+    "P8 typeset -x LUA_INIT",
+    "P8 declare -x PERL5DB",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1323,6 +1340,16 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"screen -ls"#, ["allow", "ask", "deny"]),
     (r#"screen -r dev"#, ["allow", "ask", "deny"]),
     (r#"cat *.txt"#, ["allow", "ask", "allow"]),
+    // Issue 41 (41b): exports of variables shown harmless, and paths run with no write
+    // before them on the line.
+    (r#"export PATH=$PATH:$HOME/.local/bin"#, ["allow", "ask", "deny"]),
+    (r#"export RUST_BACKTRACE=1; cargo test"#, ["allow", "ask", "deny"]),
+    (r#"export NODE_ENV=production && npm run build"#, ["allow", "ask", "deny"]),
+    (r#"export LANG=C.UTF-8; sort names.txt"#, ["allow", "ask", "deny"]),
+    (r#"export CI=true; npm test"#, ["allow", "ask", "deny"]),
+    (r#"./configure && make"#, ["allow", "ask", "deny"]),
+    (r#"timeout 60 ./gradlew build"#, ["allow", "ask", "deny"]),
+    (r#"mkdir -p build && cd build && ../configure"#, ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

@@ -17,7 +17,7 @@ impl Policy {
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Judgement {
-        let segments = match shell::segments(command) {
+        let mut segments = match shell::segments(command) {
             Ok(segments) => segments,
             // Unknown as a whole: one opaque segment standing for the line, never allowed
             // by a prefix rule, and nothing can be granted.
@@ -27,6 +27,8 @@ impl Policy {
                 ..Segment::default()
             }],
         };
+        // Issue 41: a path the line itself may have written is no known program.
+        self.mark_programs_made_on_the_line(&mut segments);
         if segments.is_empty() {
             return match self.tool_wide("bash").max_by_key(|r| r.action) {
                 Some(rule) => Judgement {
@@ -420,7 +422,14 @@ impl Policy {
         let unknown: Vec<word::Assigned> = segment
             .assigned
             .iter()
-            .filter(|a| a.effect == word::EnvEffect::Unknown)
+            // Only an export carries one that changes which program runs (in front of a
+            // command it makes the command opaque).
+            .filter(|a| {
+                matches!(
+                    a.effect,
+                    word::EnvEffect::Unknown | word::EnvEffect::ChangesCode
+                )
+            })
             .cloned()
             .collect();
         if unknown.is_empty() || mode != Mode::Auto || !self.guarded() {

@@ -5,5 +5,6 @@
 pub mod bash;
 pub mod escalation;
 pub mod file;
+pub mod made_here;
 pub mod network;
 pub mod tool;

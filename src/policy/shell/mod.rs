@@ -84,8 +84,9 @@ pub struct Segment {
     /// here-string given to it or to the wrapper that runs it. Code fed this way is read
     /// (P8); stdin from anywhere else is not shown.
     pub stdin: Option<String>,
-    /// The variables set in front of it that the judge cannot show harmless (P8, issue
-    /// 41): each may make it run other code, or names a file it writes.
+    /// The variables set in front of it, or exported by it for the commands after it
+    /// (`export`, `declare -x`), that the judge cannot show harmless (P8, issue 41): each
+    /// may make a program run other code, or names a file it writes.
     pub assigned: Vec<crate::policy::word::Assigned>,
     /// The indices in `words` of those bash expands as patterns (unquoted `*`, `?`, `[`,
     /// braces) before the program sees them: `/usr/bin/r[m]` (P6).

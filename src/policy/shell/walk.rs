@@ -7,7 +7,7 @@ use super::words::{
 use super::{
     MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, ParseError, Segment, guarded, short_error,
 };
-use crate::policy::word::{Assigned, EnvEffect, Word, env_effect, texts};
+use crate::policy::word::{self, Assigned, EnvEffect, Word, env_effect, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
@@ -290,6 +290,10 @@ impl Walker {
         match item {
             I::Word(word) => {
                 let word = self.word(word)?;
+                // Issue 41: `X=...; export X` exports a value the judge did not read.
+                if !in_prefix && word::exports(&parts.words) {
+                    word::note_export(&word, &mut parts.assigned);
+                }
                 parts.words.push(word);
             }
             // Before the name it is an assignment (not a word); after it, an argument such
@@ -328,6 +332,13 @@ impl Walker {
                     // reaches the commands after it, which run its value (P3b).
                     let word = self.word(word)?;
                     parts.env.extend(env_command(&word));
+                    // P8, issue 41: an exported variable reaches the commands after it as
+                    // one set in front of them does (`export LUA_INIT=...; lua -e 1`), so
+                    // one not shown harmless is flagged on this segment the same way:
+                    // asked in auto under a deny or ask rule, refused in read-only.
+                    if word::exports(&parts.words) {
+                        word::note_export(&word, &mut parts.assigned);
+                    }
                     parts.words.push(word);
                 }
             }

@@ -1,0 +1,127 @@
+//! Programs the line itself may have made (P5, P8, issue 41): `cp /bin/rm y && ./y c`,
+//! `ln -s /bin/rm x; logsave /dev/null ./x c`. The judge reads a line before any of it runs,
+//! so a path written by an earlier segment is not on disk yet (or is still what it was): what
+//! it names tells nothing about what will run. Fail closed without listing the writers: after
+//! any segment that is not known to be read-only ([`Policy::not_read_only`], the same test
+//! read-only mode applies), a program named by a path, or a path handed to a program that
+//! may run its arguments, is opaque. A path run with no write before it on the line
+//! (`./configure && make`, `./gradlew build`) is left alone.
+
+use crate::policy::shell::Segment;
+use crate::policy::word::base_name;
+use crate::policy::{Policy, embedded, inline, wrappers};
+
+impl Policy {
+    /// Marks opaque each segment of `segments` (in the order the line runs them) that runs a
+    /// path an earlier segment may have written, under a deny or ask rule for bash (P8).
+    pub(in crate::policy) fn mark_programs_made_on_the_line(&self, segments: &mut [Segment]) {
+        // Only under a deny or ask rule: without one, `auto` allows what no rule names (P8)
+        // and `ask` asks all the same, so marking would only take grants away.
+        if !self.guarded() {
+            return;
+        }
+        let mut writers: Vec<usize> = Vec::new();
+        for at in 0..segments.len() {
+            if segments[at].opaque.is_none()
+                && let Some(path) = self.path_run(&segments[at])
+                && let Some(&writer) = writers.iter().find(|&&w| {
+                    !encloses(&segments[w], &segments[at])
+                        && (path.is_name || mentions(&segments[w], path.text))
+                })
+            {
+                let why = format!(
+                    "it runs `{}`, a path that `{}` earlier on the line may have written",
+                    path.text,
+                    segments[writer].display()
+                );
+                segments[at].opaque = Some(why);
+            }
+            if self.not_read_only(&segments[at]).is_some() && !makes_no_file(&segments[at]) {
+                writers.push(at);
+            }
+        }
+    }
+
+    /// The path `segment` runs, if it names one: its program's name written as a path
+    /// (`./y`, `/tmp/x`), or, for a program that may run its arguments (no row, not a known
+    /// wrapper, whose inner command is a segment of its own, not a reader of the read-only
+    /// list, not an interpreter, whose file is project code outside what a rule promises),
+    /// an argument written as a path (`logsave /dev/null ./x c`), judged only after a write
+    /// that names it.
+    fn path_run<'s>(&self, segment: &'s Segment) -> Option<PathRun<'s>> {
+        let words = &segment.words;
+        let name = words.first()?;
+        if name.contains('/') {
+            return Some(PathRun {
+                text: name,
+                is_name: true,
+            });
+        }
+        let program = base_name(name);
+        if wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+            || self.read_only.iter().any(|p| words.starts_with(p))
+        {
+            return None;
+        }
+        words[1..]
+            .iter()
+            .map(String::as_str)
+            .find(|w| {
+                // A device is no file the line can make.
+                ["/", "./", "../", "~/"].iter().any(|p| w.starts_with(p)) && !w.starts_with("/dev/")
+            })
+            .map(|text| PathRun {
+                text,
+                is_name: false,
+            })
+    }
+}
+
+/// A path a segment runs ([`Policy::path_run`]).
+struct PathRun<'s> {
+    text: &'s str,
+    /// It is the program's name (`./y c`). Else it is an argument of a program that may run
+    /// it (`logsave /dev/null ./x c`), which is only a guess: it counts only after a write
+    /// that names its file ([`mentions`]), so that `make && cp ./a /tmp/b` stays a copy.
+    is_name: bool,
+}
+
+/// Whether a word of `writer` names the file `path` ends in (`ln -s /usr/bin/${n}m x` and
+/// `./x`). A file made by a redirection alone has no mode to run; one made runnable is named
+/// by what did it (`chmod +x w`).
+fn mentions(writer: &Segment, path: &str) -> bool {
+    let file = base_name(path);
+    !file.is_empty() && writer.words.iter().any(|w| base_name(w) == file)
+}
+
+/// Whether `segment` is a builtin or program that is not known to be read-only but cannot
+/// make a file a path could run: `cd build && ../configure`, `mkdir -p out && ./gen.sh`
+/// (a directory is no program). An allowlist; a redirection is a write whatever the program.
+fn makes_no_file(segment: &Segment) -> bool {
+    const NAMES: &[&str] = &[
+        "cd", "pushd", "popd", "mkdir", "export", "set", "shopt", ":",
+    ];
+    segment.opaque.is_none()
+        && !segment.writes_redirect
+        && segment
+            .words
+            .first()
+            .is_some_and(|w| NAMES.contains(&w.as_str()))
+}
+
+/// Whether `outer` is a wrapper that runs `inner` (`timeout 60 ./gradlew build` holds the
+/// segment `./gradlew build` found through `timeout`): a wrapper is no write before what it
+/// runs.
+fn encloses(outer: &Segment, inner: &Segment) -> bool {
+    let depth = outer.via.len();
+    inner.via.len() > depth
+        && inner.via.starts_with(&outer.via)
+        && outer
+            .words
+            .first()
+            // A wrapper is named by its program, sometimes with the form that runs the
+            // command (`gdb --args`).
+            .is_some_and(|w| inner.via[depth].split(' ').next() == Some(base_name(w)))
+}
