@@ -20,6 +20,15 @@ impl Policy {
         if !self.guarded() {
             return;
         }
+        // Most lines run no path after their first segment: they need no writer found,
+        // and finding writers is the read-only check on every segment (J1's long line).
+        if !segments
+            .iter()
+            .skip(1)
+            .any(|s| s.opaque.is_none() && self.path_run(s).is_some())
+        {
+            return;
+        }
         let mut writers: Vec<usize> = Vec::new();
         for at in 0..segments.len() {
             if segments[at].opaque.is_none()
