@@ -119,6 +119,46 @@ pub fn real_path(path: &Path) -> PathBuf {
     }
 }
 
+/// A memfd that can be sealed, closed on exec: the one way dsh holds bytes that must not
+/// change once checked (the seccomp floor, a pinned hook's copy). `exec`: it is meant to
+/// run, so it asks for `MFD_EXEC` (Linux 6.3), which `vm.memfd_noexec` would otherwise
+/// withhold; an older kernel that does not know the flag gets the plain one.
+pub fn sealable_memfd(name: &std::ffi::CStr, exec: bool) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let plain = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    let tries: &[libc::c_uint] = if exec {
+        &[plain | libc::MFD_EXEC, plain]
+    } else {
+        &[plain]
+    };
+    let mut last = io::Error::from_raw_os_error(libc::EINVAL);
+    for &flags in tries {
+        // SAFETY: a NUL-terminated name the caller owns for the call.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+        if fd >= 0 {
+            // SAFETY: memfd_create just returned it; nothing else owns it.
+            return Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+        }
+        last = io::Error::last_os_error();
+        if last.raw_os_error() != Some(libc::EINVAL) {
+            return Err(last);
+        }
+    }
+    Err(last)
+}
+
+/// Seals a memfd from [`sealable_memfd`] against every change (write, shrink, grow, and
+/// further seals): what was checked is what is read afterwards.
+pub fn seal_all(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a descriptor the caller owns.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

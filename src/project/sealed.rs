@@ -26,7 +26,7 @@
 
 use super::pins::{self, Content};
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// The largest program a hook's run copies (a compiled hook of a few MiB fits).
@@ -256,7 +256,8 @@ fn copy_sealed(path: &Path) -> Result<(OwnedFd, String), SealError> {
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Err(fail("not a regular file".into()));
     }
-    let memfd = memfd().map_err(|e| fail(format!("memfd: {e}")))?;
+    let memfd = crate::fsutil::sealable_memfd(c"dsh-pinned-hook", true)
+        .map_err(|e| fail(format!("memfd: {e}")))?;
     let mut copy = std::fs::File::from(memfd);
     let mut hash = Sha256::new();
     let mut reader = file.take(MAX_PROGRAM_BYTES + 1);
@@ -274,33 +275,9 @@ fn copy_sealed(path: &Path) -> Result<(OwnedFd, String), SealError> {
         hash.update(&buf[..n]);
         copy.write_all(&buf[..n]).map_err(|e| fail(e.to_string()))?;
     }
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(fail(format!("seal: {}", std::io::Error::last_os_error())));
-    }
+    crate::fsutil::seal_all(&copy).map_err(|e| fail(format!("seal: {e}")))?;
     let hex = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((copy.into(), hex))
-}
-
-/// An executable memfd that can be sealed, closed on exec unless the child says so.
-fn memfd() -> std::io::Result<OwnedFd> {
-    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
-    // MFD_EXEC (Linux 6.3) says it is meant to run, where `vm.memfd_noexec` would
-    // otherwise make it non-executable; an older kernel does not know the flag.
-    for flags in [flags | libc::MFD_EXEC, flags] {
-        // SAFETY: a constant, NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"dsh-pinned-hook".as_ptr(), flags) };
-        if fd >= 0 {
-            // SAFETY: memfd_create just returned it; nothing else owns it.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINVAL) {
-            return Err(err);
-        }
-    }
-    Err(std::io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 #[cfg(test)]

@@ -192,33 +192,14 @@ fn mask_real(real: PathBuf, empty: &Path) -> Mount {
 /// The floor's program in a memfd sealed against any change, made once.
 fn sealed_program(bytes: &[u8]) -> Result<std::os::fd::OwnedFd, String> {
     use std::io::Write;
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let fail = |what: &str| {
-        format!(
-            "cannot hold the seccomp floor ({what}): {}",
-            std::io::Error::last_os_error()
-        )
-    };
-    // SAFETY: a constant, NUL-terminated name.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"dsh-seccomp".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(fail("memfd_create"));
-    }
-    // SAFETY: memfd_create just returned it; nothing else owns it.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let fail =
+        |what: &str, e: std::io::Error| format!("cannot hold the seccomp floor ({what}): {e}");
+    let fd = crate::fsutil::sealable_memfd(c"dsh-seccomp", false)
+        .map_err(|e| fail("memfd_create", e))?;
     let mut file = std::fs::File::from(fd);
     file.write_all(bytes)
         .map_err(|e| format!("cannot hold the seccomp floor: {e}"))?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(fail("seal"));
-    }
+    crate::fsutil::seal_all(&file).map_err(|e| fail("seal", e))?;
     Ok(file.into())
 }
 
