@@ -3,11 +3,17 @@
 //! MCP servers. Ending a session (a close, a delete, its connection's end) frees what it
 //! must in one place, so no path can forget a piece, and binding goes through the
 //! map's `entry()`, so two connections attaching at once cannot both win.
+//!
+//! A session nothing needs any more is unloaded (`LiveSessions::unload`, in one step
+//! of its entry with the check): its history is its log on disk, which `session/load`
+//! reads again. A log something still holds after that (a title being written, a call
+//! ending) lingers here by a weak reference, so a load takes that one back instead of
+//! finding the file locked.
 
 use crate::mcp::SessionServers;
 use crate::store::SessionLog;
 use dashmap::DashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio_util::sync::CancellationToken;
 
 /// One live session's state on the ACP side.
@@ -41,7 +47,20 @@ impl SessionEntry {
 
 /// The ACP side's sessions, by id.
 #[derive(Default)]
-pub(super) struct LiveSessions(DashMap<String, SessionEntry>);
+pub(super) struct LiveSessions {
+    entries: DashMap<String, SessionEntry>,
+    /// Logs of unloaded sessions that something still held when they were unloaded.
+    /// Dead references are swept at each unload, so it holds at most what is still
+    /// held elsewhere plus what was unloaded since the last sweep.
+    lingering: DashMap<String, Weak<SessionLog>>,
+}
+
+/// What an unloaded session's entry said of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Unloaded {
+    /// Its client had closed it (its `session_end` hooks were told then).
+    pub closed: bool,
+}
 
 /// Why binding a session to a connection was refused.
 pub(super) struct InUse;
@@ -49,19 +68,57 @@ pub(super) struct InUse;
 impl LiveSessions {
     /// Reads a session's entry (`None`: nothing kept for it).
     pub fn with<T>(&self, id: &str, read: impl FnOnce(&SessionEntry) -> T) -> Option<T> {
-        self.0.get(id).map(|e| read(&e))
+        self.entries.get(id).map(|e| read(&e))
     }
 
     /// Changes a session's entry, made if missing; an entry left empty goes.
     pub fn update<T>(&self, id: &str, change: impl FnOnce(&mut SessionEntry) -> T) -> T {
-        let mut entry = self.0.entry(id.to_string()).or_default();
+        let mut entry = self.entries.entry(id.to_string()).or_default();
         let out = change(&mut entry);
         let empty = entry.is_empty();
         drop(entry);
         if empty {
-            self.0.remove_if(id, |_, e| e.is_empty());
+            self.entries.remove_if(id, |_, e| e.is_empty());
         }
         out
+    }
+
+    /// Unloads the session if `idle` holds of its entry, in one step with the check, so
+    /// a connection that binds it first keeps it and one that binds it after finds it
+    /// unloaded. `unloaded` runs inside that step (the registry forgets the session
+    /// there, so the two never disagree). A session without an entry is not this
+    /// side's (a wrapped agent's) and stays. `None`: not unloaded.
+    pub fn unload(
+        &self,
+        id: &str,
+        idle: impl FnOnce(&SessionEntry) -> bool,
+        unloaded: impl FnOnce(),
+    ) -> Option<Unloaded> {
+        let mut entry = self.entries.get_mut(id)?;
+        if !idle(&entry) {
+            return None;
+        }
+        unloaded();
+        let log = entry.log.take();
+        let closed = std::mem::take(&mut entry.closed);
+        let empty = entry.is_empty();
+        drop(entry);
+        if empty {
+            self.entries.remove_if(id, |_, e| e.is_empty());
+        }
+        self.lingering.retain(|_, log| log.strong_count() > 0);
+        if let Some(log) = log
+            && Arc::strong_count(&log) > 1
+        {
+            self.lingering.insert(id.to_string(), Arc::downgrade(&log));
+        }
+        Some(Unloaded { closed })
+    }
+
+    /// The log of an unloaded session that something still holds (the file is locked
+    /// by it until it goes), to be used instead of opening the file again.
+    pub fn lingering_log(&self, id: &str) -> Option<Arc<SessionLog>> {
+        self.lingering.get(id).and_then(|log| log.upgrade())
     }
 
     /// The session's log.
@@ -97,7 +154,7 @@ impl LiveSessions {
 
     /// The sessions bound to connection `peer`.
     pub fn bound_to_peer(&self, peer: u64) -> Vec<String> {
-        self.0
+        self.entries
             .iter()
             .filter(|e| e.bound_to == Some(peer))
             .map(|e| e.key().clone())
@@ -130,7 +187,7 @@ impl LiveSessions {
 
     /// Cancels every prompt in flight (daemon shutdown).
     pub fn cancel_all_prompts(&self) {
-        for e in self.0.iter() {
+        for e in self.entries.iter() {
             if let Some(prompt) = &e.prompt {
                 prompt.cancel();
             }
@@ -154,7 +211,7 @@ impl LiveSessions {
 
     /// The sessions with MCP servers running.
     pub fn with_mcp(&self) -> Vec<String> {
-        self.0
+        self.entries
             .iter()
             .filter(|e| e.mcp.is_some())
             .map(|e| e.key().clone())
@@ -200,6 +257,47 @@ mod tests {
         live.free_prompt("s");
         assert!(live.is_closed("s") && !live.prompting("s"));
         live.update("s", |e| e.closed = false);
-        assert_eq!(live.0.len(), 0);
+        assert_eq!(live.entries.len(), 0);
+    }
+
+    /// Unloading is the check and the removal in one step: a bound session stays; an
+    /// idle one goes with its log, which lingers only while something else holds it.
+    #[test]
+    fn an_idle_entry_unloads_and_its_held_log_lingers_until_let_go() {
+        let state = tempfile::tempdir().unwrap();
+        let header = crate::store::Header {
+            id: uuid::Uuid::new_v4().to_string(),
+            cwd: "/".into(),
+            created_ms: 0,
+            title: None,
+        };
+        let id = header.id.clone();
+        let log = Arc::new(SessionLog::create(state.path(), &header).unwrap());
+        let live = LiveSessions::default();
+        live.update(&id, |e| {
+            e.log = Some(log.clone());
+            e.bound_to = Some(1);
+            e.closed = true;
+        });
+        let idle = |e: &SessionEntry| e.bound_to.is_none();
+        let mut told = 0;
+        assert_eq!(live.unload(&id, idle, || told += 1), None, "bound");
+        assert_eq!(told, 0);
+        assert!(live.log(&id).is_some());
+        live.unbind_from(&id, 1);
+        assert_eq!(
+            live.unload(&id, idle, || told += 1),
+            Some(Unloaded { closed: true })
+        );
+        assert_eq!(told, 1);
+        assert_eq!(live.entries.len(), 0, "nothing of it is kept");
+        assert!(live.log(&id).is_none());
+        // `log` is still held here: the file stays locked, so a load takes this one.
+        assert!(Arc::ptr_eq(&live.lingering_log(&id).unwrap(), &log));
+        assert!(SessionLog::open(state.path(), &id).is_err(), "still locked");
+        drop(log);
+        assert!(live.lingering_log(&id).is_none());
+        assert!(SessionLog::open(state.path(), &id).is_ok());
+        assert_eq!(live.unload(&id, |_| true, || told += 1), None, "no entry");
     }
 }

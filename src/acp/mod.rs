@@ -17,6 +17,7 @@ mod options;
 mod prompter;
 mod prompts;
 mod sessions;
+mod unloading;
 pub mod updates;
 mod upgrade;
 
@@ -121,7 +122,8 @@ pub struct AcpService {
 
 /// Writes each completion notice to its session's log, so it survives a
 /// disconnect and a restart (T14), and shows it to the session's client, if one is
-/// bound, as a replay of the log will show it.
+/// bound, as a replay of the log will show it. A closed session whose last task this
+/// was is unloaded then.
 struct LogNotices(Weak<AcpService>);
 
 impl NoticeListener for LogNotices {
@@ -150,6 +152,13 @@ impl NoticeListener for LogNotices {
                     ),
                 },
             );
+            agent.unload(&session.id, unloading::Unload::IfIdle);
+        }
+    }
+
+    fn unloaded(&self, session_id: &str, notice: &Notice) {
+        if let Some(agent) = self.0.upgrade() {
+            agent.notice_to_unloaded(session_id, notice);
         }
     }
 }
@@ -520,8 +529,9 @@ impl AcpService {
 
     /// Ends a session's time on its connection, the one path for a close, a delete and
     /// a connection's end: released, its MCP servers stopped; then, when `ending` kills
-    /// its tasks (a delete, a close under `close_kills_tasks`), the tasks, the session and
-    /// its log go too, and a close that keeps them marks it closed.
+    /// its tasks (a delete, a close under `close_kills_tasks`), the tasks go and the
+    /// session is unloaded; otherwise a close marks it closed, and it is unloaded if
+    /// nothing needs it (`unloading.rs`), else when that ends.
     async fn forget(&self, id: &str, ending: Ending) {
         // Unbound first: a start of its servers still in flight then stops what it started.
         // A disconnect released it already, only if it was still that connection's.
@@ -549,15 +559,12 @@ impl AcpService {
             if let Some(exec) = &self.executor {
                 exec.kill_scope(id).await;
             }
-            self.sessions.close(id);
-            self.tools.forget_project(id);
-            // A turn still ending frees its prompt slot with its own guard.
-            self.live.update(id, |e| {
-                e.log = None;
-                e.closed = false;
-            });
-        } else if ending == Ending::Closed {
-            self.live.update(id, |e| e.closed = true);
+            self.unload(id, unloading::Unload::Now);
+        } else {
+            if ending == Ending::Closed {
+                self.live.update(id, |e| e.closed = true);
+            }
+            self.unload(id, unloading::Unload::IfIdle);
         }
     }
 

@@ -50,7 +50,7 @@ impl AcpService {
         // A child of the request's token: $/cancel_request and the connection
         // ending cancel the prompt too; session/cancel cancels just the prompt.
         let cancel = ctx.cancel.child_token();
-        let Some(_slot) = PromptSlot::take(&self.live, &session.id, &cancel) else {
+        let Some(_slot) = PromptSlot::take(self, &session.id, &cancel) else {
             return Err(RpcError::invalid_request(
                 "a prompt is already running in this session",
             ));
@@ -124,20 +124,16 @@ impl AcpService {
 /// can end (an answer, an error, a panic, its future dropped) leaves the session
 /// refusing every later prompt.
 struct PromptSlot<'a> {
-    live: &'a super::live::LiveSessions,
+    service: &'a AcpService,
     session: String,
 }
 
 impl<'a> PromptSlot<'a> {
     /// The slot of `session`, or `None` when a prompt of it is already running.
-    fn take(
-        live: &'a super::live::LiveSessions,
-        session: &str,
-        cancel: &CancellationToken,
-    ) -> Option<Self> {
-        live.take_prompt(session, cancel)?;
+    fn take(service: &'a AcpService, session: &str, cancel: &CancellationToken) -> Option<Self> {
+        service.live.take_prompt(session, cancel)?;
         Some(Self {
-            live,
+            service,
             session: session.to_string(),
         })
     }
@@ -146,7 +142,10 @@ impl<'a> PromptSlot<'a> {
 impl Drop for PromptSlot<'_> {
     fn drop(&mut self) {
         // Only the holder took the slot, and nothing else frees it.
-        self.live.free_prompt(&self.session);
+        self.service.live.free_prompt(&self.session);
+        // A session closed or left while its turn ended was kept for the turn.
+        self.service
+            .unload(&self.session, super::unloading::Unload::IfIdle);
     }
 }
 

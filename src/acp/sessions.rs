@@ -309,6 +309,8 @@ impl AcpService {
         let attached = self.attach_claimed(ctx, session_id, replay).await;
         if attached.is_err() {
             self.live.unbind_from(session_id, ctx.peer.id());
+            // What the failed attach loaded is not left behind.
+            self.unload(session_id, super::unloading::Unload::IfIdle);
         }
         attached
     }
@@ -320,7 +322,14 @@ impl AcpService {
         session_id: &str,
         replay: bool,
     ) -> Result<Arc<Session>, RpcError> {
-        let (header, events) = match self.log_of(session_id) {
+        // An unloaded session's log that a call still ending holds is taken back: the
+        // file stays locked while it is held.
+        let held = self.log_of(session_id).or_else(|| {
+            let log = self.live.lingering_log(session_id)?;
+            self.live.update(session_id, |e| e.log = Some(log.clone()));
+            Some(log)
+        });
+        let (header, events) = match held {
             Some(log) => log
                 .replay()
                 .map_err(|e| RpcError::internal(format!("cannot read the session log: {e}")))?,

@@ -82,7 +82,11 @@ const INBOX_LIMIT: usize = 32;
 
 /// Something that wants to hear about notices as they arrive (the session log).
 pub trait NoticeListener: Send + Sync {
+    /// A notice for `session`, which is loaded (it is in its inbox too).
     fn notice(&self, session: &Session, notice: &Notice);
+    /// A notice for session `session_id`, which is not loaded (closed and unloaded, or
+    /// never loaded since a restart adopted its tasks): only its log can keep it.
+    fn unloaded(&self, _session_id: &str, _notice: &Notice) {}
 }
 
 /// One editor session as the registry knows it.
@@ -428,8 +432,8 @@ impl SessionRegistry {
     }
 
     /// Appends a finished task's notice to its owner's inbox (T14): exactly once,
-    /// only to the owner. An unowned task, or an owner that is closed or gone,
-    /// drops the notice with a log line.
+    /// only to the owner. An unowned task drops the notice with a log line; an owner
+    /// that is not loaded has no inbox, and the listeners hear of it as such.
     pub fn deliver_notice(&self, task_id: TaskId, text: String) {
         let owner = match self.owners.get(&task_id) {
             Some(owner) => owner.clone(),
@@ -442,15 +446,17 @@ impl SessionRegistry {
             tracing::debug!(%task_id, "finished task has no owner; notice dropped");
             return;
         };
-        let Some(session) = self.get(&owner) else {
-            tracing::info!(%task_id, session = %owner, "owner session is closed or gone; notice dropped");
-            return;
-        };
         let notice = Notice {
             source: "tool-bash",
             task_id,
             text,
             at: SystemTime::now(),
+        };
+        let Some(session) = self.get(&owner) else {
+            for listener in lock(&self.listeners).iter() {
+                listener.unloaded(&owner, &notice);
+            }
+            return;
         };
         {
             // The session log holds every notice at its place (that is what the

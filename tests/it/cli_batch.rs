@@ -878,3 +878,69 @@ async fn batch_worktrees_give_each_prompt_its_own_worktree_removed_after() {
     assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
     daemon.stop().await;
 }
+
+/// The session logs daemon `pid` holds open (each loaded session holds its own).
+fn open_session_logs(pid: i32, state: &std::path::Path) -> usize {
+    let sessions = state.join("sessions");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the daemon's descriptors (the tests run as root)")
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.starts_with(&sessions))
+        .count()
+}
+
+/// Issue 45's follow-up: the sessions a batch closes are unloaded from the daemon (they
+/// were all kept: 400 after 4 batches of 100), so one daemon serving batch after batch
+/// stays the size it was; each session's history stays on disk for `session/load`.
+/// Against the code before this, the first check waits in vain: the batch's 5 closed
+/// sessions (and their 5 open logs) stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_leave_no_session_loaded_in_the_daemon() {
+    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n";
+    let Rig {
+        dir,
+        model: _model,
+        daemon,
+        ws,
+    } = Rig::start(vec![], rules).await;
+    let file = dir.path().join("prompts.txt");
+    std::fs::write(
+        &file,
+        (0..5).map(|i| format!("!echo p-{i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let mut c = daemon.connect().await;
+    for batch in 0..3 {
+        let out = exec(&daemon, &ws, &["--prompts", &file, "--jobs", "2"]).await;
+        assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+        // The batch's connection may end before the daemon has seen its closes.
+        let status = c
+            .status_until(&format!("batch {batch}'s sessions stayed loaded"), |s| {
+                s["sessions"].as_array().is_some_and(Vec::is_empty)
+            })
+            .await;
+        assert!(
+            status["runningTasks"].as_array().unwrap().is_empty(),
+            "{status}"
+        );
+        assert_eq!(open_session_logs(daemon.pid, &daemon.state), 0);
+    }
+    // Their histories are on disk: 15 logs, and one loads again with what it did.
+    let logs: Vec<std::path::PathBuf> = std::fs::read_dir(daemon.state.join("sessions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(logs.len(), 15, "{logs:?}");
+    let id = logs[0].file_stem().unwrap().to_string_lossy().into_owned();
+    c.load_session(&id, &ws).await;
+    let replayed = serde_json::to_string(&c.updates).unwrap();
+    assert!(replayed.contains("echo p-"), "{replayed}");
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(status["sessions"][0]["sessionId"], json!(id), "{status}");
+    assert_eq!(open_session_logs(daemon.pid, &daemon.state), 1);
+    drop(c);
+    daemon.stop().await;
+}

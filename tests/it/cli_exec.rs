@@ -47,11 +47,20 @@ async fn exec_prints_the_final_message_and_exits_0() {
     let out = child.wait_with_output().await.unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "From stdin.\n");
-    // The session is the daemon's like an editor's: listed by `dsh status`.
-    assert_eq!(
-        daemon.cli_status().matches(&*ws.to_string_lossy()).count(),
-        2
-    );
+    // The session is the daemon's like an editor's: its history is listed for a load,
+    // and once its client is gone nothing of it stays loaded (`dsh status`).
+    let mut c = daemon.connect().await;
+    let listed = c
+        .request("session/list", serde_json::json!({"cwd": ws}))
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 2, "{listed}");
+    c.status_until("the ended exec's sessions stayed loaded", |s| {
+        s["sessions"].as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+    assert!(!daemon.cli_status().contains(&*ws.to_string_lossy()));
+    drop(c);
     daemon.stop().await;
 }
 

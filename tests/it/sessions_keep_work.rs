@@ -266,3 +266,103 @@ async fn running(token: &str) {
     }
     panic!("the task never ran");
 }
+
+/// The ids of the sessions `_dsh/status` lists, sorted.
+fn loaded(status: &serde_json::Value) -> Vec<String> {
+    let mut ids: Vec<String> = status["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Issue 45's follow-up: a session nothing needs is unloaded from the daemon. Closed
+/// with no task, or left by its connection: at once. Closed with a background task
+/// running: kept for the task (listed closed, the process running), its notice written
+/// when the task ends, then unloaded. Each loads again from its log: the replay, the
+/// task's output by its owner, and a close that unloads it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_nothing_needs_is_unloaded_and_loads_again_from_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "[permissions]\ndefault_mode = \"auto\"\n").await;
+    let ws = workspace(dir.path(), "ws");
+    let go = Fifo::new(dir.path(), "go");
+    let token = common::token();
+    let mut a = daemon.connect().await;
+    let idle = a.new_session(&ws).await;
+    let (out, _) = a.bash(&idle, "echo said-before").await;
+    assert_eq!(out, "said-before\n");
+    let mut b = daemon.connect().await;
+    let left = b.new_session(&ws).await;
+    let s = a.new_session(&ws).await;
+    let task = a
+        .start_task(
+            &s,
+            &format!(
+                "sleep 1000.{token} & read _ < {}; kill $!; echo served",
+                go.path()
+            ),
+        )
+        .await;
+    running(&token).await;
+
+    a.request("session/close", json!({"sessionId": idle}))
+        .await
+        .unwrap();
+    a.request("session/close", json!({"sessionId": s}))
+        .await
+        .unwrap();
+    drop(b);
+    // Only the one its task needs is left, closed, its task running.
+    let status = a
+        .status_until("the idle and the left sessions stayed loaded", |st| {
+            loaded(st) == [s.clone()]
+        })
+        .await;
+    assert_eq!(status["sessions"][0]["closed"], true, "{status}");
+    assert_eq!(status["runningTasks"][0]["taskId"], json!(task));
+    assert_eq!(common::with_token(&token).len(), 1);
+
+    // Its task ends: the notice is written, then the session goes.
+    go.release().await;
+    a.status_until("the closed session stayed loaded after its task", |st| {
+        loaded(st).is_empty() && st["runningTasks"].as_array().unwrap().is_empty()
+    })
+    .await;
+    assert!(log_has_notice(&daemon.state, &s, &task));
+    assert!(common::with_token(&token).is_empty());
+
+    // Each loads again from its log.
+    let mut c = daemon.connect().await;
+    c.load_session(&s, &ws).await;
+    let replayed = serde_json::to_string(&c.updates_of(&s, "user_message_chunk")).unwrap();
+    assert!(
+        replayed.contains(&task) && replayed.contains("tool-bash"),
+        "{replayed}"
+    );
+    let (out, is_error) = c
+        .tool(Some(&s), "bash_output", json!({"task_id": task}))
+        .await;
+    assert!(!is_error && out.starts_with("served\n"), "{out}");
+    c.load_session(&idle, &ws).await;
+    let replayed = serde_json::to_string(&c.updates_of(&idle, "tool_call_update")).unwrap();
+    assert!(replayed.contains("said-before"), "{replayed}");
+    c.load_session(&left, &ws).await;
+    let mut all = vec![s.clone(), idle.clone(), left.clone()];
+    all.sort();
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert_eq!(loaded(&status), all);
+    // Closed again with nothing running: unloaded at once.
+    for id in [&s, &idle, &left] {
+        c.request("session/close", json!({"sessionId": id}))
+            .await
+            .unwrap();
+    }
+    let status = c.request("_dsh/status", json!({})).await.unwrap();
+    assert!(loaded(&status).is_empty(), "{status}");
+    drop((a, c));
+    daemon.stop().await;
+}
