@@ -342,3 +342,121 @@ async fn e13_a_plain_failure_and_a_timeout_read_the_same_under_the_sandbox_and_t
     assert_eq!(tmp, local_tmp);
     assert_eq!(tmp, &("/tmp\n".to_string(), false));
 }
+
+/// An editor offering `fs` with unsaved buffers for `ws`'s files (the masked secret, a
+/// link to it, the project's `src.txt`), on a daemon of `kind`: (daemon, client, session).
+async fn with_the_editors_buffers(
+    dir: &Path,
+    kind: &str,
+) -> (tokio::process::Child, Client, String, PathBuf, PathBuf) {
+    let (ws, secret) = project(dir);
+    std::os::unix::fs::symlink(&secret, ws.join("to-secret")).unwrap();
+    let config = common::daemon::write_config(dir, &config(kind, &secret));
+    let (child, mut c) = common::spawn_client(
+        common::dsh()
+            .args(["serve", "--stdio", "--state-dir"])
+            .arg(dir.join("state"))
+            .arg("--config")
+            .arg(config),
+    );
+    c.initialize_with_fs().await;
+    let buffers = c.buffers.as_mut().unwrap();
+    for (name, text) in [
+        ("secret.env", "TOKEN=from-the-buffer\n"),
+        ("to-secret", "TOKEN=from-the-buffer\n"),
+        ("src.txt", "unsaved buffer\n"),
+    ] {
+        buffers.insert(ws.join(name).display().to_string(), text.into());
+    }
+    let s = c.new_session(&ws).await;
+    (child, c, s, ws, secret)
+}
+
+/// The paths the editor was asked about by `method` (`fs/read_text_file`, ...).
+fn asked(c: &Client, method: &str) -> Vec<String> {
+    c.fs_requests
+        .iter()
+        .filter(|(m, _)| m == method)
+        .map(|(_, p)| p["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 39's follow-up, the control: under the local executor, with an editor that
+/// offers `fs`, the file tools read a `deny_read` file (and a link to it) from the
+/// editor and write a repository's hook through it: nothing stands between the model
+/// and what the editor can reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_under_the_local_executor_the_editors_fs_reads_and_writes_what_the_sandbox_protects()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c, s, ws, secret) = with_the_editors_buffers(dir.path(), "local").await;
+    for path in [secret.clone(), ws.join("to-secret")] {
+        let (text, is_error) = read_file(&mut c, &s, &path).await;
+        assert!(!is_error && text.contains("from-the-buffer"), "{text}");
+    }
+    let hook = ws.join(".git/hooks/pre-commit");
+    let (text, is_error) = write_file(&mut c, &s, &hook, HOOK).await;
+    assert!(!is_error, "{text}");
+    // (The write read the hook's old text through the editor first, for its diff.)
+    assert_eq!(
+        asked(&c, "fs/read_text_file"),
+        [
+            secret.display().to_string(),
+            ws.join("to-secret").display().to_string(),
+            hook.display().to_string()
+        ]
+    );
+    assert_eq!(
+        asked(&c, "fs/write_text_file"),
+        [hook.display().to_string()]
+    );
+}
+
+/// Issue 39's follow-up: under the sandbox, the editor's `fs` stands in for the disk
+/// only after the executor's own check allowed the path. The masked file, a link inside
+/// the root to it, and a protected hook are refused as without an editor, and the
+/// editor is never asked about them; an allowed file is read from the editor's unsaved
+/// buffer, and an allowed write goes to the editor (the disk untouched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_under_the_sandbox_the_editors_fs_is_asked_only_for_what_the_layout_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut c, s, ws, secret) = with_the_editors_buffers(dir.path(), "sandbox").await;
+    for path in [secret.clone(), ws.join("to-secret")] {
+        let (text, is_error) = read_file(&mut c, &s, &path).await;
+        assert!(
+            is_error && text.contains("the sandbox masks this path"),
+            "{text}"
+        );
+        assert!(!text.contains("from-the-buffer"), "{text}");
+    }
+    let hook = ws.join(".git/hooks/pre-commit");
+    let (text, is_error) = write_file(&mut c, &s, &hook, HOOK).await;
+    assert!(
+        is_error && text.contains("refused: the sandbox keeps it read-only"),
+        "{text}"
+    );
+    assert!(!hook.exists());
+    // The hook is readable in the sandbox (read-only, not masked): the write read its
+    // old text through the editor for its diff, and was refused before writing.
+    assert_eq!(asked(&c, "fs/read_text_file"), [hook.display().to_string()]);
+    assert!(asked(&c, "fs/write_text_file").is_empty());
+
+    // What the layout allows: the editor's buffer is read, and a write goes to it.
+    let src = ws.join("src.txt");
+    let (text, is_error) = read_file(&mut c, &s, &src).await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("     1\tunsaved buffer\n", false)
+    );
+    let new = ws.join("new.txt");
+    let (text, is_error) = write_file(&mut c, &s, &new, "n").await;
+    assert!(!is_error, "{text}");
+    assert_eq!(c.buffers.as_ref().unwrap()[&new.display().to_string()], "n");
+    assert!(!new.exists(), "the editor writes it, not dsh");
+    assert_eq!(read(&src).as_deref(), Some("hello\n"));
+    assert_eq!(
+        asked(&c, "fs/read_text_file"),
+        [hook, src, new.clone()].map(|p| p.display().to_string())
+    );
+    assert_eq!(asked(&c, "fs/write_text_file"), [new.display().to_string()]);
+}
