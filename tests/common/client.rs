@@ -86,6 +86,12 @@ impl Client {
         self.wait_for(json!(id)).await
     }
 
+    /// The response to request `id` if it arrived while another was awaited (left for
+    /// [`Client::wait_for`]).
+    pub fn early_response(&self, id: u64) -> Option<&Value> {
+        self.early.iter().find(|m| m["id"] == json!(id))
+    }
+
     /// Reads messages until the response with `id` arrives.
     pub async fn wait_for(&mut self, id: Value) -> Result<Value, Value> {
         let early = self.early.iter().position(|m| m["id"] == id);

@@ -26,6 +26,7 @@
 //! nothing ever runs unsandboxed or in a weaker sandbox instead.
 
 mod files;
+mod held;
 mod host;
 mod layout;
 
@@ -284,7 +285,11 @@ impl SandboxLauncher {
         mark: Option<&str>,
     ) -> Result<Layout, String> {
         let held = match mark {
-            Some(mark) => Held::Taken(mark),
+            Some(mark) => {
+                // A command's layout walk (the file tools' has no mark).
+                held::hold(roots.iter().map(PathBuf::as_path));
+                Held::Taken(mark)
+            }
             None => Held::Nothing,
         };
         self.layout_with(workdir, roots, held)

@@ -369,6 +369,7 @@ impl Watch {
     /// Checks what the sandbox left, refusing what it made. Returns one line per
     /// refusal (or per check that could not be made), for the command's output.
     pub fn check(self) -> Vec<String> {
+        super::held::hold(self.repositories.iter().map(|(root, _)| root.as_path()));
         let mut notes = Vec::new();
         let opened = &self.opened;
         let label = &opened.label;
