@@ -28,13 +28,12 @@ fn replay(daemon: &SocketDaemon, extra: &[&str]) -> Output {
 /// with `--run` judging those 20 calls and not the one made outside the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_of_20_with_jobs_4_tags_every_audit_line_and_replay_reads_only_that_run() {
-    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n";
     let Rig {
         dir,
         model: _model,
         daemon,
         ws,
-    } = Rig::start(vec![], rules).await;
+    } = Rig::start(vec![], &rule("echo", "allow")).await;
     // A call outside any batch, in the same audit log.
     let out = exec(&daemon, &ws, &["--mode", "ask", "!echo outside"]).await;
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
@@ -897,13 +896,12 @@ fn open_session_logs(pid: i32, state: &std::path::Path) -> usize {
 /// sessions (and their 5 open logs) stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_leave_no_session_loaded_in_the_daemon() {
-    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"echo\"\naction = \"allow\"\n";
     let Rig {
         dir,
         model: _model,
         daemon,
         ws,
-    } = Rig::start(vec![], rules).await;
+    } = Rig::start(vec![], &rule("echo", "allow")).await;
     let file = dir.path().join("prompts.txt");
     std::fs::write(
         &file,
