@@ -366,3 +366,80 @@ async fn a_session_nothing_needs_is_unloaded_and_loads_again_from_its_log() {
     drop((a, c));
     daemon.stop().await;
 }
+
+/// The `session_end` hook's lines (`sessionId`, `source`) so far, in order.
+fn ended(file: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            (field("sessionId"), field("source"))
+        })
+        .collect()
+}
+
+/// A session whose connection ended ends for the daemon when it is unloaded: its
+/// `session_end` hooks hear `disconnect` then (at once with no task, after its last
+/// task's notice otherwise), and not `shutdown` again when the daemon stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_left_session_is_told_disconnect_when_it_is_unloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let told = dir.path().join("ended.jsonl");
+    let hook = dir.path().join("ends.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/bash\n{{ cat; echo; }} >> {}\necho '{{}}'\n",
+            told.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let daemon = SocketDaemon::start(
+        dir.path(),
+        &format!(
+            "[permissions]\ndefault_mode = \"auto\"\n[[hooks.command]]\nargv = [{:?}]\n\
+             name = \"ends\"\nevent = \"session_end\"\n",
+            hook.display().to_string()
+        ),
+    )
+    .await;
+    let (mut b, with_task, task, go, ws) = session_with_waiting_task(&daemon, dir.path()).await;
+    let idle = b.new_session(&ws).await;
+    drop(b);
+    let mut a = daemon.connect().await;
+    a.status_until("the left session without a task stayed loaded", |st| {
+        loaded(st) == [with_task.clone()]
+    })
+    .await;
+    for _ in 0..500 {
+        if !ended(&told).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ended(&told), [(idle.clone(), "disconnect".to_string())]);
+    go.release().await;
+    a.status_until("the left session stayed loaded after its task", |st| {
+        loaded(st).is_empty()
+    })
+    .await;
+    assert!(log_has_notice(&daemon.state, &with_task, &task));
+    for _ in 0..500 {
+        if ended(&told).len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(a);
+    daemon.stop().await;
+    assert_eq!(
+        ended(&told),
+        [
+            (idle, "disconnect".to_string()),
+            (with_task, "disconnect".to_string())
+        ]
+    );
+}

@@ -24,7 +24,7 @@ pub struct EventInput<'a> {
     /// The user's prompt, for `prompt`.
     pub prompt: Option<&'a str>,
     /// How the session started (`new` or `load`), for `session_start`; how it ended
-    /// (`close`, `delete`, `shutdown`), for `session_end`.
+    /// (`close`, `delete`, `disconnect`, `shutdown`), for `session_end`.
     pub source: Option<&'a str>,
     /// For `stop`: whether a stop hook already sent this turn on (a hook that always
     /// says continue should look at it).

@@ -272,7 +272,7 @@ impl HookSet {
     }
 
     /// Tells the `session_end` hooks that `session` ended (`close`, `delete`,
-    /// `shutdown`), each in turn; failures are logged.
+    /// `disconnect`, `shutdown`), each in turn; failures are logged.
     pub async fn on_session_end(&self, session: &Arc<Session>, how: &str) {
         for hook in self.of(HookEvent::SessionEnd) {
             let about = SessionEvent {
