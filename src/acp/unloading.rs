@@ -103,3 +103,54 @@ impl AcpService {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Mode};
+    use crate::exec::TaskId;
+    use crate::registry::SessionRegistry;
+    use crate::store::Header;
+    use crate::tools::ToolRegistry;
+    use tokio_util::sync::CancellationToken;
+
+    /// A notice for a session that is not loaded (its last task's notice routed an
+    /// instant after it was unloaded, or a task a restart adopted) is appended to its log
+    /// on disk, where a load finds it; a session without a log (deleted) gets none made.
+    #[tokio::test]
+    async fn a_notice_for_a_session_not_loaded_reaches_its_log_on_disk() {
+        let state = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.exec.state_dir = Some(state.path().to_path_buf());
+        let sessions = Arc::new(SessionRegistry::new(Mode::Ask));
+        let _service = AcpService::new(
+            config,
+            None,
+            None,
+            sessions.clone(),
+            Arc::new(ToolRegistry::new()),
+            CancellationToken::new(),
+        );
+        let header = Header {
+            id: uuid::Uuid::new_v4().to_string(),
+            cwd: "/".into(),
+            created_ms: 0,
+            title: None,
+        };
+        drop(SessionLog::create(state.path(), &header).unwrap());
+        let deleted = uuid::Uuid::new_v4().to_string();
+        for (n, owner) in [(1, &header.id), (2, &deleted)] {
+            sessions.record_owner(TaskId::new(n), Some(owner));
+            sessions.deliver_notice(TaskId::new(n), format!("task {n} finished"));
+        }
+        let (_log, _, events) = SessionLog::open(state.path(), &header.id).unwrap();
+        let notices: Vec<&Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::Notice { .. }))
+            .collect();
+        assert_eq!(notices.len(), 1, "{events:?}");
+        assert!(matches!(notices[0], Event::Notice { task_id, text, .. }
+                if *task_id == TaskId::new(1).to_string() && text == "task 1 finished"));
+        assert!(crate::store::log_path(state.path(), &deleted).is_ok_and(|p| !p.exists()));
+    }
+}

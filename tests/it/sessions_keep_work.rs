@@ -145,7 +145,7 @@ async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
     let token = common::token();
     let mut a = daemon.connect().await;
     let s = a.new_session(&ws).await;
-    a.start_task(&s, &format!("sleep 1000.{token}")).await;
+    let killed = a.start_task(&s, &format!("sleep 1000.{token}")).await;
     running(&token).await;
     a.request("session/close", json!({"sessionId": s}))
         .await
@@ -154,6 +154,15 @@ async fn close_kills_tasks_when_configured_and_dsh_kill_ends_any_task() {
         common::with_token(&token).is_empty(),
         "close killed the task"
     );
+    // The session is unloaded at the close; its log keeps the killed task's notice (a
+    // later load shows it).
+    for _ in 0..500 {
+        if log_has_notice(&daemon.state, &s, &killed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(log_has_notice(&daemon.state, &s, &killed));
 
     // `dsh kill`: the local user ends a task of any session; over the protocol a session
     // may end only its own (T13).
