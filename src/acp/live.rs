@@ -99,18 +99,19 @@ impl LiveSessions {
             return None;
         }
         unloaded();
-        let log = entry.log.take();
+        // Let go (the file unlocked) or kept lingering before the entry is: a load that
+        // binds the session next finds one or the other.
+        self.lingering.retain(|_, log| log.strong_count() > 0);
+        if let Some(log) = entry.log.take()
+            && Arc::strong_count(&log) > 1
+        {
+            self.lingering.insert(id.to_string(), Arc::downgrade(&log));
+        }
         let closed = std::mem::take(&mut entry.closed);
         let empty = entry.is_empty();
         drop(entry);
         if empty {
             self.entries.remove_if(id, |_, e| e.is_empty());
-        }
-        self.lingering.retain(|_, log| log.strong_count() > 0);
-        if let Some(log) = log
-            && Arc::strong_count(&log) > 1
-        {
-            self.lingering.insert(id.to_string(), Arc::downgrade(&log));
         }
         Some(Unloaded { closed })
     }

@@ -128,31 +128,37 @@ struct LogNotices(Weak<AcpService>);
 
 impl NoticeListener for LogNotices {
     fn notice(&self, session: &Session, notice: &Notice) {
-        if let Some(agent) = self.0.upgrade()
-            && let Some(log) = agent.live.log(&session.id)
-        {
-            let at_ms = now_ms();
-            agent.append(
-                &log,
-                Event::Notice {
-                    at_ms,
-                    source: notice.source.to_string(),
-                    task_id: notice.task_id.to_string(),
-                    text: notice.text.clone(),
-                },
-            );
-            agent.send_turn_event(
-                &session.id,
-                agent::TurnEvent::UserText {
-                    text: &agent::context_text(notice.source, &notice.text),
-                    message_id: &crate::store::notice_message_id(
+        let Some(agent) = self.0.upgrade() else {
+            return;
+        };
+        match agent.live.log(&session.id) {
+            Some(log) => {
+                let at_ms = now_ms();
+                agent.append(
+                    &log,
+                    Event::Notice {
                         at_ms,
-                        notice.source,
-                        &notice.text,
-                    ),
-                },
-            );
-            agent.unload(&session.id, unloading::Unload::IfIdle);
+                        source: notice.source.to_string(),
+                        task_id: notice.task_id.to_string(),
+                        text: notice.text.clone(),
+                    },
+                );
+                agent.send_turn_event(
+                    &session.id,
+                    agent::TurnEvent::UserText {
+                        text: &agent::context_text(notice.source, &notice.text),
+                        message_id: &crate::store::notice_message_id(
+                            at_ms,
+                            notice.source,
+                            &notice.text,
+                        ),
+                    },
+                );
+                agent.unload(&session.id, unloading::Unload::IfIdle);
+            }
+            // Unloaded since the registry found it (its last task's notice routed as it
+            // was closed), or never loaded on this side: only its log on disk keeps it.
+            None => agent.notice_to_unloaded(&session.id, notice),
         }
     }
 
