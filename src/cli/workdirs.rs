@@ -8,6 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// Held while a worktree is added (see [`Workdirs::make`]).
+static ADDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How a batch gives each prompt a directory of its own.
 pub(crate) enum Workdirs {
     /// A copy of `from` at `dir/INDEX`.
@@ -68,6 +71,10 @@ impl Workdirs {
             Workdirs::Worktrees { top, sub, dir, .. } => {
                 let own = dir.join(index.to_string());
                 let own_arg = own.to_string_lossy();
+                // One `git worktree add` at a time: two at once race in git itself (one
+                // reads the other's half-made `.git/worktrees/N` and fails: "failed to
+                // read .git/worktrees/0/commondir"), seen in the batch's worktree test.
+                let _one_at_a_time = ADDING.lock().await;
                 git(
                     top,
                     &["worktree", "add", "--quiet", "--detach", &own_arg, "HEAD"],
