@@ -29,13 +29,13 @@ pub(super) enum Unload {
 }
 
 impl AcpService {
-    /// Unloads session `id` as `when` says; whether it was unloaded. A session whose
+    /// Unloads session `id` as `when` says. A session whose
     /// connection ended and that nobody told of its end is told now (`session_end` with
     /// `disconnect`): for the daemon it ends here. While the daemon stops nothing is
     /// unloaded `IfIdle`: the stop tells every session still loaded (`shutdown`).
-    pub(super) fn unload(&self, id: &str, when: Unload) -> bool {
+    pub(super) fn unload(&self, id: &str, when: Unload) {
         if when == Unload::IfIdle && self.shutdown.is_cancelled() {
-            return false;
+            return;
         }
         let mut removed = None;
         let unloaded = self.live.unload(
@@ -58,7 +58,7 @@ impl AcpService {
                 self.sessions.close(id);
                 self.tools.forget_project(id);
             }
-            return when == Unload::Now;
+            return;
         };
         if let Some(session) = removed
             && when == Unload::IfIdle
@@ -69,7 +69,6 @@ impl AcpService {
             tokio::spawn(async move { hooks.on_session_end(&session, "disconnect").await });
         }
         self.tools.forget_project(id);
-        true
     }
 
     /// Whether a background task of session `id` is running.
