@@ -298,11 +298,24 @@ fn opened_error(path: &Path, e: nix::Error) -> FileError {
 /// How many links one path may pass through (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 
-/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
-/// one too (a link to a hook that does not exist yet is judged as that hook), the part
-/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
-/// whose target is missing.
-fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+/// What a resolution does with a name that is not there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Missing {
+    /// The rest is taken as written: a dangling link is judged as where it points.
+    AsWritten,
+    /// Nothing is there (`canonicalize`'s answer).
+    Nothing,
+}
+
+/// Where `path` (absolute) really is: every symbolic link on it followed. `look` is
+/// told each directory before a name is looked up in it, and may stop the walk
+/// (`Ok(None)`). A name not there is as `missing` says; too many links, or a link
+/// that cannot be read, is the error's reason.
+pub(super) fn resolve_links(
+    path: &Path,
+    missing: Missing,
+    look: &mut dyn FnMut(&Path, &std::ffi::OsStr) -> bool,
+) -> Result<Option<PathBuf>, String> {
     use std::collections::VecDeque;
     use std::path::Component;
     let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
@@ -323,29 +336,41 @@ fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
             done.pop();
             continue;
         }
+        if !look(&done, &name) {
+            return Ok(None);
+        }
         let next = done.join(&name);
         match std::fs::symlink_metadata(&next) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 hops += 1;
-                let target = std::fs::read_link(&next).map_err(|e| FileError::Io {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                })?;
+                let target = std::fs::read_link(&next).map_err(|e| e.to_string())?;
                 if hops > MAX_LINKS {
-                    return Err(FileError::Io {
-                        path: path.to_path_buf(),
-                        reason: "too many levels of symbolic links".into(),
-                    });
+                    return Err("too many levels of symbolic links".into());
                 }
                 if target.is_absolute() {
                     done = PathBuf::from("/");
                 }
                 push_front(&mut todo, &target);
             }
+            Err(_) if missing == Missing::Nothing => return Ok(None),
             _ => done = next,
         }
     }
-    Ok(done)
+    Ok(Some(done))
+}
+
+/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
+/// one too (a link to a hook that does not exist yet is judged as that hook), the part
+/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
+/// whose target is missing.
+fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+    let io = |reason: String| FileError::Io {
+        path: path.to_path_buf(),
+        reason,
+    };
+    resolve_links(path, Missing::AsWritten, &mut |_, _| true)
+        .map_err(io)?
+        .ok_or_else(|| io("no real path".into()))
 }
 
 /// Everything a file operation under the sandbox needs, moved onto a blocking thread.

@@ -32,7 +32,7 @@
 //! watch (`max_user_watches`), nothing is kept: every call builds the view, as
 //! before.
 
-use super::files::FileView;
+use super::files::{FileView, Missing, resolve_links};
 use super::layout::Layout;
 use super::{HostSnapshot, SandboxLauncher};
 use std::collections::{HashMap, HashSet};
@@ -48,9 +48,6 @@ const MAX_VIEWS: usize = 8;
 /// How many directories one set of roots may watch: the walk's own bound
 /// ([`super::protect::MAX_DIRS`]); a bigger tree is not kept.
 const MAX_WATCHED: usize = super::protect::MAX_DIRS;
-
-/// How many links one resolved path may pass through (the kernel's own bound).
-const MAX_LINKS: usize = 40;
 
 /// The views kept, most recently used last.
 #[derive(Default)]
@@ -276,59 +273,24 @@ impl Watch {
     /// something on the way is missing or no directory (`canonicalize`'s failures),
     /// or the path cannot be watched (then the watch is broken and nothing is kept).
     fn resolve(&mut self, path: &Path) -> Option<PathBuf> {
-        use std::collections::VecDeque;
-        use std::path::Component;
-        let mut todo: VecDeque<OsString> = VecDeque::new();
-        let push_front = |todo: &mut VecDeque<OsString>, p: &Path| {
-            for c in p.components().rev() {
-                match c {
-                    Component::Normal(n) => todo.push_front(n.to_os_string()),
-                    Component::ParentDir => todo.push_front("..".into()),
-                    Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-                }
-            }
-        };
         if !path.is_absolute() {
             return None;
         }
-        push_front(&mut todo, path);
-        let mut done = PathBuf::from("/");
-        let mut hops = 0;
-        while let Some(name) = todo.pop_front() {
-            if name == ".." {
-                done.pop();
-                continue;
+        // A directory the daemon's user cannot read: when it cannot look the name
+        // up either, the path resolves to nothing, as `canonicalize` says, and a
+        // change of its mode is an event of its parent's, which is watched for its
+        // name. When it can, its names cannot be watched, and nothing is kept.
+        let mut look = |dir: &Path, name: &std::ffi::OsStr| match self.add(dir, Some(name)) {
+            Ok(()) => true,
+            Err(AddError::Unreadable) => {
+                self.broken |= std::fs::symlink_metadata(dir.join(name)).is_ok();
+                true
             }
-            // A directory the daemon's user cannot read: when it cannot look the
-            // name up either, the path resolves to nothing, as `canonicalize` says,
-            // and a change of its mode is an event of its parent's, which is
-            // watched for its name. When it can, its names cannot be watched, and
-            // nothing is kept.
-            let watched = match self.add(&done, Some(&name)) {
-                Ok(()) => true,
-                Err(AddError::Unreadable) => false,
-                Err(AddError::Gone | AddError::Refused) => return None,
-            };
-            let next = done.join(&name);
-            let meta = std::fs::symlink_metadata(&next).ok()?;
-            if !watched {
-                self.broken = true;
-            }
-            if meta.file_type().is_symlink() {
-                hops += 1;
-                let target = std::fs::read_link(&next).ok()?;
-                if hops > MAX_LINKS {
-                    return None;
-                }
-                if target.is_absolute() {
-                    done = PathBuf::from("/");
-                }
-                push_front(&mut todo, &target);
-            } else {
-                done = next;
-            }
-        }
-        Some(done)
+            Err(AddError::Gone | AddError::Refused) => false,
+        };
+        resolve_links(path, Missing::Nothing, &mut look)
+            .ok()
+            .flatten()
     }
 
     /// Whether nothing that matters happened since the watch began: no event of
