@@ -61,4 +61,16 @@ impl ClientFiles for AcpFiles {
             .await;
         Some(answer.map(|_| ()).map_err(|e| e.message))
     }
+
+    fn offers(&self, intent: crate::exec::FileIntent) -> bool {
+        let Some(agent) = self.agent.upgrade() else {
+            return false;
+        };
+        agent
+            .peer_of(&self.session_id)
+            .is_some_and(|(_, display)| match intent {
+                crate::exec::FileIntent::Read => display.fs_read,
+                crate::exec::FileIntent::Write => display.fs_write,
+            })
+    }
 }

@@ -27,10 +27,13 @@
 //! helper killed outright leaves its commands to the next helper's stale sweep,
 //! which kills what a dead owner left under the same state directory.
 
+mod files;
+
+pub use files::{FileAnswer, FileOp, FileParams};
+
 use super::{
-    BashExecutor, CollectedOutput, ExecError, ExecSpec, FileError, FileIntent, FileRequest,
-    FileStat, KillOutcome, LocalExecutor, OutputStream, RunOutcome, Spill, StreamRead, TaskId,
-    TaskStatus, WriteOutcome,
+    BashExecutor, CollectedOutput, ExecError, ExecSpec, KillOutcome, LocalExecutor, OutputStream,
+    RunOutcome, Spill, StreamRead, TaskId, TaskStatus,
 };
 use crate::config::ExecConfig;
 use crate::rpc::{self, Peer, RequestContext, RpcError, Service};
@@ -129,41 +132,6 @@ pub struct KeyParams {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScopeParams {
     pub scope: String,
-}
-
-/// `file` params: one file tool's access to a file on the host (E11), at the mapped
-/// path, judged and done by the helper's own executor (its containment, not the
-/// daemon's disk).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FileParams {
-    pub path: PathBuf,
-    pub writable_roots: Vec<PathBuf>,
-    pub op: FileOp,
-}
-
-/// What `file` does.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "op")]
-pub enum FileOp {
-    Stat {
-        intent: FileIntent,
-    },
-    Read,
-    /// The whole new text (the file tools write only UTF-8 text).
-    Write {
-        content: String,
-    },
-}
-
-/// The answer to `file`. A read carries text: the file tools read only UTF-8, so
-/// other bytes are refused on the host rather than shipped.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileAnswer {
-    Stat(Option<FileStat>),
-    Read(Option<String>),
-    Written(WriteOutcome),
-    Err(FileError),
 }
 
 /// `cancel` notification params.
@@ -531,27 +499,8 @@ impl Helper {
     }
 
     async fn file(&self, p: FileParams) -> Result<Value, RpcError> {
-        let exec = self.exec()?;
-        let request = FileRequest {
-            path: p.path,
-            writable_roots: p.writable_roots,
-        };
-        let answer = match p.op {
-            FileOp::Stat { intent } => exec.stat_file(&request, intent).await.map(FileAnswer::Stat),
-            FileOp::Read => match exec.read_file(&request).await.map(|read| read.bytes) {
-                Ok(Some(bytes)) => String::from_utf8(bytes)
-                    .map(|text| FileAnswer::Read(Some(text)))
-                    .map_err(|_| FileError::NotText(request.path.clone())),
-                Ok(None) => Ok(FileAnswer::Read(None)),
-                Err(e) => Err(e),
-            },
-            FileOp::Write { content } => exec
-                .write_file(&request, content.as_bytes())
-                .await
-                .map(FileAnswer::Written),
-        };
-        serde_json::to_value(answer.unwrap_or_else(FileAnswer::Err))
-            .map_err(|e| RpcError::internal(e.to_string()))
+        let answer = files::answer(self.exec()?.as_ref(), p).await;
+        serde_json::to_value(answer).map_err(|e| RpcError::internal(e.to_string()))
     }
 
     /// Ends everything, then answers once the pump has sent every completion, so
@@ -921,77 +870,4 @@ fn forward_output(peer: Peer, run: u64) -> (super::OutputWatch, Arc<Forward>) {
         Arc::new(move |stream: super::OutputStream, bytes: &[u8]| forward.push(stream, bytes))
     };
     (watch, forward)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    /// Every file answer, refusals included, crosses the wire and comes back the same
-    /// (the ssh executor's file tools, E11).
-    #[test]
-    fn e11_file_answers_round_trip_on_the_wire() {
-        let p = PathBuf::from("/srv/p/f");
-        let errors = [
-            FileError::Masked {
-                path: p.clone(),
-                entry: p.clone(),
-                masked_by: crate::containment::MaskedBy::DenyRead,
-            },
-            FileError::Protected {
-                path: p.clone(),
-                entry: "/srv/p/.git".into(),
-                what: crate::containment::Protection::Git,
-            },
-            FileError::OutsideRoots {
-                path: p.clone(),
-                roots: vec!["/srv/p".into()],
-            },
-            FileError::NotReachable {
-                path: p.clone(),
-                why: "private /tmp".into(),
-                place: crate::containment::OwnPlace::Tmp,
-            },
-            FileError::IsDirectory(p.clone()),
-            FileError::NotRegular(p.clone()),
-            FileError::NotText(p.clone()),
-            FileError::TooLarge {
-                path: p.clone(),
-                len: 1 << 30,
-            },
-            FileError::NoDirectory {
-                path: p.clone(),
-                dir: "/srv".into(),
-            },
-            FileError::Io {
-                path: p.clone(),
-                reason: "EIO".into(),
-            },
-            FileError::Unavailable("down".into()),
-        ];
-        let mut answers: Vec<FileAnswer> = errors.into_iter().map(FileAnswer::Err).collect();
-        answers.push(FileAnswer::Read(Some("text".into())));
-        answers.push(FileAnswer::Stat(Some(FileStat {
-            len: 4,
-            regular: true,
-            containment: None,
-        })));
-        answers.push(FileAnswer::Written(WriteOutcome {
-            created: true,
-            containment: Some(crate::containment::Containment::WritableRoot { root: "/w".into() }),
-        }));
-        for answer in answers {
-            let wire = serde_json::to_value(&answer).unwrap();
-            let back: FileAnswer = serde_json::from_value(wire.clone()).unwrap();
-            assert_eq!(format!("{back:?}"), format!("{answer:?}"), "{wire}");
-        }
-        let op: FileOp = serde_json::from_value(json!({"op": "stat", "intent": "write"})).unwrap();
-        assert!(matches!(
-            op,
-            FileOp::Stat {
-                intent: FileIntent::Write
-            }
-        ));
-    }
 }

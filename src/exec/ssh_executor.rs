@@ -341,10 +341,9 @@ impl BashExecutor for SshExecutor {
     async fn read_file(&self, request: &FileRequest) -> Result<super::FileRead, FileError> {
         match self.file_backend().await? {
             Backend::Helper => match self.helper.file(request, FileOp::Read).await? {
-                FileAnswer::Read(text) => Ok(super::FileRead {
+                FileAnswer::Read { text, containment } => Ok(super::FileRead {
                     bytes: text.map(String::into_bytes),
-                    // The helper answers a read with its text only.
-                    containment: None,
+                    containment,
                 }),
                 other => Err(unexpected(other)),
             },
@@ -352,15 +351,23 @@ impl BashExecutor for SshExecutor {
         }
     }
 
-    /// The helper judges on the host by its own engine's containment and names only
-    /// what refused; an allowed path's entry is not asked over the wire.
+    /// The helper's answer: its own engine's containment on the host, at the mapped
+    /// path, by the same check its file calls make (none when it runs commands
+    /// unsandboxed).
     async fn file_containment(
         &self,
         request: &FileRequest,
         intent: FileIntent,
     ) -> Result<Option<crate::containment::Containment>, FileError> {
         match self.file_backend().await? {
-            Backend::Helper => Ok(None),
+            Backend::Helper => match self
+                .helper
+                .file(request, FileOp::Containment { intent })
+                .await?
+            {
+                FileAnswer::Containment(decided) => Ok(decided),
+                other => Err(unexpected(other)),
+            },
             Backend::Wrapper => self.wrapper.file_containment(request, intent).await,
         }
     }

@@ -65,6 +65,11 @@ pub trait ClientFiles: Send + Sync {
     async fn read(&self, path: &std::path::Path) -> Option<Result<String, String>>;
     /// Writes through the editor; `None` when the client does not offer writes.
     async fn write(&self, path: &std::path::Path, content: &str) -> Option<Result<(), String>>;
+    /// Whether the client bound to the session now offers reads or writes. Asked before the executor's check that guards the editor's answer,
+    /// so a session whose editor offers neither pays only the executor's own read or
+    /// write (issue 39, bench X2). Advisory: `read`/`write` answer `None` if the
+    /// client changed in between, and the executor then reads or writes, judging again.
+    fn offers(&self, intent: crate::exec::FileIntent) -> bool;
 }
 
 /// A completion notice waiting for the session's next model request (T14).

@@ -268,8 +268,12 @@ async fn read_text(
     path: &Path,
 ) -> Result<ReadText, Failed> {
     let request = file_request(session, path);
+    // Only when the editor offers reads: otherwise the check below would be made
+    // twice, once for nothing (the executor's read judges again).
     if place.is_local()
-        && let Some(files) = session.and_then(|s| s.client_files())
+        && let Some(files) = session
+            .and_then(|s| s.client_files())
+            .filter(|f| f.offers(FileIntent::Read))
     {
         // The same containment first: the editor reads whatever its user can.
         let stat = place.stat(&request, FileIntent::Read).await?;
@@ -315,7 +319,9 @@ async fn write_text(
 ) -> Result<WriteOutcome, Failed> {
     let request = file_request(session, path);
     if place.is_local()
-        && let Some(files) = session.and_then(|s| s.client_files())
+        && let Some(files) = session
+            .and_then(|s| s.client_files())
+            .filter(|f| f.offers(FileIntent::Write))
     {
         let stat = place.stat(&request, FileIntent::Write).await?;
         if let Some(answer) = files.write(path, content).await {

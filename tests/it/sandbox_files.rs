@@ -234,6 +234,33 @@ async fn e11_under_the_sandbox_the_file_tools_are_held_by_the_same_layout_as_bas
     assert!(is_error && text.contains("private /tmp"), "{text}");
 }
 
+/// A daemon under the ssh executor (the helper required) whose `path_map` sends `ws`
+/// to `remote`, `ssh_extra` added to `[exec.ssh]` and `extra` after; a session in
+/// `ws` whose first read of `f.txt` answered `remote`'s "remote side".
+async fn mapped_ssh(
+    dir: &Path,
+    sshd: &Sshd,
+    ws: &Path,
+    remote: &Path,
+    ssh_extra: &str,
+    extra: &str,
+) -> (tokio::process::Child, Client, String) {
+    let config = format!(
+        "kind = \"ssh\"\n[permissions]\ndefault_mode = \"auto\"\n{}{ssh_extra}\
+         [[exec.ssh.path_map]]\nlocal = \"{}\"\nremote = \"{}\"\n{extra}",
+        sshd.config_toml(HelperMode::Required),
+        ws.display(),
+        remote.display()
+    );
+    let (child, mut c) = stdio_daemon(dir, &config, &[]).await;
+    let s = c.new_session(ws).await;
+    let (text, is_error) = c
+        .tool(Some(&s), "read_file", json!({"path": "f.txt"}))
+        .await;
+    assert_eq!((text.as_str(), is_error), ("     1\tremote side\n", false));
+    (child, c, s)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e11_under_ssh_the_file_tools_read_and_write_the_mapped_side() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,19 +269,7 @@ async fn e11_under_ssh_the_file_tools_read_and_write_the_mapped_side() {
     let remote = workspace(dir.path(), "remote-ws");
     std::fs::write(ws.join("f.txt"), "local side\n").unwrap();
     std::fs::write(remote.join("f.txt"), "remote side\n").unwrap();
-    let config = format!(
-        "kind = \"ssh\"\n[permissions]\ndefault_mode = \"auto\"\n{}\
-         [[exec.ssh.path_map]]\nlocal = \"{}\"\nremote = \"{}\"\n",
-        sshd.config_toml(HelperMode::Required),
-        ws.display(),
-        remote.display()
-    );
-    let (_child, mut c) = stdio_daemon(dir.path(), &config, &[]).await;
-    let s = c.new_session(&ws).await;
-    let (text, is_error) = c
-        .tool(Some(&s), "read_file", json!({"path": "f.txt"}))
-        .await;
-    assert_eq!((text.as_str(), is_error), ("     1\tremote side\n", false));
+    let (_child, mut c, s) = mapped_ssh(dir.path(), &sshd, &ws, &remote, "", "").await;
     let (text, is_error) = c
         .tool(
             Some(&s),
@@ -300,6 +315,60 @@ async fn e11_under_ssh_the_file_tools_read_and_write_the_mapped_side() {
     // And the commands see what the file tools wrote.
     let (out, _) = c.bash(&s, "cat new.txt").await;
     assert_eq!(out, "made remotely\n");
+}
+
+/// Issue 39, under the ssh executor whose helper sandboxes commands on the host: a
+/// read's audit line names the entry of the host's containment that allowed it (the
+/// helper answers it with the text, from the check the read acted on), a refused
+/// one's the entry that refused, and the daemon's `_dsh/policy/explain` asks the
+/// helper, at the mapped path, instead of answering nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e11_issue_39_under_ssh_the_audit_line_and_explain_name_the_hosts_containment() {
+    let dir = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let ws = workspace(dir.path(), "ws");
+    let remote = workspace(dir.path(), "remote-ws");
+    std::fs::write(remote.join("f.txt"), "remote side\n").unwrap();
+    let secret = remote.join("secret.env");
+    std::fs::write(&secret, "TOKEN=hunter2\n").unwrap();
+    let masks = format!("[exec.sandbox]\ndeny_read = [\"{}\"]\n", secret.display());
+    let (_child, mut c, s) =
+        mapped_ssh(dir.path(), &sshd, &ws, &remote, "sandbox = true\n", &masks).await;
+    let (text, is_error) = c
+        .tool(Some(&s), "read_file", json!({"path": "secret.env"}))
+        .await;
+    assert!(
+        is_error && text.contains("masks") && !text.contains("hunter2"),
+        "{text}"
+    );
+    let lines = common::cli::audit_lines(&dir.path().join("state"));
+    let reads: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["tool"] == "read_file").collect();
+    assert_eq!(reads.len(), 2, "{lines:?}");
+    assert_eq!(
+        reads[0]["containment"],
+        json!({"by": "writable_root", "root": remote})
+    );
+    let masked = json!({"by": "masked", "entry": secret, "masked_by": "deny_read"});
+    assert_eq!(reads[1]["containment"], masked);
+    for (tool, asked, want) in [
+        ("read_file", "secret.env", masked.clone()),
+        (
+            "write_file",
+            "new.rs",
+            json!({"by": "writable_root", "root": remote}),
+        ),
+    ] {
+        let answer = c
+            .request(
+                "_dsh/policy/explain",
+                json!({"sessionId": s, "tool": tool, "path": asked}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(answer["containment"], want, "{answer}");
+    }
+    assert!(!remote.join("new.rs").exists(), "explain writes nothing");
 }
 
 /// E13: the text of a command that merely fails or times out is the same whichever

@@ -21,11 +21,13 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::Mode;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// What the sandbox shows the file tools for one call: its layout and what made it.
+/// What the sandbox shows the file tools: its layout and the real paths it was made
+/// from. Built once per set of roots and kept while nothing it was read from changed
+/// ([`super::view_cache`]), so a call pays for neither the walk nor the resolving.
 pub(super) struct FileView {
-    /// Shared with the cache ([`super::view_cache`]): built once while nothing changed.
-    pub(super) layout: std::sync::Arc<Layout>,
+    pub(super) layout: Layout,
     /// The real writable roots, in the layout's order.
     pub(super) writable: Vec<PathBuf>,
     /// The real paths of `deny_read` and dsh's own directories, with which they are.
@@ -45,17 +47,28 @@ pub(super) enum Allowed {
 
 impl SandboxLauncher {
     /// The sandbox a command of a session with `roots` would get, for the file tools.
-    pub(super) fn file_view(&self, roots: &[PathBuf]) -> Result<FileView, FileError> {
-        let layout = self
-            .views
-            .layout(self, roots)
-            .map_err(|why| FileError::Unavailable(format!("the sandbox refuses: {why}")))?;
-        // The same real roots the layout bound (it refused a symlinked one above).
+    pub(super) fn file_view(&self, roots: &[PathBuf]) -> Result<Arc<FileView>, FileError> {
+        self.views
+            .view(self, roots)
+            .map_err(|why| FileError::Unavailable(format!("the sandbox refuses: {why}")))
+    }
+
+    /// The view over `layout` (made for `roots`), every path it names resolved by
+    /// `real` (its real path, links followed; `None` when nothing is there), which
+    /// the cache gives as a resolver that watches what it reads.
+    pub(super) fn view_over(
+        &self,
+        layout: Layout,
+        roots: &[PathBuf],
+        real: &mut dyn FnMut(&Path) -> Option<PathBuf>,
+    ) -> FileView {
+        // The same real roots the layout bound (it refused a symlinked one).
         let writable = roots
             .iter()
             .chain(&self.writable)
-            .filter(|r| r.is_absolute() && r.is_dir())
-            .filter_map(|r| r.canonicalize().ok())
+            .filter(|r| r.is_absolute())
+            .filter_map(|r| real(r))
+            .filter(|r| r.is_dir())
             .collect();
         let own: Vec<PathBuf> = self
             .spill_dir
@@ -69,22 +82,21 @@ impl SandboxLauncher {
         let masked = self
             .deny_read
             .iter()
-            .map(|p| {
+            .filter_map(|p| {
                 let by = if own.contains(p) {
                     MaskedBy::DshOwn
                 } else {
                     MaskedBy::DenyRead
                 };
-                (p, by)
+                real(p).map(|real| (real, by))
             })
-            .filter_map(|(p, by)| p.canonicalize().ok().map(|real| (real, by)))
             .collect();
-        Ok(FileView {
+        FileView {
             layout,
             writable,
             masked,
-            spill_dir: self.spill_dir.canonicalize().ok(),
-        })
+            spill_dir: real(&self.spill_dir),
+        }
     }
 }
 
@@ -286,11 +298,24 @@ fn opened_error(path: &Path, e: nix::Error) -> FileError {
 /// How many links one path may pass through (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 
-/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
-/// one too (a link to a hook that does not exist yet is judged as that hook), the part
-/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
-/// whose target is missing.
-fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+/// What a resolution does with a name that is not there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Missing {
+    /// The rest is taken as written: a dangling link is judged as where it points.
+    AsWritten,
+    /// Nothing is there (`canonicalize`'s answer).
+    Nothing,
+}
+
+/// Where `path` (absolute) really is: every symbolic link on it followed. `look` is
+/// told each directory before a name is looked up in it, and may stop the walk
+/// (`Ok(None)`). A name not there is as `missing` says; too many links, or a link
+/// that cannot be read, is the error's reason.
+pub(super) fn resolve_links(
+    path: &Path,
+    missing: Missing,
+    look: &mut dyn FnMut(&Path, &std::ffi::OsStr) -> bool,
+) -> Result<Option<PathBuf>, String> {
     use std::collections::VecDeque;
     use std::path::Component;
     let mut todo: VecDeque<std::ffi::OsString> = VecDeque::new();
@@ -311,38 +336,58 @@ fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
             done.pop();
             continue;
         }
+        if !look(&done, &name) {
+            return Ok(None);
+        }
         let next = done.join(&name);
         match std::fs::symlink_metadata(&next) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 hops += 1;
-                let target = std::fs::read_link(&next).map_err(|e| FileError::Io {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                })?;
+                let target = std::fs::read_link(&next).map_err(|e| e.to_string())?;
                 if hops > MAX_LINKS {
-                    return Err(FileError::Io {
-                        path: path.to_path_buf(),
-                        reason: "too many levels of symbolic links".into(),
-                    });
+                    return Err("too many levels of symbolic links".into());
                 }
                 if target.is_absolute() {
                     done = PathBuf::from("/");
                 }
                 push_front(&mut todo, &target);
             }
+            Err(_) if missing == Missing::Nothing => return Ok(None),
             _ => done = next,
         }
     }
-    Ok(done)
+    Ok(Some(done))
+}
+
+/// Where `path` (absolute) really is: every symbolic link on it followed, a dangling
+/// one too (a link to a hook that does not exist yet is judged as that hook), the part
+/// that does not exist as written. Unlike `fsutil::real_path` it never stops at a link
+/// whose target is missing.
+fn follow_links(path: &Path) -> Result<PathBuf, FileError> {
+    let io = |reason: String| FileError::Io {
+        path: path.to_path_buf(),
+        reason,
+    };
+    resolve_links(path, Missing::AsWritten, &mut |_, _| true)
+        .map_err(io)?
+        .ok_or_else(|| io("no real path".into()))
 }
 
 /// Everything a file operation under the sandbox needs, moved onto a blocking thread.
 pub(super) struct FileCall {
-    view: FileView,
-    /// The path as asked (for messages).
+    view: Arc<FileView>,
+    /// The path as asked: resolved to its real path, which is judged and opened.
     asked: PathBuf,
-    /// Its real path: what is judged and opened.
-    real: PathBuf,
+}
+
+/// `path` as its components when it is absolute and names no `.` or `..`: if no link
+/// is on it either, it is its own real path.
+fn plain(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    path.components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        .then(|| path.components().collect::<PathBuf>())
+        .filter(|p| p.is_absolute())
 }
 
 impl FileCall {
@@ -353,49 +398,77 @@ impl FileCall {
         Ok(Self {
             view: launcher.file_view(&request.writable_roots)?,
             asked: request.path.clone(),
-            real: follow_links(&request.path)?,
         })
     }
 
-    pub(super) fn stat(&self, intent: FileIntent) -> Result<Option<FileStat>, FileError> {
-        let (allowed, containment) = self.view.judged(&self.real, intent)?;
-        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC);
-        match open_beneath(base_of(&allowed), &self.real, how) {
-            Ok(fd) => {
-                let meta = std::fs::File::from(fd)
-                    .metadata()
-                    .map_err(|e| FileError::Io {
-                        path: self.asked.clone(),
-                        reason: e.to_string(),
-                    })?;
-                Ok(Some(FileStat {
-                    len: meta.len(),
-                    regular: meta.is_file(),
-                    containment: Some(containment),
-                }))
+    /// The file opened with `how` where the check allows it (`None`: nothing there),
+    /// and the entry that allowed it. A plain path is first judged as written and
+    /// opened refusing any link on the way: when that open succeeds (or finds
+    /// nothing), no link was on the path, so it was its own real path and the
+    /// judgement stands, without resolving it name by name. A link on the way, or a
+    /// refusal, and the path is judged where it really leads, as always.
+    fn open(
+        &self,
+        intent: FileIntent,
+        how: OpenHow,
+    ) -> Result<(Option<OwnedFd>, Containment), FileError> {
+        if let Some(plain) = plain(&self.asked)
+            && let Ok((allowed, containment)) = self.view.judged(&plain, intent)
+        {
+            match open_beneath(base_of(&allowed), &plain, how) {
+                Ok(fd) => return Ok((Some(fd), containment)),
+                Err(nix::Error::ENOENT) => return Ok((None, containment)),
+                Err(nix::Error::ELOOP) => {}
+                Err(e) => return Err(opened_error(&self.asked, e)),
             }
-            Err(nix::Error::ENOENT) => Ok(None),
+        }
+        let real = follow_links(&self.asked)?;
+        let (allowed, containment) = self.view.judged(&real, intent)?;
+        match open_beneath(base_of(&allowed), &real, how) {
+            Ok(fd) => Ok((Some(fd), containment)),
+            Err(nix::Error::ENOENT) => Ok((None, containment)),
             Err(e) => Err(opened_error(&self.asked, e)),
         }
     }
 
+    pub(super) fn stat(&self, intent: FileIntent) -> Result<Option<FileStat>, FileError> {
+        let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_CLOEXEC);
+        let (fd, containment) = self.open(intent, how)?;
+        let Some(fd) = fd else {
+            return Ok(None);
+        };
+        let meta = std::fs::File::from(fd)
+            .metadata()
+            .map_err(|e| FileError::Io {
+                path: self.asked.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(Some(FileStat {
+            len: meta.len(),
+            regular: meta.is_file(),
+            containment: Some(containment),
+        }))
+    }
+
     pub(super) fn read(&self) -> Result<FileRead, FileError> {
-        let (allowed, containment) = self.view.judged(&self.real, FileIntent::Read)?;
         let how = OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY);
-        let bytes = match open_beneath(base_of(&allowed), &self.real, how) {
-            Ok(fd) => read_opened(std::fs::File::from(fd), &self.asked).map(Some),
-            Err(nix::Error::ENOENT) => Ok(None),
-            Err(e) => Err(opened_error(&self.asked, e)),
-        }?;
+        let (fd, containment) = self.open(FileIntent::Read, how)?;
+        let bytes = match fd {
+            Some(fd) => Some(read_opened(std::fs::File::from(fd), &self.asked)?),
+            None => None,
+        };
         Ok(FileRead {
             bytes,
             containment: Some(containment),
         })
     }
 
+    /// Always by the real path: the last name may be a link, written where it
+    /// points (F5), which an open of its directory cannot tell.
     pub(super) fn write(&self, content: &[u8]) -> Result<WriteOutcome, FileError> {
-        let (allowed, containment) = self.view.judged(&self.real, FileIntent::Write)?;
-        let (dir, name) = split(&self.real, &self.asked)?;
+        let real = follow_links(&self.asked)?;
+        let (allowed, containment) = self.view.judged(&real, FileIntent::Write)?;
+        let (dir, name) = split(&real, &self.asked)?;
         let how = OpenHow::new().flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC);
         let dir_fd = match open_beneath(base_of(&allowed), &dir, how) {
             Ok(fd) => fd,
@@ -442,7 +515,7 @@ pub(super) fn containment(
     intent: FileIntent,
 ) -> Result<Containment, FileError> {
     let call = FileCall::new(launcher, request)?;
-    Ok(call.view.containment(&call.real, intent))
+    Ok(call.view.containment(&follow_links(&call.asked)?, intent))
 }
 
 /// The launcher's file methods, off the async threads.
@@ -502,7 +575,7 @@ mod tests {
             layout.push(m);
         }
         FileView {
-            layout: std::sync::Arc::new(layout),
+            layout,
             writable: vec![p("/w/project")],
             masked: vec![
                 (p("/w/project/secret.env"), MaskedBy::DenyRead),
@@ -553,6 +626,55 @@ mod tests {
         );
         // A plain open would have followed it.
         assert_eq!(std::fs::read_to_string(&real).unwrap(), "elsewhere");
+    }
+
+    /// E11 attack first: a link inside the root to a masked file. Judged as written
+    /// (the defence off), the link's path is the writable root's; the read resolves
+    /// it, the open refusing links proves a plain path real, and the link's read is
+    /// refused as the mask it leads to.
+    #[test]
+    fn e11_issue_39_a_plain_path_is_judged_as_written_a_link_where_it_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir_all(root.join("secret")).unwrap();
+        std::fs::write(root.join("secret/key"), "key").unwrap();
+        std::fs::write(root.join("plain.txt"), "text").unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), root.join("link")).unwrap();
+        let mut config = crate::config::ExecConfig {
+            state_dir: Some(dir.path().join("state")),
+            ..crate::config::ExecConfig::default()
+        };
+        config.sandbox.deny_read = vec![root.join("secret")];
+        let launcher = SandboxLauncher::new(&config, &[]).unwrap();
+        let call = |path: PathBuf| {
+            FileCall::new(
+                &launcher,
+                &FileRequest {
+                    path,
+                    writable_roots: vec![root.clone()],
+                },
+            )
+            .unwrap()
+        };
+        let read = call(root.join("plain.txt")).read().unwrap();
+        assert_eq!(read.bytes.as_deref(), Some(&b"text"[..]));
+        assert_eq!(
+            read.containment,
+            Some(Containment::WritableRoot { root: root.clone() })
+        );
+        assert_eq!(call(root.join("none")).read().unwrap().bytes, None);
+        let view = launcher.file_view(std::slice::from_ref(&root)).unwrap();
+        assert!(view.judge(&root.join("link/key"), FileIntent::Read).is_ok());
+        for intent in [FileIntent::Read, FileIntent::Write] {
+            assert!(matches!(
+                call(root.join("link/key")).stat(intent),
+                Err(FileError::Masked { .. })
+            ));
+        }
+        assert!(matches!(
+            call(root.join("link/key")).read(),
+            Err(FileError::Masked { .. })
+        ));
     }
 
     #[test]

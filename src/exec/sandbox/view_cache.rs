@@ -1,61 +1,77 @@
-//! The file tools' layout, kept per set of roots while nothing it was built from
-//! changed (issue 39, bench X2).
+//! The file tools' view of the sandbox, kept per set of roots while nothing it was
+//! built from changed (issue 39, bench X2).
 //!
 //! Building the layout a command would get walks the session's roots (`protect`),
-//! which cost a `read_file` under the sandbox about 1.4x the same call under the local
-//! executor. The layout depends on the disk only through the directories that walk
-//! reads, the host's sockets ([`super::HostView`], re-read every few seconds) and the
-//! `deny_read` masks. So the layout is kept with an inotify watch on every directory
-//! the walk can read (each root down to the walk's depth, `.git` directories
-//! included, what it skips excluded), set up *before* the walk: any name created,
-//! removed or renamed there, any file written there (a `.git/config` naming a new
-//! hooks path), the root itself moved, or a lost event, and the next call builds the
-//! layout afresh. The masks are resolved on every call ([`super::files`]), and every
-//! check still ends in an `openat2` beneath the allowed base with no symlink, so the
-//! cache opens no window the walk did not already have: the walk's answer was always
-//! as old as the walk.
+//! and the view resolves every root, `deny_read` entry and dsh's own directories to
+//! its real path: together they cost a `read_file` under the sandbox well over the
+//! same call under the local executor (about 80 `readlink`s a call for the
+//! resolving alone). The view depends on the disk only through the directories that
+//! walk reads, the directories each of those paths is resolved through, the host's
+//! sockets ([`super::HostView`], re-read every few seconds) and the mounts. So it is
+//! kept with one inotify instance, set up *before* it is built:
+//!
+//! * every directory the walk can read (each root down to the walk's depth, `.git`
+//!   directories included, what it skips excluded): any name created, removed or
+//!   renamed there, any file written there (a `.git/config` naming a new hooks
+//!   path), the root itself moved;
+//! * every directory a path was resolved through, watched before the name was
+//!   looked up in it: an event naming what was looked up there (made, removed,
+//!   renamed, its mode changed; a link is only ever replaced, never changed) or the
+//!   directory itself changing. Other names there (a busy `/tmp` or home) are read
+//!   and let go: they cannot change where the paths are;
+//! * a lost event (the queue overflowed, a watch dropped), and the mount table of
+//!   the daemon's namespace (`/proc/self/mountinfo` polled: a mount changes what a
+//!   path shows without an inotify event).
+//!
+//! Any of them and the next call builds the view afresh. Every check still ends in
+//! an `openat2` beneath the allowed base with no symlink ([`super::files`]), so the
+//! cache opens no window the walk did not already have: the walk's answer was
+//! always as old as the walk.
 //!
 //! When a root holds more directories than the walk reads, or the kernel refuses a
-//! watch (`max_user_watches`), nothing is kept: every call walks, as before.
+//! watch (`max_user_watches`), nothing is kept: every call builds the view, as
+//! before.
 
+use super::files::{FileView, Missing, resolve_links};
 use super::layout::Layout;
 use super::{HostSnapshot, SandboxLauncher};
-use std::ffi::CString;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// How many sets of roots keep a layout (each holds an inotify descriptor).
+/// How many sets of roots keep a view (each holds an inotify descriptor).
 const MAX_VIEWS: usize = 8;
 
 /// How many directories one set of roots may watch: the walk's own bound
 /// ([`super::protect::MAX_DIRS`]); a bigger tree is not kept.
 const MAX_WATCHED: usize = super::protect::MAX_DIRS;
 
-/// The layouts kept, most recently used last.
+/// The views kept, most recently used last.
 #[derive(Default)]
 pub(super) struct ViewCache {
     kept: Mutex<Vec<Kept>>,
 }
 
-/// One kept layout and what says it still holds.
+/// One kept view and what says it still holds.
 struct Kept {
     roots: Vec<PathBuf>,
-    layout: Arc<Layout>,
+    view: Arc<FileView>,
     /// The host as the layout saw it: a reading that differs builds it again.
     host: Arc<HostSnapshot>,
     watch: Watch,
 }
 
 impl ViewCache {
-    /// The layout the file tools judge by for `roots`: the kept one while it holds,
+    /// The view the file tools judge by for `roots`: the kept one while it holds,
     /// else a new one (kept when it can be watched).
-    pub(super) fn layout(
+    pub(super) fn view(
         &self,
         launcher: &SandboxLauncher,
         roots: &[PathBuf],
-    ) -> Result<Arc<Layout>, String> {
+    ) -> Result<Arc<FileView>, String> {
         let host = launcher.host.now();
         {
             let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
@@ -63,17 +79,31 @@ impl ViewCache {
                 let entry = kept.remove(at);
                 // A new reading of the host that found the same is the same host.
                 if *entry.host == *host && entry.watch.unchanged() {
-                    let layout = entry.layout.clone();
+                    let view = entry.view.clone();
                     kept.push(entry);
-                    return Ok(layout);
+                    return Ok(view);
                 }
                 // Stale: dropped (its watch closes with it).
             }
         }
-        // Watched first, then walked: whatever changes during the walk is seen.
-        let watch = Watch::of(roots.iter().chain(&launcher.writable));
-        let layout = Arc::new(launcher.layout_with(Path::new("/"), roots, super::Held::Shown)?);
-        if let Some(watch) = watch {
+        // Watched first, then built: whatever changes meanwhile is seen. The paths
+        // are resolved first (each directory watched as it is read), then the real
+        // roots watched, then walked.
+        let layout = |view: &mut FileView| -> Result<(), String> {
+            view.layout = launcher.layout_with(Path::new("/"), roots, super::Held::Shown)?;
+            Ok(())
+        };
+        let Some(mut watch) = Watch::new() else {
+            let mut view =
+                launcher.view_over(Layout::default(), roots, &mut |p| p.canonicalize().ok());
+            layout(&mut view)?;
+            return Ok(Arc::new(view));
+        };
+        let mut view = launcher.view_over(Layout::default(), roots, &mut |p| watch.resolve(p));
+        let watched = watch.trees(&view.writable) && !watch.broken;
+        layout(&mut view)?;
+        let view = Arc::new(view);
+        if watched {
             let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
             kept.retain(|k| k.roots != roots);
             if kept.len() >= MAX_VIEWS {
@@ -81,22 +111,41 @@ impl ViewCache {
             }
             kept.push(Kept {
                 roots: roots.to_vec(),
-                layout: layout.clone(),
+                view: view.clone(),
                 host,
                 watch,
             });
         }
-        Ok(layout)
+        Ok(view)
     }
 }
 
-/// An inotify instance watching the directories a walk of some roots can read.
-struct Watch {
-    fd: OwnedFd,
+/// What an event of one watch descriptor means.
+enum Interest {
+    /// Anything: a directory the walk reads.
+    Any,
+    /// Only these names, or the directory itself: a directory paths were resolved
+    /// through.
+    Names(HashSet<OsString>),
 }
 
-/// Every event that can change what the walk finds: names made, removed or renamed,
-/// files written or their modes changed, the directory itself moved or removed.
+/// An inotify instance watching what a view was built from, and the mount table.
+struct Watch {
+    fd: OwnedFd,
+    interest: HashMap<i32, Interest>,
+    /// `/proc/thread-self/mountinfo`, open since before the view was built: polled, it
+    /// says whether a mount was made or removed since.
+    mounts: Option<std::fs::File>,
+    /// A watch the kernel refused (no more watches) while a path was resolved:
+    /// nothing can be kept.
+    broken: bool,
+    /// Directories still allowed ([`MAX_WATCHED`]).
+    budget: usize,
+}
+
+/// Every event that can change what the walk finds or where a path resolves: names
+/// made, removed or renamed, files written or their modes changed, the directory
+/// itself moved or removed.
 const EVENTS: u32 = libc::IN_CREATE
     | libc::IN_DELETE
     | libc::IN_MOVED_FROM
@@ -109,40 +158,48 @@ const EVENTS: u32 = libc::IN_CREATE
     | libc::IN_DONT_FOLLOW
     | libc::IN_ONLYDIR;
 
+/// Why a directory could not be watched.
+enum AddError {
+    /// It is not there, or not a directory: a path through it resolves to nothing.
+    Gone,
+    /// The daemon's user may not read it (it may still look a name up in it).
+    Unreadable,
+    /// The kernel refused (no more watches, the budget spent).
+    Refused,
+}
+
 impl Watch {
-    /// A watch on each root (absolute, a directory) and the directories below it the
-    /// walk can read, or `None` when that cannot be had (too many, or refused).
-    fn of<'a>(roots: impl Iterator<Item = &'a PathBuf>) -> Option<Watch> {
+    /// A new instance watching nothing yet, or `None` when the kernel gives none.
+    fn new() -> Option<Watch> {
         // SAFETY: inotify_init1 takes flags only; a non-negative result is a new
         // descriptor that nothing else owns.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         if fd < 0 {
             return None;
         }
-        // SAFETY: `fd` was just returned by the kernel and is owned here alone.
-        let watch = Watch {
+        Some(Watch {
+            // SAFETY: `fd` was just returned by the kernel and is owned here alone.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        };
-        let mut budget = MAX_WATCHED;
-        for root in roots {
-            if !root.is_absolute() || !root.is_dir() {
-                continue;
-            }
-            let real = root.canonicalize().ok()?;
-            watch.tree(&real, 0, &mut budget)?;
-        }
-        Some(watch)
+            interest: HashMap::new(),
+            // The thread's, which is the daemon's: nothing in it leaves the namespace
+            // (and a test's thread that does sees its own).
+            mounts: std::fs::File::open("/proc/thread-self/mountinfo").ok(),
+            broken: false,
+            budget: MAX_WATCHED,
+        })
+    }
+
+    /// A watch on each root (real, a directory) and the directories below it the
+    /// walk can read; `false` when that cannot be had (too many, or refused).
+    fn trees(&mut self, roots: &[PathBuf]) -> bool {
+        roots.iter().all(|root| self.tree(root, 0).is_some())
     }
 
     /// `dir` and the directories below it down to the walk's depth (symlinks not
     /// followed, the walk's skipped names left out; a `.git` directory is watched for
     /// its config and pointers but not entered).
-    fn tree(&self, dir: &Path, depth: usize, budget: &mut usize) -> Option<()> {
-        if *budget == 0 {
-            return None;
-        }
-        *budget -= 1;
-        self.add(dir)?;
+    fn tree(&mut self, dir: &Path, depth: usize) -> Option<()> {
+        self.add(dir, None).ok()?;
         if depth >= super::protect::MAX_DEPTH {
             return Some(());
         }
@@ -158,50 +215,170 @@ impl Watch {
                 continue;
             }
             if name == ".git" {
-                if *budget == 0 {
-                    return None;
+                // A directory gone since it was listed is fine (its parent saw it go).
+                match self.add(&entry.path(), None) {
+                    Ok(()) | Err(AddError::Gone) => continue,
+                    Err(AddError::Refused | AddError::Unreadable) => return None,
                 }
-                *budget -= 1;
-                self.add(&entry.path())?;
-                continue;
             }
-            self.tree(&entry.path(), depth + 1, budget)?;
+            match self.tree(&entry.path(), depth + 1) {
+                Some(()) => {}
+                None if self.broken || self.budget == 0 => return None,
+                None => {}
+            }
         }
         Some(())
     }
 
-    fn add(&self, dir: &Path) -> Option<()> {
-        let path = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    /// Watches `dir`: for anything (`name` none) or for `name` in it.
+    /// Only a tree's directories count against [`MAX_WATCHED`]: a resolved path's
+    /// are bounded by its components and links.
+    fn add(&mut self, dir: &Path, name: Option<&std::ffi::OsStr>) -> Result<(), AddError> {
+        if name.is_none() {
+            if self.budget == 0 {
+                return Err(AddError::Refused);
+            }
+            self.budget -= 1;
+        }
+        let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| AddError::Gone)?;
         // SAFETY: a valid descriptor and a NUL-terminated path that outlives the call.
         let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), EVENTS) };
-        // A directory gone since it was listed is fine (its parent saw it go); a
-        // refusal (no more watches) is not.
-        match wd {
-            wd if wd >= 0 => Some(()),
-            _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT) => Some(()),
-            _ => None,
+        if wd < 0 {
+            return match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::ENOENT | libc::ENOTDIR) => Err(AddError::Gone),
+                Some(libc::EACCES) if name.is_some() => Err(AddError::Unreadable),
+                _ => {
+                    self.broken = true;
+                    Err(AddError::Refused)
+                }
+            };
+        }
+        // The same directory twice is the same descriptor: the wider interest wins.
+        let interest = self
+            .interest
+            .entry(wd)
+            .or_insert_with(|| Interest::Names(HashSet::new()));
+        match (interest, name) {
+            (Interest::Any, _) => {}
+            (slot @ Interest::Names(_), None) => *slot = Interest::Any,
+            (Interest::Names(names), Some(name)) => {
+                names.insert(name.to_os_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Where `path` (absolute) really is, every link followed, each directory
+    /// watched for the name looked up in it before it is looked up; `None` when
+    /// something on the way is missing or no directory (`canonicalize`'s failures),
+    /// or the path cannot be watched (then the watch is broken and nothing is kept).
+    fn resolve(&mut self, path: &Path) -> Option<PathBuf> {
+        if !path.is_absolute() {
+            return None;
+        }
+        // A directory the daemon's user cannot read: when it cannot look the name
+        // up either, the path resolves to nothing, as `canonicalize` says, and a
+        // change of its mode is an event of its parent's, which is watched for its
+        // name. When it can, its names cannot be watched, and nothing is kept.
+        let mut look = |dir: &Path, name: &std::ffi::OsStr| match self.add(dir, Some(name)) {
+            Ok(()) => true,
+            Err(AddError::Unreadable) => {
+                self.broken |= std::fs::symlink_metadata(dir.join(name)).is_ok();
+                true
+            }
+            Err(AddError::Gone | AddError::Refused) => false,
+        };
+        resolve_links(path, Missing::Nothing, &mut look)
+            .ok()
+            .flatten()
+    }
+
+    /// Whether nothing that matters happened since the watch began: no event of
+    /// interest queued (an overflow or a watch the kernel dropped is one), the
+    /// descriptor answers, and the mount table is as it was.
+    fn unchanged(&self) -> bool {
+        !self.mounts_changed() && self.quiet()
+    }
+
+    /// Whether no inotify event that matters is queued (read and let go).
+    fn quiet(&self) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: reading into a buffer we own, of its length.
+            let n = unsafe {
+                libc::read(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast::<libc::c_void>(),
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
+            }
+            let Ok(n) = usize::try_from(n) else {
+                return false;
+            };
+            if n == 0 || self.any_of_interest(&buf[..n]) {
+                return false;
+            }
         }
     }
 
-    /// Whether nothing happened since the watch began: no event queued (an overflow
-    /// or a watch the kernel dropped is an event too), and the descriptor answers.
-    fn unchanged(&self) -> bool {
-        let mut buf = [0u8; 4096];
-        // SAFETY: reading into a buffer we own, of its length.
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast::<libc::c_void>(),
-                buf.len(),
-            )
+    /// Whether one read's events hold one that matters.
+    fn any_of_interest(&self, mut events: &[u8]) -> bool {
+        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+        while events.len() >= HEADER {
+            let field = |at: usize| {
+                u32::from_ne_bytes([events[at], events[at + 1], events[at + 2], events[at + 3]])
+            };
+            let (wd, mask, len) = (field(0) as i32, field(4), field(12) as usize);
+            let Some(name) = events.get(HEADER..HEADER + len) else {
+                return true;
+            };
+            let name = name.split(|b| *b == 0).next().unwrap_or_default();
+            let matters = mask & (libc::IN_Q_OVERFLOW | libc::IN_IGNORED) != 0
+                || match self.interest.get(&wd) {
+                    None | Some(Interest::Any) => true,
+                    // An event of the directory itself has no name.
+                    Some(Interest::Names(names)) => {
+                        name.is_empty() || names.contains(std::ffi::OsStr::from_bytes(name))
+                    }
+                };
+            if matters {
+                return true;
+            }
+            events = &events[HEADER + len..];
+        }
+        !events.is_empty()
+    }
+
+    /// Whether the daemon's mount table changed since the watch began (or cannot
+    /// be told: no `/proc`, a failed poll).
+    fn mounts_changed(&self) -> bool {
+        let Some(mounts) = &self.mounts else {
+            return true;
         };
-        n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
+        let mut poll = libc::pollfd {
+            fd: mounts.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one pollfd we own, for its count, no waiting.
+        let n = unsafe { libc::poll(&mut poll, 1, 0) };
+        n != 0 && (n < 0 || poll.revents & (libc::POLLPRI | libc::POLLERR) != 0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::{FileError, FileIntent};
+
+    fn watched(root: &Path) -> Watch {
+        let mut w = Watch::new().unwrap();
+        assert!(w.trees(&[root.to_path_buf()]));
+        w
+    }
 
     /// The watch sees what would change the walk's answer, and nothing else keeps
     /// it from holding: a name made at the walk's depth, a `.git/config` written, the
@@ -214,8 +391,7 @@ mod tests {
         std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
         std::fs::create_dir_all(root.join("target/debug")).unwrap();
         std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
-        let fresh = || Watch::of([root.clone()].iter()).unwrap();
-        let w = fresh();
+        let w = watched(&root);
         assert!(w.unchanged());
         // Reading changes nothing.
         let _ = std::fs::read_to_string(root.join(".git/config")).unwrap();
@@ -230,11 +406,11 @@ mod tests {
             &|r: &Path| std::fs::create_dir(r.join(".vscode")).unwrap(),
             &|r: &Path| std::fs::rename(r.join("a"), r.join("a2")).unwrap(),
         ] {
-            let w = fresh();
+            let w = watched(&root);
             change(&root);
             assert!(!w.unchanged());
         }
-        let w = fresh();
+        let w = watched(&root);
         std::fs::rename(&root, dir.path().join("moved")).unwrap();
         assert!(!w.unchanged());
     }
@@ -247,49 +423,190 @@ mod tests {
         for i in 0..MAX_WATCHED {
             std::fs::create_dir(root.join(format!("d{i}"))).unwrap();
         }
-        assert!(Watch::of([root.clone()].iter()).is_none());
+        assert!(!Watch::new().unwrap().trees(std::slice::from_ref(&root)));
         std::fs::remove_dir(root.join("d0")).unwrap();
-        assert!(Watch::of([root].iter()).is_some());
+        assert!(Watch::new().unwrap().trees(&[root]));
     }
-    /// E11 attack first: a repository made inside the root after the file tools'
-    /// layout was kept. With the kept layout used as it was (the defence off), its
-    /// hooks are writable; through the cache, the watch saw the change and the layout
-    /// built afresh holds them read-only.
+
+    /// A path resolved through a directory is watched for the name looked up there
+    /// (and links followed to their end), not for every name: a busy `/tmp` or home
+    /// does not drop the view, a link put in its place does.
     #[test]
-    fn e11_issue_39_a_kept_layout_is_not_used_once_a_repository_appears() {
-        use crate::exec::FileIntent;
+    fn issue_39_a_resolved_path_is_watched_for_its_own_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("home/.config/gh")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere/gh")).unwrap();
+        std::os::unix::fs::symlink(base.join("home/.config"), base.join("cfg")).unwrap();
+        let mut w = Watch::new().unwrap();
+        assert_eq!(
+            w.resolve(&base.join("cfg/gh")),
+            Some(base.join("home/.config/gh"))
+        );
+        assert_eq!(w.resolve(&base.join("home/.ssh")), None, "missing");
+        assert!(w.unchanged());
+        std::fs::write(base.join("home/.bash_history"), "ls\n").unwrap();
+        std::fs::create_dir(base.join("home/.config/other")).unwrap();
+        std::fs::write(base.join("unrelated"), "").unwrap();
+        assert!(w.unchanged(), "names nothing was resolved through");
+        for change in [
+            &(|b: &Path| std::fs::create_dir(b.join("home/.ssh")).unwrap()) as &dyn Fn(&Path),
+            &|b: &Path| {
+                std::fs::remove_file(b.join("cfg")).unwrap();
+                std::os::unix::fs::symlink(b.join("elsewhere"), b.join("cfg")).unwrap();
+            },
+            &|b: &Path| std::fs::rename(b.join("home"), b.join("home-old")).unwrap(),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let b = dir.path().canonicalize().unwrap();
+            std::fs::create_dir_all(b.join("home/.config/gh")).unwrap();
+            std::fs::create_dir_all(b.join("elsewhere/gh")).unwrap();
+            std::os::unix::fs::symlink(b.join("home/.config"), b.join("cfg")).unwrap();
+            let mut w = Watch::new().unwrap();
+            w.resolve(&b.join("cfg/gh")).unwrap();
+            w.resolve(&b.join("home/.ssh"));
+            assert!(w.unchanged());
+            change(&b);
+            assert!(!w.unchanged());
+        }
+    }
+
+    /// A mount changes what a path shows with no inotify event: the mount table is
+    /// watched too. Shown in a mount namespace of the test's own thread (made
+    /// private first, so nothing reaches the host's), as root: a plain user cannot
+    /// make one in a threaded process.
+    #[test]
+    fn issue_39_a_mount_drops_the_view() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: a mount namespace of one thread needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().canonicalize().unwrap();
+        std::thread::spawn(move || {
+            let path = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
+            let (root, tmpfs) = (path(Path::new("/")), path(Path::new("tmpfs")));
+            // SAFETY: flags only; then NUL-terminated strings that outlive the calls.
+            unsafe {
+                assert_eq!(libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS), 0);
+                let flags = libc::MS_REC | libc::MS_PRIVATE;
+                let none = std::ptr::null();
+                assert_eq!(
+                    libc::mount(none, root.as_ptr(), none, flags, none.cast()),
+                    0
+                );
+            }
+            let w = Watch::new().unwrap();
+            let mut dirs = Watch::new().unwrap();
+            assert!(dirs.trees(std::slice::from_ref(&at)));
+            dirs.resolve(&at.join("x"));
+            assert!(w.unchanged() && dirs.unchanged());
+            let target = path(&at);
+            // SAFETY: as above.
+            let mounted = unsafe {
+                libc::mount(
+                    tmpfs.as_ptr(),
+                    target.as_ptr(),
+                    tmpfs.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(mounted, 0);
+            // The defence off: the directories' watch alone sees nothing of it.
+            assert!(dirs.quiet());
+            assert!(!w.unchanged());
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn launcher(dir: &Path, deny_read: &[PathBuf]) -> SandboxLauncher {
+        let mut config = crate::config::ExecConfig {
+            state_dir: Some(dir.join("state")),
+            ..crate::config::ExecConfig::default()
+        };
+        config.sandbox.deny_read = deny_read.to_vec();
+        SandboxLauncher::new(&config, &[]).unwrap()
+    }
+
+    /// E11 attack first: a repository made inside the root after the file tools'
+    /// view was kept. With the kept view used as it was (the defence off), its hooks
+    /// are writable; through the cache, the watch saw the change and the view built
+    /// afresh holds them read-only.
+    #[test]
+    fn e11_issue_39_a_kept_view_is_not_used_once_a_repository_appears() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap().join("ws");
         std::fs::create_dir_all(root.join("app")).unwrap();
-        let config = crate::config::ExecConfig {
-            state_dir: Some(dir.path().join("state")),
-            ..crate::config::ExecConfig::default()
-        };
-        let launcher = SandboxLauncher::new(&config, &[]).unwrap();
+        let launcher = launcher(dir.path(), &[]);
         let roots = vec![root.clone()];
         let hook = root.join("app/.git/hooks/pre-commit");
-        let view = launcher.file_view(&roots).unwrap();
-        assert!(view.judge(&hook, FileIntent::Write).is_ok());
-        let kept = launcher.views.layout(&launcher, &roots).unwrap();
-        assert!(Arc::ptr_eq(&kept, &view.layout), "the layout was not kept");
+        let kept = launcher.file_view(&roots).unwrap();
+        assert!(kept.judge(&hook, FileIntent::Write).is_ok());
+        let again = launcher.file_view(&roots).unwrap();
+        assert!(Arc::ptr_eq(&kept, &again), "the view was not kept");
 
         std::fs::create_dir_all(root.join("app/.git/hooks")).unwrap();
         std::fs::write(root.join("app/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        // The defence off: the kept layout still lets the hook be written.
-        let stale = super::super::files::FileView {
-            layout: kept.clone(),
-            ..view
-        };
-        assert!(stale.judge(&hook, FileIntent::Write).is_ok());
+        // The defence off: the kept view still lets the hook be written.
+        assert!(kept.judge(&hook, FileIntent::Write).is_ok());
         // On: the next call sees the change and refuses.
         let fresh = launcher.file_view(&roots).unwrap();
-        assert!(!Arc::ptr_eq(&kept, &fresh.layout));
+        assert!(!Arc::ptr_eq(&kept, &fresh));
         assert!(matches!(
             fresh.judge(&hook, FileIntent::Write),
-            Err(crate::exec::FileError::Protected { .. })
+            Err(FileError::Protected { .. })
         ));
         // And, nothing changing, it is kept again.
         let again = launcher.file_view(&roots).unwrap();
-        assert!(Arc::ptr_eq(&again.layout, &fresh.layout));
+        assert!(Arc::ptr_eq(&again, &fresh));
+    }
+
+    /// E11 attack first: a `deny_read` directory that did not exist when the view was
+    /// kept, and one whose parent became a link elsewhere. The kept view (the defence
+    /// off) reads both; the cache saw each change and the fresh view masks them, as a
+    /// command's layout would. A name made beside the state directory keeps the view.
+    #[test]
+    fn e11_issue_39_a_kept_view_is_not_used_once_a_masked_path_moves_or_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        // Inside the root: the rest of /tmp is the sandbox's own, out of reach anyway.
+        let root = dir.path().canonicalize().unwrap().join("ws");
+        let base = root.clone();
+        std::fs::create_dir_all(base.join("home/.aws")).unwrap();
+        std::fs::create_dir_all(base.join("other/.aws")).unwrap();
+        std::fs::write(base.join("other/.aws/credentials"), "key").unwrap();
+        let deny = [base.join("home/.ssh"), base.join("home/.aws")];
+        let launcher = launcher(dir.path(), &deny);
+        let roots = vec![root];
+        let kept = launcher.file_view(&roots).unwrap();
+        std::fs::write(dir.path().join("unrelated"), "").unwrap();
+        let again = launcher.file_view(&roots).unwrap();
+        assert!(
+            Arc::ptr_eq(&kept, &again),
+            "an unrelated name dropped the view"
+        );
+
+        let (key, creds) = (
+            base.join("home/.ssh/id_ed25519"),
+            base.join("other/.aws/credentials"),
+        );
+        std::fs::create_dir(base.join("home/.ssh")).unwrap();
+        std::fs::rename(base.join("home/.aws"), base.join("home/.aws-old")).unwrap();
+        std::os::unix::fs::symlink(base.join("other/.aws"), base.join("home/.aws")).unwrap();
+        for path in [&key, &creds] {
+            let judged = kept.judge(path, FileIntent::Read);
+            assert!(judged.is_ok(), "{path:?}: {judged:?}");
+        }
+        let fresh = launcher.file_view(&roots).unwrap();
+        for path in [&key, &creds] {
+            assert!(
+                matches!(
+                    fresh.judge(path, FileIntent::Read),
+                    Err(FileError::Masked { .. })
+                ),
+                "{path:?}"
+            );
+        }
     }
 }
