@@ -707,3 +707,34 @@ fn nesting_scan_tracks_quotes_keywords_and_heredocs() {
     assert!(scan(&format!("{}x", "( ')' ".repeat(40))).is_err());
     assert!(scan(&format!("{}x", "$( \")\" ".repeat(40))).is_err());
 }
+
+/// The walk takes a word that is one single-quoted string without the word parser (for
+/// speed, J1): what it makes of it must be what the parser reads in it, one single-quoted
+/// piece with nothing to expand or match, and a word with another quote still goes through
+/// the parser.
+#[test]
+fn a_single_quoted_word_is_read_as_the_word_parser_reads_it() {
+    use brush_parser::word::{WordPiece, parse as parse_word};
+    let options = brush_parser::ParserOptions::default();
+    for (raw, text) in [
+        ("'^??'", "^??"),
+        ("'*.o1'", "*.o1"),
+        ("'$(rm -rf x)'", "$(rm -rf x)"),
+        ("'cd src && make'", "cd src && make"),
+        ("'~/x'", "~/x"),
+        ("''", ""),
+    ] {
+        let pieces = parse_word(raw, &options).expect("the parser reads it");
+        assert!(
+            matches!(&pieces[..], [p] if matches!(&p.piece, WordPiece::SingleQuotedText(t) if t == text)),
+            "{raw}: {pieces:?}"
+        );
+        let segments = parse(&format!("grep {raw} f"));
+        assert_eq!(segments.len(), 1, "{raw}: {segments:?}");
+        assert_eq!(segments[0].words, ["grep", text, "f"], "{raw}");
+        assert!(segments[0].patterns.is_empty(), "{raw}");
+        assert!(segments[0].opaque.is_none(), "{raw}");
+    }
+    assert_eq!(parse("echo 'it'\\''s'")[0].words, ["echo", "it's"]);
+    assert_eq!(parse("echo 'a'*")[0].patterns, [1]);
+}

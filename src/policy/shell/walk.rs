@@ -454,6 +454,17 @@ impl Walker {
         if raw.bytes().all(|b| !PLAIN_WORD_EXCLUDES.contains(&b)) {
             return Ok(Word::literal(raw));
         }
+        // A word that is one single-quoted string (`'^??'`, `'cd src && make'`) is its
+        // text between the quotes, as the word parser would find it, with nothing dynamic
+        // and no pattern: skipping the parser (and its cache, which copies the word and
+        // every result) for it is cheap on a line agents write full of such arguments.
+        if let Some(inner) = raw
+            .strip_prefix('\'')
+            .and_then(|rest| rest.strip_suffix('\''))
+            .filter(|inner| !inner.contains('\''))
+        {
+            return Ok(Word::literal(inner));
+        }
         self.nested(|w| {
             let options = &w.options;
             let pieces = guarded("the word parser", || bash_word::parse(raw, options))?
