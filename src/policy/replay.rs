@@ -225,35 +225,49 @@ impl Report {
 /// Judges every call of `audit` again with `policy`, with the mode and grants it had
 /// (lines without them: `default_mode` and none).
 pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
-    Ok(replay_calls(&audited_calls(audit)?, default_mode, |_| {
-        policy
-    }))
+    Ok(replay_calls(
+        &audited_calls(audit)?,
+        default_mode,
+        |_| policy,
+        None,
+    ))
 }
 
 /// Judges every call of `audited` again with the policy `policy_of` gives it (the
 /// candidate's, or its project's on top of it), with the mode and grants it had.
+/// `globs` reads the disk for a bash line's patterns (P6) as the daemon's hook does
+/// (`dsh policy replay` gives it the current directory's); without it a pattern is
+/// judged as anything it could match, stricter than the daemon was.
 pub fn replay_calls<'p>(
     audited: &Audited,
     default_mode: Mode,
     policy_of: impl Fn(&AuditedCall) -> &'p Policy,
+    globs: Option<&dyn super::globs::Globs>,
 ) -> Report {
     let mut report = Report::of(audited);
-    // A bash call's verdict needs no place but whether it leaves the sandbox.
+    // A bash call's verdict needs no place but whether it leaves the sandbox and the
+    // disk its patterns expand against; other tools keep judging with none.
     let root = std::path::Path::new("/");
-    let sandbox = super::Place {
+    let place = |outside_sandbox: bool| super::Place {
         cwd: root,
         roots: &[],
-        sandbox_roots: Some(&[]),
+        sandbox_roots: outside_sandbox.then_some(&[]),
         read_only_tool: false,
-        globs: None,
+        globs,
     };
+    let (inside, outside) = (place(false), place(true));
     for call in &audited.calls {
+        let place = match (call.tool == "bash", call.outside_sandbox) {
+            (_, true) => Some(&outside),
+            (true, false) => Some(&inside),
+            (false, false) => None,
+        };
         let judged = policy_of(call).judge_in(
             &call.tool,
             &call.arguments,
             call.mode.unwrap_or(default_mode),
             call.grants.as_deref().unwrap_or_default(),
-            call.outside_sandbox.then_some(&sandbox),
+            place,
         );
         report.record(call, false, judged.decision, judged.reason);
     }

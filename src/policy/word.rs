@@ -55,14 +55,12 @@ pub fn texts(words: &[Word]) -> Vec<String> {
     words.iter().map(|w| w.text.clone()).collect()
 }
 
-/// `NAME` of a `NAME=value` word.
-pub fn assigned_name(text: &str) -> Option<&str> {
-    let (name, _) = text.split_once('=')?;
-    let mut chars = name.chars();
-    let first = chars.next()?;
-    ((first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    .then_some(name)
+/// `NAME` of a `NAME=value` word given to `env` or `sudo` before the command: unlike the
+/// shell, they take any word holding `=` as an assignment, whatever its name (GNU env's
+/// `strchr (argv[optind], '=')`), so `env 'BASH_FUNC_f%%=() { ...; }' bash -c f` hands
+/// bash a function, not a command named `BASH_FUNC_f%%=...` (issue 41).
+pub fn env_assigned_name(text: &str) -> Option<&str> {
+    text.split_once('=').map(|(name, _)| name)
 }
 
 /// Environment variables that change which program runs or make a program run other code

@@ -29,6 +29,9 @@ impl Policy {
         };
         // Issue 41: a path the line itself may have written is no known program.
         self.mark_programs_made_on_the_line(&mut segments);
+        // Issue 41: an assignment with no command reaches the programs after it when the
+        // variable is exported, by the line or by the environment the line inherits.
+        keep_standalone_assignments_that_may_be_exported(&mut segments);
         if segments.is_empty() {
             return match self.tool_wide("bash").max_by_key(|r| r.action) {
                 Some(rule) => Judgement {
@@ -184,7 +187,9 @@ impl Policy {
         }
         // P8: a variable set in front of it that the judge has not met may make it run
         // other code (`PERL5DB=...`, `LUA_INIT=...`): judged as code not shown harmless.
-        if let Some(flagged) = named
+        // So is one set with no command, which the programs after it may inherit.
+        let standalone = segment.words.is_empty() && segment.opaque.is_none();
+        if let Some(flagged) = (named || standalone)
             .then(|| self.unknown_environment(segment, mode))
             .flatten()
             .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
@@ -456,8 +461,9 @@ impl Policy {
             ));
         }
         // P8: a variable the judge has not met may make the command run code, and one
-        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there.
-        if !segment.words.is_empty() && !segment.assigned.is_empty() {
+        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there; set with no command,
+        // it does so to the programs after it that inherit it.
+        if !segment.assigned.is_empty() {
             let writes = segment
                 .assigned
                 .iter()
@@ -497,5 +503,32 @@ impl Policy {
             })
         };
         why.map(|why| (why, Cause::ReadOnly))
+    }
+}
+
+/// Issue 41: a standalone assignment (`X=...` with no command) changes what the programs
+/// after it see when `X` is exported: by the line (`export X`, judged there), by `set -a`,
+/// or by the environment the line inherits, which the judge cannot see. So its variables
+/// are judged as ones set in front of a command, except names holding a lowercase letter
+/// when the line does not export everything: POSIX keeps those for applications ("names
+/// used by the utilities consist solely of uppercase letters, digits, and the
+/// underscore"), which is how `n=r` or `dir=build` stay plain shell variables.
+fn keep_standalone_assignments_that_may_be_exported(segments: &mut [Segment]) {
+    let exports_all = segments.iter().any(|s| {
+        s.words.first().is_some_and(|w| w == "set")
+            && s.words.windows(2).any(|w| w[0] == "-o" && w[1] == "allexport")
+            || s.words.first().is_some_and(|w| w == "set")
+                && s.words[1..].iter().any(|w| {
+                    w.strip_prefix('-')
+                        .is_some_and(|flags| !flags.starts_with('-') && flags.contains('a'))
+                })
+    });
+    if exports_all {
+        return;
+    }
+    for segment in segments.iter_mut().filter(|s| s.words.is_empty()) {
+        segment
+            .assigned
+            .retain(|a| !a.name.chars().any(|c| c.is_ascii_lowercase()));
     }
 }
