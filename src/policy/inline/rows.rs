@@ -43,6 +43,43 @@ pub(super) fn tcl(name: &str, args: &[String]) -> Option<Code> {
     None
 }
 
+/// Programs that run the code of their script operand, or of stdin without one, in a
+/// language the judge does not read (issue 41): `erb` runs the ruby of a template, `jshell`
+/// java. A file of the project is out of reach (P8); code from stdin or a descriptor is on
+/// the line, and opaque, its words still read for a deny rule's. `with_value` lists the
+/// options that take the next word.
+pub(super) fn unread_language(
+    language: &'static str,
+    why: &str,
+    with_value: &[&str],
+    args: &[String],
+    stdin: Option<&str>,
+) -> Option<Code> {
+    let mut operand = None;
+    let mut at = 0;
+    while let Some(arg) = args.get(at) {
+        if arg == "--" {
+            operand = args.get(at + 1);
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            operand = Some(arg);
+            break;
+        }
+        // Its value is the next word (`-r json`, `--startup FILE`), unless attached.
+        at += if with_value.contains(&arg.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    match operand.map(|o| script_operand(o)) {
+        Some(Source::File) => None,
+        Some(Source::Opaque(from)) => Some(Code::opaque(language, "", format!("{why}; it {from}"))),
+        _ => Some(Code::opaque(language, stdin.unwrap_or(""), why)),
+    }
+}
+
 /// sqlite3's shell: the arguments after the database are SQL or dot-commands (`.shell`,
 /// `.system`, `.output` run or write); `-cmd` adds one; without any it reads stdin.
 pub(super) fn sqlite(args: &[String], stdin: Option<&str>) -> Option<Code> {

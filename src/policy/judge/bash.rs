@@ -203,6 +203,7 @@ impl Policy {
             .then(|| {
                 self.names_denied_command(segment, globs)
                     .or_else(|| self.runs_denied_argument(&segment.words))
+                    .or_else(|| self.runs_opaque_argument(segment, mode))
             })
             .flatten();
         match (matched, unknown_wrapper) {
@@ -359,6 +360,54 @@ impl Policy {
         })
     }
 
+    /// P3b's safety net, the other half (issue 41): for a program with no row, not a
+    /// reader of the read-only list, an argument (or the value of `--opt=value`) holding
+    /// an expansion that parses as a command line with a segment that cannot be known
+    /// (`sem --fg 'x=r; ${x}m c'`, `logsave /dev/null sh -c '...'`): the program may run it,
+    /// and what it would run hides its name, so it is asked in mode `auto` under a deny or
+    /// ask rule, as P5 asks such a segment on the line itself.
+    pub(in crate::policy) fn runs_opaque_argument(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+    ) -> Option<Verdict> {
+        let words = &segment.words;
+        let program = base_name(words.first()?);
+        if mode != Mode::Auto
+            || !self.guarded()
+            || wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+            || self.read_only.iter().any(|p| words.starts_with(p))
+        {
+            return None;
+        }
+        // A word the shell expands gives the program a value, not code (`"$PWD":/src`).
+        let literal = |at: &usize| !segment.expanded.contains(at);
+        (1..words.len()).filter(literal).find_map(|at| {
+            let word = &words[at];
+            let value = word.split_once('=').map(|(_, v)| v);
+            [Some(word.as_str()), value]
+                .into_iter()
+                .flatten()
+                // Only text the program would expand can hide a name: the rest is read
+                // by the safety net above.
+                .filter(|text| text.contains(['$', '`']))
+                .find_map(|text| {
+                    let segments = shell::segments(text).ok()?;
+                    let why = segments.iter().find_map(|s| s.opaque.clone())?;
+                    Some(Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "`{program}` has no row in the tables, and its argument `{}` is a command line that cannot be known before it runs: {why}",
+                            shorten(word)
+                        ),
+                        Cause::Opaque { why },
+                    ))
+                })
+        })
+    }
+
     /// P8: the verdict on the inline code of a segment (given on its line or fed on its
     /// stdin by the line), if it holds code that is not shown harmless: deny when a deny
     /// rule's words stand in it as words, else ask in mode `auto` when a deny or ask rule
@@ -509,26 +558,40 @@ impl Policy {
 /// Issue 41: a standalone assignment (`X=...` with no command) changes what the programs
 /// after it see when `X` is exported: by the line (`export X`, judged there), by `set -a`,
 /// or by the environment the line inherits, which the judge cannot see. So its variables
-/// are judged as ones set in front of a command, except names holding a lowercase letter
-/// when the line does not export everything: POSIX keeps those for applications ("names
-/// used by the utilities consist solely of uppercase letters, digits, and the
-/// underscore"), which is how `n=r` or `dir=build` stay plain shell variables.
+/// are judged as ones set in front of a command when a program runs after it on the line
+/// (a builtin of [`SHELL_ONLY`] reads no environment: `X=1; echo $X`), except names
+/// holding a lowercase letter when the line does not export everything: POSIX keeps those
+/// for applications ("names used by the utilities consist solely of uppercase letters,
+/// digits, and the underscore"), which is how `n=r` or `dir=build` stay shell variables.
 fn keep_standalone_assignments_that_may_be_exported(segments: &mut [Segment]) {
-    let exports_all = segments.iter().any(|s| {
-        s.words.first().is_some_and(|w| w == "set")
-            && s.words.windows(2).any(|w| w[0] == "-o" && w[1] == "allexport")
-            || s.words.first().is_some_and(|w| w == "set")
-                && s.words[1..].iter().any(|w| {
-                    w.strip_prefix('-')
-                        .is_some_and(|flags| !flags.starts_with('-') && flags.contains('a'))
-                })
+    let is_set = |s: &Segment| s.words.first().is_some_and(|w| w == "set");
+    let exports_all = segments.iter().filter(|s| is_set(s)).any(|s| {
+        s.words
+            .windows(2)
+            .any(|w| w[0] == "-o" && w[1] == "allexport")
+            || s.words[1..].iter().any(|w| {
+                w.strip_prefix('-')
+                    .is_some_and(|flags| !flags.starts_with('-') && flags.contains('a'))
+            })
     });
-    if exports_all {
-        return;
-    }
-    for segment in segments.iter_mut().filter(|s| s.words.is_empty()) {
-        segment
-            .assigned
-            .retain(|a| !a.name.chars().any(|c| c.is_ascii_lowercase()));
+    for at in 0..segments.len() {
+        if !segments[at].words.is_empty() || segments[at].assigned.is_empty() {
+            continue;
+        }
+        let inherited_later = segments[at + 1..].iter().any(|s| {
+            s.words
+                .first()
+                .is_some_and(|w| !SHELL_ONLY.contains(&w.as_str()))
+        });
+        segments[at].assigned.retain(|a| {
+            inherited_later && (exports_all || !a.name.chars().any(|c| c.is_ascii_lowercase()))
+        });
     }
 }
+
+/// Builtins that run no program and read no exported variable: after a standalone
+/// assignment they inherit nothing from it. An allowlist; anything else may be a program.
+const SHELL_ONLY: &[&str] = &[
+    "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
+    "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
+];

@@ -85,9 +85,31 @@ impl Policy {
 /// line may run it.
 fn takes_paths_as_data(program: &str) -> bool {
     const NAMES: &[&str] = &[
-        "cp", "mv", "ln", "install", "chmod", "chown", "chgrp", "touch", "mkdir", "rmdir",
-        "rm", "unlink", "truncate", "tee", "gzip", "gunzip", "bzip2", "xz", "zstd", "unzip",
-        "strip", "sha256sum", "sha1sum", "md5sum", "cmp",
+        "cp",
+        "mv",
+        "ln",
+        "install",
+        "chmod",
+        "chown",
+        "chgrp",
+        "touch",
+        "mkdir",
+        "rmdir",
+        "rm",
+        "unlink",
+        "truncate",
+        "tee",
+        "gzip",
+        "gunzip",
+        "bzip2",
+        "xz",
+        "zstd",
+        "unzip",
+        "strip",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "cmp",
     ];
     NAMES.contains(&program)
 }

@@ -264,6 +264,7 @@ impl Walker {
             stdin: literal(parts.stdin.as_ref()),
             assigned: std::mem::take(&mut parts.assigned),
             patterns: patterns(&parts.words),
+            expanded: expanded(&parts.words),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -675,6 +676,7 @@ impl Walker {
             stdin: None,
             assigned: Vec::new(),
             patterns: Vec::new(),
+            expanded: Vec::new(),
         });
     }
 
@@ -729,6 +731,7 @@ impl Walker {
                     stdin: literal(Some(stdin)),
                     assigned,
                     patterns: patterns(&words),
+                    expanded: expanded(&words),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -746,6 +749,7 @@ impl Walker {
                     stdin: None,
                     assigned: Vec::new(),
                     patterns: Vec::new(),
+                    expanded: Vec::new(),
                 });
                 Ok(())
             }
@@ -816,6 +820,17 @@ fn patterns(words: &[Word]) -> Vec<usize> {
         .iter()
         .enumerate()
         .filter(|(_, w)| w.pattern)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The indices of `words` whose text is the source of an expansion bash performs
+/// (`"$PWD"`, `$(date)`): what the program gets is their value, not their text.
+fn expanded(words: &[Word]) -> Vec<usize> {
+    words
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.dynamic)
         .map(|(i, _)| i)
         .collect()
 }
