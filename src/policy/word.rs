@@ -173,6 +173,9 @@ pub fn env_effect(name: &str, value: Option<&Word>) -> EnvEffect {
     if let Some(effect) = trace_file(name, value) {
         return effect;
     }
+    if name == "LESS" && value.is_some_and(|v| !v.dynamic && less_flags_only(&v.text)) {
+        return EnvEffect::Harmless;
+    }
     if is_harmless_variable(name) {
         EnvEffect::Harmless
     } else {
@@ -262,6 +265,20 @@ pub fn note_export(word: &Word, assigned: &mut Vec<Assigned>) {
             effect,
         });
     }
+}
+
+/// Whether `LESS` holds only less's display flags (`-R`, `-FRX`, `-iMR`): no `+cmd` (which
+/// runs less commands, `!` a shell), no log file (`-o`), key file (`-k`) or other option
+/// with a value. An allowlist of letters (issue 41): `LESS=-R git log` is `git log`.
+fn less_flags_only(value: &str) -> bool {
+    const DISPLAY: &str = "aABcCdeEfFgGiIJKLmMnNqQrRsSuUwWX";
+    let mut words = value.split_ascii_whitespace().peekable();
+    words.peek().is_some()
+        && words.all(|w| {
+            w.strip_prefix('-').is_some_and(|flags| {
+                !flags.is_empty() && flags.chars().all(|c| DISPLAY.contains(c))
+            })
+        })
 }
 
 /// Git's trace variables (`GIT_TRACE`, `GIT_TRACE2_EVENT`, `GIT_TRACE_PACKET`, ...): `1`,

@@ -297,6 +297,8 @@ fn sqlite_harmless(text: &str) -> Result<(), String> {
 /// keys from a file. None of it is read: it is opaque.
 pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
     let mut commands = Vec::new();
+    // Files of ex commands (`-S`, `-s`, `-u`): never shown harmless.
+    let mut files = Vec::new();
     let mut ex_mode = name == "ex";
     let mut i = 0;
     while let Some(word) = args.get(i) {
@@ -304,8 +306,11 @@ pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
         if word == "--" {
             break;
         }
-        if word == "-c" || word == "--cmd" || word == "-S" || word == "-s" || word == "-u" {
+        if word == "-c" || word == "--cmd" {
             commands.extend(args.get(i).cloned());
+            i += 1;
+        } else if word == "-S" || word == "-s" || word == "-u" {
+            files.extend(args.get(i).cloned());
             i += 1;
         } else if let Some(command) = word.strip_prefix('+') {
             if !command.is_empty()
@@ -321,6 +326,18 @@ pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
             ex_mode = true;
         }
     }
+    // Issue 41: ex commands that only move the cursor or change the mode run nothing
+    // (`GIT_EDITOR='vim -c startinsert'`). An allowlist; a file given with `-S`, `-s` or
+    // `-u` is never on it.
+    const MOVES_ONLY: &[&str] = &[
+        "startinsert",
+        "startinsert!",
+        "startreplace",
+        "stopinsert",
+        "$",
+    ];
+    commands.retain(|c| !MOVES_ONLY.contains(&c.trim()));
+    commands.extend(files);
     if commands.is_empty() && !ex_mode {
         return None;
     }
