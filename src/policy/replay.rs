@@ -458,6 +458,30 @@ mod tests {
         .to_string()
     }
 
+    /// A disk where every pattern matches nothing, as `/nonexistent/r[m]` does.
+    #[derive(Debug)]
+    struct NothingMatches;
+
+    impl crate::policy::globs::Globs for NothingMatches {
+        fn expand(&self, _pattern: &str) -> Option<Vec<String>> {
+            Some(Vec::new())
+        }
+    }
+
+    /// P6 (issue 41): replay reads a pattern against the disk it is given, as the daemon
+    /// did. With none (the old path) a pattern that matches nothing is taken as the
+    /// denied name and reported as a change the candidate did not make.
+    #[test]
+    fn p6_replay_expands_patterns_against_the_disk_it_is_given() {
+        let audit = line("logsave /dev/null /nonexistent/r[m] x", "auto", "allow");
+        let policy = policy(&[("rm", Decision::Deny)]);
+        let audited = audited_calls(&audit).unwrap();
+        let without_disk = replay_calls(&audited, Mode::Auto, |_| &policy, None);
+        assert_eq!(without_disk.changes.len(), 1, "no disk: stricter");
+        let with_disk = replay_calls(&audited, Mode::Auto, |_| &policy, Some(&NothingMatches));
+        assert!(with_disk.changes.is_empty(), "{:?}", with_disk.changes);
+    }
+
     #[test]
     fn an_added_deny_rule_changes_exactly_the_matching_calls() {
         let audit = [

@@ -311,8 +311,8 @@ deny = [\"static.crates.io:443\"]
 /// produced it changes nothing; an added deny rule changes exactly the calls it matches;
 /// a looser rule is caught by `--fail-on loosen`; an unreadable line is exit 2, named.
 /// A pattern is expanded against the disk as the daemon did (P6, issue 41): `ls
-/// /usr/bin/zz[q]` matches no program a deny rule names, so it stays allowed (with no disk
-/// it could be any name, and replay reported it as a change to ask).
+/// /nonexistent/r[m]` matches nothing, so bash passes it as written and it stays allowed
+/// (with no disk it is taken as the `rm` it could match, and replay reported a change).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_judges_the_audit_again_under_a_candidate() {
     let dir = tempfile::tempdir().unwrap();
@@ -325,7 +325,7 @@ async fn replay_judges_the_audit_again_under_a_candidate() {
         "echo one",
         "rm -f nothing",
         "git push origin main",
-        "ls /usr/bin/zz[q]",
+        "ls /nonexistent/r[m]",
     ] {
         c.bash(&s, command).await;
     }
