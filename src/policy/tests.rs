@@ -656,6 +656,10 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "vim -S startinsert",
         "LESS='+!ls' git log",
         "LESS='-o log' git log",
+        // Code the line writes to a file, then a program that may run it.
+        "printf 'x:\\n\\trm c\\n' > Makefile; make x",
+        "printf '[alias]\\n\\tx = !rm c\\n' >> .git/config; git x",
+        "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -664,6 +668,8 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
     for line in [
         "make && cp ./a /tmp/b",
         "make && tar -czf out.tgz ./dist",
+        "echo 'rm -rf is bad' > notes.txt",
+        "echo hi > out.txt; cat out.txt",
         "x=1; echo $x",
         "VERSION=1; echo $VERSION",
         "FOO=1",

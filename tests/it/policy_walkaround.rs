@@ -779,6 +779,12 @@ const SHAPES: &[Shape] = &[
     s("P5 array index from a variable holding a subscript", "x='a[$(%V %F)]'; b=(); echo ${b[x]}"),
     s("P4 eval split by quotes", "ev''al '%V %F'"),
     s("P4 eval behind a backslash", r"\eval '%V %F'"),
+    // Code the line writes to a file, then has a program run (a hook, an alias, a Makefile,
+    // a script): the written words are read, and asked.
+    s("P8 a hook written on the line, then git commit", r"git init -q; printf '#!/bin/sh\n%V %F\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x"),
+    s("P8 an alias appended to .git/config, then used", r"git init -q; printf '[alias]\n\tx = !%V %F\n' >> .git/config; git x"),
+    s("P8 a Makefile written on the line, then make", r"printf 'x:\n\t%V %F\n' > Makefile; make x"),
+    s("P8 a python script written on the line, then run", r#"echo "import os; os.system('%V %F')" > x.py; python3 x.py"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -860,6 +866,10 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 set -a then LUA_INIT",
     "P8 busybox awk of a built name",
     "P8 declare of a subscript",
+    "P8 a hook written on the line, then git commit",
+    "P8 an alias appended to .git/config, then used",
+    "P8 a Makefile written on the line, then make",
+    "P8 a python script written on the line, then run",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -48,10 +48,18 @@ impl Policy {
             };
         }
         let mut grants_on_allow_always: Vec<Grant> = Vec::new();
+        let mut writes_code = self.files_written_with_denied_words(&segments);
         let judged: Vec<SegmentJudgement> = segments
             .into_iter()
-            .map(|segment| {
-                let verdict = self.judge_segment(&segment, mode, grants, globs);
+            .enumerate()
+            .map(|(at, segment)| {
+                let mut verdict = self.judge_segment(&segment, mode, grants, globs);
+                if let Some(found) = writes_code.iter().position(|(w, _)| *w == at) {
+                    let (_, flagged) = writes_code.swap_remove(found);
+                    if flagged.decision > verdict.decision {
+                        verdict = flagged;
+                    }
+                }
                 if let Some(grant) = verdict
                     .grant
                     .filter(|g| !grants_on_allow_always.contains(g))
@@ -406,6 +414,52 @@ impl Policy {
                     ))
                 })
         })
+    }
+
+    /// P8 (issue 41): text a segment writes to a file (`printf '...' > Makefile`, `echo ...
+    /// >> .git/config`, a here-document through `tee`) in which a deny rule's words stand,
+    /// when a later segment of the line runs something: that program may run the file (a
+    /// hook, a Makefile, an alias, `python3 x.py`), so the write is asked in mode `auto`.
+    /// Not denied: the text may as well be notes. Only the words the line shows are read;
+    /// code in a file is otherwise out of reach of a rule (the sandbox contains it).
+    fn files_written_with_denied_words(&self, segments: &[Segment]) -> Vec<(usize, Verdict)> {
+        if self.denied_names.is_empty() {
+            return Vec::new();
+        }
+        segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.writes_redirect || s.words.first().is_some_and(|w| base_name(w) == "tee")
+            })
+            .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
+            .filter_map(|(at, s)| {
+                let mut text = s.words.get(1..).unwrap_or_default().join(" ");
+                text.push('\n');
+                text.push_str(s.stdin.as_deref().unwrap_or(""));
+                // `printf`'s and `echo -e`'s escapes are blanks in the file (`\trm c`).
+                let text = text.replace("\\t", " ").replace("\\n", " ");
+                let words = inline::code_words(&text);
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                let rule = self.naming_deny_rules().find(|r| r.appears_in(&words))?;
+                Some((
+                    at,
+                    Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "{} writes a file holding the words of {}, and the line runs a program after it that may run that file",
+                            quote_segment(s),
+                            rule.describe()
+                        ),
+                        Cause::WrittenCode {
+                            index: rule.index,
+                            rule: rule.describe(),
+                            origin: rule.origin.clone(),
+                        },
+                    ),
+                ))
+            })
+            .collect()
     }
 
     /// P8: the verdict on the inline code of a segment (given on its line or fed on its
