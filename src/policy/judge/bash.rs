@@ -416,8 +416,8 @@ impl Policy {
         })
     }
 
-    /// P8 (issue 41): text a segment writes to a file (`printf '...' > Makefile`, `echo ...
-    /// >> .git/config`, a here-document through `tee`) in which a deny rule's words stand,
+    /// P8 (issue 41): text a segment writes to a file (`printf '...' > Makefile`, an `echo`
+    /// appended to `.git/config`, a here-document through `tee`) in which a deny rule's words stand,
     /// when a later segment of the line runs something: that program may run the file (a
     /// hook, a Makefile, an alias, `python3 x.py`), so the write is asked in mode `auto`.
     /// Not denied: the text may as well be notes. Only the words the line shows are read;
