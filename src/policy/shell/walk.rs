@@ -816,23 +816,18 @@ fn opaque_name(words: &[Word], risky_env: bool) -> Option<String> {
 
 /// The indices of the words bash expands as patterns.
 fn patterns(words: &[Word]) -> Vec<usize> {
-    words
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| w.pattern)
-        .map(|(i, _)| i)
-        .collect()
+    indices(words, |w| w.pattern)
 }
 
 /// The indices of `words` whose text is the source of an expansion bash performs
 /// (`"$PWD"`, `$(date)`): what the program gets is their value, not their text.
 fn expanded(words: &[Word]) -> Vec<usize> {
-    words
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| w.dynamic)
-        .map(|(i, _)| i)
-        .collect()
+    indices(words, |w| w.dynamic)
+}
+
+/// The indices of `words` for which `holds` is true.
+fn indices(words: &[Word], holds: impl Fn(&Word) -> bool) -> Vec<usize> {
+    (0..words.len()).filter(|&i| holds(&words[i])).collect()
 }
 
 fn assignment_name(assignment: &ast::Assignment) -> &str {
