@@ -41,7 +41,9 @@
 //! fakeroot, tar, git, rsync, tmux, screen, parallel, sshpass, ltrace,
 //! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
 //! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make,
-//! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`).
+//! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`); for issue 41's
+//! third round ruby's `erb` and ruby3.1's `irb3.1`, parallel's `sem`, nodejs's `npx`, perl's
+//! `perl5.36.0` and tcl's `tclsh8.6` (the versioned names Debian 12 installs).
 //!
 //! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
 //! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
