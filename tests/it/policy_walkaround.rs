@@ -42,8 +42,9 @@
 //! valgrind, gdb, dbus-daemon (dbus-run-session), xdg-utils, python3, perl, nodejs,
 //! ruby, php-cli, lua5.4, mawk, sed, and for issue 41 sqlite3, ed, vim-tiny, tcl, zip, make,
 //! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`); for issue 41's
-//! third round ruby's `erb` and ruby3.1's `irb3.1`, parallel's `sem`, nodejs's `npx`, perl's
-//! `perl5.36.0` and tcl's `tclsh8.6` (the versioned names Debian 12 installs).
+//! third round ruby's `erb`, parallel's `sem`, nodejs's `npx` and tcl's `tclsh8.6` (a
+//! versioned name; `irb3.1` and `perl5.36.0`, which change with Debian's release, are held
+//! by the unit tests instead).
 //!
 //! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
 //! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
@@ -687,7 +688,6 @@ const SHAPES: &[Shape] = &[
     s("P8 php -R per input line", r#"php -R 'system("%V %F");' < /etc/hostname"#),
     s("P8 lua a second -e with io.popen", r#"lua5.4 -e 'x=1' -e 'io.popen("%0".."%1%S %F"):read()'"#),
     s("P8 node --input-type=module dynamic import", r#"node --input-type=module -e "import('child_process').then(c => c.execSync('%0'+'%1%S %F'))""#),
-    s("P8 perl5.36.0 versioned name", r#"perl5.36.0 -e 'system("%0"."%1%S %F")'"#),
     // Class 2: code that starts a process without the words a scan looks for.
     s("P8 python3 os.popen", r#"python3 -c "import os; os.popen('%0'+'%1%S %F').read()""#),
     s("P8 python3 vars of a module", r#"python3 -c "import os; vars(os)['sys'+'tem']('%0'+'%1%S %F')""#),
@@ -716,7 +716,6 @@ const SHAPES: &[Shape] = &[
     s("P8 node - here-string", r#"node - <<< "require('child_process').execSync('%V %F')""#),
     s("P8 make -f - here-string", "make -f - <<< $'x:\\n\\t%V %F'"),
     s("P8 make -f process substitution", r"make -f <(printf 'x:\n\t%V %F\n') x"),
-    s("P8 irb3.1 versioned here-string", r#"irb3.1 <<< 'system("%0"+"%1%S %F")'"#),
     s("P8 erb template from a pipe", r#"echo '<%= system("%0"+"%1%S %F") %>' | erb"#),
     s("P8 erb here-string", r#"erb <<< '<%= system("%0"+"%1%S %F") %>'"#),
     s("P8 erb template from a process substitution", r#"erb -T - <(echo '<%= system("%0"+"%1%S %F") %>')"#),
@@ -827,7 +826,6 @@ const ISSUE_29_ASKED: &[&str] = &[
     // read from stdin, a file or a template, and variables the judge cannot show harmless.
     "P8 lua a second -e with io.popen",
     "P8 node --input-type=module dynamic import",
-    "P8 perl5.36.0 versioned name",
     "P8 python3 os.popen",
     "P8 python3 vars of a module",
     "P8 python3 importlib of a built name",
@@ -851,7 +849,6 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 php here-string",
     "P8 make -f - here-string",
     "P8 make -f process substitution",
-    "P8 irb3.1 versioned here-string",
     "P8 erb template from a pipe",
     "P8 erb here-string",
     "P8 erb template from a process substitution",
