@@ -660,6 +660,8 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "printf 'x:\\n\\trm c\\n' > Makefile; make x",
         "printf '[alias]\\n\\tx = !rm c\\n' >> .git/config; git x",
         "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
+        "echo 'x:' > Makefile; echo \"\tr''m c\" >> Makefile; make x",
+        "echo 'x:' > Makefile; printf '\\tn=r; $${n}m c\\n' >> Makefile; make x",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -670,6 +672,7 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "make && tar -czf out.tgz ./dist",
         "echo 'rm -rf is bad' > notes.txt",
         "echo hi > out.txt; cat out.txt",
+        "echo \"$VERSION\" > version.txt && git add version.txt",
         "x=1; echo $x",
         "VERSION=1; echo $VERSION",
         "FOO=1",

@@ -786,6 +786,8 @@ const SHAPES: &[Shape] = &[
     s("P8 an alias appended to .git/config, then used", r"git init -q; printf '[alias]\n\tx = !%V %F\n' >> .git/config; git x"),
     s("P8 a Makefile written on the line, then make", r"printf 'x:\n\t%V %F\n' > Makefile; make x"),
     s("P8 a python script written on the line, then run", r#"echo "import os; os.system('%V %F')" > x.py; python3 x.py"#),
+    s("P8 a Makefile recipe split by quotes, then make", "echo 'x:' > Makefile; echo \"\t%0''%1%S %F\" >> Makefile; make x"),
+    s("P8 a Makefile recipe of a built name, then make", r"echo 'x:' > Makefile; printf '\tn=%0; $${n}%1%S %F\n' >> Makefile; make x"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -869,6 +871,8 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 an alias appended to .git/config, then used",
     "P8 a Makefile written on the line, then make",
     "P8 a python script written on the line, then run",
+    "P8 a Makefile recipe split by quotes, then make",
+    "P8 a Makefile recipe of a built name, then make",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -434,21 +434,33 @@ impl Policy {
             })
             .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
             .filter_map(|(at, s)| {
-                let mut text = s.words.get(1..).unwrap_or_default().join(" ");
-                text.push('\n');
-                text.push_str(s.stdin.as_deref().unwrap_or(""));
-                // `printf`'s and `echo -e`'s escapes are blanks in the file (`\trm c`).
-                let text = text.replace("\\t", " ").replace("\\n", " ");
+                // What reaches the file: the words as written (a word the shell expands
+                // gives a value, not code) and a literal here-document. `printf`'s and
+                // `echo -e`'s escapes are blanks there (`\trm c`).
+                let mut text: Vec<&str> = (1..s.words.len())
+                    .filter(|i| !s.expanded.contains(i))
+                    .map(|i| s.words[i].as_str())
+                    .collect();
+                text.extend(s.stdin.as_deref());
+                let text = text.join("\n").replace("\\t", "\t").replace("\\n", "\n");
                 let words = inline::code_words(&text);
                 let words: Vec<&str> = words.iter().map(String::as_str).collect();
-                let rule = self.naming_deny_rules().find(|r| r.appears_in(&words))?;
-                Some((
-                    at,
-                    Verdict::new(
+                // Read as a shell would run it too (a recipe, a hook): `r''m` is `rm`, and
+                // a name built from an expansion hides what it runs.
+                let parsed = shell::segments(&text).unwrap_or_default();
+                let rule = self.naming_deny_rules().find(|r| {
+                    r.appears_in(&words)
+                        || parsed.iter().any(|p| {
+                            let opaque = p.opaque.as_ref().map(|_| tokens(&p.words));
+                            r.applies(&p.words, opaque.as_deref())
+                        })
+                });
+                let written = quote_segment(s);
+                let verdict = match rule {
+                    Some(rule) => Verdict::new(
                         Decision::Ask,
                         format!(
-                            "{} writes a file holding the words of {}, and the line runs a program after it that may run that file",
-                            quote_segment(s),
+                            "{written} writes a file holding the words of {}, and the line runs a program after it that may run that file",
                             rule.describe()
                         ),
                         Cause::WrittenCode {
@@ -457,7 +469,21 @@ impl Policy {
                             origin: rule.origin.clone(),
                         },
                     ),
-                ))
+                    None => {
+                        let why = parsed
+                            .iter()
+                            .filter(|_| text.contains(['$', '`']))
+                            .find_map(|p| p.opaque.clone())?;
+                        Verdict::new(
+                            Decision::Ask,
+                            format!(
+                                "{written} writes a file holding a command line that cannot be known before it runs ({why}), and the line runs a program after it that may run that file"
+                            ),
+                            Cause::Opaque { why },
+                        )
+                    }
+                };
+                Some((at, verdict))
             })
             .collect()
     }
