@@ -662,6 +662,9 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
         "echo 'x:' > Makefile; echo \"\tr''m c\" >> Makefile; make x",
         "echo 'x:' > Makefile; printf '\\tn=r; $${n}m c\\n' >> Makefile; make x",
+        // Code the shell builds when the line runs.
+        "perl -e \"$(printf 'system(\\\"%s\\\")' 'ls')\"",
+        "python3 -c \"$CODE\"",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -672,6 +675,8 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "make && tar -czf out.tgz ./dist",
         "echo 'rm -rf is bad' > notes.txt",
         "echo hi > out.txt; cat out.txt",
+        "python3 -c 'import sys; print(sys.argv[1])' \"$FILE\"",
+        "node -e 'console.log(process.argv[1])' \"$(date)\"",
         "echo \"$VERSION\" > version.txt && git add version.txt",
         "x=1; echo $x",
         "VERSION=1; echo $VERSION",

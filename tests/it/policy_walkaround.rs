@@ -787,6 +787,8 @@ const SHAPES: &[Shape] = &[
     s("P8 a Makefile written on the line, then make", r"printf 'x:\n\t%V %F\n' > Makefile; make x"),
     s("P8 a python script written on the line, then run", r#"echo "import os; os.system('%V %F')" > x.py; python3 x.py"#),
     s("P8 a Makefile recipe split by quotes, then make", "echo 'x:' > Makefile; echo \"\t%0''%1%S %F\" >> Makefile; make x"),
+    // Code the shell builds when the line runs is not the text the judge sees.
+    s("P8 perl code from a command substitution", r#"perl -e "$(printf 'system("%s")' '%V %F')""#),
     s("P8 a Makefile recipe of a built name, then make", r"echo 'x:' > Makefile; printf '\tn=%0; $${n}%1%S %F\n' >> Makefile; make x"),
 ];
 

@@ -160,7 +160,7 @@ impl Policy {
             // P8: code on the line not shown harmless is refused, even under a reader of
             // the read-only list (`rg --pre`).
             if named
-                && let Some(code) = inline::inline_code(&segment.words, segment.stdin.as_deref())
+                && let Some(code) = code_of(segment)
                 && let inline::Reading::Opaque(why) = &code.reading
             {
                 return Verdict::new(
@@ -494,7 +494,7 @@ impl Policy {
     /// exists (with neither, `auto` allows what no rule names; mode `ask` asks everything
     /// no rule allows already; read-only mode is judged before).
     pub(in crate::policy) fn inline_code(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
-        let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+        let code = code_of(segment)?;
         let inline::Reading::Opaque(why) = &code.reading else {
             return None;
         };
@@ -675,3 +675,40 @@ const SHELL_ONLY: &[&str] = &[
     "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
     "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
 ];
+
+/// The inline code of `segment` ([`inline::inline_code`]), opaque when what the program
+/// gets as code depends on a word the shell expands when the line runs (P8, issue 41):
+/// `perl -e "$(printf 'system(\"%s\")' 'rm c')"` is not the perl its text reads as. Told
+/// by reading the segment again with two different values in place of those words: code
+/// that changes with them is built at run time; a word that is data (`python3 -c '...'
+/// "$FILE"`) changes nothing.
+fn code_of(segment: &Segment) -> Option<inline::Code> {
+    let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+    let expanded: Vec<usize> = segment
+        .expanded
+        .iter()
+        .copied()
+        .filter(|&i| i > 0)
+        .collect();
+    if expanded.is_empty() || !code.is_harmless() {
+        return Some(code);
+    }
+    let read_with = |value: &str| {
+        let mut words = segment.words.clone();
+        for &i in &expanded {
+            if let Some(word) = words.get_mut(i) {
+                *word = value.to_owned();
+            }
+        }
+        inline::inline_code(&words, segment.stdin.as_deref()).map(|c| c.words)
+    };
+    if read_with("dshvalueone") == read_with("dshvaluetwo") {
+        return Some(code);
+    }
+    Some(inline::Code {
+        reading: inline::Reading::Opaque(
+            "its code is built by the shell when the line runs (an expansion)".into(),
+        ),
+        ..code
+    })
+}
