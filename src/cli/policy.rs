@@ -287,6 +287,10 @@ pub(crate) fn replay(
         } else {
             let network = &config.exec.sandbox.network;
             let policy = dsh::policy::Policy::of_config(&config);
+            // The disk a line's patterns expand against, from here, as `explain` and
+            // the daemon's hook read it (P6).
+            let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+            let here = dsh::hooks::rules::SessionPlace::new(cwd, Vec::new(), None);
             dsh::policy::replay::audited_calls(text).map(|audited| {
                 // A call judged with a project's rules is judged with them again, on top
                 // of the candidate's (the project file as it is now).
@@ -310,6 +314,7 @@ pub(crate) fn replay(
                     &audited,
                     config.permissions.default_mode,
                     policy_of,
+                    Some(here.globs()),
                 )
             })
         };

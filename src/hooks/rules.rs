@@ -222,6 +222,12 @@ impl SessionPlace {
         }
     }
 
+    /// The patterns of a line expanded against the disk from this place's cwd, for a
+    /// caller that judges without a session (`dsh policy replay`), as the hook does.
+    pub fn globs(&self) -> &dyn crate::policy::globs::Globs {
+        &self.globs
+    }
+
     /// The same place with every symbolic link followed (a file tool is judged by where
     /// its path really is, against the roots as they really are).
     fn real(self) -> Self {

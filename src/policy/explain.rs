@@ -114,6 +114,14 @@ fn cause(cause: &Cause) -> String {
             "no row in the tables, and its argument `{argument}` is a command line that {} names",
             at(index, rule, origin)
         ),
+        Cause::WrittenCode {
+            index,
+            rule,
+            origin,
+        } => format!(
+            "writes a file holding the words of {}, and a later program may run it",
+            at(index, rule, origin)
+        ),
         Cause::InlineCode {
             language,
             rule: Some(r),

@@ -133,6 +133,14 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         origin: Option<String>,
     },
+    /// A segment writes a file holding a deny rule's words while a later segment of the
+    /// line runs a program that may run that file (P8, issue 41): asked, not denied.
+    WrittenCode {
+        index: usize,
+        rule: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        origin: Option<String>,
+    },
     /// Inline code given to a program that runs it (P8), not shown harmless (`why`): a
     /// deny rule's words stand in it (then `rule` says which), or it is opaque while a
     /// deny or ask rule exists (`rule` absent).

@@ -225,35 +225,49 @@ impl Report {
 /// Judges every call of `audit` again with `policy`, with the mode and grants it had
 /// (lines without them: `default_mode` and none).
 pub fn replay(audit: &str, policy: &Policy, default_mode: Mode) -> Result<Report, Unreadable> {
-    Ok(replay_calls(&audited_calls(audit)?, default_mode, |_| {
-        policy
-    }))
+    Ok(replay_calls(
+        &audited_calls(audit)?,
+        default_mode,
+        |_| policy,
+        None,
+    ))
 }
 
 /// Judges every call of `audited` again with the policy `policy_of` gives it (the
 /// candidate's, or its project's on top of it), with the mode and grants it had.
+/// `globs` reads the disk for a bash line's patterns (P6) as the daemon's hook does
+/// (`dsh policy replay` gives it the current directory's); without it a pattern is
+/// judged as anything it could match, stricter than the daemon was.
 pub fn replay_calls<'p>(
     audited: &Audited,
     default_mode: Mode,
     policy_of: impl Fn(&AuditedCall) -> &'p Policy,
+    globs: Option<&dyn super::globs::Globs>,
 ) -> Report {
     let mut report = Report::of(audited);
-    // A bash call's verdict needs no place but whether it leaves the sandbox.
+    // A bash call's verdict needs no place but whether it leaves the sandbox and the
+    // disk its patterns expand against; other tools keep judging with none.
     let root = std::path::Path::new("/");
-    let sandbox = super::Place {
+    let place = |outside_sandbox: bool| super::Place {
         cwd: root,
         roots: &[],
-        sandbox_roots: Some(&[]),
+        sandbox_roots: outside_sandbox.then_some(&[]),
         read_only_tool: false,
-        globs: None,
+        globs,
     };
+    let (inside, outside) = (place(false), place(true));
     for call in &audited.calls {
+        let place = match (call.tool == "bash", call.outside_sandbox) {
+            (_, true) => Some(&outside),
+            (true, false) => Some(&inside),
+            (false, false) => None,
+        };
         let judged = policy_of(call).judge_in(
             &call.tool,
             &call.arguments,
             call.mode.unwrap_or(default_mode),
             call.grants.as_deref().unwrap_or_default(),
-            call.outside_sandbox.then_some(&sandbox),
+            place,
         );
         report.record(call, false, judged.decision, judged.reason);
     }
@@ -442,6 +456,30 @@ mod tests {
             "decision": decision, "mode": mode, "grants": [],
             "trace": [{"name": "policy", "decision": decision, "reason": "r"}]})
         .to_string()
+    }
+
+    /// A disk where every pattern matches nothing, as `/nonexistent/r[m]` does.
+    #[derive(Debug)]
+    struct NothingMatches;
+
+    impl crate::policy::globs::Globs for NothingMatches {
+        fn expand(&self, _pattern: &str) -> Option<Vec<String>> {
+            Some(Vec::new())
+        }
+    }
+
+    /// P6 (issue 41): replay reads a pattern against the disk it is given, as the daemon
+    /// did. With none (the old path) a pattern that matches nothing is taken as the
+    /// denied name and reported as a change the candidate did not make.
+    #[test]
+    fn p6_replay_expands_patterns_against_the_disk_it_is_given() {
+        let audit = line("logsave /dev/null /nonexistent/r[m] x", "auto", "allow");
+        let policy = policy(&[("rm", Decision::Deny)]);
+        let audited = audited_calls(&audit).unwrap();
+        let without_disk = replay_calls(&audited, Mode::Auto, |_| &policy, None);
+        assert_eq!(without_disk.changes.len(), 1, "no disk: stricter");
+        let with_disk = replay_calls(&audited, Mode::Auto, |_| &policy, Some(&NothingMatches));
+        assert!(with_disk.changes.is_empty(), "{:?}", with_disk.changes);
     }
 
     #[test]

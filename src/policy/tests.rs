@@ -624,6 +624,84 @@ fn p5_a_program_the_line_may_have_written_is_opaque() {
     }
 }
 
+/// P5, P6, P8 (issue 41, round 3): the holes this round found are asked in auto under a
+/// deny rule and refused in read-only; their everyday neighbours keep their decisions.
+/// (The walk-around table shows each hole deleting a canary in plain bash first.)
+#[test]
+fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        // A write that does not name what it makes, then a path an unknown program gets.
+        "tar -xf a.tar; logsave /dev/null ./member c",
+        "cp -r /tmp/tools d; logsave /dev/null d/x c",
+        "make && foo build/x",
+        // A standalone assignment the programs after it may inherit.
+        "FOO=1; make",
+        "VERSION=1; ./build.sh",
+        "set -a; foo=1; make",
+        "set -o allexport; foo=1; make",
+        // env and sudo take any NAME=value: a function handed to bash.
+        "env 'BASH_FUNC_f%%=() { ls; }' bash -c f",
+        // An unknown program's literal argument: a command line that hides its name.
+        "sem --fg 'x=r; ${x}m c'",
+        "logsave /dev/null sh -c 'x=r; ${x}m c'",
+        // Programs that run the code fed on their stdin.
+        "erb <<< '<%= 1 %>'",
+        "echo '<%= 1 %>' | erb",
+        "erb -T - <(echo x)",
+        "jshell <<< 'System.exit(0);'",
+        "irb3.1 <<< 'puts 1'",
+        "wish8.6 <<< 'exit'",
+        // Not every ex command is a move.
+        "vim -S startinsert",
+        "LESS='+!ls' git log",
+        "LESS='-o log' git log",
+        // Code the line writes to a file, then a program that may run it.
+        "printf 'x:\\n\\trm c\\n' > Makefile; make x",
+        "printf '[alias]\\n\\tx = !rm c\\n' >> .git/config; git x",
+        "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
+        "echo 'x:' > Makefile; echo \"\tr''m c\" >> Makefile; make x",
+        "echo 'x:' > Makefile; printf '\\tn=r; $${n}m c\\n' >> Makefile; make x",
+        // Code the shell builds when the line runs.
+        "perl -e \"$(printf 'system(\\\"%s\\\")' 'ls')\"",
+        "python3 -c \"$CODE\"",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    for line in [
+        "make && cp ./a /tmp/b",
+        "make && tar -czf out.tgz ./dist",
+        "echo 'rm -rf is bad' > notes.txt",
+        "echo hi > out.txt; cat out.txt",
+        "python3 -c 'import sys; print(sys.argv[1])' \"$FILE\"",
+        "node -e 'console.log(process.argv[1])' \"$(date)\"",
+        "echo \"$VERSION\" > version.txt && git add version.txt",
+        "x=1; echo $x",
+        "VERSION=1; echo $VERSION",
+        "FOO=1",
+        "v=1; ./build.sh",
+        "docker run --rm -v \"$PWD\":/src img",
+        "jq --arg v 1 '.v = $v' f.json",
+        "erb template.erb",
+        "jshell script.jsh",
+        "LESS=-R git log",
+        "GIT_EDITOR='vim -c startinsert' git commit",
+        "node -e 'console.log(new Date().getFullYear())'",
+        "python3 -c 'import shutil; print(shutil.which(\"git\"))'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
+    // Read-only: a trace file named with no command is still a write for what follows.
+    assert_eq!(
+        bash(&p, "GIT_TRACE2=/tmp/t; git status", Mode::ReadOnly).decision,
+        Deny
+    );
+    assert_eq!(bash(&p, "x=1; echo $x", Mode::ReadOnly).decision, Allow);
+}
+
 /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.
 #[test]
 fn p8_builtins_that_evaluate_are_opaque_in_auto() {

@@ -55,14 +55,12 @@ pub fn texts(words: &[Word]) -> Vec<String> {
     words.iter().map(|w| w.text.clone()).collect()
 }
 
-/// `NAME` of a `NAME=value` word.
-pub fn assigned_name(text: &str) -> Option<&str> {
-    let (name, _) = text.split_once('=')?;
-    let mut chars = name.chars();
-    let first = chars.next()?;
-    ((first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    .then_some(name)
+/// `NAME` of a `NAME=value` word given to `env` or `sudo` before the command: unlike the
+/// shell, they take any word holding `=` as an assignment, whatever its name (GNU env's
+/// `strchr (argv[optind], '=')`), so `env 'BASH_FUNC_f%%=() { ...; }' bash -c f` hands
+/// bash a function, not a command named `BASH_FUNC_f%%=...` (issue 41).
+pub fn env_assigned_name(text: &str) -> Option<&str> {
+    text.split_once('=').map(|(name, _)| name)
 }
 
 /// Environment variables that change which program runs or make a program run other code
@@ -175,6 +173,9 @@ pub fn env_effect(name: &str, value: Option<&Word>) -> EnvEffect {
     if let Some(effect) = trace_file(name, value) {
         return effect;
     }
+    if name == "LESS" && value.is_some_and(|v| !v.dynamic && less_flags_only(&v.text)) {
+        return EnvEffect::Harmless;
+    }
     if is_harmless_variable(name) {
         EnvEffect::Harmless
     } else {
@@ -264,6 +265,20 @@ pub fn note_export(word: &Word, assigned: &mut Vec<Assigned>) {
             effect,
         });
     }
+}
+
+/// Whether `LESS` holds only less's display flags (`-R`, `-FRX`, `-iMR`): no `+cmd` (which
+/// runs less commands, `!` a shell), no log file (`-o`), key file (`-k`) or other option
+/// with a value. An allowlist of letters (issue 41): `LESS=-R git log` is `git log`.
+fn less_flags_only(value: &str) -> bool {
+    const DISPLAY: &str = "aABcCdeEfFgGiIJKLmMnNqQrRsSuUwWX";
+    let mut words = value.split_ascii_whitespace().peekable();
+    words.peek().is_some()
+        && words.all(|w| {
+            w.strip_prefix('-').is_some_and(|flags| {
+                !flags.is_empty() && flags.chars().all(|c| DISPLAY.contains(c))
+            })
+        })
 }
 
 /// Git's trace variables (`GIT_TRACE`, `GIT_TRACE2_EVENT`, `GIT_TRACE_PACKET`, ...): `1`,

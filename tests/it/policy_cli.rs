@@ -310,6 +310,9 @@ deny = [\"static.crates.io:443\"]
 /// `dsh policy replay` over a real daemon's audit log (issue 14): the config that
 /// produced it changes nothing; an added deny rule changes exactly the calls it matches;
 /// a looser rule is caught by `--fail-on loosen`; an unreadable line is exit 2, named.
+/// A pattern is expanded against the disk as the daemon did (P6, issue 41): `ls
+/// /nonexistent/r[m]` matches nothing, so bash passes it as written and it stays allowed
+/// (with no disk it is taken as the `rm` it could match, and replay reported a change).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_judges_the_audit_again_under_a_candidate() {
     let dir = tempfile::tempdir().unwrap();
@@ -322,6 +325,7 @@ async fn replay_judges_the_audit_again_under_a_candidate() {
         "echo one",
         "rm -f nothing",
         "git push origin main",
+        "ls /nonexistent/r[m]",
     ] {
         c.bash(&s, command).await;
     }
@@ -349,7 +353,7 @@ async fn replay_judges_the_audit_again_under_a_candidate() {
     let out = replay(&same, &["--fail-on", "change"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("6 call(s) replayed, 0 changed"), "{text}");
+    assert!(text.contains("7 call(s) replayed, 0 changed"), "{text}");
 
     let stricter = dir.path().join("stricter.toml");
     std::fs::write(

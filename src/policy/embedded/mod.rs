@@ -213,6 +213,9 @@ static ROWS: &[Row] = &[
         ],
     ),
     data("logger"),
+    // jq has no builtin that starts a process or writes a file: its programs are data
+    // (issue 41), so a `$v` in one is jq's variable, not the shell's.
+    data("jq"),
     data("notify-send"),
 ];
 

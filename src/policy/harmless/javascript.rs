@@ -302,6 +302,11 @@ pub(super) static JAVASCRIPT: Rules = Rules {
     ],
 };
 
+/// Globals of the modules list that `new` may build: each makes a value (a date, an
+/// array, a number) and runs no code it is given as text (issue 41). `Function` and
+/// `Worker` are not among them: they run a string.
+pub(super) const CONSTRUCTORS: &[&str] = &["Date", "Array", "Number", "String", "Object"];
+
 pub(super) const NODE_MODULES: &[&str] = &[
     "path",
     "os",

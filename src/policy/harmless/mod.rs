@@ -469,6 +469,15 @@ impl Rules {
                         if matches!(next, Some(Tok::P("." | "::" | "->" | "?."))) {
                             continue;
                         }
+                        // Issue 41: javascript's data constructors make a value and run
+                        // nothing (`new Date()`, `new Map()`); what is done with it is read
+                        // through its attributes as any value's.
+                        if lang == Lang::JavaScript
+                            && matches!(prev, Some(Tok::Name(p)) if p == "new")
+                            && javascript::CONSTRUCTORS.contains(&name)
+                        {
+                            continue;
+                        }
                         if lang == Lang::Lua && matches!(next, Some(Tok::P(":"))) {
                             continue;
                         }

@@ -141,6 +141,16 @@ pub(super) static PYTHON: Rules = Rules {
         ("html", &["escape", "unescape"]),
         ("urllib", &["parse"]),
         ("keyword", STAR),
+        // Issue 41: everyday modules that start no process and write no file. Of `shutil`
+        // only what looks: its copies, moves and `rmtree` write.
+        ("shutil", &["which", "get_terminal_size", "disk_usage"]),
+        ("tomllib", STAR),
+        ("difflib", STAR),
+        ("ipaddress", STAR),
+        ("heapq", STAR),
+        ("bisect", STAR),
+        ("zoneinfo", STAR),
+        ("secrets", STAR),
     ],
     attrs: &[
         "join",

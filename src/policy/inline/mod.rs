@@ -24,7 +24,8 @@ use super::argv;
 use super::harmless::{self, Lang};
 use options::{awk, deno, lua, node, perl, php, python, ruby, sed};
 use rows::{
-    dc, emacs, make, npm_exec, option_runs, other_shell, shell_words, socat, sqlite, tcl, vim, zip,
+    dc, emacs, make, npm_exec, option_runs, other_shell, shell_words, socat, sqlite, tcl,
+    unread_language, vim, zip,
 };
 
 /// What the judge learned about the inline code of a segment.
@@ -148,15 +149,48 @@ pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
     if is_version_of(name, "php") {
         return php(args, stdin);
     }
+    // Issue 41: the versioned names Debian installs (`irb3.1`, `erb3.1`, `wish8.6`).
+    if is_version_of(name, "irb") {
+        return Some(Code::opaque("ruby", "", "irb reads ruby from stdin"));
+    }
+    if is_version_of(name, "erb") {
+        return unread_language(
+            "ruby",
+            "erb runs the ruby of a template, which the judge does not read",
+            &["-r", "-S", "-E", "-T"],
+            args,
+            stdin,
+        );
+    }
+    if is_version_of(name, "tclsh") || is_version_of(name, "wish") {
+        return tcl(name, args);
+    }
     match name {
         "node" | "nodejs" | "bun" => node(args, stdin),
         "deno" => deno(args),
-        "irb" => Some(Code::opaque("ruby", "", "irb reads ruby from stdin")),
+        "jshell" => unread_language(
+            "java",
+            "jshell runs java, which the judge does not read",
+            &[
+                "--class-path",
+                "-classpath",
+                "-cp",
+                "--module-path",
+                "-p",
+                "--add-modules",
+                "--add-exports",
+                "--startup",
+                "--feedback",
+                "--execution",
+            ],
+            args,
+            stdin,
+        ),
         "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" | "original-awk" => awk(args, stdin),
         "sed" | "gsed" => sed(args, stdin),
         "fish" | "csh" | "tcsh" | "nu" | "xonsh" | "elvish" | "pwsh" | "zsh" | "ksh" | "mksh"
         | "yash" => other_shell(args),
-        "tclsh" | "wish" | "expect" | "tclsh8.6" | "jimsh" => tcl(name, args),
+        "expect" | "jimsh" => tcl(name, args),
         "sqlite3" | "sqlite" => sqlite(args, stdin),
         "ed" | "red" => {
             let text = stdin.unwrap_or("");
@@ -236,16 +270,18 @@ fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
 /// unknown programs leaves its arguments alone: `sed 's/rm -f/rm -rf/'` is a script, not a
 /// command line).
 pub fn is_interpreter(name: &str) -> bool {
-    ["python", "pypy", "perl", "lua", "ruby", "php"]
-        .iter()
-        .any(|b| is_version_of(name, b))
+    [
+        "python", "pypy", "perl", "lua", "ruby", "php", "irb", "erb", "tclsh", "wish",
+    ]
+    .iter()
+    .any(|b| is_version_of(name, b))
         || matches!(
             name,
             "node"
                 | "nodejs"
                 | "bun"
                 | "deno"
-                | "irb"
+                | "jshell"
                 | "luajit"
                 | "awk"
                 | "gawk"
@@ -262,8 +298,6 @@ pub fn is_interpreter(name: &str) -> bool {
                 | "xonsh"
                 | "elvish"
                 | "pwsh"
-                | "tclsh"
-                | "wish"
                 | "expect"
                 | "sqlite3"
                 | "ed"

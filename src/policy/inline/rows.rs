@@ -43,6 +43,43 @@ pub(super) fn tcl(name: &str, args: &[String]) -> Option<Code> {
     None
 }
 
+/// Programs that run the code of their script operand, or of stdin without one, in a
+/// language the judge does not read (issue 41): `erb` runs the ruby of a template, `jshell`
+/// java. A file of the project is out of reach (P8); code from stdin or a descriptor is on
+/// the line, and opaque, its words still read for a deny rule's. `with_value` lists the
+/// options that take the next word.
+pub(super) fn unread_language(
+    language: &'static str,
+    why: &str,
+    with_value: &[&str],
+    args: &[String],
+    stdin: Option<&str>,
+) -> Option<Code> {
+    let mut operand = None;
+    let mut at = 0;
+    while let Some(arg) = args.get(at) {
+        if arg == "--" {
+            operand = args.get(at + 1);
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            operand = Some(arg);
+            break;
+        }
+        // Its value is the next word (`-r json`, `--startup FILE`), unless attached.
+        at += if with_value.contains(&arg.as_str()) {
+            2
+        } else {
+            1
+        };
+    }
+    match operand.map(|o| script_operand(o)) {
+        Some(Source::File) => None,
+        Some(Source::Opaque(from)) => Some(Code::opaque(language, "", format!("{why}; it {from}"))),
+        _ => Some(Code::opaque(language, stdin.unwrap_or(""), why)),
+    }
+}
+
 /// sqlite3's shell: the arguments after the database are SQL or dot-commands (`.shell`,
 /// `.system`, `.output` run or write); `-cmd` adds one; without any it reads stdin.
 pub(super) fn sqlite(args: &[String], stdin: Option<&str>) -> Option<Code> {
@@ -260,6 +297,8 @@ fn sqlite_harmless(text: &str) -> Result<(), String> {
 /// keys from a file. None of it is read: it is opaque.
 pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
     let mut commands = Vec::new();
+    // Files of ex commands (`-S`, `-s`, `-u`): never shown harmless.
+    let mut files = Vec::new();
     let mut ex_mode = name == "ex";
     let mut i = 0;
     while let Some(word) = args.get(i) {
@@ -267,8 +306,11 @@ pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
         if word == "--" {
             break;
         }
-        if word == "-c" || word == "--cmd" || word == "-S" || word == "-s" || word == "-u" {
+        if word == "-c" || word == "--cmd" {
             commands.extend(args.get(i).cloned());
+            i += 1;
+        } else if word == "-S" || word == "-s" || word == "-u" {
+            files.extend(args.get(i).cloned());
             i += 1;
         } else if let Some(command) = word.strip_prefix('+') {
             if !command.is_empty()
@@ -284,6 +326,18 @@ pub(super) fn vim(name: &str, args: &[String]) -> Option<Code> {
             ex_mode = true;
         }
     }
+    // Issue 41: ex commands that only move the cursor or change the mode run nothing
+    // (`GIT_EDITOR='vim -c startinsert'`). An allowlist; a file given with `-S`, `-s` or
+    // `-u` is never on it.
+    const MOVES_ONLY: &[&str] = &[
+        "startinsert",
+        "startinsert!",
+        "startreplace",
+        "stopinsert",
+        "$",
+    ];
+    commands.retain(|c| !MOVES_ONLY.contains(&c.trim()));
+    commands.extend(files);
     if commands.is_empty() && !ex_mode {
         return None;
     }

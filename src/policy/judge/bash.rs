@@ -29,6 +29,9 @@ impl Policy {
         };
         // Issue 41: a path the line itself may have written is no known program.
         self.mark_programs_made_on_the_line(&mut segments);
+        // Issue 41: an assignment with no command reaches the programs after it when the
+        // variable is exported, by the line or by the environment the line inherits.
+        keep_standalone_assignments_that_may_be_exported(&mut segments);
         if segments.is_empty() {
             return match self.tool_wide("bash").max_by_key(|r| r.action) {
                 Some(rule) => Judgement {
@@ -45,10 +48,18 @@ impl Policy {
             };
         }
         let mut grants_on_allow_always: Vec<Grant> = Vec::new();
+        let mut writes_code = self.files_written_with_denied_words(&segments);
         let judged: Vec<SegmentJudgement> = segments
             .into_iter()
-            .map(|segment| {
-                let verdict = self.judge_segment(&segment, mode, grants, globs);
+            .enumerate()
+            .map(|(at, segment)| {
+                let mut verdict = self.judge_segment(&segment, mode, grants, globs);
+                if let Some(found) = writes_code.iter().position(|(w, _)| *w == at) {
+                    let (_, flagged) = writes_code.swap_remove(found);
+                    if flagged.decision > verdict.decision {
+                        verdict = flagged;
+                    }
+                }
                 if let Some(grant) = verdict
                     .grant
                     .filter(|g| !grants_on_allow_always.contains(g))
@@ -149,7 +160,7 @@ impl Policy {
             // P8: code on the line not shown harmless is refused, even under a reader of
             // the read-only list (`rg --pre`).
             if named
-                && let Some(code) = inline::inline_code(&segment.words, segment.stdin.as_deref())
+                && let Some(code) = code_of(segment)
                 && let inline::Reading::Opaque(why) = &code.reading
             {
                 return Verdict::new(
@@ -184,7 +195,9 @@ impl Policy {
         }
         // P8: a variable set in front of it that the judge has not met may make it run
         // other code (`PERL5DB=...`, `LUA_INIT=...`): judged as code not shown harmless.
-        if let Some(flagged) = named
+        // So is one set with no command, which the programs after it may inherit.
+        let standalone = segment.words.is_empty() && segment.opaque.is_none();
+        if let Some(flagged) = (named || standalone)
             .then(|| self.unknown_environment(segment, mode))
             .flatten()
             .filter(|f| matched.as_ref().is_none_or(|m| f.decision > m.decision))
@@ -198,6 +211,7 @@ impl Policy {
             .then(|| {
                 self.names_denied_command(segment, globs)
                     .or_else(|| self.runs_denied_argument(&segment.words))
+                    .or_else(|| self.runs_opaque_argument(segment, mode))
             })
             .flatten();
         match (matched, unknown_wrapper) {
@@ -354,13 +368,133 @@ impl Policy {
         })
     }
 
+    /// P3b's safety net, the other half (issue 41): for a program with no row, not a
+    /// reader of the read-only list, an argument (or the value of `--opt=value`) holding
+    /// an expansion that parses as a command line with a segment that cannot be known
+    /// (`sem --fg 'x=r; ${x}m c'`, `logsave /dev/null sh -c '...'`): the program may run it,
+    /// and what it would run hides its name, so it is asked in mode `auto` under a deny or
+    /// ask rule, as P5 asks such a segment on the line itself.
+    pub(in crate::policy) fn runs_opaque_argument(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+    ) -> Option<Verdict> {
+        let words = &segment.words;
+        let program = base_name(words.first()?);
+        if mode != Mode::Auto
+            || !self.guarded()
+            || wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+            || self.read_only.iter().any(|p| words.starts_with(p))
+        {
+            return None;
+        }
+        // A word the shell expands gives the program a value, not code (`"$PWD":/src`).
+        let literal = |at: &usize| !segment.expanded.contains(at);
+        (1..words.len()).filter(literal).find_map(|at| {
+            let word = &words[at];
+            let value = word.split_once('=').map(|(_, v)| v);
+            [Some(word.as_str()), value]
+                .into_iter()
+                .flatten()
+                // Only text the program would expand can hide a name: the rest is read
+                // by the safety net above.
+                .filter(|text| text.contains(['$', '`']))
+                .find_map(|text| {
+                    let segments = shell::segments(text).ok()?;
+                    let why = segments.iter().find_map(|s| s.opaque.clone())?;
+                    Some(Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "`{program}` has no row in the tables, and its argument `{}` is a command line that cannot be known before it runs: {why}",
+                            shorten(word)
+                        ),
+                        Cause::Opaque { why },
+                    ))
+                })
+        })
+    }
+
+    /// P8 (issue 41): text a segment writes to a file (`printf '...' > Makefile`, an `echo`
+    /// appended to `.git/config`, a here-document through `tee`) in which a deny rule's words stand,
+    /// when a later segment of the line runs something: that program may run the file (a
+    /// hook, a Makefile, an alias, `python3 x.py`), so the write is asked in mode `auto`.
+    /// Not denied: the text may as well be notes. Only the words the line shows are read;
+    /// code in a file is otherwise out of reach of a rule (the sandbox contains it).
+    fn files_written_with_denied_words(&self, segments: &[Segment]) -> Vec<(usize, Verdict)> {
+        if self.denied_names.is_empty() {
+            return Vec::new();
+        }
+        segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.writes_redirect || s.words.first().is_some_and(|w| base_name(w) == "tee")
+            })
+            .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
+            .filter_map(|(at, s)| {
+                // What reaches the file: the words as written (a word the shell expands
+                // gives a value, not code) and a literal here-document. `printf`'s and
+                // `echo -e`'s escapes are blanks there (`\trm c`).
+                let mut text: Vec<&str> = (1..s.words.len())
+                    .filter(|i| !s.expanded.contains(i))
+                    .map(|i| s.words[i].as_str())
+                    .collect();
+                text.extend(s.stdin.as_deref());
+                let text = text.join("\n").replace("\\t", "\t").replace("\\n", "\n");
+                let words = inline::code_words(&text);
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                // Read as a shell would run it too (a recipe, a hook): `r''m` is `rm`, and
+                // a name built from an expansion hides what it runs.
+                let parsed = shell::segments(&text).unwrap_or_default();
+                let rule = self.naming_deny_rules().find(|r| {
+                    r.appears_in(&words)
+                        || parsed.iter().any(|p| {
+                            let opaque = p.opaque.as_ref().map(|_| tokens(&p.words));
+                            r.applies(&p.words, opaque.as_deref())
+                        })
+                });
+                let written = quote_segment(s);
+                let verdict = match rule {
+                    Some(rule) => Verdict::new(
+                        Decision::Ask,
+                        format!(
+                            "{written} writes a file holding the words of {}, and the line runs a program after it that may run that file",
+                            rule.describe()
+                        ),
+                        Cause::WrittenCode {
+                            index: rule.index,
+                            rule: rule.describe(),
+                            origin: rule.origin.clone(),
+                        },
+                    ),
+                    None => {
+                        let why = parsed
+                            .iter()
+                            .filter(|_| text.contains(['$', '`']))
+                            .find_map(|p| p.opaque.clone())?;
+                        Verdict::new(
+                            Decision::Ask,
+                            format!(
+                                "{written} writes a file holding a command line that cannot be known before it runs ({why}), and the line runs a program after it that may run that file"
+                            ),
+                            Cause::Opaque { why },
+                        )
+                    }
+                };
+                Some((at, verdict))
+            })
+            .collect()
+    }
+
     /// P8: the verdict on the inline code of a segment (given on its line or fed on its
     /// stdin by the line), if it holds code that is not shown harmless: deny when a deny
     /// rule's words stand in it as words, else ask in mode `auto` when a deny or ask rule
     /// exists (with neither, `auto` allows what no rule names; mode `ask` asks everything
     /// no rule allows already; read-only mode is judged before).
     pub(in crate::policy) fn inline_code(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
-        let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+        let code = code_of(segment)?;
         let inline::Reading::Opaque(why) = &code.reading else {
             return None;
         };
@@ -456,8 +590,9 @@ impl Policy {
             ));
         }
         // P8: a variable the judge has not met may make the command run code, and one
-        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there.
-        if !segment.words.is_empty() && !segment.assigned.is_empty() {
+        // naming a file (`GIT_TRACE2=/tmp/t`) makes it write there; set with no command,
+        // it does so to the programs after it that inherit it.
+        if !segment.assigned.is_empty() {
             let writes = segment
                 .assigned
                 .iter()
@@ -498,4 +633,82 @@ impl Policy {
         };
         why.map(|why| (why, Cause::ReadOnly))
     }
+}
+
+/// Issue 41: a standalone assignment (`X=...` with no command) changes what the programs
+/// after it see when `X` is exported: by the line (`export X`, judged there), by `set -a`,
+/// or by the environment the line inherits, which the judge cannot see. So its variables
+/// are judged as ones set in front of a command when a program runs after it on the line
+/// (a builtin of [`SHELL_ONLY`] reads no environment: `X=1; echo $X`), except names
+/// holding a lowercase letter when the line does not export everything: POSIX keeps those
+/// for applications ("names used by the utilities consist solely of uppercase letters,
+/// digits, and the underscore"), which is how `n=r` or `dir=build` stay shell variables.
+fn keep_standalone_assignments_that_may_be_exported(segments: &mut [Segment]) {
+    let is_set = |s: &Segment| s.words.first().is_some_and(|w| w == "set");
+    let exports_all = segments.iter().filter(|s| is_set(s)).any(|s| {
+        s.words
+            .windows(2)
+            .any(|w| w[0] == "-o" && w[1] == "allexport")
+            || s.words[1..].iter().any(|w| {
+                w.strip_prefix('-')
+                    .is_some_and(|flags| !flags.starts_with('-') && flags.contains('a'))
+            })
+    });
+    for at in 0..segments.len() {
+        if !segments[at].words.is_empty() || segments[at].assigned.is_empty() {
+            continue;
+        }
+        let inherited_later = segments[at + 1..].iter().any(|s| {
+            s.words
+                .first()
+                .is_some_and(|w| !SHELL_ONLY.contains(&w.as_str()))
+        });
+        segments[at].assigned.retain(|a| {
+            inherited_later && (exports_all || !a.name.chars().any(|c| c.is_ascii_lowercase()))
+        });
+    }
+}
+
+/// Builtins that run no program and read no exported variable: after a standalone
+/// assignment they inherit nothing from it. An allowlist; anything else may be a program.
+const SHELL_ONLY: &[&str] = &[
+    "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
+    "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
+];
+
+/// The inline code of `segment` ([`inline::inline_code`]), opaque when what the program
+/// gets as code depends on a word the shell expands when the line runs (P8, issue 41):
+/// `perl -e "$(printf 'system(\"%s\")' 'rm c')"` is not the perl its text reads as. Told
+/// by reading the segment again with two different values in place of those words: code
+/// that changes with them is built at run time; a word that is data (`python3 -c '...'
+/// "$FILE"`) changes nothing.
+fn code_of(segment: &Segment) -> Option<inline::Code> {
+    let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
+    let expanded: Vec<usize> = segment
+        .expanded
+        .iter()
+        .copied()
+        .filter(|&i| i > 0)
+        .collect();
+    if expanded.is_empty() || !code.is_harmless() {
+        return Some(code);
+    }
+    let read_with = |value: &str| {
+        let mut words = segment.words.clone();
+        for &i in &expanded {
+            if let Some(word) = words.get_mut(i) {
+                *word = value.to_owned();
+            }
+        }
+        inline::inline_code(&words, segment.stdin.as_deref()).map(|c| c.words)
+    };
+    if read_with("dshvalueone") == read_with("dshvaluetwo") {
+        return Some(code);
+    }
+    Some(inline::Code {
+        reading: inline::Reading::Opaque(
+            "its code is built by the shell when the line runs (an expansion)".into(),
+        ),
+        ..code
+    })
 }

@@ -33,14 +33,12 @@ impl Policy {
         for at in 0..segments.len() {
             if segments[at].opaque.is_none()
                 && let Some(path) = self.path_run(&segments[at])
-                && let Some(&writer) = writers.iter().find(|&&w| {
-                    !encloses(&segments[w], &segments[at])
-                        && (path.is_name || mentions(&segments[w], path.text))
-                })
+                && let Some(&writer) = writers
+                    .iter()
+                    .find(|&&w| !encloses(&segments[w], &segments[at]))
             {
                 let why = format!(
-                    "it runs `{}`, a path that `{}` earlier on the line may have written",
-                    path.text,
+                    "it runs `{path}`, a path that `{}` earlier on the line may have written",
                     segments[writer].display()
                 );
                 segments[at].opaque = Some(why);
@@ -54,55 +52,66 @@ impl Policy {
     /// The path `segment` runs, if it names one: its program's name written as a path
     /// (`./y`, `/tmp/x`), or, for a program that may run its arguments (no row, not a known
     /// wrapper, whose inner command is a segment of its own, not a reader of the read-only
-    /// list, not an interpreter, whose file is project code outside what a rule promises),
-    /// an argument written as a path (`logsave /dev/null ./x c`), judged only after a write
-    /// that names it.
-    fn path_run<'s>(&self, segment: &'s Segment) -> Option<PathRun<'s>> {
+    /// list, not an interpreter, whose file is project code outside what a rule promises,
+    /// and not one of [`takes_paths_as_data`]), an argument written as a path (`logsave
+    /// /dev/null ./x c`, `logsave /dev/null d/x c`). Issue 41: the argument counts after
+    /// any write, named or not (`tar -xf a.tar; logsave /dev/null ./member`): a write need
+    /// not name what it makes.
+    fn path_run<'s>(&self, segment: &'s Segment) -> Option<&'s str> {
         let words = &segment.words;
         let name = words.first()?;
         if name.contains('/') {
-            return Some(PathRun {
-                text: name,
-                is_name: true,
-            });
+            return Some(name);
         }
         let program = base_name(name);
         if wrappers::is_wrapper(program)
             || embedded::has_row(program)
             || inline::is_interpreter(program)
+            || takes_paths_as_data(program)
             || self.read_only.iter().any(|p| words.starts_with(p))
         {
             return None;
         }
-        words[1..]
-            .iter()
-            .map(String::as_str)
-            .find(|w| {
-                // A device is no file the line can make.
-                ["/", "./", "../", "~/"].iter().any(|p| w.starts_with(p)) && !w.starts_with("/dev/")
-            })
-            .map(|text| PathRun {
-                text,
-                is_name: false,
-            })
+        words[1..].iter().map(String::as_str).find(|w| {
+            // A device is no file the line can make, and a URL no path.
+            w.contains('/') && !w.starts_with("/dev/") && !w.contains("://")
+        })
     }
 }
 
-/// A path a segment runs ([`Policy::path_run`]).
-struct PathRun<'s> {
-    text: &'s str,
-    /// It is the program's name (`./y c`). Else it is an argument of a program that may run
-    /// it (`logsave /dev/null ./x c`), which is only a guess: it counts only after a write
-    /// that names its file ([`mentions`]), so that `make && cp ./a /tmp/b` stays a copy.
-    is_name: bool,
-}
-
-/// Whether a word of `writer` names the file `path` ends in (`ln -s /usr/bin/${n}m x` and
-/// `./x`). A file made by a redirection alone has no mode to run; one made runnable is named
-/// by what did it (`chmod +x w`).
-fn mentions(writer: &Segment, path: &str) -> bool {
-    let file = base_name(path);
-    !file.is_empty() && writer.words.iter().any(|w| base_name(w) == file)
+/// Programs that are not read-only but never run a path they are given: they copy, move,
+/// link, change the mode of or pack it (`make && cp ./a /tmp/b` stays a copy). An
+/// allowlist (issue 41): a program not here that is handed a path after a write on the
+/// line may run it.
+fn takes_paths_as_data(program: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "cp",
+        "mv",
+        "ln",
+        "install",
+        "chmod",
+        "chown",
+        "chgrp",
+        "touch",
+        "mkdir",
+        "rmdir",
+        "rm",
+        "unlink",
+        "truncate",
+        "tee",
+        "gzip",
+        "gunzip",
+        "bzip2",
+        "xz",
+        "zstd",
+        "unzip",
+        "strip",
+        "sha256sum",
+        "sha1sum",
+        "md5sum",
+        "cmp",
+    ];
+    NAMES.contains(&program)
 }
 
 /// Whether `segment` is a builtin or program that is not known to be read-only but cannot
@@ -112,12 +121,13 @@ fn makes_no_file(segment: &Segment) -> bool {
     const NAMES: &[&str] = &[
         "cd", "pushd", "popd", "mkdir", "export", "set", "shopt", ":",
     ];
+    // An assignment with no command makes no file either (`V=1; ./build.sh`).
     segment.opaque.is_none()
         && !segment.writes_redirect
         && segment
             .words
             .first()
-            .is_some_and(|w| NAMES.contains(&w.as_str()))
+            .is_none_or(|w| NAMES.contains(&w.as_str()))
 }
 
 /// Whether `outer` is a wrapper that runs `inner` (`timeout 60 ./gradlew build` holds the

@@ -91,6 +91,10 @@ pub struct Segment {
     /// The indices in `words` of those bash expands as patterns (unquoted `*`, `?`, `[`,
     /// braces) before the program sees them: `/usr/bin/r[m]` (P6).
     pub patterns: Vec<usize>,
+    /// The indices in `words` of those bash expands (`"$PWD"`, `$(date)`), which keep their
+    /// source text: the program gets a value, not that text. A `$` in any other word
+    /// reaches the program as written (`'${x}m c'`), for it to expand (issue 41).
+    pub expanded: Vec<usize>,
 }
 
 impl Segment {

@@ -264,6 +264,7 @@ impl Walker {
             stdin: literal(parts.stdin.as_ref()),
             assigned: std::mem::take(&mut parts.assigned),
             patterns: patterns(&parts.words),
+            expanded: expanded(&parts.words),
         };
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
@@ -686,6 +687,7 @@ impl Walker {
             stdin: None,
             assigned: Vec::new(),
             patterns: Vec::new(),
+            expanded: Vec::new(),
         });
     }
 
@@ -740,6 +742,7 @@ impl Walker {
                     stdin: literal(Some(stdin)),
                     assigned,
                     patterns: patterns(&words),
+                    expanded: expanded(&words),
                 });
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
@@ -757,6 +760,7 @@ impl Walker {
                     stdin: None,
                     assigned: Vec::new(),
                     patterns: Vec::new(),
+                    expanded: Vec::new(),
                 });
                 Ok(())
             }
@@ -823,12 +827,18 @@ fn opaque_name(words: &[Word], risky_env: bool) -> Option<String> {
 
 /// The indices of the words bash expands as patterns.
 fn patterns(words: &[Word]) -> Vec<usize> {
-    words
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| w.pattern)
-        .map(|(i, _)| i)
-        .collect()
+    indices(words, |w| w.pattern)
+}
+
+/// The indices of `words` whose text is the source of an expansion bash performs
+/// (`"$PWD"`, `$(date)`): what the program gets is their value, not their text.
+fn expanded(words: &[Word]) -> Vec<usize> {
+    indices(words, |w| w.dynamic)
+}
+
+/// The indices of `words` for which `holds` is true.
+fn indices(words: &[Word], holds: impl Fn(&Word) -> bool) -> Vec<usize> {
+    (0..words.len()).filter(|&i| holds(&words[i])).collect()
 }
 
 fn assignment_name(assignment: &ast::Assignment) -> &str {

@@ -22,7 +22,7 @@ mod readers;
 mod table;
 
 use super::argv::{self, Arg, Grammar, Parsed};
-use super::word::{EnvRuns, Word, assigned_name, command_value, env_runs, note_assignment};
+use super::word::{EnvRuns, Word, command_value, env_assigned_name, env_runs, note_assignment};
 use table::WRAPPERS;
 
 pub use super::inner::InnerCommand;
@@ -156,7 +156,7 @@ fn command_at(args: &[Word], mut start: usize, assignments: bool) -> Vec<InnerCo
             if !word.known() {
                 return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
             }
-            if assigned_name(&word.text).is_none() {
+            if env_assigned_name(&word.text).is_none() {
                 break;
             }
             risky_env |= note_assignment(word, &mut assigned);

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::policy::argv::{self, Arg, Grammar, Parsed};
 use crate::policy::inner::InnerCommand;
-use crate::policy::word::{Word, assigned_name, note_assignment};
+use crate::policy::word::{Word, env_assigned_name, note_assignment};
 
 /// `env [OPTIONS] [-] [NAME=value]... [COMMAND...]`. `-S STRING` splits STRING into words
 /// that take its place, and option parsing starts again over them (GNU env does exactly
@@ -103,7 +103,7 @@ pub(super) fn sudo(parsed: &Parsed, args: &[Word], stdin: &Stdin) -> Vec<InnerCo
             return vec![opaque(&args[start..], COMMAND_NOT_KNOWN.into())];
         }
         let assigned =
-            assigned_name(&word.text).filter(|_| !after_dashes && !word.text.starts_with('/'));
+            env_assigned_name(&word.text).filter(|_| !after_dashes && !word.text.starts_with('/'));
         if assigned.is_some() {
             risky_env |= note_assignment(word, &mut assigned_env);
             env_found.extend(env_command(word));
