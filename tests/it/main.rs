@@ -54,4 +54,5 @@ mod state_retention;
 mod tools_waterfall;
 mod user_grants;
 mod wrapped_agents;
+mod wrapped_claude;
 mod wrapper_grammars;
