@@ -130,6 +130,81 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
     }
 }
 
+/// The agent's own names for its tool calls, as its `session/update`s tell the editor:
+/// Claude Code's adapter names the tool (`_meta.claudeCode.toolName`, `Bash`) in its
+/// `tool_call` update but not in the permission question that follows it (seen with
+/// `claude-agent-acp` 0.23.1), so the name is kept here by session and call id and put
+/// back into the question ([`ToolNames::fill`]), for rules and hooks to see.
+///
+/// The name is the agent's word, as it would be in the question itself: it only lets
+/// rules and hooks that name it tighten (see [`AskedCall::own_name`]).
+#[derive(Default)]
+pub struct ToolNames {
+    names: DashMap<(String, String), String>,
+}
+
+/// Most names kept on one connection: calls that end are dropped, and an agent that
+/// leaves more open than this loses the older ones (their questions are still judged
+/// by dsh's own tool, only without the agent's name).
+const MAX_TOOL_NAMES: usize = 4096;
+
+impl ToolNames {
+    /// Notes what an agent's notification says of a tool call's name, and forgets a
+    /// call that ended.
+    pub fn note(&self, method: &str, params: &Value) {
+        if method != "session/update" {
+            return;
+        }
+        let update = &params["update"];
+        if !matches!(
+            update["sessionUpdate"].as_str(),
+            Some("tool_call" | "tool_call_update")
+        ) {
+            return;
+        }
+        let (Some(session), Some(call)) =
+            (params["sessionId"].as_str(), update["toolCallId"].as_str())
+        else {
+            return;
+        };
+        let key = (session.to_string(), call.to_string());
+        if matches!(update["status"].as_str(), Some("completed" | "failed")) {
+            self.names.remove(&key);
+            return;
+        }
+        if let Some(name) = update["_meta"]["claudeCode"]["toolName"].as_str() {
+            if self.names.len() >= MAX_TOOL_NAMES {
+                self.names.clear();
+            }
+            self.names.insert(key, name.to_string());
+        }
+    }
+
+    /// Puts the noted name into a question of session `session` that lacks one.
+    pub fn fill(&self, session: &str, tool_call: &mut Value) {
+        if tool_call["_meta"]["claudeCode"]["toolName"].is_string() {
+            return;
+        }
+        let Some(call) = tool_call["toolCallId"].as_str() else {
+            return;
+        };
+        let Some(name) = self
+            .names
+            .get(&(session.to_string(), call.to_string()))
+            .map(|n| n.clone())
+        else {
+            return;
+        };
+        if let Some(object) = tool_call.as_object_mut() {
+            let meta = object.entry("_meta").or_insert_with(|| json!({}));
+            if !meta.is_object() {
+                *meta = json!({});
+            }
+            meta["claudeCode"] = json!({ "toolName": name });
+        }
+    }
+}
+
 /// A tool of the wrapped agent's, known to dsh by name only, so the schema hook lets a
 /// call of it through to the rules and hooks (any object is valid: dsh does not know
 /// its arguments). It never runs in dsh: the agent runs it.
@@ -343,6 +418,36 @@ mod tests {
         assert!(call.agents_own);
         let call = asked_call(&json!({"title": "do it; now"}));
         assert_eq!(call.tool, "do_it__now");
+    }
+
+    #[test]
+    fn a_tool_name_from_the_agents_update_fills_its_question() {
+        let names = ToolNames::default();
+        names.note(
+            "session/update",
+            &json!({"sessionId": "s", "update": {"sessionUpdate": "tool_call",
+                "toolCallId": "t1", "_meta": {"claudeCode": {"toolName": "Bash"}}}}),
+        );
+        let mut question = json!({"toolCallId": "t1", "rawInput": {"command": "ls"}});
+        names.fill("s", &mut question);
+        assert_eq!(asked_call(&question).own_name.as_deref(), Some("Bash"));
+        // Another session's call of the same id is not it.
+        let mut other = json!({"toolCallId": "t1"});
+        names.fill("s2", &mut other);
+        assert_eq!(other, json!({"toolCallId": "t1"}));
+        // A name the question gives is its own.
+        let mut named = json!({"toolCallId": "t1", "_meta": {"claudeCode": {"toolName": "Edit"}}});
+        names.fill("s", &mut named);
+        assert_eq!(named["_meta"]["claudeCode"]["toolName"], "Edit");
+        // An ended call is forgotten.
+        names.note(
+            "session/update",
+            &json!({"sessionId": "s", "update": {"sessionUpdate": "tool_call_update",
+                "toolCallId": "t1", "status": "completed"}}),
+        );
+        let mut late = json!({"toolCallId": "t1"});
+        names.fill("s", &mut late);
+        assert_eq!(late, json!({"toolCallId": "t1"}));
     }
 
     #[test]

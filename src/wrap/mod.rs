@@ -66,6 +66,8 @@ struct Shared {
     own_tools: DashMap<String, Vec<Arc<dyn Tool>>>,
     /// The agent's questions now put to the editor.
     questions: judge::OpenQuestions,
+    /// The agent's own tool names from its updates, for questions that lack them.
+    tool_names: judge::ToolNames,
     /// Permission questions in flight, cancelled when the agent goes.
     gone: CancellationToken,
     /// The agent's terminals: background tasks of its sessions.
@@ -116,6 +118,7 @@ impl Wrapped {
             sessions: DashMap::new(),
             own_tools: DashMap::new(),
             questions: Arc::default(),
+            tool_names: judge::ToolNames::default(),
             gone: CancellationToken::new(),
             terminals: client::Terminals::default(),
             upgrading: Default::default(),
@@ -271,7 +274,10 @@ impl Shared {
             // A session this connection never opened: nobody's to judge, so refused.
             return judge::answer_for(&params, false);
         };
-        let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        let mut tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        if let Some(id) = params.get("sessionId").and_then(Value::as_str) {
+            self.tool_names.fill(id, &mut tool_call);
+        }
         let asked = judge::asked_call(&tool_call);
         if asked.agents_own {
             self.know_tool(&session.id, &asked.tool);
@@ -413,6 +419,9 @@ impl Service for AgentSide {
     /// Updates and the agent's other notifications reach the editor as the agent sent
     /// them: the session ids are the agent's on both sides.
     fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
+        if let Some(params) = &params {
+            self.shared.tool_names.note(method, params);
+        }
         let _ = self
             .shared
             .editor

@@ -298,3 +298,94 @@ async fn e10_claude_code_under_the_sandbox_reaches_only_allowed_hosts() {
         }
     }
 }
+
+/// Issue 44, hooks see the agent: a pre_tool hook's input for a wrapped agent's call
+/// carries `agent` (the `[[agents]]` name) and `agentTool` (Claude Code's own `Bash`),
+/// so a real hook script that denies on `agent == "claude"` refuses Claude Code's
+/// command without asking the editor, and it does not run. The control: the same
+/// command, which the rules allow, runs without the hook. Claude Code names its tool
+/// only in its `tool_call` update, not in the question (adapter 0.23.1): dsh takes the
+/// name from the update, so a rule `tool = "Bash"` refuses the same command too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p1_a_hook_and_a_rule_deny_on_the_agents_names() {
+    let allow = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+    let dir = tempfile::tempdir().unwrap();
+    let Some(control) = Claude::start(dir.path(), Under::Local, allow).await else {
+        return;
+    };
+    let (_child, mut c, session) = control.editor().await;
+    let ran = control.work.join("ran");
+    control
+        .run(&mut c, &session, &format!("touch {}", ran.display()))
+        .await;
+    assert!(ran.exists(), "control: {}", control.story(&c));
+
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("no_claude.py");
+    let seen = dir.path().join("seen.json");
+    std::fs::write(
+        &hook,
+        format!(
+            "import json, sys\ncall = json.load(sys.stdin)\n\
+             open({seen:?}, 'w').write(json.dumps(call))\n\
+             if call.get('agent') == 'claude' and call.get('agentTool') == 'Bash':\n    \
+             print(json.dumps({{'decision': 'deny', 'reason': 'no Bash for claude'}}))\n",
+            seen = seen.display().to_string()
+        ),
+    )
+    .unwrap();
+    let Some(claude) = Claude::start(
+        dir.path(),
+        Under::Local,
+        &format!(
+            "{allow}[[hooks.command]]\nargv = [\"python3\", {:?}]\n",
+            hook.display().to_string()
+        ),
+    )
+    .await
+    else {
+        return;
+    };
+    let (_child, mut c, session) = claude.editor().await;
+    let denied = claude.work.join("denied");
+    claude
+        .run(&mut c, &session, &format!("touch {}", denied.display()))
+        .await;
+    assert!(!denied.exists(), "the hook's deny did not hold");
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(input["agent"], "claude", "{input}");
+    assert_eq!(input["agentTool"], "Bash", "{input}");
+    assert_eq!(input["tool"], "bash", "{input}");
+    let line = claude
+        .audit()
+        .into_iter()
+        .find(|l| l["tool"] == "bash")
+        .expect("an audit line");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert_eq!(line["decidedBy"], "hook no_claude", "{line}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let Some(claude) = Claude::start(
+        dir.path(),
+        Under::Local,
+        &format!("{allow}[[permissions.rules]]\ntool = \"Bash\"\naction = \"deny\"\n"),
+    )
+    .await
+    else {
+        return;
+    };
+    let (_child, mut c, session) = claude.editor().await;
+    let denied = claude.work.join("denied");
+    claude
+        .run(&mut c, &session, &format!("touch {}", denied.display()))
+        .await;
+    assert!(
+        !denied.exists(),
+        "a rule for Bash did not refuse Claude Code's Bash call"
+    );
+    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    let line = claude.audit().pop().expect("an audit line");
+    assert_eq!(line["decision"], "deny", "{line}");
+    assert!(line["reason"].as_str().unwrap().contains("Bash"), "{line}");
+}
