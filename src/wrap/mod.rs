@@ -21,6 +21,7 @@
 
 mod client;
 mod judge;
+mod refusal;
 
 pub use crate::config::WrappedAgent;
 

@@ -942,3 +942,48 @@ async fn p1_a_command_asked_as_argv_is_judged_as_bash() {
     assert_eq!(line["tool"], "bash");
     assert_eq!(line["decision"], "deny", "{line}");
 }
+
+/// Issue 44, E9's refusal for a wrapped agent: dsh's own model is told to call again
+/// with `sandbox: "off"` (the control: the same write through dsh's `write_file` on a
+/// session of its own), which a wrapped agent cannot send. The agent's `fs/write` of
+/// the same path outside the roots, and of a git hook inside them, is refused with a
+/// text that offers no such retry and says what it can do: ask the person, or have the
+/// directory made writable in dsh's config. Nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_sandbox_refusal_tells_a_wrapped_agent_what_it_can_do() {
+    let allow = "[[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n";
+    let s = setup_under("kind = \"sandbox\"\n", allow).await;
+    std::fs::create_dir_all(s.work.join(".git/hooks")).unwrap();
+    let outside = s.work.parent().unwrap().join("outside.txt");
+
+    let mut own = s.daemon.connect().await;
+    own.initialize().await;
+    let own_session = own.new_session(&s.work).await;
+    let (text, is_error) = own
+        .tool(
+            Some(&own_session),
+            "write_file",
+            json!({"path": outside, "content": "x"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("sandbox: \"off\""), "control: {text}");
+
+    let (_child, mut c, session, _) = s.editor().await;
+    prompt(&mut c, &session, &format!("write:{}=x", outside.display())).await;
+    let said = last_said(&c);
+    assert!(said.starts_with("refused: "), "{said}");
+    assert!(!said.contains("sandbox: \"off\""), "{said}");
+    assert!(said.contains("[exec.sandbox] writable"), "{said}");
+    assert!(said.contains("ask the person"), "{said}");
+    let hook = s.work.join(".git/hooks/pre-commit");
+    prompt(&mut c, &session, &format!("write:{}=x", hook.display())).await;
+    let said = last_said(&c);
+    assert!(said.starts_with("refused: "), "{said}");
+    assert!(!said.contains("sandbox: \"off\""), "{said}");
+    assert!(said.contains("ask the person to make it"), "{said}");
+    assert!(
+        !outside.exists() && !hook.exists(),
+        "the sandbox let a write through"
+    );
+}
