@@ -51,6 +51,8 @@ pub struct Wrapped {
     to_agent: Peer,
     /// Ends the agent's process and everything it started.
     handle: ServiceHandle,
+    /// The executor scope of the agent's process (marked as the agent's while it runs).
+    scope: String,
 }
 
 /// What both directions share.
@@ -92,11 +94,15 @@ impl Wrapped {
     ) -> Result<Arc<Self>, String> {
         let command = agent.command_line()?;
         let env = agent.environment()?;
+        let scope = format!("agent-{}-{}", agent.name, editor.id());
+        // Its own connections through the sandbox's proxy have no session: the scope
+        // names the agent for their judgement and audit lines.
+        daemon.sessions.set_agent_scope(&scope, Some(&agent.name));
         let spec = daemon.executor.resolve(ExecRequest {
             command,
             workdir: Some(cwd.clone()),
             timeout_ms: None,
-            scope: Some(format!("agent-{}-{}", agent.name, editor.id())),
+            scope: Some(scope.clone()),
             writable_roots: vec![cwd.clone()],
             call_id: None,
         });
@@ -109,7 +115,10 @@ impl Wrapped {
             .executor
             .start_service(spec, env)
             .await
-            .map_err(|e| format!("agent `{}` could not be started: {e}", agent.name))?;
+            .map_err(|e| {
+                daemon.sessions.set_agent_scope(&scope, None);
+                format!("agent `{}` could not be started: {e}", agent.name)
+            })?;
         tokio::spawn(log_stderr(agent.name.clone(), stderr));
         let shared = Arc::new(Shared {
             agent,
@@ -135,13 +144,15 @@ impl Wrapped {
             side,
             crate::rpc::Options::default(),
         ));
-        let to_agent = peer
-            .await
-            .map_err(|_| "the agent's connection did not open".to_string())?;
+        let Ok(to_agent) = peer.await else {
+            shared.daemon.sessions.set_agent_scope(&scope, None);
+            return Err("the agent's connection did not open".to_string());
+        };
         Ok(Arc::new(Self {
             shared,
             to_agent,
             handle,
+            scope,
         }))
     }
 
@@ -221,6 +232,10 @@ impl Wrapped {
         self.shared.gone.cancel();
         self.to_agent.close();
         self.handle.stop().await;
+        self.shared
+            .daemon
+            .sessions
+            .set_agent_scope(&self.scope, None);
         self.shared.release_terminals(None).await;
         let ids: Vec<String> = self
             .shared

@@ -289,6 +289,7 @@ async fn e10_claude_code_under_the_sandbox_reaches_only_allowed_hosts() {
                     .unwrap_or_else(|| panic!("no audit line: {}", claude.story(&c)));
                 assert_eq!(refused["decision"], "deny", "{refused}");
                 assert_eq!(refused["arguments"]["host"], "localhost");
+                assert_eq!(refused["agent"], "claude", "{refused}");
                 let model = network
                     .iter()
                     .find(|l| l["arguments"]["port"] == model_port)
