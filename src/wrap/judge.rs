@@ -76,7 +76,15 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
                 .filter(|words| !words.is_empty())
                 .map(|words| words.join(" "))
         });
-    if let Some(command) = text(raw, "command").or(argv) {
+    let kind = tool_call.get("kind").and_then(Value::as_str);
+    // Gemini CLI (0.61.0) asks about its shell tool with no `rawInput` at all: the
+    // command is the title of an `execute` call. Judged as that command, so the
+    // command rules apply (as a tool named after the title, no rule would).
+    let titled = (kind == Some("execute") && raw.get("command").is_none())
+        .then(|| text(tool_call, "title"))
+        .flatten()
+        .filter(|t| !t.trim().is_empty());
+    if let Some(command) = text(raw, "command").or(argv).or(titled) {
         // `bash` wants a description: the agent's, else its title for the call.
         let description = text(raw, "description")
             .or_else(|| text(tool_call, "title"))
@@ -97,7 +105,6 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
                 .and_then(|l| l.get(0))
                 .and_then(|l| text(l, "path"))
         });
-    let kind = tool_call.get("kind").and_then(Value::as_str);
     if let (Some("edit"), Some(path)) = (kind, &path) {
         // The new text as far as the question shows it: a whole file's, else the
         // replacement's; hooks see it, the rules go by the path.
@@ -399,6 +406,12 @@ mod tests {
         let odd =
             asked_call(&json!({"kind": "execute", "title": "t", "rawInput": {"command": [1]}}));
         assert!(odd.agents_own, "argv of non-strings is not a command");
+        // Gemini CLI asks with the command as the title and no rawInput.
+        let gemini = asked_call(&json!({"kind": "execute", "title": "touch x",
+            "toolCallId": "run_shell_command__run_shell_command_1_0"}));
+        assert_eq!(gemini.tool, "bash");
+        assert_eq!(gemini.arguments["command"], "touch x");
+        assert_eq!(gemini.arguments["description"], "touch x");
     }
 
     #[test]

@@ -109,10 +109,16 @@ impl ScriptedAnthropic {
 /// `None` only when npm is absent (the caller says the test is skipped); an install that
 /// fails fails the test.
 pub fn claude_agent_acp() -> Option<PathBuf> {
+    npm_agent(CLAUDE_AGENT_ACP, "claude-agent-acp")
+}
+
+/// The program `bin` of the npm package `package` (pinned, `name@version`), installed
+/// into `target/test-agents` when it is not there yet; `None` when npm is absent.
+pub fn npm_agent(package: &str, bin: &str) -> Option<PathBuf> {
     static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-agents");
-    let bin = dir.join("node_modules/.bin/claude-agent-acp");
+    let bin = dir.join("node_modules/.bin").join(bin);
     if bin.exists() {
         return Some(bin);
     }
@@ -126,12 +132,12 @@ pub fn claude_agent_acp() -> Option<PathBuf> {
     let out = std::process::Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&dir)
-        .arg(CLAUDE_AGENT_ACP)
+        .arg(package)
         .output()
         .expect("run npm");
     assert!(
         out.status.success() && bin.exists(),
-        "npm install {CLAUDE_AGENT_ACP} failed: {}",
+        "npm install {package} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(bin)

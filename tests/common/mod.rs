@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod fake_model;
+pub mod gemini;
 pub mod sshd;
 
 use dsh::config::ExecConfig;

@@ -55,4 +55,5 @@ mod tools_waterfall;
 mod user_grants;
 mod wrapped_agents;
 mod wrapped_claude;
+mod wrapped_gemini;
 mod wrapper_grammars;
