@@ -7,23 +7,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use tokio::io::AsyncBufReadExt;
 
 const SERVER: &str = r#"
-import json, sys, http.server
 log_path, command_path = sys.argv[1], sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def answer(self, kind, data):
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class H(Scripted):
     def do_POST(self):
-        n = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(n) or b"{}")
+        body = self.body()
         with open(log_path, "a") as log:
             log.write(json.dumps({"path": self.path, "body": body}) + "\n")
         if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
@@ -57,9 +46,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.answer("text/event-stream",
                     "".join("event: %s\ndata: %s\n\n" % (t, json.dumps(d)) for t, d in events).encode())
     do_GET = do_POST
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(H)
 "#;
 
 /// The running endpoint.
@@ -76,20 +63,10 @@ impl ScriptedAnthropic {
     /// Starts it, its files in `dir`.
     pub async fn start(dir: &Path) -> Self {
         let script = dir.join("anthropic.py");
-        std::fs::write(&script, SERVER).unwrap();
         let log = dir.join("anthropic.log");
         let command_file = dir.join("anthropic.command");
         std::fs::write(&command_file, "").unwrap();
-        let mut child = tokio::process::Command::new("python3")
-            .arg(&script)
-            .arg(&log)
-            .arg(&command_file)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the scripted Anthropic endpoint");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let port = lines.next_line().await.unwrap().expect("its port");
+        let (child, port) = super::python_server(&script, SERVER, &[&log, &command_file]).await;
         Self {
             _child: child,
             base_url: format!("http://127.0.0.1:{port}"),

@@ -7,23 +7,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use tokio::io::AsyncBufReadExt;
 
 const SERVER: &str = r#"
-import json, sys, http.server
 command_path = sys.argv[1]
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def answer(self, kind, data):
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class H(Scripted):
     def do_POST(self):
-        n = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(n) or b"{}")
+        body = self.body()
         if "countTokens" in self.path:
             return self.answer("application/json", b'{"totalTokens": 10}')
         contents = body.get("contents") or [{}]
@@ -54,9 +43,7 @@ class H(http.server.BaseHTTPRequestHandler):
         else:
             self.answer("application/json", json.dumps(answer).encode())
     do_GET = do_POST
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(H)
 "#;
 
 /// The running endpoint.
@@ -71,18 +58,9 @@ impl ScriptedGemini {
     /// Starts it, its files in `dir`.
     pub async fn start(dir: &Path) -> Self {
         let script = dir.join("gemini.py");
-        std::fs::write(&script, SERVER).unwrap();
         let command_file = dir.join("gemini.command");
         std::fs::write(&command_file, "").unwrap();
-        let mut child = tokio::process::Command::new("python3")
-            .arg(&script)
-            .arg(&command_file)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the scripted Gemini endpoint");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let port = lines.next_line().await.unwrap().expect("its port");
+        let (child, port) = super::python_server(&script, SERVER, &[&command_file]).await;
         Self {
             _child: child,
             base_url: format!("http://127.0.0.1:{port}"),

@@ -300,6 +300,24 @@ async fn e10_claude_code_under_the_sandbox_reaches_only_allowed_hosts() {
     }
 }
 
+/// Claude Code under `local` with `rules` (its files in `dir`), made to `touch` a file
+/// in its workspace: whether the file was made, whether the editor was asked, and the
+/// command's audit line. `None` when npm is absent.
+async fn touch_under(dir: &Path, rules: &str) -> Option<(bool, bool, Value)> {
+    let claude = Claude::start(dir, Under::Local, rules).await?;
+    let (_child, mut c, session) = claude.editor().await;
+    let file = claude.work.join("touched");
+    claude
+        .run(&mut c, &session, &format!("touch {}", file.display()))
+        .await;
+    let line = claude
+        .audit()
+        .into_iter()
+        .rfind(|l| l["tool"] == "bash")
+        .unwrap_or_else(|| panic!("no audit line: {}", claude.story(&c)));
+    Some((file.exists(), !c.permission_requests.is_empty(), line))
+}
+
 /// Issue 44, hooks see the agent: a pre_tool hook's input for a wrapped agent's call
 /// carries `agent` (the `[[agents]]` name) and `agentTool` (Claude Code's own `Bash`),
 /// so a real hook script that denies on `agent == "claude"` refuses Claude Code's
@@ -311,15 +329,13 @@ async fn e10_claude_code_under_the_sandbox_reaches_only_allowed_hosts() {
 async fn p1_a_hook_and_a_rule_deny_on_the_agents_names() {
     let allow = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
     let dir = tempfile::tempdir().unwrap();
-    let Some(control) = Claude::start(dir.path(), Under::Local, allow).await else {
+    let Some((ran, asked, _)) = touch_under(dir.path(), allow).await else {
         return;
     };
-    let (_child, mut c, session) = control.editor().await;
-    let ran = control.work.join("ran");
-    control
-        .run(&mut c, &session, &format!("touch {}", ran.display()))
-        .await;
-    assert!(ran.exists(), "control: {}", control.story(&c));
+    assert!(
+        ran && !asked,
+        "control: the allowed command did not run unasked"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("no_claude.py");
@@ -335,58 +351,32 @@ async fn p1_a_hook_and_a_rule_deny_on_the_agents_names() {
         ),
     )
     .unwrap();
-    let Some(claude) = Claude::start(
-        dir.path(),
-        Under::Local,
-        &format!(
-            "{allow}[[hooks.command]]\nargv = [\"python3\", {:?}]\n",
-            hook.display().to_string()
-        ),
-    )
-    .await
-    else {
+    let hooked = format!(
+        "{allow}[[hooks.command]]\nargv = [\"python3\", {:?}]\n",
+        hook.display().to_string()
+    );
+    let Some((ran, asked, line)) = touch_under(dir.path(), &hooked).await else {
         return;
     };
-    let (_child, mut c, session) = claude.editor().await;
-    let denied = claude.work.join("denied");
-    claude
-        .run(&mut c, &session, &format!("touch {}", denied.display()))
-        .await;
-    assert!(!denied.exists(), "the hook's deny did not hold");
-    assert!(c.permission_requests.is_empty(), "the editor was asked");
+    assert!(!ran, "the hook's deny did not hold");
+    assert!(!asked, "the editor was asked");
     let input: Value = serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
     assert_eq!(input["agent"], "claude", "{input}");
     assert_eq!(input["agentTool"], "Bash", "{input}");
     assert_eq!(input["tool"], "bash", "{input}");
-    let line = claude
-        .audit()
-        .into_iter()
-        .find(|l| l["tool"] == "bash")
-        .expect("an audit line");
     assert_eq!(line["decision"], "deny", "{line}");
     assert_eq!(line["decidedBy"], "hook no_claude", "{line}");
 
     let dir = tempfile::tempdir().unwrap();
-    let Some(claude) = Claude::start(
-        dir.path(),
-        Under::Local,
-        &format!("{allow}[[permissions.rules]]\ntool = \"Bash\"\naction = \"deny\"\n"),
-    )
-    .await
-    else {
+    let ruled = format!("{allow}[[permissions.rules]]\ntool = \"Bash\"\naction = \"deny\"\n");
+    let Some((ran, asked, line)) = touch_under(dir.path(), &ruled).await else {
         return;
     };
-    let (_child, mut c, session) = claude.editor().await;
-    let denied = claude.work.join("denied");
-    claude
-        .run(&mut c, &session, &format!("touch {}", denied.display()))
-        .await;
     assert!(
-        !denied.exists(),
+        !ran,
         "a rule for Bash did not refuse Claude Code's Bash call"
     );
-    assert!(c.permission_requests.is_empty(), "the editor was asked");
-    let line = claude.audit().pop().expect("an audit line");
+    assert!(!asked, "the editor was asked");
     assert_eq!(line["decision"], "deny", "{line}");
     assert!(line["reason"].as_str().unwrap().contains("Bash"), "{line}");
 }
