@@ -2,11 +2,13 @@
 //! its model the scripted Gemini endpoint on loopback (`common::gemini`). Gemini asks
 //! before its shell tool with the command only as the question's title (no
 //! `rawInput`); dsh judges that as the `bash` command, so the command rules decide.
+//! Under the sandbox executor its whole process is inside bubblewrap, as Claude Code's.
 
 use crate::common::client::Client;
 use crate::common::daemon::SocketDaemon;
 use crate::common::gemini::{GEMINI_CLI, ScriptedGemini};
 use crate::common::{launcher, spawn_client};
+use crate::wrapped_claude::Under;
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -14,6 +16,7 @@ use std::path::Path;
 /// connection with a session, and the model; `None` when npm is absent.
 async fn gemini(
     dir: &Path,
+    under: Under,
     rules: &str,
 ) -> Option<(
     SocketDaemon,
@@ -31,13 +34,29 @@ async fn gemini(
     let home = dir.join("home");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&home).unwrap();
+    let port = model.base_url.rsplit(':').next().unwrap().to_string();
+    // Under the sandbox as Claude Code is (docs/agents.md): its HOME writable, its
+    // model's host and port allowed, NO_PROXY cleared for a model on loopback.
+    let (exec, command) = match under {
+        Under::Local => (String::new(), format!("[\"{}\", \"--acp\"]", cli.display())),
+        Under::Sandbox => (
+            format!(
+                "kind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n\
+                 [exec.sandbox.network]\nallow = [\"localhost:{port}\"]\n",
+                home.display()
+            ),
+            format!(
+                "[\"env\", \"NO_PROXY=\", \"no_proxy=\", \"{}\", \"--acp\"]",
+                cli.display()
+            ),
+        ),
+    };
     let config = format!(
-        "[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
-         [[agents]]\nname = \"gemini\"\ncommand = [\"{}\", \"--acp\"]\n\
-         env = {{ HOME = \"{}\", GEMINI_API_KEY = \"scripted\", GOOGLE_GEMINI_BASE_URL = \"{}\" }}\n",
-        cli.display(),
+        "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
+         [[agents]]\nname = \"gemini\"\ncommand = {command}\n\
+         env = {{ HOME = \"{}\", GEMINI_API_KEY = \"scripted\", \
+         GOOGLE_GEMINI_BASE_URL = \"http://localhost:{port}\" }}\n",
         home.display(),
-        model.base_url
     );
     let daemon = SocketDaemon::start(dir, &config).await;
     let mut cmd = launcher(&daemon.socket);
@@ -86,7 +105,9 @@ async fn p1_gemini_cli_behind_dsh_is_judged_by_the_command_rules() {
         let rules = format!(
             "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"{action}\"\n"
         );
-        let Some((daemon, model, _child, mut c, session)) = gemini(dir.path(), &rules).await else {
+        let Some((daemon, model, _child, mut c, session)) =
+            gemini(dir.path(), Under::Local, &rules).await
+        else {
             return;
         };
         let file = dir.path().join("work/made");
@@ -115,5 +136,65 @@ async fn p1_gemini_cli_behind_dsh_is_judged_by_the_command_rules() {
             "allow" => assert!(file.exists(), "control: the allowed command did not run"),
             _ => assert!(!file.exists(), "Gemini ran a denied command"),
         }
+    }
+}
+
+/// E6/E9 with Gemini CLI under the sandbox (set up as docs/agents.md shows for Claude
+/// Code): its own command, allowed by dsh, has no privilege and cannot write outside
+/// the workspace, while one in it is made. The control: under `local` the same command
+/// writes outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e6_e9_gemini_cli_under_the_sandbox_is_contained() {
+    let rules = "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n\
+                 [[permissions.rules]]\ntool = \"bash\"\ncommand = \"grep\"\naction = \"allow\"\n";
+    for under in [Under::Local, Under::Sandbox] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some((_daemon, model, _child, mut c, session)) = gemini(dir.path(), under, rules).await
+        else {
+            return;
+        };
+        let status = dir.path().join("work/status");
+        let grep = format!(
+            "grep -E 'NoNewPrivs|CapEff' /proc/self/status > {}",
+            status.display()
+        );
+        run(&model, &mut c, &session, &grep).await;
+        let outside = dir.path().join("outside");
+        run(
+            &model,
+            &mut c,
+            &session,
+            &format!("touch {}", outside.display()),
+        )
+        .await;
+        let inside = dir.path().join("work/inside");
+        run(
+            &model,
+            &mut c,
+            &session,
+            &format!("touch {}", inside.display()),
+        )
+        .await;
+        let status = std::fs::read_to_string(&status)
+            .unwrap_or_else(|e| panic!("{under:?}: no status ({e}): {:?}", c.updates));
+        assert!(
+            inside.exists(),
+            "{under:?}: the write in the workspace failed"
+        );
+        match under {
+            Under::Local => {
+                assert!(status.contains("NoNewPrivs:\t0"), "control: {status}");
+                assert!(outside.exists(), "control: the local write outside failed");
+            }
+            Under::Sandbox => {
+                assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+                assert!(status.contains("CapEff:\t0000000000000000"), "{status}");
+                assert!(!outside.exists(), "Gemini CLI wrote outside its roots");
+            }
+        }
+        assert!(
+            c.permission_requests.is_empty(),
+            "{under:?}: the editor was asked"
+        );
     }
 }
