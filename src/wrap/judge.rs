@@ -78,8 +78,10 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
         });
     let kind = tool_call.get("kind").and_then(Value::as_str);
     // Gemini CLI (0.61.0) asks about its shell tool with no `rawInput` at all: the
-    // command is the title of an `execute` call. Judged as that command, so the
-    // command rules apply (as a tool named after the title, no rule would).
+    // command is the title of an `execute` call (its shell tool's display title is the
+    // whole command, read in its source; its shorter description is not used there).
+    // Judged as that command, so the command rules apply (as a tool named after the
+    // title, no rule would).
     let titled = (kind == Some("execute") && raw.get("command").is_none())
         .then(|| text(tool_call, "title"))
         .flatten()
