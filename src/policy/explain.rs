@@ -142,6 +142,7 @@ fn cause(cause: &Cause) -> String {
         }
         Cause::RunsNothing => "runs nothing".into(),
         Cause::Escalation => "outside the sandbox, which only a rule naming it allows".into(),
+        Cause::OutsideSandbox { .. } => "outside the sandbox's writable roots".into(),
         Cause::Call => "the call as a whole".into(),
     }
 }

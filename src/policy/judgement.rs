@@ -160,6 +160,9 @@ pub enum Cause {
     /// The call asks to run outside the sandbox (issue 27), and neither a mode nor a
     /// grant allows that: only a rule naming the command does.
     Escalation,
+    /// A file tool's write outside the sandbox's writable `roots`, refused (as data:
+    /// a wrapped agent, which cannot ask to leave the sandbox, is told its own way).
+    OutsideSandbox { roots: Vec<std::path::PathBuf> },
     /// The call as a whole: a tool other than bash, or a bash call without a command.
     Call,
 }

@@ -303,6 +303,10 @@ pub struct SessionRegistry {
     default_mode: Mutex<Mode>,
     /// The user's own "always" answers, given to every session.
     user_grants: Arc<UserGrants>,
+    /// Executor scopes of wrapped agents' own processes -> the agent's name, so what
+    /// such a process asks with no session (its connections through the sandbox's
+    /// proxy) is judged and audited as that agent's (issue 44).
+    agent_scopes: DashMap<String, String>,
 }
 
 impl SessionRegistry {
@@ -315,7 +319,27 @@ impl SessionRegistry {
             listeners: Mutex::new(Vec::new()),
             default_mode: Mutex::new(default_mode),
             user_grants: Arc::new(UserGrants::default()),
+            agent_scopes: DashMap::new(),
         }
+    }
+
+    /// Marks the executor scope `scope` as the wrapped agent `agent`'s process (`None`:
+    /// forgets it, the process has ended).
+    pub fn set_agent_scope(&self, scope: &str, agent: Option<&str>) {
+        match agent {
+            Some(agent) => {
+                self.agent_scopes
+                    .insert(scope.to_string(), agent.to_string());
+            }
+            None => {
+                self.agent_scopes.remove(scope);
+            }
+        }
+    }
+
+    /// The wrapped agent whose process runs in the executor scope `scope`, if one does.
+    pub fn agent_of_scope(&self, scope: &str) -> Option<String> {
+        self.agent_scopes.get(scope).map(|a| a.clone())
     }
 
     /// The same registry with the user's grants (from the state directory) in every

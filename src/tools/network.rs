@@ -89,6 +89,10 @@ impl ConnectionJudge for NetworkJudge {
         Arc::new(CommandGate {
             registry: self.registry.clone(),
             session: origin.session.as_deref().and_then(|s| self.sessions.get(s)),
+            agent: origin
+                .session
+                .as_deref()
+                .and_then(|s| self.sessions.agent_of_scope(s)),
             origin,
             calls: self.calls.clone(),
             decided: Mutex::default(),
@@ -116,6 +120,9 @@ pub const MAX_HOSTS_PER_COMMAND: usize = 256;
 struct CommandGate {
     registry: Weak<ToolRegistry>,
     session: Option<Arc<crate::registry::Session>>,
+    /// The wrapped agent whose own process this is (its scope marked so): its
+    /// connections' lines name it.
+    agent: Option<String>,
     origin: CommandOrigin,
     calls: Arc<AtomicU64>,
     decided: Mutex<HashMap<(String, u16), Decision>>,
@@ -176,9 +183,10 @@ impl CommandGate {
         request: &ConnectRequest,
         cancel: CancellationToken,
     ) -> impl std::future::Future<Output = (Admission, bool)> + Send + 'static {
-        let (registry, session, origin) = (
+        let (registry, session, agent, origin) = (
             self.registry.clone(),
             self.session.clone(),
+            self.agent.clone(),
             self.origin.clone(),
         );
         let (asking, request) = (self.asking.clone(), request.clone());
@@ -189,17 +197,29 @@ impl CommandGate {
                 let reason = "the connection went away before it was judged".into();
                 return (Admission::Deny { reason }, false);
             }
-            judge(registry, session, origin, call_id, &request, cancel).await
+            let asker = Asker {
+                session,
+                agent,
+                origin,
+            };
+            judge(registry, asker, call_id, &request, cancel).await
         }
     }
+}
+
+/// Who a connection is judged for: the command's session (if any), the wrapped agent
+/// whose own process it is (if it is one), and the command.
+struct Asker {
+    session: Option<Arc<crate::registry::Session>>,
+    agent: Option<String>,
+    origin: CommandOrigin,
 }
 
 /// One `network` call through the registry's waterfall, and whether its answer is
 /// a real one, to remember ([`Decision`]).
 async fn judge(
     registry: Weak<ToolRegistry>,
-    session: Option<Arc<crate::registry::Session>>,
-    origin: CommandOrigin,
+    asker: Asker,
     call_id: String,
     request: &ConnectRequest,
     cancel: CancellationToken,
@@ -216,14 +236,17 @@ async fn judge(
         "host": request.destination.host.to_string(),
         "port": request.destination.port,
         "scheme": request.scheme.as_str(),
-        "command": origin.command,
+        "command": asker.origin.command,
     });
-    if let Some(task) = &origin.task_id {
+    if let Some(task) = &asker.origin.task_id {
         arguments["taskId"] = task.to_string().into();
-    } else if let Some(call) = &origin.call_id {
+    } else if let Some(call) = &asker.origin.call_id {
         arguments["callId"] = call.clone().into();
     }
-    let call = ToolExecution::internal(call_id, "network", arguments, session, cancel);
+    let mut call = ToolExecution::internal(call_id, "network", arguments, asker.session, cancel);
+    if let Some(agent) = &asker.agent {
+        call = call.by_agent(agent);
+    }
     let out = registry.execute(&call).await;
     if out.arguments_run.is_some() {
         // The proxy connects where the command asked: a judgement of another

@@ -378,7 +378,7 @@ impl Shared {
                 request.line,
                 request.limit,
             ))),
-            None => Err(RpcError::new(-32000, out.text)),
+            None => Err(refused(&request.path.to_string_lossy(), &call, out)),
         }
     }
 
@@ -395,10 +395,19 @@ impl Shared {
         let call = self.agents_call(session, call_id, "write_file", arguments, cancel);
         let out = self.daemon.tools.execute(&call).await;
         if out.is_error {
-            return Err(RpcError::new(-32000, out.text));
+            return Err(refused(&request.path.to_string_lossy(), &call, out));
         }
         Ok(json!({}))
     }
+}
+
+/// A file request's error: the sandbox's refusal in the agent's own terms
+/// ([`super::refusal`]), any other error as the tool said it.
+fn refused(path: &str, call: &ToolExecution, out: ToolOutput) -> RpcError {
+    RpcError::new(
+        -32000,
+        super::refusal::for_agent(path, call, &out).unwrap_or(out.text),
+    )
 }
 
 fn parse<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {

@@ -76,7 +76,17 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
                 .filter(|words| !words.is_empty())
                 .map(|words| words.join(" "))
         });
-    if let Some(command) = text(raw, "command").or(argv) {
+    let kind = tool_call.get("kind").and_then(Value::as_str);
+    // Gemini CLI (0.61.0) asks about its shell tool with no `rawInput` at all: the
+    // command is the title of an `execute` call (its shell tool's display title is the
+    // whole command, read in its source; its shorter description is not used there).
+    // Judged as that command, so the command rules apply (as a tool named after the
+    // title, no rule would).
+    let titled = (kind == Some("execute") && raw.get("command").is_none())
+        .then(|| text(tool_call, "title"))
+        .flatten()
+        .filter(|t| !t.trim().is_empty());
+    if let Some(command) = text(raw, "command").or(argv).or(titled) {
         // `bash` wants a description: the agent's, else its title for the call.
         let description = text(raw, "description")
             .or_else(|| text(tool_call, "title"))
@@ -97,7 +107,6 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
                 .and_then(|l| l.get(0))
                 .and_then(|l| text(l, "path"))
         });
-    let kind = tool_call.get("kind").and_then(Value::as_str);
     if let (Some("edit"), Some(path)) = (kind, &path) {
         // The new text as far as the question shows it: a whole file's, else the
         // replacement's; hooks see it, the rules go by the path.
@@ -127,6 +136,81 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
         },
         agents_own: true,
         own_name: None,
+    }
+}
+
+/// The agent's own names for its tool calls, as its `session/update`s tell the editor:
+/// Claude Code's adapter names the tool (`_meta.claudeCode.toolName`, `Bash`) in its
+/// `tool_call` update but not in the permission question that follows it (seen with
+/// `claude-agent-acp` 0.23.1), so the name is kept here by session and call id and put
+/// back into the question ([`ToolNames::fill`]), for rules and hooks to see.
+///
+/// The name is the agent's word, as it would be in the question itself: it only lets
+/// rules and hooks that name it tighten (see [`AskedCall::own_name`]).
+#[derive(Default)]
+pub struct ToolNames {
+    names: DashMap<(String, String), String>,
+}
+
+/// Most names kept on one connection: calls that end are dropped, and an agent that
+/// leaves more open than this loses the older ones (their questions are still judged
+/// by dsh's own tool, only without the agent's name).
+const MAX_TOOL_NAMES: usize = 4096;
+
+impl ToolNames {
+    /// Notes what an agent's notification says of a tool call's name, and forgets a
+    /// call that ended.
+    pub fn note(&self, method: &str, params: &Value) {
+        if method != "session/update" {
+            return;
+        }
+        let update = &params["update"];
+        if !matches!(
+            update["sessionUpdate"].as_str(),
+            Some("tool_call" | "tool_call_update")
+        ) {
+            return;
+        }
+        let (Some(session), Some(call)) =
+            (params["sessionId"].as_str(), update["toolCallId"].as_str())
+        else {
+            return;
+        };
+        let key = (session.to_string(), call.to_string());
+        if matches!(update["status"].as_str(), Some("completed" | "failed")) {
+            self.names.remove(&key);
+            return;
+        }
+        if let Some(name) = update["_meta"]["claudeCode"]["toolName"].as_str() {
+            if self.names.len() >= MAX_TOOL_NAMES {
+                self.names.clear();
+            }
+            self.names.insert(key, name.to_string());
+        }
+    }
+
+    /// Puts the noted name into a question of session `session` that lacks one.
+    pub fn fill(&self, session: &str, tool_call: &mut Value) {
+        if tool_call["_meta"]["claudeCode"]["toolName"].is_string() {
+            return;
+        }
+        let Some(call) = tool_call["toolCallId"].as_str() else {
+            return;
+        };
+        let Some(name) = self
+            .names
+            .get(&(session.to_string(), call.to_string()))
+            .map(|n| n.clone())
+        else {
+            return;
+        };
+        if let Some(object) = tool_call.as_object_mut() {
+            let meta = object.entry("_meta").or_insert_with(|| json!({}));
+            if !meta.is_object() {
+                *meta = json!({});
+            }
+            meta["claudeCode"] = json!({ "toolName": name });
+        }
     }
 }
 
@@ -324,6 +408,12 @@ mod tests {
         let odd =
             asked_call(&json!({"kind": "execute", "title": "t", "rawInput": {"command": [1]}}));
         assert!(odd.agents_own, "argv of non-strings is not a command");
+        // Gemini CLI asks with the command as the title and no rawInput.
+        let gemini = asked_call(&json!({"kind": "execute", "title": "touch x",
+            "toolCallId": "run_shell_command__run_shell_command_1_0"}));
+        assert_eq!(gemini.tool, "bash");
+        assert_eq!(gemini.arguments["command"], "touch x");
+        assert_eq!(gemini.arguments["description"], "touch x");
     }
 
     #[test]
@@ -343,6 +433,36 @@ mod tests {
         assert!(call.agents_own);
         let call = asked_call(&json!({"title": "do it; now"}));
         assert_eq!(call.tool, "do_it__now");
+    }
+
+    #[test]
+    fn a_tool_name_from_the_agents_update_fills_its_question() {
+        let names = ToolNames::default();
+        names.note(
+            "session/update",
+            &json!({"sessionId": "s", "update": {"sessionUpdate": "tool_call",
+                "toolCallId": "t1", "_meta": {"claudeCode": {"toolName": "Bash"}}}}),
+        );
+        let mut question = json!({"toolCallId": "t1", "rawInput": {"command": "ls"}});
+        names.fill("s", &mut question);
+        assert_eq!(asked_call(&question).own_name.as_deref(), Some("Bash"));
+        // Another session's call of the same id is not it.
+        let mut other = json!({"toolCallId": "t1"});
+        names.fill("s2", &mut other);
+        assert_eq!(other, json!({"toolCallId": "t1"}));
+        // A name the question gives is its own.
+        let mut named = json!({"toolCallId": "t1", "_meta": {"claudeCode": {"toolName": "Edit"}}});
+        names.fill("s", &mut named);
+        assert_eq!(named["_meta"]["claudeCode"]["toolName"], "Edit");
+        // An ended call is forgotten.
+        names.note(
+            "session/update",
+            &json!({"sessionId": "s", "update": {"sessionUpdate": "tool_call_update",
+                "toolCallId": "t1", "status": "completed"}}),
+        );
+        let mut late = json!({"toolCallId": "t1"});
+        names.fill("s", &mut late);
+        assert_eq!(late, json!({"toolCallId": "t1"}));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 mod client;
 mod judge;
+mod refusal;
 
 pub use crate::config::WrappedAgent;
 
@@ -50,6 +51,8 @@ pub struct Wrapped {
     to_agent: Peer,
     /// Ends the agent's process and everything it started.
     handle: ServiceHandle,
+    /// The executor scope of the agent's process (marked as the agent's while it runs).
+    scope: String,
 }
 
 /// What both directions share.
@@ -66,6 +69,8 @@ struct Shared {
     own_tools: DashMap<String, Vec<Arc<dyn Tool>>>,
     /// The agent's questions now put to the editor.
     questions: judge::OpenQuestions,
+    /// The agent's own tool names from its updates, for questions that lack them.
+    tool_names: judge::ToolNames,
     /// Permission questions in flight, cancelled when the agent goes.
     gone: CancellationToken,
     /// The agent's terminals: background tasks of its sessions.
@@ -89,11 +94,15 @@ impl Wrapped {
     ) -> Result<Arc<Self>, String> {
         let command = agent.command_line()?;
         let env = agent.environment()?;
+        let scope = format!("agent-{}-{}", agent.name, editor.id());
+        // Its own connections through the sandbox's proxy have no session: the scope
+        // names the agent for their judgement and audit lines.
+        daemon.sessions.set_agent_scope(&scope, Some(&agent.name));
         let spec = daemon.executor.resolve(ExecRequest {
             command,
             workdir: Some(cwd.clone()),
             timeout_ms: None,
-            scope: Some(format!("agent-{}-{}", agent.name, editor.id())),
+            scope: Some(scope.clone()),
             writable_roots: vec![cwd.clone()],
             call_id: None,
         });
@@ -106,7 +115,10 @@ impl Wrapped {
             .executor
             .start_service(spec, env)
             .await
-            .map_err(|e| format!("agent `{}` could not be started: {e}", agent.name))?;
+            .map_err(|e| {
+                daemon.sessions.set_agent_scope(&scope, None);
+                format!("agent `{}` could not be started: {e}", agent.name)
+            })?;
         tokio::spawn(log_stderr(agent.name.clone(), stderr));
         let shared = Arc::new(Shared {
             agent,
@@ -116,6 +128,7 @@ impl Wrapped {
             sessions: DashMap::new(),
             own_tools: DashMap::new(),
             questions: Arc::default(),
+            tool_names: judge::ToolNames::default(),
             gone: CancellationToken::new(),
             terminals: client::Terminals::default(),
             upgrading: Default::default(),
@@ -131,13 +144,15 @@ impl Wrapped {
             side,
             crate::rpc::Options::default(),
         ));
-        let to_agent = peer
-            .await
-            .map_err(|_| "the agent's connection did not open".to_string())?;
+        let Ok(to_agent) = peer.await else {
+            shared.daemon.sessions.set_agent_scope(&scope, None);
+            return Err("the agent's connection did not open".to_string());
+        };
         Ok(Arc::new(Self {
             shared,
             to_agent,
             handle,
+            scope,
         }))
     }
 
@@ -217,6 +232,10 @@ impl Wrapped {
         self.shared.gone.cancel();
         self.to_agent.close();
         self.handle.stop().await;
+        self.shared
+            .daemon
+            .sessions
+            .set_agent_scope(&self.scope, None);
         self.shared.release_terminals(None).await;
         let ids: Vec<String> = self
             .shared
@@ -271,7 +290,10 @@ impl Shared {
             // A session this connection never opened: nobody's to judge, so refused.
             return judge::answer_for(&params, false);
         };
-        let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        let mut tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        if let Some(id) = params.get("sessionId").and_then(Value::as_str) {
+            self.tool_names.fill(id, &mut tool_call);
+        }
         let asked = judge::asked_call(&tool_call);
         if asked.agents_own {
             self.know_tool(&session.id, &asked.tool);
@@ -413,6 +435,9 @@ impl Service for AgentSide {
     /// Updates and the agent's other notifications reach the editor as the agent sent
     /// them: the session ids are the agent's on both sides.
     fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
+        if let Some(params) = &params {
+            self.shared.tool_names.note(method, params);
+        }
         let _ = self
             .shared
             .editor

@@ -7,23 +7,12 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use tokio::io::AsyncBufReadExt;
 
 const SERVER: &str = r#"
-import json, sys, http.server
 log_path, command_path = sys.argv[1], sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def answer(self, kind, data):
-        self.send_response(200)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class H(Scripted):
     def do_POST(self):
-        n = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(n) or b"{}")
+        body = self.body()
         with open(log_path, "a") as log:
             log.write(json.dumps({"path": self.path, "body": body}) + "\n")
         if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
@@ -57,9 +46,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.answer("text/event-stream",
                     "".join("event: %s\ndata: %s\n\n" % (t, json.dumps(d)) for t, d in events).encode())
     do_GET = do_POST
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(H)
 "#;
 
 /// The running endpoint.
@@ -76,20 +63,10 @@ impl ScriptedAnthropic {
     /// Starts it, its files in `dir`.
     pub async fn start(dir: &Path) -> Self {
         let script = dir.join("anthropic.py");
-        std::fs::write(&script, SERVER).unwrap();
         let log = dir.join("anthropic.log");
         let command_file = dir.join("anthropic.command");
         std::fs::write(&command_file, "").unwrap();
-        let mut child = tokio::process::Command::new("python3")
-            .arg(&script)
-            .arg(&log)
-            .arg(&command_file)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the scripted Anthropic endpoint");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let port = lines.next_line().await.unwrap().expect("its port");
+        let (child, port) = super::python_server(&script, SERVER, &[&log, &command_file]).await;
         Self {
             _child: child,
             base_url: format!("http://127.0.0.1:{port}"),
@@ -109,10 +86,16 @@ impl ScriptedAnthropic {
 /// `None` only when npm is absent (the caller says the test is skipped); an install that
 /// fails fails the test.
 pub fn claude_agent_acp() -> Option<PathBuf> {
+    npm_agent(CLAUDE_AGENT_ACP, "claude-agent-acp")
+}
+
+/// The program `bin` of the npm package `package` (pinned, `name@version`), installed
+/// into `target/test-agents` when it is not there yet; `None` when npm is absent.
+pub fn npm_agent(package: &str, bin: &str) -> Option<PathBuf> {
     static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-agents");
-    let bin = dir.join("node_modules/.bin/claude-agent-acp");
+    let bin = dir.join("node_modules/.bin").join(bin);
     if bin.exists() {
         return Some(bin);
     }
@@ -126,12 +109,12 @@ pub fn claude_agent_acp() -> Option<PathBuf> {
     let out = std::process::Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
         .arg(&dir)
-        .arg(CLAUDE_AGENT_ACP)
+        .arg(package)
         .output()
         .expect("run npm");
     assert!(
         out.status.success() && bin.exists(),
-        "npm install {CLAUDE_AGENT_ACP} failed: {}",
+        "npm install {package} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(bin)

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod daemon;
 pub mod fake_model;
+pub mod gemini;
 pub mod sshd;
 
 use dsh::config::ExecConfig;
@@ -26,6 +27,50 @@ pub fn test_config(state: &Path) -> ExecConfig {
 
 pub fn local(state: &Path) -> LocalExecutor {
     LocalExecutor::new(&test_config(state)).expect("executor")
+}
+
+/// What every scripted Python server starts with: a handler base (`Scripted`, with
+/// `answer` and `body`) and `serve(handler)`, which binds a free loopback port, prints
+/// it on the first line and serves.
+const PY_SERVER_BASE: &str = r#"
+import json, sys, http.server
+class Scripted(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def answer(self, kind, data):
+        self.send_response(200)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def body(self):
+        n = int(self.headers.get("content-length", 0))
+        return json.loads(self.rfile.read(n) or b"{}")
+def serve(handler):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+"#;
+
+/// Writes `script` (after [`PY_SERVER_BASE`]) to `path` and runs it with `args`: a
+/// scripted server. The process (killed when dropped) and its port.
+pub async fn python_server(
+    path: &Path,
+    script: &str,
+    args: &[&Path],
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    std::fs::write(path, [PY_SERVER_BASE, script].concat()).unwrap();
+    let mut child = tokio::process::Command::new("python3")
+        .arg(path)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {}: {e}", path.display()));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = lines.next_line().await.unwrap().expect("its port");
+    (child, port)
 }
 
 /// Whether `pid` is a live process (a zombie is already dead).

@@ -54,4 +54,6 @@ mod state_retention;
 mod tools_waterfall;
 mod user_grants;
 mod wrapped_agents;
+mod wrapped_claude;
+mod wrapped_gemini;
 mod wrapper_grammars;

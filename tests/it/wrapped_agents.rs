@@ -5,7 +5,8 @@
 //! `session/request_permission` with `rawInput.command` and then running the command
 //! itself when allowed. So each test shows what the agent would do unjudged (it runs
 //! whatever its client allows) and that dsh's waterfall decides what "allowed" is.
-//! Tests with Claude Code itself are in `wrapped_claude`.
+//! More tests with Claude Code itself are in `wrapped_claude`, with Gemini CLI in
+//! `wrapped_gemini`.
 
 use crate::common::client::Client;
 use crate::common::daemon::SocketDaemon;
@@ -462,38 +463,6 @@ async fn e6_e9_under_the_sandbox_the_agent_itself_is_contained() {
     );
 }
 
-/// A daemon with Claude Code (through its ACP adapter from npm) as `[[agents]]`
-/// `claude`, its model the scripted endpoint; `None` when npm is absent.
-async fn claude_setup(
-    dir: &Path,
-    rules: &str,
-) -> Option<(
-    SocketDaemon,
-    crate::common::anthropic::ScriptedAnthropic,
-    PathBuf,
-)> {
-    let Some(adapter) = crate::common::anthropic::claude_agent_acp() else {
-        eprintln!("skipped: npm is not installed, so Claude Code's ACP adapter cannot be");
-        return None;
-    };
-    let model = crate::common::anthropic::ScriptedAnthropic::start(dir).await;
-    let work = dir.join("work");
-    let home = dir.join("home");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    let config = format!(
-        "[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
-         [[agents]]\nname = \"claude\"\ncommand = [\"{}\"]\n\
-         env = {{ HOME = \"{}\", IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", \
-         ANTHROPIC_BASE_URL = \"{}\", ANTHROPIC_API_KEY = \"sk-scripted\" }}\n",
-        adapter.display(),
-        home.display(),
-        model.base_url
-    );
-    let daemon = SocketDaemon::start(dir, &config).await;
-    Some((daemon, model, work))
-}
-
 /// Claude Code behind dsh (issue 44), P1: its Bash call under a deny rule is refused by
 /// dsh without asking the editor, and nothing ran (Claude Code runs what its client
 /// allows, in its own process); another command, which no rule decides, is asked at the
@@ -502,16 +471,18 @@ async fn claude_setup(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn p1_claude_code_behind_dsh_deny_refuses_and_ask_reaches_the_editor() {
     let dir = tempfile::tempdir().unwrap();
-    let Some((daemon, model, work)) = claude_setup(
+    let Some(claude) = crate::wrapped_claude::Claude::start(
         dir.path(),
+        crate::wrapped_claude::Under::Local,
         "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"deny\"\n",
     )
     .await
     else {
         return;
     };
+    let (daemon, model, work) = (&claude.daemon, &claude.model, &claude.work);
     let mut cmd = launcher(&daemon.socket);
-    cmd.args(["--agent", "claude"]).current_dir(&work);
+    cmd.args(["--agent", "claude"]).current_dir(work);
     let (_child, mut c) = spawn_client(&mut cmd);
     c.initialize().await;
     let session = c
@@ -941,4 +912,49 @@ async fn p1_a_command_asked_as_argv_is_judged_as_bash() {
     let line = denying.audit().pop().unwrap();
     assert_eq!(line["tool"], "bash");
     assert_eq!(line["decision"], "deny", "{line}");
+}
+
+/// Issue 44, E9's refusal for a wrapped agent: dsh's own model is told to call again
+/// with `sandbox: "off"` (the control: the same write through dsh's `write_file` on a
+/// session of its own), which a wrapped agent cannot send. The agent's `fs/write` of
+/// the same path outside the roots, and of a git hook inside them, is refused with a
+/// text that offers no such retry and says what it can do: ask the person, or have the
+/// directory made writable in dsh's config. Nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_sandbox_refusal_tells_a_wrapped_agent_what_it_can_do() {
+    let allow = "[[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n";
+    let s = setup_under("kind = \"sandbox\"\n", allow).await;
+    std::fs::create_dir_all(s.work.join(".git/hooks")).unwrap();
+    let outside = s.work.parent().unwrap().join("outside.txt");
+
+    let mut own = s.daemon.connect().await;
+    own.initialize().await;
+    let own_session = own.new_session(&s.work).await;
+    let (text, is_error) = own
+        .tool(
+            Some(&own_session),
+            "write_file",
+            json!({"path": outside, "content": "x"}),
+        )
+        .await;
+    assert!(is_error, "{text}");
+    assert!(text.contains("sandbox: \"off\""), "control: {text}");
+
+    let (_child, mut c, session, _) = s.editor().await;
+    prompt(&mut c, &session, &format!("write:{}=x", outside.display())).await;
+    let said = last_said(&c);
+    assert!(said.starts_with("refused: "), "{said}");
+    assert!(!said.contains("sandbox: \"off\""), "{said}");
+    assert!(said.contains("[exec.sandbox] writable"), "{said}");
+    assert!(said.contains("ask the person"), "{said}");
+    let hook = s.work.join(".git/hooks/pre-commit");
+    prompt(&mut c, &session, &format!("write:{}=x", hook.display())).await;
+    let said = last_said(&c);
+    assert!(said.starts_with("refused: "), "{said}");
+    assert!(!said.contains("sandbox: \"off\""), "{said}");
+    assert!(said.contains("ask the person to make it"), "{said}");
+    assert!(
+        !outside.exists() && !hook.exists(),
+        "the sandbox let a write through"
+    );
 }

@@ -91,6 +91,15 @@ fn v2_input(e: &EventInput<'_>) -> Value {
         if let Some(original) = &call.original_arguments {
             v["originalArguments"] = original.clone();
         }
+        // A wrapped agent's call (issue 44): which agent asks, and its own name for the
+        // tool, so a hook can judge Claude Code's `Bash` apart from dsh's own `bash`
+        // (the rules can name both too). Absent for dsh's own calls.
+        if let Some(agent) = &call.agent {
+            v["agent"] = agent.clone().into();
+        }
+        if let Some(tool) = &call.agent_tool {
+            v["agentTool"] = tool.clone().into();
+        }
         let segments: Vec<Value> = call
             .judged()
             .map(|(_, j)| {

@@ -94,7 +94,9 @@ impl Policy {
                     "{shown} is outside the sandbox's writable roots (to write it there, call \
                      {tool} again with sandbox: \"off\" and a justification: the person is asked)"
                 ),
-                Cause::Call,
+                Cause::OutsideSandbox {
+                    roots: sandbox.to_vec(),
+                },
             );
         }
         let relative = path
