@@ -1173,3 +1173,78 @@ async fn an_agents_files_are_the_editors_buffers_and_a_write_shows_its_diff() {
         );
     }
 }
+
+/// A failed `dsh upgrade` (the new program fails after it started, so the old one is
+/// executed again with everything and serves on): the wrapped agent was stopped for the
+/// hand-over and cannot come back with its sessions, so its connection ends cleanly:
+/// the agent's session is told that the upgrade failed and the agent stopped, and the
+/// connection closes, so the editor's `dsh acp --agent` exits and the editor can start
+/// it anew (rather than a connection whose every request fails). The daemon serves on:
+/// a new connection gets a new agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
+    let s = setup_started(
+        "",
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
+        true,
+    )
+    .await;
+    let (mut child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "before");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "the agent did not work before the upgrade");
+    let pid = crate::common::pids(&s.pidfile)[0];
+    // The next program breaks the config once past its check, and so fails to start.
+    let program = s._dir.path().join("bin/dsh");
+    let next = program.with_extension("next");
+    std::fs::write(
+        &next,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --handover-check \"*) exec {bin} \"$@\";; esac\n\
+             printf 'this is [not toml' > {config}\nexec {bin} \"$@\"\n",
+            bin = crate::common::daemon::BIN,
+            config = s.daemon.config.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&next, &program).unwrap();
+    let failed = tokio::process::Command::new(crate::common::daemon::BIN)
+        .args(["upgrade", "--socket"])
+        .arg(&s.daemon.socket)
+        .output()
+        .await
+        .unwrap();
+    assert!(!failed.status.success(), "the upgrade was to fail");
+    assert!(gone(pid).await, "the wrapped agent outlived the hand-over");
+    let mut told = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(m) = c.next_message().await {
+            if m["method"] == "session/update" && m["params"]["sessionId"] == session.as_str() {
+                told.push_str(
+                    m["params"]["update"]["content"]["text"]
+                        .as_str()
+                        .unwrap_or(""),
+                );
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the wrapped connection was not ended");
+    assert!(
+        told.contains("upgrade failed"),
+        "the session was told: {told:?}"
+    );
+    assert!(!told.contains("was upgraded"), "{told:?}");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the launcher exits")
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
+    assert!(crate::common::alive(s.daemon.pid), "the daemon serves on");
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "after");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "a new connection's agent does not work");
+}
