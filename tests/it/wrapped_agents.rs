@@ -991,11 +991,13 @@ fn shown_output(update: &Value) -> String {
 /// display-only terminals as `_meta.terminal_info` / `terminal_output` / `terminal_exit`
 /// on the agent's call, to any other as the call's content (the agent's own words kept).
 /// The command prints, then waits on a fifo the test writes only once the editor has
-/// seen the first line: so that line reached the editor while the command ran.
+/// seen the first line: so that line reached the editor while the command ran. Under the
+/// local executor and the sandbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrapped_agents_terminal_is_shown_live_in_the_editor() {
-    for terminal_display in [true, false] {
-        let s = setup("").await;
+    let sandbox = "kind = \"sandbox\"\n";
+    for (exec, terminal_display) in [("", true), ("", false), (sandbox, true)] {
+        let s = setup_under(exec, "").await;
         let fifo = s.work.join("go");
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)

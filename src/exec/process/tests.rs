@@ -163,3 +163,49 @@ async fn finished_output_memory_is_bounded_and_freed_when_read() {
     );
     exec.shutdown().await;
 }
+
+/// A background task's follower ([`BashExecutor::task_changes`]) is woken by its output
+/// as it comes and by its end, without polling: the task prints, then waits on a fifo
+/// this test writes only once the follower has read that first line, so the line was
+/// seen while the task ran; then the follower wakes until the final status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_task_wakes_its_follower_on_output_and_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ExecConfig {
+        state_dir: Some(dir.path().to_path_buf()),
+        ..ExecConfig::default()
+    };
+    let exec = LocalExecutor::new(&config).unwrap();
+    let fifo = dir.path().join("go");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let spec = exec.resolve(ExecRequest {
+        command: format!("echo first; read x < {}; echo \"then $x\"", fifo.display()),
+        workdir: Some(dir.path().to_path_buf()),
+        ..ExecRequest::default()
+    });
+    let task = exec.start(spec).await.unwrap();
+    let mut changes = exec.task_changes(task.id).expect("a task of its own");
+    let mut seen = String::new();
+    while !seen.contains("first") {
+        changes.changed().await;
+        seen.push_str(&exec.read(task.id).unwrap().stdout.text);
+    }
+    assert_eq!(exec.get(task.id).unwrap().status, TaskStatus::Running);
+    let writer = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "now\n"));
+    loop {
+        changes.changed().await;
+        let read = exec.read(task.id).unwrap();
+        seen.push_str(&read.stdout.text);
+        if read.status.is_finished() {
+            break;
+        }
+    }
+    writer.await.unwrap().unwrap();
+    assert_eq!(seen, "first\nthen now\n");
+    assert!(exec.task_changes(TaskId::new(999)).is_none());
+    exec.shutdown().await;
+}
