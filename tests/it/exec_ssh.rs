@@ -807,3 +807,53 @@ async fn first_contact_of_a_build() {
         cached_call
     );
 }
+
+/// A background task over ssh, both paths, wakes its follower (`task_changes`) with
+/// its output as it comes (through the helper: its pushed `output`) and at its end: the
+/// task prints, then waits on a fifo the test writes only once the follower read that
+/// line, so it was seen while the task ran. A wrapped agent's terminal is shown live in
+/// the editor by it (`wrap/live.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_task_wakes_its_follower_on_both_paths() {
+    for helper in [HelperMode::Off, HelperMode::Required] {
+        let state = tempfile::tempdir().unwrap();
+        let sshd = Sshd::start();
+        let mut cfg = config(state.path(), &sshd);
+        cfg.ssh.helper = helper;
+        let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
+        let fifo = state.path().join("go");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let command = format!("echo first; read x < {}; echo \"then $x\"", fifo.display());
+        let task = exec
+            .start(exec.resolve(req(&command, Path::new("/tmp"))))
+            .await
+            .unwrap();
+        let mut changes = exec.task_changes(task.id).expect("its own task");
+        let mut seen = String::new();
+        while !seen.contains("first") {
+            changes.changed().await;
+            seen.push_str(&exec.read(task.id).unwrap().stdout.text);
+        }
+        assert_eq!(
+            exec.get(task.id).unwrap().status,
+            TaskStatus::Running,
+            "{helper:?}"
+        );
+        let writer = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "now\n"));
+        loop {
+            changes.changed().await;
+            let read = exec.read(task.id).unwrap();
+            seen.push_str(&read.stdout.text);
+            if read.status.is_finished() {
+                break;
+            }
+        }
+        writer.await.unwrap().unwrap();
+        assert_eq!(seen, "first\nthen now\n", "{helper:?}");
+        exec.shutdown().await;
+    }
+}
