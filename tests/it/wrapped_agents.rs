@@ -149,6 +149,10 @@ while True:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "unknown " + str(method)}})
 "#;
 
+/// A rule that lets the agent's `touch` run.
+const ALLOW_TOUCH: &str =
+    "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+
 /// A daemon whose `[[agents]]` has the scripted agent as `scripted`, with `rules`.
 struct Setup {
     _dir: tempfile::TempDir,
@@ -229,6 +233,26 @@ impl Setup {
             .unwrap()
             .to_string();
         (child, client, session, init)
+    }
+
+    /// An editor whose agent ran an allowed `touch` (so it works); its pid.
+    async fn working_agent(&self) -> (tokio::process::Child, Client, String, i32) {
+        let (child, mut c, session, _) = self.editor().await;
+        let (command, file) = command_in(&self.work, "before");
+        prompt(&mut c, &session, &command).await;
+        assert!(file.exists(), "the agent did not work");
+        let pid = crate::common::pids(&self.pidfile)[0];
+        (child, c, session, pid)
+    }
+
+    /// `dsh upgrade` of the daemon.
+    async fn upgrade(&self) -> std::process::Output {
+        tokio::process::Command::new(crate::common::daemon::BIN)
+            .args(["upgrade", "--socket"])
+            .arg(&self.daemon.socket)
+            .output()
+            .await
+            .unwrap()
     }
 
     fn audit(&self) -> Vec<Value> {
@@ -894,23 +918,9 @@ async fn p1_a_rule_names_the_agents_own_tool() {
 /// session it never opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_ends_a_wrapped_connection_and_stops_its_agent() {
-    let s = setup_started(
-        "",
-        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
-        true,
-    )
-    .await;
-    let (mut child, mut c, session, _) = s.editor().await;
-    let (command, file) = command_in(&s.work, "before");
-    prompt(&mut c, &session, &command).await;
-    assert!(file.exists(), "the agent did not work before the upgrade");
-    let pid = crate::common::pids(&s.pidfile)[0];
-    let upgraded = tokio::process::Command::new(crate::common::daemon::BIN)
-        .args(["upgrade", "--socket"])
-        .arg(&s.daemon.socket)
-        .output()
-        .await
-        .unwrap();
+    let s = setup_started("", ALLOW_TOUCH, true).await;
+    let (mut child, mut c, session, pid) = s.working_agent().await;
+    let upgraded = s.upgrade().await;
     assert!(
         upgraded.status.success(),
         "{}",
@@ -1185,17 +1195,8 @@ async fn an_agents_files_are_the_editors_buffers_and_a_write_shows_its_diff() {
 /// a new connection gets a new agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
-    let s = setup_started(
-        "",
-        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
-        true,
-    )
-    .await;
-    let (mut child, mut c, session, _) = s.editor().await;
-    let (command, file) = command_in(&s.work, "before");
-    prompt(&mut c, &session, &command).await;
-    assert!(file.exists(), "the agent did not work before the upgrade");
-    let pid = crate::common::pids(&s.pidfile)[0];
+    let s = setup_started("", ALLOW_TOUCH, true).await;
+    let (mut child, mut c, session, pid) = s.working_agent().await;
     // The next program breaks the config once past its check, and so fails to start.
     let program = s._dir.path().join("bin/dsh");
     let next = program.with_extension("next");
@@ -1212,12 +1213,7 @@ async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::rename(&next, &program).unwrap();
-    let failed = tokio::process::Command::new(crate::common::daemon::BIN)
-        .args(["upgrade", "--socket"])
-        .arg(&s.daemon.socket)
-        .output()
-        .await
-        .unwrap();
+    let failed = s.upgrade().await;
     assert!(!failed.status.success(), "the upgrade was to fail");
     assert!(gone(pid).await, "the wrapped agent outlived the hand-over");
     let mut told = String::new();
