@@ -227,6 +227,8 @@ impl Shared {
         // no output of it reaches the editor before the call that shows it.
         let terms = self.session_terminals(&session_id);
         let mut named: Vec<(Arc<Term>, MutexGuard<'_, Option<View>>)> = Vec::new();
+        // Those this update shows for the first time.
+        let mut opened: Vec<String> = Vec::new();
         for term in &terms {
             let mut view = term.view();
             let in_content = content
@@ -237,13 +239,22 @@ impl Shared {
                 drop(view);
                 self.drain(term);
                 view = term.view();
-                *view = Some(View {
-                    session_id: session_id.clone(),
-                    tool_call_id: tool_call_id.clone(),
-                    content: content.clone().unwrap_or_default(),
-                    upto: 0,
-                    exit_told: false,
-                });
+                let content = content.clone().unwrap_or_default();
+                match view.as_mut() {
+                    // Named again by the same call (an agent repeats its content): what
+                    // was shown stays shown, the editor's terminal is not opened twice.
+                    Some(shown) if shown.tool_call_id == tool_call_id => shown.content = content,
+                    _ => {
+                        *view = Some(View {
+                            session_id: session_id.clone(),
+                            tool_call_id: tool_call_id.clone(),
+                            content,
+                            upto: 0,
+                            exit_told: false,
+                        });
+                        opened.push(term.id.clone());
+                    }
+                }
                 named.push((term.clone(), view));
             } else if content.is_some()
                 && view
@@ -257,14 +268,14 @@ impl Shared {
         let display = self.offers().terminal_output;
         for (term, view) in &mut named {
             let Some(view) = view.as_mut() else { continue };
-            if display {
+            if display && opened.contains(&term.id) {
                 let meta = update
                     .as_object_mut()
                     .map(|u| u.entry("_meta").or_insert_with(|| json!({})));
                 if let Some(Value::Object(meta)) = meta {
                     meta.insert("terminal_info".into(), json!({"terminal_id": term.id}));
                 }
-            } else {
+            } else if !display {
                 let kept = term.kept();
                 update["content"] = Value::Array(self.shown_content(view, &term.id, &kept));
                 view.upto = kept.total;

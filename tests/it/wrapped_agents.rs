@@ -75,7 +75,9 @@ def client_prompt(sid, text):
                           {"type": "terminal", "terminalId": tid}]}}})
         code = call("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})["result"]
         send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
-              "sessionUpdate": "tool_call_update", "toolCallId": "shows-" + tid, "status": "completed"}}})
+              "sessionUpdate": "tool_call_update", "toolCallId": "shows-" + tid, "status": "completed",
+              "content": [{"type": "content", "content": {"type": "text", "text": "the agent's words"}},
+                          {"type": "terminal", "terminalId": tid}]}}})
         call("terminal/release", {"sessionId": sid, "terminalId": tid})
         return f"shown {tid}, exit {code.get('exitCode')}"
     if verb == "release":
@@ -1074,6 +1076,18 @@ async fn a_wrapped_agents_terminal_is_shown_live_in_the_editor() {
                     == json!({"terminal_id": terminal_id, "exit_code": 0})),
                 "{of_call:?}"
             );
+            // The agent names its terminal again in its last update: nothing is shown
+            // twice, and the editor's terminal is opened once.
+            let data: String = of_call
+                .iter()
+                .filter_map(|u| u["update"]["_meta"]["terminal_output"]["data"].as_str())
+                .collect();
+            assert_eq!(data, "step-one\nstep-two now\n", "{of_call:?}");
+            let opened = of_call
+                .iter()
+                .filter(|u| !u["update"]["_meta"]["terminal_info"].is_null())
+                .count();
+            assert_eq!(opened, 1, "{of_call:?}");
         } else {
             for u in &of_call {
                 if let Some(content) = u["update"]["content"].as_array() {
