@@ -496,6 +496,25 @@ mod tests {
         assert!(kept.truncated);
     }
 
+    /// The editor is shown what came after what it was shown: from the kept text while
+    /// it is kept, all that is kept once the front was cut past it.
+    #[test]
+    fn what_came_since_is_read_from_the_kept_text() {
+        let mut kept = Kept::default();
+        kept.push("abc", 10);
+        assert_eq!(
+            (kept.since(0), kept.since(1), kept.since(3)),
+            ("abc", "bc", "")
+        );
+        kept.push("défghij", 10);
+        assert_eq!(kept.total, 11);
+        assert_eq!(kept.text, "bcdéfghij");
+        assert_eq!(kept.since(0), "bcdéfghij", "the front went past it");
+        assert_eq!(kept.since(1), "bcdéfghij");
+        assert_eq!(kept.since(4), "éfghij");
+        assert_eq!(kept.since(5), "fghij", "inside a character: from the next");
+    }
+
     #[test]
     fn lines_are_taken_from_line_for_limit() {
         assert_eq!(lines_of("a\nb\nc\n", Some(2), Some(1)), "b\n");
