@@ -257,11 +257,28 @@ impl AcpService {
             // The agent's process ended with the program before (`stop_all_wrapped`):
             // its sessions are told, and the connection ends, so the editor starts the
             // agent anew rather than talk to a dsh session it never opened.
-            let text = format!(
-                "dsh was upgraded: the agent `{}` it wrapped could not be carried across \
-                 and has stopped. Start a new thread to go on.\n",
-                wrap.agent
-            );
+            // A failed upgrade comes back here too (the old program serves on, executed
+            // again or never replaced): the agent was stopped for the hand-over all the
+            // same, and a new one would not know the editor's sessions, so the
+            // connection ends either way, saying which it was.
+            let outcome = self
+                .last_upgrade
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let text = match outcome {
+                Some(UpgradeOutcome::RolledBack { .. }) => format!(
+                    "dsh's upgrade failed and dsh serves on as it was, but the agent `{}` it \
+                     wraps was stopped for the upgrade and cannot come back with this \
+                     thread. Start a new thread to go on.\n",
+                    wrap.agent
+                ),
+                _ => format!(
+                    "dsh was upgraded: the agent `{}` it wrapped could not be carried across \
+                     and has stopped. Start a new thread to go on.\n",
+                    wrap.agent
+                ),
+            };
             for id in &wrap.sessions {
                 let _ = peer.notify(
                     "session/update",

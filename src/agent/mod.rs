@@ -496,23 +496,8 @@ pub async fn run_prompt(
     outcome
 }
 
-/// `text` as a fenced code block, so editors that render Markdown show it verbatim:
-/// the fence is longer than any run of backticks inside.
-pub fn fenced(text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    let fence = "`".repeat((longest + 1).max(3));
-    let newline = if text.ends_with('\n') || text.is_empty() {
-        ""
-    } else {
-        "\n"
-    };
-    format!("{fence}\n{text}{newline}{fence}")
-}
+/// `text` as a fenced code block (kept here by its old name; it is the tools').
+pub use crate::tools::fenced;
 
 /// Longest title a session gets from its first prompt, in characters.
 const TITLE_CHARS: usize = 60;

@@ -90,6 +90,9 @@ pub struct SpillTarget {
 #[derive(Debug)]
 pub struct Collector {
     state: Mutex<State>,
+    /// Counts every push and the close, so a follower waits for the next one
+    /// ([`Collector::changes`]) rather than polling.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug)]
@@ -127,6 +130,7 @@ impl Collector {
                 spill: Spill::None,
                 closed: false,
             }),
+            changed: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -155,6 +159,7 @@ impl Collector {
                 spill,
                 closed: true,
             }),
+            changed: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -192,6 +197,7 @@ impl Collector {
                 spill,
                 closed: false,
             }),
+            changed: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -200,11 +206,27 @@ impl Collector {
         self.lock().read_pos
     }
 
+    /// Wakes on every later push and on the close (a stream that never changes
+    /// again is closed or its task gone: the receiver then reports the sender gone).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Tells the followers ([`Collector::changes`]), once the lock is let go.
+    fn tell(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Appends bytes produced by the command.
     pub fn push(&self, chunk: &[u8]) {
         if chunk.is_empty() {
             return;
         }
+        self.push_locked(chunk);
+        self.tell();
+    }
+
+    fn push_locked(&self, chunk: &[u8]) {
         let mut s = self.lock();
         let s = &mut *s;
         let overflows = s.total + chunk.len() as u64 > s.max as u64;
@@ -272,6 +294,8 @@ impl Collector {
         // task then costs what `heap_bytes` says, and the retention budget that
         // counts it is exact.
         s.tail.shrink_to_fit();
+        drop(s);
+        self.tell();
     }
 
     /// Frees the tail kept in memory, for good; the totals, the read position and
@@ -441,6 +465,27 @@ pub(crate) fn complete_prefix_len(bytes: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    /// A follower is woken by every push and by the close, and only by those: it
+    /// waits for output instead of polling.
+    #[test]
+    fn a_follower_wakes_on_each_push_and_on_the_close() {
+        let c = Collector::new(16, None);
+        let mut changes = c.changes();
+        assert!(!changes.has_changed().unwrap(), "nothing happened yet");
+        c.push(b"");
+        assert!(
+            !changes.has_changed().unwrap(),
+            "an empty chunk is no change"
+        );
+        c.push(b"a");
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        c.close();
+        assert!(changes.has_changed().unwrap());
+        drop(c);
+        assert!(changes.has_changed().is_err(), "a stream gone says so");
+    }
+
     use super::*;
     use std::path::Path;
 

@@ -117,6 +117,10 @@ impl BashExecutor for Escalating {
         self.holder(id).read(id)
     }
 
+    fn task_changes(&self, id: TaskId) -> Option<super::TaskChanges> {
+        self.holder(id).task_changes(id)
+    }
+
     fn spill_files_in_use(&self) -> Vec<std::path::PathBuf> {
         let mut all = self.contained.spill_files_in_use();
         all.extend(self.outside.spill_files_in_use());

@@ -190,6 +190,49 @@ pub struct TaskRead {
     pub status: TaskStatus,
 }
 
+/// Wakes whoever follows one background task when it wrote more output or ended (a
+/// wrapped agent's terminal shown live in the editor, its `terminal/wait_for_exit`), so
+/// nobody polls [`BashExecutor::read`] or [`BashExecutor::get`] on a timer. It says only
+/// that something changed; what changed is read as always.
+pub struct TaskChanges {
+    stdout: Option<tokio::sync::watch::Receiver<u64>>,
+    stderr: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Cancelled once the task's status is final.
+    finished: CancellationToken,
+}
+
+impl TaskChanges {
+    /// The changes of a task whose streams are `stdout` and `stderr`; `finished` is
+    /// cancelled once its status is final.
+    pub fn new(stdout: &Collector, stderr: &Collector, finished: CancellationToken) -> Self {
+        Self {
+            stdout: Some(stdout.changes()),
+            stderr: Some(stderr.changes()),
+            finished,
+        }
+    }
+
+    /// Returns once the task wrote more or ended since it was made or last returned
+    /// (at once for a finished task: its follower reads the final status and stops).
+    pub async fn changed(&mut self) {
+        if self.finished.is_cancelled() {
+            return;
+        }
+        // A stream whose collector went (its task forgotten) wakes nobody again.
+        async fn next(stream: &mut Option<tokio::sync::watch::Receiver<u64>>) -> bool {
+            match stream {
+                Some(rx) => rx.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            open = next(&mut self.stdout) => if !open { self.stdout = None },
+            open = next(&mut self.stderr) => if !open { self.stderr = None },
+            () = self.finished.cancelled() => {}
+        }
+    }
+}
+
 /// What `kill` did (`killed`, `already_finished`, `unknown` on the helper's wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -513,6 +556,10 @@ pub trait BashExecutor: Send + Sync + 'static {
 
     /// The output since the previous `read` of this task (never re-delivered).
     fn read(&self, id: TaskId) -> Option<TaskRead>;
+
+    /// Follows a task: wakes on its every new output and on its end (see
+    /// [`TaskChanges`]). `None`: no such task.
+    fn task_changes(&self, id: TaskId) -> Option<TaskChanges>;
 
     /// Stops a task and everything it started (E3); returns once it is gone.
     /// On a finished task it also ends anything the task left detached, and

@@ -29,7 +29,8 @@ use super::spawn::{self, HostProcess, SpawnSpec};
 use super::{
     BashExecutor, CannotCarry, ExecError, ExecRequest, ExecSpec, FileError, FileIntent,
     FileRequest, FileStat, HandedTask, KillOutcome, OutputStream, OutputWatch, RecoveredTask,
-    RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskInfo, TaskRead, TaskStatus, WriteOutcome,
+    RunOutcome, Scope, ServiceHandle, ServiceProcess, TaskChanges, TaskInfo, TaskRead, TaskStatus,
+    WriteOutcome,
 };
 use crate::config::ExecConfig;
 use crate::fsutil::ensure_private_dir;

@@ -246,6 +246,14 @@ impl BashExecutor for SshExecutor {
         }
     }
 
+    fn task_changes(&self, id: TaskId) -> Option<super::TaskChanges> {
+        if self.helper.has(id) {
+            self.helper.task_changes(id)
+        } else {
+            self.wrapper.task_changes(id)
+        }
+    }
+
     async fn kill(&self, id: TaskId) -> KillOutcome {
         if self.helper.has(id) {
             self.helper.kill(id).await

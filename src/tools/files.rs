@@ -254,15 +254,27 @@ impl From<Failed> for ToolOutput {
 /// A file's text as [`read_text`] read it, and the entry of the executor's
 /// containment that allowed the read (issue 39: an allowed call's audit line keeps it).
 #[derive(Debug)]
-struct ReadText {
+pub struct ReadText {
     /// `None`: the file does not exist.
-    text: Option<String>,
-    containment: Option<Containment>,
+    pub text: Option<String>,
+    pub containment: Option<Containment>,
 }
 
 /// Reads a file's text (F5): through the editor when it offers reads and the file is on
-/// this machine, once the executor allowed the path; else through the executor.
-async fn read_text(
+/// this machine, once the executor allowed the path; else through the executor. Also a
+/// wrapped agent's `fs/read_text_file` (`crate::wrap`), once judged; its error is the
+/// text the caller gives back and the containment entry that refused, if one did.
+pub async fn read_text(
+    place: &FilePlace,
+    session: Option<&Arc<Session>>,
+    path: &Path,
+) -> Result<ReadText, ToolOutput> {
+    read_text_or_failed(place, session, path)
+        .await
+        .map_err(ToolOutput::from)
+}
+
+async fn read_text_or_failed(
     place: &FilePlace,
     session: Option<&Arc<Session>>,
     path: &Path,
@@ -558,7 +570,7 @@ impl Tool for ReadFile {
         };
         let read = match read_text(&place, call.session.as_ref(), &path).await {
             Ok(read) => read,
-            Err(e) => return e.into(),
+            Err(e) => return e,
         };
         match read.text {
             Some(text) => match numbered(&text, offset, limit, &shown) {
@@ -622,7 +634,7 @@ impl Tool for EditFile {
                     "{shown}: no such file; create it with write_file"
                 ));
             }
-            Err(e) => return e.into(),
+            Err(e) => return e,
         };
         let (edited, count, line) =
             match apply_edit(&text, arg("old_string"), arg("new_string"), all, &shown) {

@@ -602,6 +602,25 @@ fn one_line(text: &str, max: usize) -> String {
     line
 }
 
+/// `text` as a fenced code block, so editors that render Markdown show it verbatim:
+/// the fence is longer than any run of backticks inside. A call's output is shown so by
+/// the turn and by a wrapped agent's terminal alike.
+pub fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    let newline = if text.ends_with('\n') || text.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}\n{text}{newline}{fence}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@
 //! only ever read or end it.
 
 use super::Shared;
-use crate::exec::{FileRead, FileRequest, TaskId, TaskStatus};
+use crate::exec::{TaskId, TaskStatus};
 use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput};
 use crate::registry::Session;
 use crate::rpc::RpcError;
@@ -26,37 +26,69 @@ use agent_client_protocol_schema::v1 as acp;
 use dashmap::DashMap;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// How often `terminal/wait_for_exit` looks at its task again. The executor's
-/// completions have one reader (the daemon's notices), so the wait reads the task's
-/// status; 20 ms is below what a person or a model notices.
-const WAIT_POLL: Duration = Duration::from_millis(20);
 
 /// The output a terminal keeps when the agent names no `outputByteLimit`.
 const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
 
 /// One terminal the agent created: a background task of its dsh session.
-struct Term {
-    task: TaskId,
+pub(super) struct Term {
+    /// Its id, as the agent and the editor know it (the task's).
+    pub id: String,
+    pub task: TaskId,
     /// The agent's session that created it: only that session may use it.
     agent_session: String,
     /// Everything read from the task so far (stdout and stderr as they were read), cut
     /// from the front to `limit`.
     output: Mutex<Kept>,
     limit: usize,
+    /// Where the editor is shown it, once the agent named it in a tool call (`live`).
+    view: Mutex<Option<super::live::View>>,
+    /// Ends its follower (released, or the connection ended).
+    pub stop: CancellationToken,
 }
 
+impl Term {
+    /// What it wrote so far.
+    pub fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.output.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the editor is shown it. Taken before [`Term::kept`] where both are.
+    pub fn view(&self) -> std::sync::MutexGuard<'_, Option<super::live::View>> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A terminal's output as kept for the agent's `terminal/output` and the editor.
 #[derive(Default)]
-struct Kept {
-    text: String,
+pub(super) struct Kept {
+    pub text: String,
     truncated: bool,
+    /// Bytes of text ever kept (what was cut from the front included).
+    pub total: u64,
 }
 
 impl Kept {
+    /// What was kept after the first `from` bytes of the output, as far as it is still
+    /// kept (all of it when the front was cut past `from`).
+    pub fn since(&self, from: u64) -> &str {
+        let start = self.total - self.text.len() as u64;
+        let Some(skip) = from.checked_sub(start) else {
+            return &self.text;
+        };
+        let mut at = usize::try_from(skip)
+            .unwrap_or(usize::MAX)
+            .min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at += 1;
+        }
+        &self.text[at..]
+    }
+
     /// Appends `more`, then drops whole characters from the front down to `limit`.
     fn push(&mut self, more: &str, limit: usize) {
+        self.total += more.len() as u64;
         self.text.push_str(more);
         if self.text.len() > limit {
             let mut cut = self.text.len() - limit;
@@ -132,8 +164,9 @@ fn exit_status(status: TaskStatus) -> Option<acp::TerminalExitStatus> {
     }
 }
 
-/// Where a judged `fs/read_text_file` ends: the file's text as the executor reaches it
-/// (the sandbox's containment applies), unnumbered, as ACP wants it.
+/// Where a judged `fs/read_text_file` ends: the file's text as the file tools reach it
+/// (the executor's containment first; then the editor's buffer when it offers reads and
+/// the file is on this machine, else the executor's read), unnumbered, as ACP wants it.
 struct ReadText<'a> {
     shared: &'a Shared,
     text: Mutex<Option<String>>,
@@ -148,29 +181,20 @@ impl Terminal for ReadText<'_> {
         ) else {
             return ToolOutput::error("invalid path");
         };
-        let request = FileRequest {
-            path: crate::tools::files::resolve(&session.cwd, path),
-            writable_roots: session.writable_roots(),
-        };
-        match self.shared.daemon.executor.read_file(&request).await {
-            Ok(FileRead {
-                bytes: Some(bytes),
-                containment,
-            }) => match String::from_utf8(bytes) {
-                Ok(text) => {
+        let place = self.shared.daemon.tools.file_place();
+        let resolved = crate::tools::files::resolve(&session.cwd, path);
+        match crate::tools::files::read_text(place, Some(session), &resolved).await {
+            Ok(read) => match read.text {
+                Some(text) => {
                     *self.text.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
                     ToolOutput {
-                        containment,
+                        containment: read.containment,
                         ..ToolOutput::ok(format!("read {path}"))
                     }
                 }
-                Err(_) => ToolOutput::error(format!("{path}: not text")),
+                None => ToolOutput::error(format!("{path}: no such file")),
             },
-            Ok(FileRead { bytes: None, .. }) => ToolOutput::error(format!("{path}: no such file")),
-            Err(e) => ToolOutput {
-                containment: e.containment(),
-                ..ToolOutput::error(e)
-            },
+            Err(refused) => refused,
         }
     }
 }
@@ -208,9 +232,10 @@ impl Shared {
     }
 
     /// `terminal/create`: judged as a background `bash` call of the agent's session, run
-    /// by the executor when the waterfall lets it through.
+    /// by the executor when the waterfall lets it through, and followed from then on
+    /// (its output read as it comes, for the editor: `live`).
     pub(super) async fn terminal_create(
-        &self,
+        self: &Arc<Self>,
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, RpcError> {
@@ -239,15 +264,17 @@ impl Shared {
             .and_then(|l| usize::try_from(l).ok())
             .unwrap_or(DEFAULT_OUTPUT_LIMIT);
         let id = task.to_string();
-        self.terminals.terms.insert(
-            id.clone(),
-            Arc::new(Term {
-                task,
-                agent_session: request.session_id.0.to_string(),
-                output: Mutex::default(),
-                limit,
-            }),
-        );
+        let term = Arc::new(Term {
+            id: id.clone(),
+            task,
+            agent_session: request.session_id.0.to_string(),
+            output: Mutex::default(),
+            limit,
+            view: Mutex::default(),
+            stop: CancellationToken::new(),
+        });
+        self.terminals.terms.insert(id.clone(), term.clone());
+        tokio::spawn(self.clone().follow(term));
         to_value(acp::CreateTerminalResponse::new(id))
     }
 
@@ -266,12 +293,24 @@ impl Shared {
             .ok_or_else(|| RpcError::invalid_params(format!("unknown terminal `{terminal_id}`")))
     }
 
+    /// The terminals of the agent's session `session_id`.
+    pub(super) fn session_terminals(&self, session_id: &str) -> Vec<Arc<Term>> {
+        self.terminals
+            .terms
+            .iter()
+            .filter(|t| t.agent_session == session_id)
+            .map(|t| t.clone())
+            .collect()
+    }
+
     /// Reads what the task wrote since the last read into the terminal; its status.
-    fn drain(&self, term: &Term) -> TaskStatus {
+    /// The read and the keeping are one step (under the terminal's lock), so two readers
+    /// (the agent's `terminal/output`, the follower) keep the output in its order.
+    pub(super) fn drain(&self, term: &Term) -> TaskStatus {
         let exec = &self.daemon.executor;
+        let mut kept = term.kept();
         match exec.read(term.task) {
             Some(read) => {
-                let mut kept = term.output.lock().unwrap_or_else(|p| p.into_inner());
                 kept.push(&read.stdout.text, term.limit);
                 kept.push(&read.stderr.text, term.limit);
                 if read.stdout.dropped || read.stderr.dropped {
@@ -288,7 +327,7 @@ impl Shared {
         let request: acp::TerminalOutputRequest = parse(params)?;
         let term = self.term(&request.session_id, &request.terminal_id)?;
         let status = self.drain(&term);
-        let kept = term.output.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = term.kept();
         to_value(
             acp::TerminalOutputResponse::new(kept.text.clone(), kept.truncated)
                 .exit_status(exit_status(status)),
@@ -303,6 +342,8 @@ impl Shared {
     ) -> Result<Value, RpcError> {
         let request: acp::WaitForTerminalExitRequest = parse(params)?;
         let term = self.term(&request.session_id, &request.terminal_id)?;
+        // Followed before its status is read: an end after the read still wakes it.
+        let mut changes = self.daemon.executor.task_changes(term.task);
         loop {
             let status = self
                 .daemon
@@ -310,10 +351,18 @@ impl Shared {
                 .get(term.task)
                 .map_or(TaskStatus::Lost, |t| t.status);
             if let Some(exit) = exit_status(status) {
+                self.show(&term);
                 return to_value(acp::WaitForTerminalExitResponse::new(exit));
             }
+            let changed = async {
+                match changes.as_mut() {
+                    Some(changes) => changes.changed().await,
+                    // Running, yet not followed: no executor says so of a task it has.
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(WAIT_POLL) => {}
+                () = changed => {}
                 () = cancel.cancelled() => return Err(RpcError::new(-32800, "cancelled")),
                 () = self.gone.cancelled() => return Err(RpcError::new(-32800, "the agent is gone")),
             }
@@ -325,6 +374,7 @@ impl Shared {
         let request: acp::KillTerminalRequest = parse(params)?;
         let term = self.term(&request.session_id, &request.terminal_id)?;
         self.daemon.executor.kill(term.task).await;
+        self.show(&term);
         Ok(json!({}))
     }
 
@@ -334,6 +384,8 @@ impl Shared {
         let term = self.term(&request.session_id, &request.terminal_id)?;
         self.terminals.terms.remove(request.terminal_id.0.as_ref());
         self.daemon.executor.kill(term.task).await;
+        self.show(&term);
+        term.stop.cancel();
         Ok(json!({}))
     }
 
@@ -350,6 +402,8 @@ impl Shared {
         for id in ids {
             if let Some((_, term)) = self.terminals.terms.remove(&id) {
                 self.daemon.executor.kill(term.task).await;
+                self.show(&term);
+                term.stop.cancel();
             }
         }
     }
@@ -382,7 +436,8 @@ impl Shared {
         }
     }
 
-    /// `fs/write_text_file`: dsh's `write_file` tool, through the whole waterfall.
+    /// `fs/write_text_file`: dsh's `write_file` tool, through the whole waterfall, shown
+    /// to the editor as a diff once allowed (`files::ShownWrite`).
     pub(super) async fn write_text_file(
         &self,
         params: Value,
@@ -393,7 +448,11 @@ impl Shared {
         let arguments = json!({ "path": request.path, "content": request.content });
         let call_id = format!("fs-write-{}", uuid::Uuid::new_v4());
         let call = self.agents_call(session, call_id, "write_file", arguments, cancel);
-        let out = self.daemon.tools.execute(&call).await;
+        let shown = super::files::ShownWrite {
+            shared: self,
+            agent_session: &request.session_id.0,
+        };
+        let (out, _) = self.daemon.tools.waterfall().execute(&call, &shown).await;
         if out.is_error {
             return Err(refused(&request.path.to_string_lossy(), &call, out));
         }
@@ -444,6 +503,25 @@ mod tests {
         kept.push("héllo", 4);
         assert_eq!(kept.text, "llo");
         assert!(kept.truncated);
+    }
+
+    /// The editor is shown what came after what it was shown: from the kept text while
+    /// it is kept, all that is kept once the front was cut past it.
+    #[test]
+    fn what_came_since_is_read_from_the_kept_text() {
+        let mut kept = Kept::default();
+        kept.push("abc", 10);
+        assert_eq!(
+            (kept.since(0), kept.since(1), kept.since(3)),
+            ("abc", "bc", "")
+        );
+        kept.push("défghij", 10);
+        assert_eq!(kept.total, 11);
+        assert_eq!(kept.text, "bcdéfghij");
+        assert_eq!(kept.since(0), "bcdéfghij", "the front went past it");
+        assert_eq!(kept.since(1), "bcdéfghij");
+        assert_eq!(kept.since(4), "éfghij");
+        assert_eq!(kept.since(5), "fghij", "inside a character: from the next");
     }
 
     #[test]

@@ -20,7 +20,9 @@
 //!   `fs` and `terminal` whatever the editor offers, since dsh serves them.
 
 mod client;
+mod files;
 mod judge;
+mod live;
 mod refusal;
 
 pub use crate::config::WrappedAgent;
@@ -75,6 +77,9 @@ struct Shared {
     gone: CancellationToken,
     /// The agent's terminals: background tasks of its sessions.
     terminals: client::Terminals,
+    /// What the editor offered in `initialize` (how a terminal is shown to it, whether
+    /// its `fs` stands behind the agent's file requests).
+    offers: Mutex<live::EditorOffers>,
     /// Stopped for `dsh upgrade`: the editor's connection is being handed over and is
     /// ended by the next program, not closed here.
     upgrading: std::sync::atomic::AtomicBool,
@@ -131,6 +136,7 @@ impl Wrapped {
             tool_names: judge::ToolNames::default(),
             gone: CancellationToken::new(),
             terminals: client::Terminals::default(),
+            offers: Mutex::default(),
             upgrading: Default::default(),
         });
         let (opened, peer) = tokio::sync::oneshot::channel();
@@ -170,6 +176,10 @@ impl Wrapped {
         mut params: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, RpcError> {
+        if method == "initialize" {
+            *self.shared.offers.lock().unwrap_or_else(|p| p.into_inner()) =
+                live::EditorOffers::of(params.get("clientCapabilities"));
+        }
         if method == "initialize"
             && let Some(caps) = params
                 .get_mut("clientCapabilities")
@@ -262,6 +272,15 @@ impl Shared {
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| self.cwd.clone());
         let session = self.daemon.sessions.create(cwd);
+        let offers = *self.offers.lock().unwrap_or_else(|p| p.into_inner());
+        if offers.fs_read || offers.fs_write {
+            session.set_client_files(Some(Arc::new(files::EditorFiles {
+                editor: self.editor.clone(),
+                agent_session: id.to_string(),
+                offers,
+                gone: self.gone.clone(),
+            })));
+        }
         session.set_prompter(Some(Arc::new(judge::EditorPrompter {
             editor: self.editor.clone(),
             questions: self.questions.clone(),
@@ -433,15 +452,16 @@ impl Service for AgentSide {
     }
 
     /// Updates and the agent's other notifications reach the editor as the agent sent
-    /// them: the session ids are the agent's on both sides.
+    /// them (the session ids are the agent's on both sides), but a tool call that shows
+    /// one of dsh's terminals, which is shown with its output (`live`).
     fn notification(&self, _peer: &Peer, method: &str, params: Option<Value>) {
-        if let Some(params) = &params {
-            self.shared.tool_names.note(method, params);
+        let params = params.unwrap_or(Value::Null);
+        self.shared.tool_names.note(method, &params);
+        if method == "session/update" {
+            self.shared.pass_update(params);
+        } else {
+            let _ = self.shared.editor.notify(method, params);
         }
-        let _ = self
-            .shared
-            .editor
-            .notify(method, params.unwrap_or(Value::Null));
     }
 
     /// The agent went (it exited or closed its output): the editor's connection ends

@@ -105,7 +105,19 @@ impl SocketDaemon {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         adjust(&mut cmd);
-        let mut child = cmd.spawn().expect("start dsh serve");
+        // A copied program (`start_copy`) may be busy for a moment: another test's fork
+        // between the copy's open for writing and its close holds it open until that
+        // child executes (ETXTBSY). It is the kernel's race, not dsh's: started again.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                spawned => break spawned.expect("start dsh serve"),
+            }
+        };
         let pid = child.id().expect("daemon pid") as i32;
         let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
         let line = lines

@@ -223,6 +223,7 @@ contract!(
     e3_kill_scope_ends_that_scopes_tasks_and_leftovers_only,
     e3_plain_background_child_of_a_foreground_command_is_gone_when_it_returns,
     e2_t8_background_reads_are_incremental,
+    e2_a_background_task_wakes_its_follower_on_output_and_at_its_end,
     t9_a_read_that_lost_data_is_flagged_with_the_spill_path,
     t9_finished_output_past_the_budget_is_dropped_and_flagged,
     t6_invalid_utf8_is_rendered_lossily,
@@ -876,4 +877,39 @@ async fn e2_spawn_failure_local() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2_spawn_failure_sandbox() {
     e2_spawn_failure_leaves_a_killed_task_that_says_why(Kind::Sandbox).await;
+}
+
+/// A background task's follower (`task_changes`) is woken by its output as it comes
+/// and by its end, without polling (over ssh's helper: by its pushed output). The task
+/// prints, then waits on a fifo written only once the follower read that line, so it
+/// was seen while the task ran. A wrapped agent's terminal is shown live in the editor,
+/// and its `terminal/wait_for_exit` answered, by it (`wrap/`).
+async fn e2_a_background_task_wakes_its_follower_on_output_and_at_its_end(rig: Rig) {
+    let dir = tempfile::tempdir().unwrap();
+    let exec = rig.executor(dir.path());
+    let go = Fifo::new(dir.path(), "go");
+    let command = format!("echo first; read x < {}; echo \"then $x\"", go.path());
+    let task = exec
+        .start(exec.resolve(req(&command, dir.path())))
+        .await
+        .unwrap();
+    let mut changes = exec.task_changes(task.id).expect("its own task");
+    let mut seen = String::new();
+    while !seen.contains("first") {
+        changes.changed().await;
+        seen.push_str(&exec.read(task.id).unwrap().stdout.text);
+    }
+    assert_eq!(exec.get(task.id).unwrap().status, TaskStatus::Running);
+    go.release().await;
+    loop {
+        changes.changed().await;
+        let read = exec.read(task.id).unwrap();
+        seen.push_str(&read.stdout.text);
+        if read.status.is_finished() {
+            break;
+        }
+    }
+    assert_eq!(seen, "first\nthen go\n");
+    assert!(exec.task_changes(TaskId::new(999_999)).is_none());
+    exec.shutdown().await;
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// A scripted ACP agent: answers initialize (echoing the client capabilities it was
 /// offered), opens sessions, and for each prompt asks permission to run the prompt's
 /// text as a command, runs it itself when an allow option is chosen, and reports.
-/// Prompts starting `term:`, `termstart:`, `release:`, `read:` and `write:` instead use
+/// Prompts starting `term:`, `termstart:`, `termshow:`, `release:`, `read:` and `write:` instead use
 /// its client's terminal and file system (as an agent offered them does) and report
 /// the answer.
 const AGENT: &str = r#"
@@ -63,6 +63,24 @@ def client_prompt(sid, text):
         out = call("terminal/output", {"sessionId": sid, "terminalId": tid})["result"]
         call("terminal/release", {"sessionId": sid, "terminalId": tid})
         return f"exit {code.get('exitCode')}: {out['output']}"
+    if verb == "termshow":
+        # As an agent shows its terminal: a tool call whose content names it.
+        a = call("terminal/create", {"sessionId": sid, "command": rest})
+        if "error" in a:
+            return "refused: " + a["error"]["message"]
+        tid = a["result"]["terminalId"]
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+              "sessionUpdate": "tool_call", "toolCallId": "shows-" + tid, "title": rest,
+              "kind": "execute", "status": "in_progress",
+              "content": [{"type": "content", "content": {"type": "text", "text": "the agent's words"}},
+                          {"type": "terminal", "terminalId": tid}]}}})
+        code = call("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})["result"]
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": {
+              "sessionUpdate": "tool_call_update", "toolCallId": "shows-" + tid, "status": "completed",
+              "content": [{"type": "content", "content": {"type": "text", "text": "the agent's words"}},
+                          {"type": "terminal", "terminalId": tid}]}}})
+        call("terminal/release", {"sessionId": sid, "terminalId": tid})
+        return f"shown {tid}, exit {code.get('exitCode')}"
     if verb == "release":
         a = call("terminal/release", {"sessionId": sid, "terminalId": rest})
         return "released" if "result" in a else "refused: " + a["error"]["message"]
@@ -134,6 +152,10 @@ while True:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "unknown " + str(method)}})
 "#;
 
+/// A rule that lets the agent's `touch` run.
+const ALLOW_TOUCH: &str =
+    "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n";
+
 /// A daemon whose `[[agents]]` has the scripted agent as `scripted`, with `rules`.
 struct Setup {
     _dir: tempfile::TempDir,
@@ -185,14 +207,24 @@ impl Setup {
     /// `dsh acp --agent scripted` as the editor starts it, run in the workspace, with an
     /// initialized connection and a session.
     async fn editor(&self) -> (tokio::process::Child, Client, String, Value) {
+        self.editor_offering(
+            json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true}),
+        )
+        .await
+    }
+
+    /// As [`Setup::editor`], the editor offering `capabilities`.
+    async fn editor_offering(
+        &self,
+        capabilities: Value,
+    ) -> (tokio::process::Child, Client, String, Value) {
         let mut cmd = launcher(&self.daemon.socket);
         cmd.args(["--agent", "scripted"]).current_dir(&self.work);
         let (child, mut client) = spawn_client(&mut cmd);
         let init = client
             .request(
                 "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities":
-                       {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true}}),
+                json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
             )
             .await
             .expect("initialize through dsh");
@@ -204,6 +236,26 @@ impl Setup {
             .unwrap()
             .to_string();
         (child, client, session, init)
+    }
+
+    /// An editor whose agent ran an allowed `touch` (so it works); its pid.
+    async fn working_agent(&self) -> (tokio::process::Child, Client, String, i32) {
+        let (child, mut c, session, _) = self.editor().await;
+        let (command, file) = command_in(&self.work, "before");
+        prompt(&mut c, &session, &command).await;
+        assert!(file.exists(), "the agent did not work");
+        let pid = crate::common::pids(&self.pidfile)[0];
+        (child, c, session, pid)
+    }
+
+    /// `dsh upgrade` of the daemon.
+    async fn upgrade(&self) -> std::process::Output {
+        tokio::process::Command::new(crate::common::daemon::BIN)
+            .args(["upgrade", "--socket"])
+            .arg(&self.daemon.socket)
+            .output()
+            .await
+            .unwrap()
     }
 
     fn audit(&self) -> Vec<Value> {
@@ -700,7 +752,9 @@ async fn e9_an_agents_fs_write_outside_the_roots_is_refused_under_the_sandbox() 
     let allow = "[[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n\
                  [[permissions.rules]]\ntool = \"read_file\"\naction = \"allow\"\n";
     let local = setup(allow).await;
-    let (_child, mut c, session, _) = local.editor().await;
+    // An editor without `fs`: the writes are the executor's (one with `fs` is below).
+    let no_fs = || json!({"terminal": true});
+    let (_child, mut c, session, _) = local.editor_offering(no_fs()).await;
     let outside = local.work.parent().unwrap().join("outside.txt");
     // A write outside the session's roots is asked about whatever the rules say.
     c.permission_answers.push_back("allow_once");
@@ -709,7 +763,7 @@ async fn e9_an_agents_fs_write_outside_the_roots_is_refused_under_the_sandbox() 
     assert!(outside.exists(), "control: the local write was not made");
 
     let sandboxed = setup_under("kind = \"sandbox\"\n", allow).await;
-    let (_child, mut c, session, _) = sandboxed.editor().await;
+    let (_child, mut c, session, _) = sandboxed.editor_offering(no_fs()).await;
     let outside = sandboxed.work.parent().unwrap().join("outside.txt");
     prompt(&mut c, &session, &format!("write:{}=x", outside.display())).await;
     assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
@@ -837,23 +891,9 @@ async fn p1_a_rule_names_the_agents_own_tool() {
 /// session it never opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_ends_a_wrapped_connection_and_stops_its_agent() {
-    let s = setup_started(
-        "",
-        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"touch\"\naction = \"allow\"\n",
-        true,
-    )
-    .await;
-    let (mut child, mut c, session, _) = s.editor().await;
-    let (command, file) = command_in(&s.work, "before");
-    prompt(&mut c, &session, &command).await;
-    assert!(file.exists(), "the agent did not work before the upgrade");
-    let pid = crate::common::pids(&s.pidfile)[0];
-    let upgraded = tokio::process::Command::new(crate::common::daemon::BIN)
-        .args(["upgrade", "--socket"])
-        .arg(&s.daemon.socket)
-        .output()
-        .await
-        .unwrap();
+    let s = setup_started("", ALLOW_TOUCH, true).await;
+    let (mut child, mut c, session, pid) = s.working_agent().await;
+    let upgraded = s.upgrade().await;
     assert!(
         upgraded.status.success(),
         "{}",
@@ -957,4 +997,282 @@ async fn e9_a_sandbox_refusal_tells_a_wrapped_agent_what_it_can_do() {
         !outside.exists() && !hook.exists(),
         "the sandbox let a write through"
     );
+}
+
+/// The output an update shows of a wrapped agent's terminal: `_meta.terminal_output`'s
+/// data (an editor with display-only terminals) or the text of its content items.
+fn shown_output(update: &Value) -> String {
+    let u = &update["update"];
+    let mut shown = u["_meta"]["terminal_output"]["data"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for item in u["content"].as_array().into_iter().flatten() {
+        shown.push_str(item["content"]["text"].as_str().unwrap_or_default());
+    }
+    shown
+}
+
+/// Issue 44: a wrapped agent's terminal is shown live in the editor, as dsh's own
+/// commands are. The agent names its terminal in a tool call (an id the editor never
+/// saw); dsh shows that call with the command's output as it comes: to an editor with
+/// display-only terminals as `_meta.terminal_info` / `terminal_output` / `terminal_exit`
+/// on the agent's call, to any other as the call's content (the agent's own words kept).
+/// The command prints, then waits on a fifo the test writes only once the editor has
+/// seen the first line: so that line reached the editor while the command ran. Under the
+/// local executor and the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrapped_agents_terminal_is_shown_live_in_the_editor() {
+    let sandbox = "kind = \"sandbox\"\n";
+    for (exec, terminal_display) in [("", true), ("", false), (sandbox, true)] {
+        let s = setup_under(exec, "").await;
+        let fifo = s.work.join("go");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let caps = if terminal_display {
+            json!({"_meta": {"terminal_output": true}, "terminal": true})
+        } else {
+            json!({})
+        };
+        let (_child, mut c, session, _) = s.editor_offering(caps).await;
+        c.permission_answers.push_back("allow_once");
+        let command = format!(
+            "echo step-one; read line < {}; echo step-two $line",
+            fifo.display()
+        );
+        let turn = c
+            .start(
+                "session/prompt",
+                json!({"sessionId": session,
+                       "prompt": [{"type": "text", "text": format!("termshow:{command}")}]}),
+            )
+            .await;
+        let first = c
+            .wait_update(|u| shown_output(u).contains("step-one"))
+            .await;
+        let call_id = first["update"]["toolCallId"].as_str().unwrap().to_string();
+        assert!(call_id.starts_with("shows-"), "{first}");
+        assert!(
+            !c.updates
+                .iter()
+                .any(|u| shown_output(u).contains("step-two")),
+            "the command had not ended"
+        );
+        let writer = tokio::task::spawn_blocking(move || std::fs::write(&fifo, "now\n"));
+        let done = c.wait_for(json!(turn)).await.unwrap();
+        writer.await.unwrap().unwrap();
+        assert_eq!(done["stopReason"], "end_turn");
+        let said = last_said(&c);
+        assert!(said.ends_with("exit 0"), "{said}");
+        let of_call: Vec<&Value> = c
+            .updates
+            .iter()
+            .filter(|u| u["update"]["toolCallId"] == call_id.as_str())
+            .collect();
+        let all: String = of_call.iter().map(|u| shown_output(u)).collect();
+        assert!(all.contains("step-two now"), "{of_call:?}");
+        let terminal_id = call_id.trim_start_matches("shows-");
+        if terminal_display {
+            let opened = of_call[0];
+            assert_eq!(opened["update"]["sessionUpdate"], "tool_call");
+            assert_eq!(
+                opened["update"]["_meta"]["terminal_info"]["terminal_id"],
+                terminal_id
+            );
+            assert_eq!(
+                opened["update"]["content"][1],
+                json!({"type": "terminal", "terminalId": terminal_id}),
+                "the terminal stays in the content for the editor to draw"
+            );
+            assert!(
+                of_call.iter().any(|u| u["update"]["_meta"]["terminal_exit"]
+                    == json!({"terminal_id": terminal_id, "exit_code": 0})),
+                "{of_call:?}"
+            );
+            // The agent names its terminal again in its last update: nothing is shown
+            // twice, and the editor's terminal is opened once.
+            let data: String = of_call
+                .iter()
+                .filter_map(|u| u["update"]["_meta"]["terminal_output"]["data"].as_str())
+                .collect();
+            assert_eq!(data, "step-one\nstep-two now\n", "{of_call:?}");
+            let opened = of_call
+                .iter()
+                .filter(|u| !u["update"]["_meta"]["terminal_info"].is_null())
+                .count();
+            assert_eq!(opened, 1, "{of_call:?}");
+        } else {
+            for u in &of_call {
+                if let Some(content) = u["update"]["content"].as_array() {
+                    assert_eq!(content[0]["content"]["text"], "the agent's words");
+                    assert_eq!(content[1]["type"], "content", "{u}");
+                }
+            }
+        }
+        assert_eq!(c.permission_requests.len(), 1, "the command was asked once");
+    }
+}
+
+/// Issue 44: with an editor that offers `fs`, a wrapped agent's file requests are judged
+/// and contained as ever, then served by the editor: a read returns the editor's buffer
+/// (which differs from the disk), a write goes through the editor's
+/// `fs/write_text_file` (the disk keeps its text: the editor saves it) and is shown as a
+/// diff on a tool call of dsh's (the buffer's text before, the new text after). A path a
+/// rule refuses never reaches the editor: no `fs` request and no update names it. Under
+/// the local and the sandbox executor alike (both are this machine's files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_files_are_the_editors_buffers_and_a_write_shows_its_diff() {
+    let rules = "[[permissions.rules]]\ntool = \"read_file\"\npath = \"secret/**\"\naction = \"deny\"\n\
+                 [[permissions.rules]]\ntool = \"write_file\"\npath = \"secret/**\"\naction = \"deny\"\n\
+                 [[permissions.rules]]\ntool = \"write_file\"\naction = \"allow\"\n\
+                 [[permissions.rules]]\ntool = \"read_file\"\naction = \"allow\"\n";
+    for exec in ["", "kind = \"sandbox\"\n"] {
+        let s = setup_under(exec, rules).await;
+        let file = s.work.join("notes.txt");
+        std::fs::write(&file, "on disk\n").unwrap();
+        std::fs::create_dir_all(s.work.join("secret")).unwrap();
+        let secret = s.work.join("secret/key.txt");
+        std::fs::write(&secret, "the key\n").unwrap();
+        let (_child, mut c, session, _) = s.editor().await;
+        let path = file.to_str().unwrap().to_string();
+        c.buffers = Some([(path.clone(), "in the buffer\n".to_string())].into());
+
+        prompt(&mut c, &session, &format!("read:{path}")).await;
+        assert_eq!(
+            last_said(&c),
+            "read: in the buffer\n",
+            "{exec}: {:?}",
+            c.updates
+        );
+        prompt(&mut c, &session, &format!("write:{path}=new text\n")).await;
+        assert_eq!(last_said(&c), "wrote", "{exec}: {:?}", c.updates);
+        assert_eq!(c.buffers.as_ref().unwrap()[&path], "new text\n");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "on disk\n",
+            "{exec}: written past the editor"
+        );
+        let shown = c
+            .updates
+            .iter()
+            .find(|u| u["update"]["sessionUpdate"] == "tool_call" && u["update"]["kind"] == "edit")
+            .expect("the write is shown as a tool call");
+        let diff = &shown["update"]["content"][0];
+        assert_eq!(diff["type"], "diff", "{shown}");
+        assert_eq!(diff["path"], path.as_str());
+        assert_eq!(diff["oldText"], "in the buffer\n");
+        assert_eq!(diff["newText"], "new text\n");
+        let call_id = shown["update"]["toolCallId"].clone();
+        assert!(
+            c.updates
+                .iter()
+                .any(|u| u["update"]["toolCallId"] == call_id
+                    && u["update"]["status"] == "completed")
+        );
+        let methods: Vec<&str> = c.fs_requests.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "fs/read_text_file",
+                "fs/read_text_file",
+                "fs/write_text_file"
+            ],
+            "{exec}: the read, the diff's old text, the write"
+        );
+
+        let secret_path = secret.to_str().unwrap();
+        prompt(&mut c, &session, &format!("read:{secret_path}")).await;
+        assert!(
+            last_said(&c).starts_with("refused: "),
+            "{exec}: {:?}",
+            c.updates
+        );
+        prompt(&mut c, &session, &format!("write:{secret_path}=x")).await;
+        assert!(
+            last_said(&c).starts_with("refused: "),
+            "{exec}: {:?}",
+            c.updates
+        );
+        assert_eq!(
+            c.fs_requests.len(),
+            3,
+            "{exec}: a refused path reached the editor"
+        );
+        assert!(
+            !c.updates
+                .iter()
+                .any(|u| u["update"]["sessionUpdate"] != "agent_message_chunk"
+                    && u.to_string().contains(secret_path)),
+            "{exec}: an update showed a refused path"
+        );
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the key\n");
+        assert!(
+            c.permission_requests.is_empty(),
+            "{exec}: the editor was asked"
+        );
+    }
+}
+
+/// A failed `dsh upgrade` (the new program fails after it started, so the old one is
+/// executed again with everything and serves on): the wrapped agent was stopped for the
+/// hand-over and cannot come back with its sessions, so its connection ends cleanly:
+/// the agent's session is told that the upgrade failed and the agent stopped, and the
+/// connection closes, so the editor's `dsh acp --agent` exits and the editor can start
+/// it anew (rather than a connection whose every request fails). The daemon serves on:
+/// a new connection gets a new agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
+    let s = setup_started("", ALLOW_TOUCH, true).await;
+    let (mut child, mut c, session, pid) = s.working_agent().await;
+    // The next program breaks the config once past its check, and so fails to start.
+    let program = s._dir.path().join("bin/dsh");
+    let next = program.with_extension("next");
+    std::fs::write(
+        &next,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --handover-check \"*) exec {bin} \"$@\";; esac\n\
+             printf 'this is [not toml' > {config}\nexec {bin} \"$@\"\n",
+            bin = crate::common::daemon::BIN,
+            config = s.daemon.config.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&next, &program).unwrap();
+    let failed = s.upgrade().await;
+    assert!(!failed.status.success(), "the upgrade was to fail");
+    assert!(gone(pid).await, "the wrapped agent outlived the hand-over");
+    let mut told = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(m) = c.next_message().await {
+            if m["method"] == "session/update" && m["params"]["sessionId"] == session.as_str() {
+                told.push_str(
+                    m["params"]["update"]["content"]["text"]
+                        .as_str()
+                        .unwrap_or(""),
+                );
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the wrapped connection was not ended");
+    assert!(
+        told.contains("upgrade failed"),
+        "the session was told: {told:?}"
+    );
+    assert!(!told.contains("was upgraded"), "{told:?}");
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the launcher exits")
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
+    assert!(crate::common::alive(s.daemon.pid), "the daemon serves on");
+    let (_child, mut c, session, _) = s.editor().await;
+    let (command, file) = command_in(&s.work, "after");
+    prompt(&mut c, &session, &command).await;
+    assert!(file.exists(), "a new connection's agent does not work");
 }

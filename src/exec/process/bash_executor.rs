@@ -160,6 +160,15 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         Some(read)
     }
 
+    fn task_changes(&self, id: TaskId) -> Option<TaskChanges> {
+        let task = self.inner.task(id)?;
+        Some(TaskChanges::new(
+            &task.job.stdout,
+            &task.job.stderr,
+            task.finished.clone(),
+        ))
+    }
+
     async fn kill(&self, id: TaskId) -> KillOutcome {
         let Some(task) = self.inner.task(id) else {
             return KillOutcome::Unknown;

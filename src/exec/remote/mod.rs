@@ -482,6 +482,16 @@ impl HelperClient {
             .collect()
     }
 
+    /// Follows a mirrored task: its mirrors take the helper's pushes as they come.
+    pub(crate) fn task_changes(&self, id: TaskId) -> Option<super::TaskChanges> {
+        let task = self.task(id)?;
+        Some(super::TaskChanges::new(
+            &task.stdout.collector,
+            &task.stderr.collector,
+            task.finished.clone(),
+        ))
+    }
+
     pub(crate) fn read(&self, id: TaskId) -> Option<TaskRead> {
         let task = self.task(id)?;
         // Status first, as the engine does: a final status means both mirrors are
