@@ -18,7 +18,9 @@ use std::time::Duration;
 const AUTO: &str = "[permissions]\ndefault_mode = \"auto\"\n";
 
 /// Waits until the daemon reports `session` neither bound to a connection nor
-/// prompting: it has noticed that its client died and finished cleaning up.
+/// prompting, or no longer loaded at all (a session nothing needs is unloaded once
+/// released; its log stays for `session/load`): it has noticed that its client died and
+/// finished cleaning up.
 async fn wait_released(c: &mut Client, session: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -28,7 +30,7 @@ async fn wait_released(c: &mut Client, session: &str) {
             .and_then(|all| all.iter().find(|s| s["sessionId"] == session))
             .cloned()
             .unwrap_or(Value::Null);
-        if me["connected"] == false && me["state"] == "idle" {
+        if me.is_null() || (me["connected"] == false && me["state"] == "idle") {
             return;
         }
         assert!(
