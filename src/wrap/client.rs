@@ -18,7 +18,8 @@
 //! only ever read or end it.
 
 use super::Shared;
-use crate::exec::{TaskId, TaskStatus};
+use super::live::Term;
+use crate::exec::TaskStatus;
 use crate::hooks::waterfall::{Terminal, ToolExecution, ToolOutput};
 use crate::registry::Session;
 use crate::rpc::RpcError;
@@ -30,76 +31,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The output a terminal keeps when the agent names no `outputByteLimit`.
 const DEFAULT_OUTPUT_LIMIT: usize = 1024 * 1024;
-
-/// One terminal the agent created: a background task of its dsh session.
-pub(super) struct Term {
-    /// Its id, as the agent and the editor know it (the task's).
-    pub id: String,
-    pub task: TaskId,
-    /// The agent's session that created it: only that session may use it.
-    agent_session: String,
-    /// Everything read from the task so far (stdout and stderr as they were read), cut
-    /// from the front to `limit`.
-    output: Mutex<Kept>,
-    limit: usize,
-    /// Where the editor is shown it, once the agent named it in a tool call (`live`).
-    view: Mutex<Option<super::live::View>>,
-    /// Ends its follower (released, or the connection ended).
-    pub stop: CancellationToken,
-}
-
-impl Term {
-    /// What it wrote so far.
-    pub fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.output.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Where the editor is shown it. Taken before [`Term::kept`] where both are.
-    pub fn view(&self) -> std::sync::MutexGuard<'_, Option<super::live::View>> {
-        self.view.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// A terminal's output as kept for the agent's `terminal/output` and the editor.
-#[derive(Default)]
-pub(super) struct Kept {
-    pub text: String,
-    truncated: bool,
-    /// Bytes of text ever kept (what was cut from the front included).
-    pub total: u64,
-}
-
-impl Kept {
-    /// What was kept after the first `from` bytes of the output, as far as it is still
-    /// kept (all of it when the front was cut past `from`).
-    pub fn since(&self, from: u64) -> &str {
-        let start = self.total - self.text.len() as u64;
-        let Some(skip) = from.checked_sub(start) else {
-            return &self.text;
-        };
-        let mut at = usize::try_from(skip)
-            .unwrap_or(usize::MAX)
-            .min(self.text.len());
-        while !self.text.is_char_boundary(at) {
-            at += 1;
-        }
-        &self.text[at..]
-    }
-
-    /// Appends `more`, then drops whole characters from the front down to `limit`.
-    fn push(&mut self, more: &str, limit: usize) {
-        self.total += more.len() as u64;
-        self.text.push_str(more);
-        if self.text.len() > limit {
-            let mut cut = self.text.len() - limit;
-            while !self.text.is_char_boundary(cut) {
-                cut += 1;
-            }
-            self.text.drain(..cut);
-            self.truncated = true;
-        }
-    }
-}
 
 /// The agent's terminals on one connection, by terminal id.
 #[derive(Default)]
@@ -480,6 +411,7 @@ fn to_value(v: impl serde::Serialize) -> Result<Value, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wrap::live::Kept;
 
     #[test]
     fn a_terminals_words_are_quoted_and_its_env_exported() {

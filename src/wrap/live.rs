@@ -19,11 +19,11 @@
 //! in dsh, and the editor is shown what it wrote.
 
 use super::Shared;
-use super::client::{Kept, Term};
-use crate::exec::TaskStatus;
+use crate::exec::{TaskId, TaskStatus};
 use serde_json::{Value, json};
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The most of a terminal's output a text display shows (its last 64 KiB), as dsh's own
 /// commands are shown.
@@ -57,6 +57,76 @@ impl EditorOffers {
             terminal_output: flag("/_meta/terminal_output"),
             fs_read: flag("/fs/readTextFile"),
             fs_write: flag("/fs/writeTextFile"),
+        }
+    }
+}
+
+/// One terminal the agent created: a background task of its dsh session.
+pub(super) struct Term {
+    /// Its id, as the agent and the editor know it (the task's).
+    pub id: String,
+    pub task: TaskId,
+    /// The agent's session that created it: only that session may use it.
+    pub agent_session: String,
+    /// Everything read from the task so far (stdout and stderr as they were read), cut
+    /// from the front to `limit`.
+    pub output: Mutex<Kept>,
+    pub limit: usize,
+    /// Where the editor is shown it, once the agent named it in a tool call (`live`).
+    pub view: Mutex<Option<View>>,
+    /// Ends its follower (released, or the connection ended).
+    pub stop: CancellationToken,
+}
+
+impl Term {
+    /// What it wrote so far.
+    pub fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.output.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the editor is shown it. Taken before [`Term::kept`] where both are.
+    pub fn view(&self) -> std::sync::MutexGuard<'_, Option<View>> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A terminal's output as kept for the agent's `terminal/output` and the editor.
+#[derive(Default)]
+pub(super) struct Kept {
+    pub text: String,
+    pub truncated: bool,
+    /// Bytes of text ever kept (what was cut from the front included).
+    pub total: u64,
+}
+
+impl Kept {
+    /// What was kept after the first `from` bytes of the output, as far as it is still
+    /// kept (all of it when the front was cut past `from`).
+    pub fn since(&self, from: u64) -> &str {
+        let start = self.total - self.text.len() as u64;
+        let Some(skip) = from.checked_sub(start) else {
+            return &self.text;
+        };
+        let mut at = usize::try_from(skip)
+            .unwrap_or(usize::MAX)
+            .min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at += 1;
+        }
+        &self.text[at..]
+    }
+
+    /// Appends `more`, then drops whole characters from the front down to `limit`.
+    pub fn push(&mut self, more: &str, limit: usize) {
+        self.total += more.len() as u64;
+        self.text.push_str(more);
+        if self.text.len() > limit {
+            let mut cut = self.text.len() - limit;
+            while !self.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.text.drain(..cut);
+            self.truncated = true;
         }
     }
 }
