@@ -287,8 +287,30 @@ enum PolicyCommand {
     },
 }
 
+/// Whether the command prints a report a person may pipe into `head` or `less`. Those
+/// end quietly when the reader goes, as Unix tools do (SIGPIPE's default), rather than
+/// panicking in `println!` on EPIPE. Only these: the daemon and the connecting commands
+/// (`serve`, `acp`, `exec`, `chat`...) keep Rust's ignored SIGPIPE, so a vanished peer is
+/// an error they handle, never a death.
+fn prints_a_report(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Policy { .. }
+            | Command::CheckConfig { .. }
+            | Command::Status { .. }
+            | Command::Trust { .. }
+    )
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if prints_a_report(&cli.command) {
+        // SAFETY: setting a signal's disposition to its default before any thread is
+        // started; no handler runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = match cli.command {
         Command::Exec(args) if args.prompts.is_some() => return cli::batch::run(args),
         Command::Exec(args) => return cli::exec::run(args),

@@ -529,3 +529,44 @@ async fn replay_with_hooks_runs_the_candidates_hook_programs() {
         3
     );
 }
+
+/// A report piped into a reader that has gone (`dsh policy explain ... | head -1` once
+/// `head` has its line) ends as Unix tools do, by SIGPIPE, with nothing on stderr: it
+/// panicked in `println!` on EPIPE before (exit 101, "failed printing to stdout").
+#[tokio::test]
+async fn a_report_whose_reader_has_gone_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), RULES);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    for args in [
+        &["policy", "explain", "--config"][..],
+        &["check-config", "--config"][..],
+    ] {
+        let out = common::dsh()
+            .args(args)
+            .arg(&config)
+            .args(if args[0] == "policy" {
+                &["--", "ls"][..]
+            } else {
+                &[][..]
+            })
+            .stdin(std::process::Stdio::null())
+            .stdout(writer.try_clone().unwrap())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run dsh")
+            .wait_with_output()
+            .await
+            .expect("run dsh");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
