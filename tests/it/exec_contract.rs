@@ -894,7 +894,8 @@ async fn e2_a_background_task_wakes_its_follower_on_output_and_at_its_end(rig: R
         .await
         .unwrap();
     let mut changes = exec.task_changes(task.id).expect("its own task");
-    let mut seen = String::new();
+    // What it wrote before `task_changes` subscribed wakes nobody: read first, then wait.
+    let mut seen = exec.read(task.id).unwrap().stdout.text;
     while !seen.contains("first") {
         changes.changed().await;
         seen.push_str(&exec.read(task.id).unwrap().stdout.text);
