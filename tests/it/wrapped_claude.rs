@@ -23,11 +23,38 @@ pub struct Claude {
     pub work: PathBuf,
 }
 
-/// Which executor runs Claude Code.
+/// Which executor runs a wrapped agent (Claude Code here, Gemini CLI beside it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Under {
     Local,
     Sandbox,
+}
+
+impl Under {
+    /// The `[exec]` section and the agent's `command` (TOML) for an agent whose program
+    /// is `argv`, whose HOME is `home` and whose scripted model listens on loopback
+    /// `port`. Under the sandbox (docs/agents.md): the agent writes its HOME, which is no
+    /// root of the session's, so the config makes it writable; its model is reached only
+    /// through the proxy, so the one network rule allows that host and port, and
+    /// NO_PROXY (which the sandbox sets to loopback, for the sandbox's own) is cleared
+    /// for it.
+    pub fn agent_config(self, argv: &[&str], home: &Path, port: &str) -> (String, String) {
+        let quoted = |words: &[&str]| {
+            let words: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
+            format!("[{}]", words.join(", "))
+        };
+        match self {
+            Under::Local => (String::new(), quoted(argv)),
+            Under::Sandbox => (
+                format!(
+                    "kind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n\
+                     [exec.sandbox.network]\nallow = [\"localhost:{port}\"]\n",
+                    home.display()
+                ),
+                quoted(&[&["env", "NO_PROXY=", "no_proxy="][..], argv].concat()),
+            ),
+        }
+    }
 }
 
 impl Claude {
@@ -50,26 +77,9 @@ impl Claude {
             .unwrap();
         assert!(git.success());
         let port = model.base_url.rsplit(':').next().unwrap().to_string();
-        // Under the sandbox: Claude Code writes its HOME (its settings, its session
-        // files), which is no root of the session's, so the config makes it writable;
-        // its model is on this machine's loopback, which the sandbox reaches only
-        // through the proxy, so the one network rule allows that host and port, and
-        // NO_PROXY (which the sandbox sets to loopback, for the sandbox's own) is
-        // cleared for it. IS_SANDBOX=1: as root Claude Code's session/new fails without.
-        let (exec, command) = match under {
-            Under::Local => (String::new(), format!("[\"{}\"]", adapter.display())),
-            Under::Sandbox => (
-                format!(
-                    "kind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n\
-                     [exec.sandbox.network]\nallow = [\"localhost:{port}\"]\n",
-                    home.display()
-                ),
-                format!(
-                    "[\"env\", \"NO_PROXY=\", \"no_proxy=\", \"{}\"]",
-                    adapter.display()
-                ),
-            ),
-        };
+        // IS_SANDBOX=1 (below): as root Claude Code's session/new fails without.
+        let adapter = adapter.display().to_string();
+        let (exec, command) = under.agent_config(&[&adapter], &home, &port);
         let config = format!(
             "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
              [[agents]]\nname = \"claude\"\ncommand = {command}\n\

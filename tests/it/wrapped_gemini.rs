@@ -35,22 +35,9 @@ async fn gemini(
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&home).unwrap();
     let port = model.base_url.rsplit(':').next().unwrap().to_string();
-    // Under the sandbox as Claude Code is (docs/agents.md): its HOME writable, its
-    // model's host and port allowed, NO_PROXY cleared for a model on loopback.
-    let (exec, command) = match under {
-        Under::Local => (String::new(), format!("[\"{}\", \"--acp\"]", cli.display())),
-        Under::Sandbox => (
-            format!(
-                "kind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n\
-                 [exec.sandbox.network]\nallow = [\"localhost:{port}\"]\n",
-                home.display()
-            ),
-            format!(
-                "[\"env\", \"NO_PROXY=\", \"no_proxy=\", \"{}\", \"--acp\"]",
-                cli.display()
-            ),
-        ),
-    };
+    // Under the sandbox as Claude Code is (docs/agents.md).
+    let cli = cli.display().to_string();
+    let (exec, command) = under.agent_config(&[&cli, "--acp"], &home, &port);
     let config = format!(
         "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
          [[agents]]\nname = \"gemini\"\ncommand = {command}\n\
