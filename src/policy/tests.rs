@@ -584,14 +584,17 @@ fn p8_exported_variables_are_judged_as_prefixed_ones() {
 #[test]
 fn p5_a_program_the_line_may_have_written_is_opaque() {
     let p = policy(&[(Some("rm"), Deny)]);
+    // The program's path comes from the environment (`SRC=/usr/bin/rm`), which the judge
+    // reads as written: a value the line chose is read by value (issue 41) and asked
+    // before this rule is reached.
     for line in [
-        "n=r; cp /usr/bin/${n}m y && ./y c",
-        "n=r; ln -s /usr/bin/${n}m x; logsave /dev/null ./x c",
-        "n=r; install /usr/bin/${n}m z; ./z c",
+        "cp \"$SRC\" y && ./y c",
+        "ln -s \"$SRC\" x; logsave /dev/null ./x c",
+        "install \"$SRC\" z; ./z c",
         "mv w v; ./v c",
-        "n=r; cat /usr/bin/${n}m > w; chmod +x w; ./w c",
-        "n=r; cp /usr/bin/${n}m /tmp/y; timeout 5 /tmp/y c",
-        "bash -c 'n=r; cp /usr/bin/${n}m y; ./y c'",
+        "cat \"$SRC\" > w; chmod +x w; ./w c",
+        "cp \"$SRC\" /tmp/y; timeout 5 /tmp/y c",
+        "bash -c 'cp \"$SRC\" y; ./y c'",
         "cargo build && ./target/debug/app",
     ] {
         let j = bash(&p, line, Mode::Auto);
@@ -700,6 +703,93 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         Deny
     );
     assert_eq!(bash(&p, "x=1; echo $x", Mode::ReadOnly).decision, Allow);
+}
+
+/// P3b, P6 (issue 41, round 4): a value the line chooses (a variable or a positional
+/// parameter it sets, a command's output) reaches its program as that value, so a program
+/// without a row is judged on each value the line can give it, and asked about one the
+/// judge cannot know. A variable the line leaves alone keeps its reading as written. (The
+/// walk-around table shows each hole deleting a canary in plain bash first; each of these
+/// lines was allowed before.)
+#[test]
+fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        // Known values: judged as if written out.
+        "x=rm; logsave /dev/null $x c",
+        "x=r; logsave /dev/null ${x}m c",
+        "y=r; x=${y}m; foo $x c",
+        "x=r; x=${x}m; foo $x c",
+        "y=r; x=\"${y}m c\"; foo $x",
+        "for x in ls rm; do foo $x c; done",
+        "printf -v x rm; foo $x c",
+        "declare -x x=rm; foo \"$x\" c",
+        "x=rm; sem --fg \"$x c\"",
+        "set -- rm c; logsave /dev/null \"$@\"",
+        "touch rm; for f in r*; do logsave /dev/null $f c; done",
+        // Values the judge cannot know.
+        "read x <<< rm; foo $x c",
+        "mapfile -t a <<< rm; foo ${a[0]} c",
+        "x=$(printf r)m; foo $x c",
+        "foo \"$(printf r)m\" c",
+        "bash -c 'foo $1 c' _ rm",
+        "f() { foo \"$1\" c; }; f x",
+        "printf 'r%s c' m | xargs foo",
+        ": x; foo $_ c",
+        "[[ rm =~ (.*) ]]; foo ${BASH_REMATCH[1]} c",
+        "rm=1; foo ${!r*} c",
+        "x=r; foo ${x/r/rm} c",
+        "for i in 1 2; do x=${x}m; done; foo $x c",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert_eq!(
+            bash(&policy(&[]), line, Mode::Auto).decision,
+            Allow,
+            "{line}: without a rule, auto allows it"
+        );
+    }
+    for line in [
+        // The environment's values, as written.
+        "cargo build --target $TARGET",
+        "foo \"$HOME/x\" c",
+        // Values the line chooses that name nothing a rule names, or go to programs that
+        // take them as data.
+        "dir=build; mkdir -p $dir && cd $dir && cmake ..",
+        "for p in core cli; do cargo test -p $p; done",
+        "for f in src/*.rs; do rustfmt --check \"$f\"; done",
+        "x=$(git rev-parse --short HEAD); echo \"$x\"",
+        "kill $(pgrep -f server)",
+        "mkdir -p \"$(dirname out/a/b.txt)\"",
+        "export PATH=$PATH:$HOME/.local/bin; cargo build",
+        "set -- a b; foo \"$@\"",
+        // A name the line sets only to numbers evaluates to a number.
+        "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done",
+        "i=0; while ((i < 3)); do ((i++)); done",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
+    // The line's own IFS splits a value its way (asked even with no rule: `IFS` is a
+    // variable the judge does not know to be harmless).
+    assert_eq!(
+        bash(&p, "IFS=:; x=a:rm; foo $x c", Mode::Auto).decision,
+        Ask
+    );
+    // Read-only mode: numbers stay harmless; a value read from input in arithmetic is not.
+    assert_eq!(
+        bash(
+            &p,
+            "n=0; for f in *.rs; do n=$((n+1)); done; echo $n",
+            Mode::ReadOnly
+        )
+        .decision,
+        Allow
+    );
+    assert_eq!(
+        bash(&p, "read n; echo $((n+1))", Mode::ReadOnly).decision,
+        Deny
+    );
 }
 
 /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.

@@ -14,6 +14,43 @@ pub struct Word {
     pub dynamic: bool,
     /// It contains unquoted glob or brace-expansion characters, so bash may replace it.
     pub pattern: bool,
+    /// How bash builds its value, piece by piece, when it holds an expansion (empty when
+    /// it does not): what lets the judge read a variable the line itself sets by its value
+    /// (issue 41). Their texts joined are `text` while nothing rewrote the word.
+    pub pieces: Vec<Piece>,
+}
+
+/// One part of a word's value (issue 41).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text that is its own value, quoting removed.
+    Text(String),
+    /// An expansion, with its source text as the word shows it.
+    Expansion {
+        source: String,
+        kind: Expansion,
+        /// Inside double quotes: the value is neither split into words nor a pattern.
+        quoted: bool,
+    },
+}
+
+/// What an expansion in a word reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expansion {
+    /// `$x`, `${x}`: the variable's value as it is.
+    Variable(String),
+    /// `${x%.c}`, `${x:-d}`, `${a[1]}`, `${x@P}`...: a value computed from the variable's.
+    Derived(String),
+    /// `$1`, `${10}` (`Some`), `$@`, `$*` (`None`); `nested` when inside a function body or
+    /// a script a wrapper runs, where they are that call's arguments.
+    Positional { at: Option<u32>, nested: bool },
+    /// `$(...)`, backquotes: a command's output.
+    Output,
+    /// `${!prefix*}`, `${!a[@]}`: names of variables or keys, which the line can choose.
+    Names,
+    /// `$?`, `$$`, `$#`, `$((...))`, `$0`: a number or the shell's own name, nothing the
+    /// line can make a command name of.
+    Fixed,
 }
 
 impl Word {

@@ -790,6 +790,27 @@ const SHAPES: &[Shape] = &[
     // Code the shell builds when the line runs is not the text the judge sees.
     s("P8 perl code from a command substitution", r#"perl -e "$(printf 'system("%s")' '%V %F')""#),
     s("P8 a Makefile recipe of a built name, then make", r"echo 'x:' > Makefile; printf '\tn=%0; $${n}%1%S %F\n' >> Makefile; make x"),
+    // Values the line chooses, given to a program without a row (issue 41, fourth round):
+    // read by their value when the judge knows it, asked when it does not.
+    s("P6 a variable the line sets, as an argument", "x=%V; logsave /dev/null $x %F"),
+    s("P6 a variable the line sets, inside a word", "x=%0; logsave /dev/null ${x}%1%S %F"),
+    s("P6 a variable set from a variable", "y=%0; x=${y}%1%S; logsave /dev/null $x %F"),
+    s("P6 a variable set from itself", "x=%0; x=${x}%1%S; logsave /dev/null $x %F"),
+    s("P6 a variable split into words", r#"y=%0; x="${y}%1%S %F"; logsave /dev/null $x"#),
+    s("P6 a for loop's variable", "for x in %V; do logsave /dev/null $x %F; done"),
+    s("P6 a variable read from a here-string", "read x <<< %V; logsave /dev/null $x %F"),
+    s("P6 mapfile from a here-string", "mapfile -t a <<< %V; logsave /dev/null ${a[0]} %F"),
+    s("P6 printf -v", "printf -v x '%0%s' %1%S; logsave /dev/null $x %F"),
+    s("P6 a variable the line sets, in a command line argument", r#"x=%V; sem --fg "$x %F""#),
+    s("P6 a quoted variable the line sets", r#"x=%V; logsave /dev/null "$x" %F"#),
+    s("P6 positional parameters set on the line", r#"set -- "$(printf %0)%1%S" %F; logsave /dev/null "$@""#),
+    s("P6 a script's argument", "bash -c 'logsave /dev/null $1 %F' _ %V"),
+    s("P6 a function's argument", r#"f() { logsave /dev/null "$1" %F; }; f "$(printf %0)%1%S""#),
+    s("P6 a command's output", r#"logsave /dev/null "$(printf %0)%1%S" %F"#),
+    s("P6 words piped to xargs", "printf '%0%s %F' %1%S | xargs logsave /dev/null"),
+    s("P6 the last word of the command before", r#": "$(printf %0)%1%S"; logsave /dev/null $_ %F"#),
+    s("P6 what =~ matched", "[[ %0%1%S =~ (.*) ]]; logsave /dev/null ${BASH_REMATCH[1]} %F"),
+    s("P6 the names of variables", "%V=1; logsave /dev/null ${!%0*} %F"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file

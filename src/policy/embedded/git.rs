@@ -236,7 +236,7 @@ pub(super) fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
                 let joined = Word {
                     text: format!("{}={}", key.text, value.map_or("", |v| v.text.as_str())),
                     dynamic: key.dynamic || value.is_some_and(|v| v.dynamic),
-                    pattern: false,
+                    ..Word::default()
                 };
                 found.extend(git_config(&joined, &joined.text).map(|inner| match inner {
                     InnerCommand::Through { how, inner } => InnerCommand::Through {

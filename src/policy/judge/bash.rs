@@ -212,6 +212,8 @@ impl Policy {
                 self.names_denied_command(segment, globs)
                     .or_else(|| self.runs_denied_argument(&segment.words))
                     .or_else(|| self.runs_opaque_argument(segment, mode))
+                    // Issue 41: the values the line chooses, read as written out.
+                    .or_else(|| self.judge_line_values(segment, mode, globs))
             })
             .flatten();
         match (matched, unknown_wrapper) {
@@ -671,7 +673,7 @@ fn keep_standalone_assignments_that_may_be_exported(segments: &mut [Segment]) {
 
 /// Builtins that run no program and read no exported variable: after a standalone
 /// assignment they inherit nothing from it. An allowlist; anything else may be a program.
-const SHELL_ONLY: &[&str] = &[
+pub(in crate::policy) const SHELL_ONLY: &[&str] = &[
     "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
     "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
 ];

@@ -5,6 +5,7 @@
 pub mod bash;
 pub mod escalation;
 pub mod file;
+pub mod line_values;
 pub mod made_here;
 pub mod network;
 pub mod tool;

@@ -30,8 +30,11 @@
 //! as unknown, never as harmless.
 
 mod scan;
+mod values;
 mod walk;
 mod words;
+
+pub use values::{KnownValue, LineValue, ValueReading};
 
 use walk::Walker;
 
@@ -95,6 +98,10 @@ pub struct Segment {
     /// source text: the program gets a value, not that text. A `$` in any other word
     /// reaches the program as written (`'${x}m c'`), for it to expand (issue 41).
     pub expanded: Vec<usize>,
+    /// Issue 41: its words that hold a value the line itself chooses (a variable or a
+    /// positional parameter the line sets, a command's output), with every value each can
+    /// reach the program as, or why that cannot be known.
+    pub line_values: Vec<LineValue>,
 }
 
 impl Segment {
@@ -176,7 +183,8 @@ pub fn in_walk() -> bool {
 /// The walk of one command line.
 fn walk(line: &str) -> Result<Vec<Segment>, ParseError> {
     let mut walker = Walker::new();
-    walker.line(line).map(|()| walker.out)
+    walker.line(line)?;
+    Ok(walker.finish())
 }
 
 /// Runs `f`, turning a panic into an error: `brush-parser` unwraps on some inputs

@@ -69,9 +69,11 @@ fn conditions_and_bodies_of_control_structures_are_walked() {
     );
     assert_eq!(shown("for f in x y; do rm $f; done"), ["rm $f"]);
     assert_eq!(shown("case $x in a) ls;; b|c) rm y;; esac"), ["ls", "rm y"]);
+    // `i` is only ever a number (issue 41): no arithmetic hazard is left.
+    assert_eq!(shown("for ((i=0; i<3; i++)); do echo; done"), ["echo"]);
     assert_eq!(
-        shown("for ((i=0; i<3; i++)); do echo; done"),
-        ["((i=0))", "((i<3))", "((i++))", "echo"]
+        shown("for ((i=n; i<3; i++)); do echo; done"),
+        ["((i=n))", "echo"]
     );
 }
 
@@ -468,7 +470,8 @@ fn arithmetic_on_variables_is_a_dynamic_segment() {
     // Bash evaluates a variable's value as arithmetic, expanding `$( )` in subscripts.
     for (command, hazard) in [
         ("x='a[$(id)]'; echo $((x))", "$((x))"),
-        ("((i++))", "((i++))"),
+        ("read i; ((i++))", "((i++))"),
+        ("((i += n))", "((i += n))"),
         ("echo ${!name}", "${!name}"),
         ("echo ${a[$i]}", "${a[$i]}"),
         ("echo ${s:$off}", "${s:$off}"),
@@ -484,6 +487,9 @@ fn arithmetic_on_variables_is_a_dynamic_segment() {
         "echo ${a[@]} ${#a[*]}",
         "[[ $# -gt 0 ]]",
         "[[ $x == y ]]",
+        // Issue 41: a name the line sets only to numbers evaluates to a number.
+        "((i++))",
+        "i=0; while [[ $i -lt 3 ]]; do i=$((i+1)); done",
     ] {
         assert!(
             parse(command).iter().all(|s| s.opaque.is_none()),
@@ -737,4 +743,68 @@ fn a_single_quoted_word_is_read_as_the_word_parser_reads_it() {
     }
     assert_eq!(parse("echo 'it'\\''s'")[0].words, ["echo", "it's"]);
     assert_eq!(parse("echo 'a'*")[0].patterns, [1]);
+}
+
+/// Issue 41: a word holding a value the line chooses carries every value it can have, or
+/// why that cannot be known; a word reading only the environment carries nothing.
+#[test]
+fn issue_41_a_value_the_line_sets_is_read_by_its_value() {
+    let known = |line: &str, wanted: &str| -> Vec<Vec<String>> {
+        let segment = find(line, wanted);
+        match &segment.line_values[..] {
+            [
+                LineValue {
+                    reading: ValueReading::Known(values),
+                    ..
+                },
+            ] => values.iter().map(|v| v.words.clone()).collect(),
+            other => panic!("{line:?}: {other:?}"),
+        }
+    };
+    let unknown = |line: &str, wanted: &str| {
+        let segment = find(line, wanted);
+        assert!(
+            matches!(
+                &segment.line_values[..],
+                [LineValue {
+                    reading: ValueReading::Unknown(_),
+                    ..
+                }]
+            ),
+            "{line:?}: {:?}",
+            segment.line_values
+        );
+    };
+    assert_eq!(known("x=r; foo ${x}m", "foo ${x}m"), [["rm"]]);
+    // Unquoted, blanks split it into words; quoted, they do not.
+    assert_eq!(known("x='a b'; foo $x", "foo $x"), [["a", "b"]]);
+    assert_eq!(known("x='a b'; foo \"$x\"", "foo $x"), [["a b"]]);
+    // Every assignment on the line is a value it may hold (and from itself, one more).
+    assert_eq!(
+        known("x=a; if t; then x=b; fi; foo $x", "foo $x"),
+        [["a"], ["b"]]
+    );
+    assert_eq!(
+        known("x=r; x=${x}m; foo $x", "foo $x"),
+        [["r"], ["${x}"], ["rm"], ["${x}m"]]
+    );
+    assert_eq!(
+        known("for x in a 'b c'; do foo $x; done", "foo $x"),
+        [vec!["a"], vec!["b"], vec!["c"], vec!["b", "c"]]
+    );
+    assert_eq!(known("set -- a b; foo \"$1\"", "foo $1"), [["a"], ["b"]]);
+    unknown("read x; foo $x", "foo $x");
+    unknown("x=$(date); foo $x", "foo $x");
+    unknown("foo \"$(date)\"", "foo $(date)");
+    unknown("f() { foo $1; }", "foo $1");
+    unknown("bash -c 'foo $1' _ x", "foo $1");
+    unknown("IFS=:; x=a; foo $x", "foo $x");
+    unknown("while t; do x=${x}m; done; foo $x", "foo $x");
+    unknown("x=r; foo ${x%r}", "foo ${x%r}");
+    // The environment's values are read as written.
+    assert!(
+        find("foo $HOME \"$PWD/x\" $1", "foo $HOME $PWD/x $1")
+            .line_values
+            .is_empty()
+    );
 }

@@ -1,13 +1,16 @@
 //! The walk over a parsed command line that collects its segments (P1, P2, P4, P5).
 
 use super::scan::check_nesting;
+use super::values::{
+    LineSets, assigned_in_arithmetic, push_expansion, push_text, read_in_arithmetic,
+};
 use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
 use super::{
     MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, ParseError, Segment, guarded, short_error,
 };
-use crate::policy::word::{self, Assigned, EnvEffect, Word, env_effect, texts};
+use crate::policy::word::{self, Assigned, EnvEffect, Expansion, Word, env_effect, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
 use brush_parser::word::{
     self as bash_word, Parameter, ParameterExpr, WordPiece, WordPieceWithSource,
@@ -23,6 +26,26 @@ pub(super) struct Walker {
     depth: usize,
     /// What is left of `MAX_PARSE_COST` for all the lines parsed in this call.
     budget: u64,
+    /// What the line sets, read once the whole line is walked (issue 41).
+    sets: LineSets,
+    /// Beside each segment of `out`, what is read once `sets` is complete.
+    pending: Vec<Pending>,
+    /// How many function bodies and scripts run by a wrapper the walk is inside of: there
+    /// the positional parameters are a call's arguments.
+    scope: usize,
+    /// How many loops, function bodies and scripts run by a wrapper the walk is inside of:
+    /// what is set there may be set again from itself.
+    repeats: usize,
+}
+
+/// What a segment leaves to be read once the whole line is walked (issue 41).
+#[derive(Default)]
+struct Pending {
+    /// Its words that hold an expansion, by index.
+    words: Vec<(usize, Word)>,
+    /// For an arithmetic hazard, the names its text reads when that is all it reads: the
+    /// hazard goes when the line sets each of them only to numbers.
+    arithmetic: Option<Vec<String>>,
 }
 
 impl Walker {
@@ -33,7 +56,52 @@ impl Walker {
             via: Vec::new(),
             depth: 0,
             budget: MAX_PARSE_COST,
+            sets: LineSets::default(),
+            pending: Vec::new(),
+            scope: 0,
+            repeats: 0,
         }
+    }
+
+    /// The segments, once the whole line is walked: each word holding a value the line
+    /// chooses gets its reading, and an arithmetic hazard on names the line sets only to
+    /// numbers is dropped.
+    pub(super) fn finish(self) -> Vec<Segment> {
+        let Walker {
+            out, pending, sets, ..
+        } = self;
+        out.into_iter()
+            .zip(pending)
+            .filter(|(_, pending)| {
+                pending.arithmetic.as_ref().is_none_or(|names| {
+                    names.is_empty() || !names.iter().all(|n| sets.only_numbers(n))
+                })
+            })
+            .map(|(mut segment, pending)| {
+                segment.line_values = sets.line_values(&pending.words);
+                segment
+            })
+            .collect()
+    }
+
+    /// Walks what may run more than once.
+    fn looped(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<(), ParseError>,
+    ) -> Result<(), ParseError> {
+        self.repeats += 1;
+        let result = f(self);
+        self.repeats -= 1;
+        result
+    }
+
+    /// Adds a segment, with its words that hold an expansion to read at the end.
+    fn emit(&mut self, segment: Segment, words: &[Word]) {
+        self.out.push(segment);
+        self.pending.push(Pending {
+            words: with_pieces(words),
+            arithmetic: None,
+        });
     }
 
     /// Runs `f` one recursion level deeper, refusing to go past `MAX_RECURSION`.
@@ -101,7 +169,12 @@ impl Walker {
             // called later in the line, which cannot be tracked; judge the body as if run.
             ast::Command::Function(def) => {
                 let ast::FunctionBody(body, redirects) = &def.body;
-                self.redirected(redirects.as_ref(), |w| w.compound(body))
+                self.scope += 1;
+                self.repeats += 1;
+                let result = self.redirected(redirects.as_ref(), |w| w.compound(body));
+                self.scope -= 1;
+                self.repeats -= 1;
+                result
             }
             ast::Command::ExtendedTest(test, redirects) => {
                 self.redirected(redirects.as_ref(), |w| w.test(&test.expr))
@@ -132,6 +205,7 @@ impl Walker {
                     ..Segment::default()
                 };
                 self.out.insert(end, only_redirect);
+                self.pending.insert(end, Pending::default());
             } else {
                 for segment in &mut self.out[start..end] {
                     segment.writes_redirect = true;
@@ -152,15 +226,24 @@ impl Walker {
                 {
                     w.arithmetic(&expr.value, &format!("(({}))", expr.value))?;
                 }
-                w.list(&f.body.list)
+                w.looped(|w| w.list(&f.body.list))
             }
             C::BraceGroup(group) => w.list(&group.list),
             C::Subshell(subshell) => w.list(&subshell.list),
             C::ForClause(f) => {
-                for value in f.values.iter().flatten() {
-                    w.word(value)?;
+                match &f.values {
+                    Some(values) => {
+                        for value in values {
+                            let value = w.word(value)?;
+                            w.sets.loop_value(&f.variable_name, value);
+                        }
+                    }
+                    // `for x; do`: the positional parameters.
+                    None => w
+                        .sets
+                        .unknown(&f.variable_name, "takes the arguments of a call"),
                 }
-                w.list(&f.body.list)
+                w.looped(|w| w.list(&f.body.list))
             }
             C::CaseClause(c) => {
                 w.word(&c.value)?;
@@ -185,10 +268,10 @@ impl Walker {
                 }
                 Ok(())
             }
-            C::WhileClause(clause) | C::UntilClause(clause) => {
+            C::WhileClause(clause) | C::UntilClause(clause) => w.looped(|w| {
                 w.list(&clause.0)?;
                 w.list(&clause.1.list)
-            }
+            }),
             C::Coprocess(coproc) => w.command(&coproc.body),
         })
     }
@@ -230,6 +313,14 @@ impl Walker {
                     && (evaluates_variables(&left.text) || evaluates_variables(&right.text))
                 {
                     w.arithmetic_hazard(&format!("[[ {} {predicate} {} ]]", left.text, right.text));
+                    if let (Some(pending), Some(mut names), Some(more)) = (
+                        w.pending.last_mut(),
+                        arithmetic_operand(&left),
+                        arithmetic_operand(&right),
+                    ) {
+                        names.extend(more);
+                        pending.arithmetic = Some(names);
+                    }
                 }
                 Ok(())
             }
@@ -239,7 +330,7 @@ impl Walker {
     fn simple(&mut self, command: &ast::SimpleCommand) -> Result<(), ParseError> {
         // Reserve the command's place so that it precedes the commands nested in its words.
         let index = self.out.len();
-        self.out.push(Segment::default());
+        self.emit(Segment::default(), &[]);
         let mut parts = Parts::default();
         if let Some(prefix) = &command.prefix {
             for item in &prefix.0 {
@@ -265,7 +356,10 @@ impl Walker {
             assigned: std::mem::take(&mut parts.assigned),
             patterns: patterns(&parts.words),
             expanded: expanded(&parts.words),
+            line_values: Vec::new(),
         };
+        self.pending[index].words = with_pieces(&parts.words);
+        self.note_sets(&parts.words);
         let stdin = parts.stdin.unwrap_or(Stdin::Unknown);
         // What the assignments before it run comes after the command, as a wrapper's
         // would, found through the environment (`env PAGER -> less`).
@@ -303,6 +397,7 @@ impl Walker {
                 if in_prefix {
                     let value = self.assignment(assignment)?;
                     let name = assignment_name(assignment);
+                    self.note_assignment(assignment, value.as_ref());
                     // P3b, issue 41: a variable whose value the command will run as a
                     // command line (`PAGER=`, `GIT_SSH_COMMAND=`) is judged by that value
                     // below, so it does not make the command unknown: `PAGER=cat git log`
@@ -332,6 +427,7 @@ impl Walker {
                     // `export PAGER=...`, `declare -x GIT_SSH_COMMAND=...`: the variable
                     // reaches the commands after it, which run its value (P3b).
                     let word = self.word(word)?;
+                    self.note_declared(assignment, &word, &parts.words);
                     parts.env.extend(env_command(&word));
                     // P8, issue 41: an exported variable reaches the commands after it as
                     // one set in front of them does (`export LUA_INIT=...; lua -e 1`), so
@@ -356,11 +452,126 @@ impl Walker {
                 parts.words.push(Word {
                     text: format!("{kind}({})", subshell.list),
                     dynamic: true,
-                    pattern: false,
+                    ..Word::default()
                 });
             }
         }
         Ok(())
+    }
+
+    /// Issue 41: what an assignment in front of a command (or alone) sets.
+    fn note_assignment(&mut self, assignment: &ast::Assignment, value: Option<&Word>) {
+        let name = assignment_name(assignment);
+        match value {
+            Some(value)
+                if !assignment.append
+                    && matches!(assignment.name, ast::AssignmentName::VariableName(_)) =>
+            {
+                self.sets.assign(name, value.clone(), self.repeats > 0)
+            }
+            _ => self
+                .sets
+                .unknown(name, "is set as an array, an element or by appending"),
+        }
+    }
+
+    /// Issue 41: what `declare x=...`, `local x=...`, `export x=...` set. An option that
+    /// changes the value (`-i` evaluates it, `-l`/`-u` change its case, `-n` makes a
+    /// reference) leaves it unknown.
+    fn note_declared(&mut self, assignment: &ast::Assignment, word: &Word, words: &[Word]) {
+        let name = assignment_name(assignment);
+        let plain_options = words[1..]
+            .iter()
+            .filter(|w| w.text.starts_with(['-', '+']))
+            .all(|w| w.text[1..].chars().all(|c| matches!(c, 'x' | 'r' | 'g')));
+        let value = word.text.split_once('=').and_then(|(_, value)| {
+            // The value is the word less `name=`, which a text piece holds.
+            let mut pieces = word.pieces.clone();
+            if let Some(word::Piece::Text(first)) = pieces.first_mut() {
+                let (_, rest) = first.split_once('=')?;
+                *first = rest.to_owned();
+            } else if !word.pieces.is_empty() {
+                return None;
+            }
+            Some(Word {
+                text: value.to_owned(),
+                dynamic: word.dynamic,
+                pattern: false,
+                pieces,
+            })
+        });
+        match value {
+            Some(value)
+                if plain_options
+                    && !assignment.append
+                    && matches!(assignment.name, ast::AssignmentName::VariableName(_)) =>
+            {
+                self.sets.assign(name, value, self.repeats > 0)
+            }
+            _ => self.sets.unknown(
+                name,
+                "is declared with an option that changes its value, as an array or by appending",
+            ),
+        }
+    }
+
+    /// Issue 41: what a builtin sets by its arguments: `read`, `mapfile`, `getopts`,
+    /// `printf -v` (values the judge does not follow), `set` (the positional parameters),
+    /// `let` (numbers).
+    fn note_sets(&mut self, words: &[Word]) {
+        let Some(name) = words.first().filter(|w| !w.dynamic) else {
+            return;
+        };
+        let args = &words[1..];
+        let operands = || args.iter().filter(|w| !w.text.starts_with('-'));
+        match name.text.as_str() {
+            // Every word that is no option may be a name it sets (option values too: a
+            // superset).
+            "read" | "mapfile" | "readarray" | "getopts" => {
+                for word in operands() {
+                    self.sets.unknown(&word.text, "is read from input");
+                }
+            }
+            "printf" => {
+                let Some(at) = args.iter().position(|w| w.text == "-v") else {
+                    return;
+                };
+                let Some(target) = args.get(at + 1) else {
+                    return;
+                };
+                let format = &args[at + 2..];
+                match format {
+                    // A format with nothing to convert is its own value.
+                    [only] if !only.dynamic && !only.text.contains(['%', '\\']) => self
+                        .sets
+                        .assign(&target.text, only.clone(), self.repeats > 0),
+                    _ => self.sets.unknown(&target.text, "is set by `printf -v`"),
+                }
+            }
+            "set" if self.scope == 0 => {
+                let mut rest = args.iter().peekable();
+                while let Some(word) = rest.next_if(|w| w.text.starts_with(['-', '+'])) {
+                    if word.text == "--" {
+                        break;
+                    }
+                    if word.text == "-o" || word.text == "+o" {
+                        rest.next();
+                    }
+                }
+                let given: Vec<Word> = rest.cloned().collect();
+                if !given.is_empty() || args.iter().any(|w| w.text == "--") {
+                    self.sets.positional(&given);
+                }
+            }
+            "let" => {
+                for word in args {
+                    for assigned in assigned_in_arithmetic(&word.text) {
+                        self.sets.number(assigned);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Walks an assignment's words; returns its value when it is a scalar.
@@ -503,36 +714,100 @@ impl Walker {
             match &piece.piece {
                 WordPiece::Text(text) => {
                     word.pattern |= !quoted && has_pattern(text);
-                    word.text.push_str(text);
+                    push_text(word, text);
                 }
-                WordPiece::SingleQuotedText(text) => word.text.push_str(text),
-                WordPiece::AnsiCQuotedText(text) => word.text.push_str(&decode_ansi_c(text)),
+                WordPiece::SingleQuotedText(text) => push_text(word, text),
+                WordPiece::AnsiCQuotedText(text) => push_text(word, &decode_ansi_c(text)),
                 WordPiece::DoubleQuotedSequence(inner)
                 | WordPiece::GettextDoubleQuotedSequence(inner) => {
                     self.pieces(raw, inner, true, word)?;
                 }
                 // `~` depends only on the user's home, not on anything the command controls.
-                WordPiece::TildeExpansion(_) => word.text.push_str(source),
+                WordPiece::TildeExpansion(_) => push_text(word, source),
                 WordPiece::ParameterExpansion(expr) => {
                     word.dynamic = true;
-                    word.text.push_str(source);
+                    let kind = self.expansion_of(expr);
+                    push_expansion(word, source, kind, quoted);
                     self.parameter(expr, source)?;
                 }
                 WordPiece::CommandSubstitution(body)
                 | WordPiece::BackquotedCommandSubstitution(body) => {
                     word.dynamic = true;
-                    word.text.push_str(source);
+                    push_expansion(word, source, Expansion::Output, quoted);
                     self.line(body)?;
                 }
-                WordPiece::EscapeSequence(escape) => word.text.push_str(unescape(escape)),
+                WordPiece::EscapeSequence(escape) => push_text(word, unescape(escape)),
                 WordPiece::ArithmeticExpression(expr) => {
                     word.dynamic = true;
-                    word.text.push_str(source);
+                    push_expansion(word, source, Expansion::Fixed, quoted);
                     self.arithmetic(&expr.value, source)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// What a `${...}` expansion reads, for the values of the line (issue 41).
+    fn expansion_of(&mut self, expr: &ParameterExpr) -> Expansion {
+        use ParameterExpr as P;
+        let parameter = match expr {
+            P::VariableNames { .. } | P::MemberKeys { .. } => return Expansion::Names,
+            P::ParameterLength { .. } => return Expansion::Fixed,
+            // `${x:=v}` sets `x` too: to a value the judge does not follow.
+            P::AssignDefaultValues { parameter, .. } => {
+                if let Parameter::Named(name) | Parameter::NamedWithIndex { name, .. } = parameter {
+                    self.sets.unknown(name, "it is set by `${name:=value}`");
+                }
+                parameter
+            }
+            P::Parameter {
+                parameter,
+                indirect: false,
+            } => {
+                return match parameter {
+                    Parameter::Named(name) => Expansion::Variable(name.clone()),
+                    other => self.parameter_expansion(other, false),
+                };
+            }
+            P::Parameter { parameter, .. }
+            | P::UseDefaultValues { parameter, .. }
+            | P::IndicateErrorIfNullOrUnset { parameter, .. }
+            | P::UseAlternativeValue { parameter, .. }
+            | P::RemoveSmallestSuffixPattern { parameter, .. }
+            | P::RemoveLargestSuffixPattern { parameter, .. }
+            | P::RemoveSmallestPrefixPattern { parameter, .. }
+            | P::RemoveLargestPrefixPattern { parameter, .. }
+            | P::UppercaseFirstChar { parameter, .. }
+            | P::UppercasePattern { parameter, .. }
+            | P::LowercaseFirstChar { parameter, .. }
+            | P::LowercasePattern { parameter, .. }
+            | P::Substring { parameter, .. }
+            | P::ReplaceSubstring { parameter, .. }
+            | P::Transform { parameter, .. } => parameter,
+        };
+        self.parameter_expansion(parameter, true)
+    }
+
+    /// What reading `parameter` gives, `derived` when the expansion computes a value from it.
+    fn parameter_expansion(&self, parameter: &Parameter, derived: bool) -> Expansion {
+        use brush_parser::word::SpecialParameter as S;
+        let nested = self.scope > 0;
+        match parameter {
+            Parameter::Named(name) if derived => Expansion::Derived(name.clone()),
+            Parameter::Named(name) => Expansion::Variable(name.clone()),
+            Parameter::NamedWithIndex { name, .. }
+            | Parameter::NamedWithAllIndices { name, .. } => Expansion::Derived(name.clone()),
+            // `$0` is the shell's name at the top of the line, a call's choice below it.
+            Parameter::Positional(0) if !nested => Expansion::Fixed,
+            Parameter::Positional(at) => Expansion::Positional {
+                at: Some(*at),
+                nested,
+            },
+            Parameter::Special(S::AllPositionalParameters { .. }) => {
+                Expansion::Positional { at: None, nested }
+            }
+            Parameter::Special(_) => Expansion::Fixed,
+        }
     }
 
     /// `${...}`: its operands are words of their own (`${x:-$(cmd)}`), and some forms
@@ -668,8 +943,16 @@ impl Walker {
         // knows `$`, backticks and backslashes) finds the substitutions without choking on
         // operators that a word cannot contain.
         self.heredoc(text)?;
+        for name in assigned_in_arithmetic(text) {
+            self.sets.number(name);
+        }
         if evaluates_variables(text) {
             self.arithmetic_hazard(display);
+            // Issue 41: a name the line sets only to numbers evaluates to a number.
+            if let Some(pending) = self.pending.last_mut() {
+                pending.arithmetic = read_in_arithmetic(text)
+                    .map(|names| names.into_iter().map(str::to_owned).collect());
+            }
         }
         Ok(())
     }
@@ -679,16 +962,15 @@ impl Walker {
     /// `x='a[$(rm -rf ~)]'`, `echo $((x))` runs `rm`. What a variable holds cannot be known
     /// statically, so such an evaluation is a segment whose command is unknown.
     fn arithmetic_hazard(&mut self, display: &str) {
-        self.out.push(Segment {
-            words: vec![display.to_owned()],
-            via: self.via.clone(),
-            opaque: Some("arithmetic on a variable's value, which can run commands".into()),
-            writes_redirect: false,
-            stdin: None,
-            assigned: Vec::new(),
-            patterns: Vec::new(),
-            expanded: Vec::new(),
-        });
+        self.emit(
+            Segment {
+                words: vec![display.to_owned()],
+                via: self.via.clone(),
+                opaque: Some("arithmetic on a variable's value, which can run commands".into()),
+                ..Segment::default()
+            },
+            &[],
+        );
     }
 
     /// Adds the commands that the command `words` runs through a wrapper (P3, P4), or in
@@ -734,7 +1016,7 @@ impl Walker {
                 risky_env,
                 assigned,
             } => {
-                self.out.push(Segment {
+                let segment = Segment {
                     words: texts(&words),
                     via: self.via.clone(),
                     opaque: opaque_name(&words, risky_env),
@@ -743,25 +1025,32 @@ impl Walker {
                     assigned,
                     patterns: patterns(&words),
                     expanded: expanded(&words),
-                });
+                    line_values: Vec::new(),
+                };
+                self.emit(segment, &words);
                 // What a wrapper runs inherits the wrapper's stdin.
                 self.unwrap(&words, stdin)
             }
-            InnerCommand::Script(script) => self.line(&script),
+            // Its positional parameters are the wrapper's arguments (`bash -c '..$1' _ x`).
+            InnerCommand::Script(script) => {
+                self.scope += 1;
+                self.repeats += 1;
+                let result = self.line(&script);
+                self.scope -= 1;
+                self.repeats -= 1;
+                result
+            }
             InnerCommand::Opaque { words: inner, why } => {
                 // With no words of its own (`bash` reading stdin) it stands for the
                 // wrapper's whole line.
                 let shown = if inner.is_empty() { words } else { &inner[..] };
-                self.out.push(Segment {
+                let segment = Segment {
                     words: texts(shown),
                     via: self.via.clone(),
                     opaque: Some(why),
-                    writes_redirect: false,
-                    stdin: None,
-                    assigned: Vec::new(),
-                    patterns: Vec::new(),
-                    expanded: Vec::new(),
-                });
+                    ..Segment::default()
+                };
+                self.emit(segment, &[]);
                 Ok(())
             }
             // The chain names the place: `tar --to-command -> rm`, `env PAGER -> less`.
@@ -806,6 +1095,30 @@ struct Parts {
     stdin: Option<Stdin>,
     /// What the variables assigned before it run (P3b).
     env: Vec<InnerCommand>,
+}
+
+/// The words that hold an expansion, by index, for reading once the line is walked.
+fn with_pieces(words: &[Word]) -> Vec<(usize, Word)> {
+    words
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| !w.pieces.is_empty() && w.dynamic)
+        .map(|(at, w)| (at, w.clone()))
+        .collect()
+}
+
+/// The names an operand of `[[ a -lt b ]]` reads as arithmetic, when that is all it reads.
+fn arithmetic_operand(word: &Word) -> Option<Vec<String>> {
+    match word.pieces.as_slice() {
+        [] => read_in_arithmetic(&word.text).map(|n| n.into_iter().map(str::to_owned).collect()),
+        [
+            word::Piece::Expansion {
+                kind: Expansion::Variable(name),
+                ..
+            },
+        ] => Some(vec![name.clone()]),
+        _ => None,
+    }
 }
 
 /// Why a command named by `words` cannot be known before it runs, if it cannot (P5).

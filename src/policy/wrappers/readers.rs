@@ -9,7 +9,7 @@ use super::{
 };
 use crate::policy::argv::{self, Arg, Grammar, Parsed};
 use crate::policy::inner::InnerCommand;
-use crate::policy::word::{Word, env_assigned_name, note_assignment};
+use crate::policy::word::{Expansion, Piece, Word, env_assigned_name, note_assignment};
 
 /// `env [OPTIONS] [-] [NAME=value]... [COMMAND...]`. `-S STRING` splits STRING into words
 /// that take its place, and option parsing starts again over them (GNU env does exactly
@@ -605,10 +605,17 @@ pub(super) fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner
         return Vec::new();
     }
     if replace.is_none() {
+        // Issue 41: a value the line chooses (what it pipes in), which the judge cannot know.
+        let text = "<words read from stdin>";
         command.push(Word {
-            text: "<words read from stdin>".into(),
+            text: text.into(),
             dynamic: true,
             pattern: false,
+            pieces: vec![Piece::Expansion {
+                source: text.into(),
+                kind: Expansion::Output,
+                quoted: true,
+            }],
         });
     }
     command_at(&command, 0, false)

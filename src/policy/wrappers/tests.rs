@@ -336,7 +336,7 @@ fn a_word_known_only_at_run_time_where_an_option_could_be_is_opaque() {
         Word {
             text: "$OPTS".into(),
             dynamic: true,
-            pattern: false,
+            ..Word::default()
         },
         Word::literal("rm"),
     ];
@@ -349,7 +349,7 @@ fn a_word_known_only_at_run_time_where_an_option_could_be_is_opaque() {
         Word {
             text: "$CMD".into(),
             dynamic: true,
-            pattern: false,
+            ..Word::default()
         },
     ];
     assert!(matches!(

@@ -1,0 +1,166 @@
+//! Values the line chooses, read by the judge (issue 41).
+//!
+//! A word bash expands reaches its program as a value. The shell walk reads each word that
+//! holds a value the line itself chooses (a variable or positional parameter it sets, a
+//! command's output: [`crate::policy::shell::LineValue`]); here a program without a row
+//! (the programs whose other words the tables read as data) is judged on each value as it
+//! would be on that value written out: `x=rm; logsave /dev/null $x c` as
+//! `logsave /dev/null rm c`. A value the judge cannot know is opaque, asked in mode `auto`
+//! under a deny or ask rule, unless the program is known to take its arguments as data.
+
+use super::bash::SHELL_ONLY;
+use super::made_here::takes_paths_as_data;
+use crate::config::{Decision, Mode};
+use crate::policy::shell::{KnownValue, Segment, ValueReading};
+use crate::policy::word::base_name;
+use crate::policy::{Cause, Policy, Verdict, embedded, globs, inline, shorten, wrappers};
+
+/// Most readings of one segment judged; a segment with more is unknown.
+const MAX_VARIANTS: usize = 64;
+
+/// Builtins and programs that take a value they are given as data, never as a command
+/// to run, besides [`SHELL_ONLY`], the readers and [`takes_paths_as_data`]: `kill
+/// $(pgrep x)`, `declare -r v="$(date)"`. An allowlist: anything else may run it.
+const TAKES_VALUES_AS_DATA: &[&str] = &[
+    "kill", "wait", "sleep", "declare", "typeset", "readonly", "export", "pushd", "popd", "umask",
+    "unset",
+];
+
+impl Policy {
+    /// P3b, P6 on the values the line chooses: the verdict on the first value that names
+    /// what a deny rule names or is a command line that cannot be known, else an ask for a
+    /// value that cannot be known.
+    pub(in crate::policy) fn judge_line_values(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
+        if segment.line_values.is_empty() || segment.opaque.is_some() {
+            return None;
+        }
+        let program = base_name(segment.words.first()?);
+        // A wrapper or a program with a row reads an expansion as opaque already.
+        if wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+        {
+            return None;
+        }
+        let unknown = match variants(segment) {
+            Ok(variants) => {
+                for (variant, shown) in variants {
+                    let verdict = self
+                        .names_denied_command(&variant, globs)
+                        .or_else(|| self.runs_denied_argument(&variant.words))
+                        .or_else(|| self.runs_opaque_argument(&variant, mode));
+                    if let Some(verdict) = verdict {
+                        return Some(Verdict {
+                            reason: format!("{shown}: {}", verdict.reason),
+                            ..verdict
+                        });
+                    }
+                }
+                segment.line_values.iter().find_map(|v| match &v.reading {
+                    ValueReading::Unknown(why) => Some((v.index, why.clone())),
+                    ValueReading::Known(_) => None,
+                })
+            }
+            Err(why) => segment.line_values.first().map(|v| (v.index, why)),
+        };
+        let (index, why) = unknown?;
+        let takes_data = SHELL_ONLY.contains(&program)
+            || TAKES_VALUES_AS_DATA.contains(&program)
+            || takes_paths_as_data(program)
+            || self.read_only.iter().any(|p| segment.words.starts_with(p));
+        if mode != Mode::Auto || !self.guarded() || takes_data {
+            return None;
+        }
+        let word = segment.words.get(index)?;
+        let why = format!(
+            "its argument `{}` holds a value the line chooses that cannot be known before it runs ({why})",
+            shorten(word)
+        );
+        Some(Verdict::new(
+            Decision::Ask,
+            format!("`{program}` has no row in the tables, and {why}"),
+            Cause::Opaque { why },
+        ))
+    }
+}
+
+/// The segment once for each combination of the known values of its words, each with a
+/// text saying which values it holds; an error when there are too many to judge.
+fn variants(segment: &Segment) -> Result<Vec<(Segment, String)>, String> {
+    let known: Vec<(usize, &[KnownValue])> = segment
+        .line_values
+        .iter()
+        .filter_map(|v| match &v.reading {
+            ValueReading::Known(values) => Some((v.index, values.as_slice())),
+            ValueReading::Unknown(_) => None,
+        })
+        .collect();
+    let count = known
+        .iter()
+        .try_fold(1usize, |n, (_, values)| n.checked_mul(values.len()))
+        .filter(|&n| n <= MAX_VARIANTS)
+        .ok_or_else(|| format!("its words can hold more than {MAX_VARIANTS} values"))?;
+    Ok((0..count)
+        .map(|mut choice| {
+            let chosen: Vec<(usize, &KnownValue)> = known
+                .iter()
+                .map(|(index, values)| {
+                    let value = &values[choice % values.len()];
+                    choice /= values.len();
+                    (*index, value)
+                })
+                .collect();
+            with_values(segment, &chosen)
+        })
+        .collect())
+}
+
+/// `segment` with the words at the chosen indices replaced by the chosen values.
+fn with_values(segment: &Segment, chosen: &[(usize, &KnownValue)]) -> (Segment, String) {
+    let mut variant = Segment {
+        words: Vec::new(),
+        patterns: Vec::new(),
+        expanded: Vec::new(),
+        line_values: Vec::new(),
+        ..segment.clone()
+    };
+    let mut shown = Vec::new();
+    for (at, word) in segment.words.iter().enumerate() {
+        match chosen.iter().find(|(index, _)| *index == at) {
+            Some((_, value)) => {
+                shown.push(format!(
+                    "`{}` as `{}`",
+                    shorten(word),
+                    value.words.join(" ")
+                ));
+                for text in &value.words {
+                    let index = variant.words.len();
+                    if value.pattern {
+                        variant.patterns.push(index);
+                    }
+                    if value.dynamic {
+                        variant.expanded.push(index);
+                    }
+                    variant.words.push(text.clone());
+                }
+            }
+            None => {
+                let index = variant.words.len();
+                if segment.patterns.contains(&at) {
+                    variant.patterns.push(index);
+                }
+                if segment.expanded.contains(&at) {
+                    variant.expanded.push(index);
+                }
+                variant.words.push(word.clone());
+            }
+        }
+    }
+    let shown = format!("read with {} (set on the line)", shown.join(", "));
+    (variant, shown)
+}
