@@ -740,6 +740,11 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         "rm=1; foo ${!r*} c",
         "x=r; foo ${x/r/rm} c",
         "for i in 1 2; do x=${x}m; done; foo $x c",
+        // Builtins that evaluate a subscript in a name the shell builds.
+        "x=$(cat f); printf -v \"$x\" 1",
+        "x=$(cat f); test -v \"$x\"",
+        "x=$(cat f); read \"$x\" <<< 1",
+        "x=$(cat f); declare \"$x=1\"",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -766,10 +771,15 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         // A name the line sets only to numbers evaluates to a number.
         "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done",
         "i=0; while ((i < 3)); do ((i++)); done",
+        "read -r -p \"$prompt\" line <<< x",
+        "printf -v out '%s' x",
+        "declare -r v=\"$(date)\"",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
     }
+    // An opaque segment (P5), asked with no rule too.
+    assert_eq!(bash(&p, "x=$(cat f); [[ -v $x ]]", Mode::Auto).decision, Ask);
     // The line's own IFS splits a value its way (asked even with no rule: `IFS` is a
     // variable the judge does not know to be harmless).
     assert_eq!(

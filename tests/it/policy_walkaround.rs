@@ -811,6 +811,12 @@ const SHAPES: &[Shape] = &[
     s("P6 the last word of the command before", r#": "$(printf %0)%1%S"; logsave /dev/null $_ %F"#),
     s("P6 what =~ matched", "[[ %0%1%S =~ (.*) ]]; logsave /dev/null ${BASH_REMATCH[1]} %F"),
     s("P6 the names of variables", "%V=1; logsave /dev/null ${!%0*} %F"),
+    // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
+    s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
+    s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),
+    s("P8 [[ -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); [[ -v $x ]]"#),
+    s("P8 read into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); read "$x" <<< 1"#),
+    s("P8 declare of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); declare "$x=1""#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -889,13 +895,17 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 export LUA_INIT bare, then set",
     "P8 set -a then LUA_INIT",
     "P8 busybox awk of a built name",
-    "P8 declare of a subscript",
     "P8 a hook written on the line, then git commit",
     "P8 an alias appended to .git/config, then used",
     "P8 a Makefile written on the line, then make",
     "P8 a python script written on the line, then run",
     "P8 a Makefile recipe split by quotes, then make",
     "P8 a Makefile recipe of a built name, then make",
+    "P8 printf -v into a name built at run time",
+    "P8 test -v of a name built at run time",
+    "P8 [[ -v of a name built at run time",
+    "P8 read into a name built at run time",
+    "P8 declare of a name built at run time",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -222,7 +222,9 @@ pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
 /// `mapfile -C`, `compgen -C`/`-F`/`-W`, `fc` run strings; `${x@P}` expands a prompt; a
 /// shell's `--rcfile`/`--init-file` from the line.
 fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
-    let subscript = |w: &String| w.contains('[');
+    // A name holds a subscript, or may once the shell expands it (issue 41: `x=$(cat f);
+    // printf -v "$x" 1` evaluates whatever subscript the file holds).
+    let subscript = |w: &String| w.contains(['[', '$', '`']);
     let why: Option<&str> = match name {
         "let" => args
             .iter()
@@ -231,16 +233,30 @@ fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
                     .all(|b| b.is_ascii_digit() || b"+-*/%() ".contains(&b))
             })
             .then_some("`let` evaluates arithmetic, whose subscripts run commands"),
-        "declare" | "typeset" | "local" | "export" | "readonly" => args
-            .iter()
-            .take_while(|a| a.starts_with('-') || a.starts_with('+'))
-            .any(|a| a.contains('i') || a.contains('n'))
-            .then_some("`declare -i`/`-n` evaluates or references what it is given"),
+        "declare" | "typeset" | "local" | "export" | "readonly" => {
+            let options = || {
+                args.iter()
+                    .take_while(|a| a.starts_with('-') || a.starts_with('+'))
+            };
+            if options().any(|a| a.contains('i') || a.contains('n')) {
+                Some("`declare -i`/`-n` evaluates or references what it is given")
+            } else {
+                // `declare "$x=1"`: a name the shell builds may hold a subscript.
+                args.iter()
+                    .skip(options().count())
+                    .any(|a| a.split('=').next().is_some_and(|n| n.contains(['$', '`'])))
+                    .then_some(
+                        "`declare` of a name built when the line runs evaluates its subscript",
+                    )
+            }
+        }
         "printf" => (args.first().is_some_and(|a| a == "-v") && args.get(1).is_some_and(subscript))
             .then_some("`printf -v` into a subscript evaluates it"),
-        "read" | "mapfile" | "readarray" | "compgen" | "complete" | "fc" | "test" | "[" | "[[" => {
+        "read" => read_names(args)
+            .any(subscript)
+            .then_some("the builtin evaluates a string it is given"),
+        "mapfile" | "readarray" | "compgen" | "complete" | "fc" | "test" | "[" | "[[" => {
             let flagged = match name {
-                "read" => args.iter().any(subscript),
                 "test" | "[" | "[[" => args.iter().any(|a| a == "-v") && args.iter().any(subscript),
                 "mapfile" | "readarray" => {
                     args.iter().any(|a| a.starts_with("-C") || a.contains('['))
@@ -264,6 +280,33 @@ fn evaluating_builtin(name: &str, args: &[String]) -> Option<Code> {
             .then_some("`${x@P}` expands a prompt, which runs what the value holds")
     })?;
     Some(Code::opaque("bash builtin", &args.join(" "), why))
+}
+
+/// The names `read` assigns: its operands and the value of `-a`, not the values of its
+/// other options (`-p "$prompt"`, `-d`, `-t`...).
+fn read_names(args: &[String]) -> impl Iterator<Item = &String> {
+    let mut skip_next = false;
+    args.iter().filter(move |a| {
+        if std::mem::take(&mut skip_next) {
+            return false;
+        }
+        match a.strip_prefix('-') {
+            // An option cluster ending in one that takes a value: the value is its rest
+            // or the next word (`-a` takes a name: kept).
+            Some(flags) if !flags.is_empty() => {
+                let takes = flags.find(['p', 'd', 't', 'n', 'N', 'u', 'i', 'a']);
+                match takes {
+                    Some(at) if flags[at..].starts_with('a') => flags.len() > at + 1,
+                    Some(at) => {
+                        skip_next = flags.len() == at + 1;
+                        false
+                    }
+                    None => false,
+                }
+            }
+            _ => true,
+        }
+    })
 }
 
 /// Whether `name` is a program this file reads (its code is P8's, so P3b's safety net for

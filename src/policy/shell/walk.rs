@@ -291,7 +291,7 @@ impl Walker {
                 if matches!(
                     predicate,
                     U::ShellVariableIsSetAndAssigned | U::ShellVariableIsSetAndNameRef
-                ) && operand.text.contains('[')
+                ) && (operand.text.contains('[') || operand.dynamic)
                 {
                     w.arithmetic_hazard(&format!("[[ -v {} ]]", operand.text));
                 }
