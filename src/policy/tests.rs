@@ -727,6 +727,9 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         "x=rm; sem --fg \"$x c\"",
         "set -- rm c; logsave /dev/null \"$@\"",
         "touch rm; for f in r*; do logsave /dev/null $f c; done",
+        "logsave /dev/null ${x:-rm} c",
+        "foo ${HOME:+rm} c",
+        "foo ${PATH:0:0}r${PATH:0:0}m c",
         // Values the judge cannot know.
         "read x <<< rm; foo $x c",
         "mapfile -t a <<< rm; foo ${a[0]} c",
@@ -758,6 +761,8 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         // The environment's values, as written.
         "cargo build --target $TARGET",
         "foo \"$HOME/x\" c",
+        "docker build -t \"${PWD##*/}\" .",
+        "cargo build --target ${TARGET:-x86_64-unknown-linux-gnu}",
         // Values the line chooses that name nothing a rule names, or go to programs that
         // take them as data.
         "dir=build; mkdir -p $dir && cd $dir && cmake ..",
@@ -779,7 +784,10 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
     }
     // An opaque segment (P5), asked with no rule too.
-    assert_eq!(bash(&p, "x=$(cat f); [[ -v $x ]]", Mode::Auto).decision, Ask);
+    assert_eq!(
+        bash(&p, "x=$(cat f); [[ -v $x ]]", Mode::Auto).decision,
+        Ask
+    );
     // The line's own IFS splits a value its way (asked even with no rule: `IFS` is a
     // variable the judge does not know to be harmless).
     assert_eq!(

@@ -6,7 +6,7 @@
 use super::argv::Arg;
 
 /// A word of a simple command, as far as it can be known without running anything.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Word {
     /// The value with quoting removed; expansions keep their source text.
     pub text: String,
@@ -39,8 +39,16 @@ pub enum Piece {
 pub enum Expansion {
     /// `$x`, `${x}`: the variable's value as it is.
     Variable(String),
-    /// `${x%.c}`, `${x:-d}`, `${a[1]}`, `${x@P}`...: a value computed from the variable's.
-    Derived(String),
+    /// `${x:-word}`, `${x:=word}`: what the first reads, or the word's value.
+    Or(Box<Expansion>, Box<Word>),
+    /// `${x:+word}`: nothing, or the word's value.
+    IfSet(Box<Word>),
+    /// `${x%.c}`, `${x:0:2}`, `${x^^}`, `${x@Q}`: a part of what the inner expansion reads
+    /// (nothing at all, too: `${HOME:0:0}rm` is `rm`), or its text in another case.
+    Part(Box<Expansion>),
+    /// `${x/a/b}`, `${a[1]}`, `${!x}`: a value the judge does not follow (a replacement
+    /// the line chooses, an element of an array, a name taken from a value).
+    Computed(Box<Expansion>),
     /// `$1`, `${10}` (`Some`), `$@`, `$*` (`None`); `nested` when inside a function body or
     /// a script a wrapper runs, where they are that call's arguments.
     Positional { at: Option<u32>, nested: bool },

@@ -811,6 +811,10 @@ const SHAPES: &[Shape] = &[
     s("P6 the last word of the command before", r#": "$(printf %0)%1%S"; logsave /dev/null $_ %F"#),
     s("P6 what =~ matched", "[[ %0%1%S =~ (.*) ]]; logsave /dev/null ${BASH_REMATCH[1]} %F"),
     s("P6 the names of variables", "%V=1; logsave /dev/null ${!%0*} %F"),
+    s("P6 a default value", "logsave /dev/null ${unset_here:-%V} %F"),
+    s("P6 an alternative value", "logsave /dev/null ${PATH:+%V} %F"),
+    s("P6 empty parts of a variable around the name", "logsave /dev/null ${PATH:0:0}%0${PATH:0:0}%1%S %F"),
+    s("P6 a replacement", "logsave /dev/null ${PATH/*/%0}${PATH:0:0}%1%S %F"),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
     s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
     s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),

@@ -801,6 +801,20 @@ fn issue_41_a_value_the_line_sets_is_read_by_its_value() {
     unknown("IFS=:; x=a; foo $x", "foo $x");
     unknown("while t; do x=${x}m; done; foo $x", "foo $x");
     unknown("x=r; foo ${x%r}", "foo ${x%r}");
+    // A default or alternative word is a value too; a part of the environment's value
+    // may be nothing; a replacement or a part of the line's own value is not followed.
+    assert_eq!(
+        known("foo ${x:-rm}", "foo ${x:-rm}"),
+        [["${x:-rm}"], ["rm"]]
+    );
+    assert_eq!(known("foo ${HOME:+rm}", "foo ${HOME:+rm}"), [[""], ["rm"]]);
+    assert_eq!(
+        known("foo ${PATH:0:0}rm", "foo ${PATH:0:0}rm"),
+        [["rm"], ["${PATH:0:0}rm"]]
+    );
+    unknown("foo ${HOME/*/rm}", "foo ${HOME/*/rm}");
+    unknown("x=arm; foo ${x#a}", "foo ${x#a}");
+    unknown("foo ${a[0]}", "foo ${a[0]}");
     // The environment's values are read as written.
     assert!(
         find("foo $HOME \"$PWD/x\" $1", "foo $HOME $PWD/x $1")

@@ -189,7 +189,7 @@ impl LineSets {
                 } => (source, kind, *quoted),
             };
             joined.push_str(source);
-            let held = match self.expansion_values(kind, depth, bound) {
+            let held = match self.expansion_values(kind, source, depth, bound) {
                 Held::Environment => {
                     values.iter_mut().for_each(|v| {
                         append(v, source, true);
@@ -232,14 +232,62 @@ impl LineSets {
     }
 
     /// What one expansion holds.
-    fn expansion_values(&self, kind: &Expansion, depth: usize, bound: Bound) -> Held {
+    fn expansion_values(&self, kind: &Expansion, source: &str, depth: usize, bound: Bound) -> Held {
         match kind {
             Expansion::Fixed => Held::Environment,
             Expansion::Output => Held::Unknown("it holds the output of a command".into()),
             Expansion::Names => Held::Unknown("it holds names the line chooses".into()),
-            Expansion::Variable(name) | Expansion::Derived(name)
-                if SET_BY_THE_SHELL.contains(&name.as_str()) =>
-            {
+            // A replacement the line chooses (`${HOME/*/rm}` is `rm`), an array's element.
+            Expansion::Computed(_) => Held::Unknown(
+                "it computes a value (a replacement, an element of an array) the judge does not follow"
+                    .into(),
+            ),
+            // A part of the environment's value is the person's, as the whole is, or
+            // nothing, which leaves the line's own text (`${HOME:0:0}rm`); a part of a
+            // value the line chose can be anything it holds.
+            Expansion::Part(inner) => match self.expansion_values(inner, source, depth, bound) {
+                Held::Environment => Held::Values(vec![
+                    Val::of(&Word::default()),
+                    Val {
+                        text: source.to_owned(),
+                        dynamic: true,
+                        pattern: false,
+                    },
+                ]),
+                _ => Held::Unknown(
+                    "it takes a part of a value the line chooses, which the judge does not follow"
+                        .into(),
+                ),
+            },
+            // What the first reads, or the word: `${x:-rm}` is `rm` when `x` is unset.
+            Expansion::Or(first, word) => {
+                let mut held = match self.expansion_values(first, source, depth, bound) {
+                    Held::Environment => vec![Val {
+                        text: source.to_owned(),
+                        dynamic: true,
+                        pattern: false,
+                    }],
+                    Held::Values(values) => values,
+                    unknown @ Held::Unknown(_) => return unknown,
+                };
+                match self.values_of_word(word, depth + 1, bound) {
+                    Held::Values(values) => held.extend(values),
+                    Held::Environment => held.push(Val::of(word)),
+                    unknown @ Held::Unknown(_) => return unknown,
+                }
+                Held::Values(held)
+            }
+            // Nothing, or the word: `${HOME:+rm}` is `rm`.
+            Expansion::IfSet(word) => {
+                let mut held = vec![Val::of(&Word::default())];
+                match self.values_of_word(word, depth + 1, bound) {
+                    Held::Values(values) => held.extend(values),
+                    Held::Environment => held.push(Val::of(word)),
+                    unknown @ Held::Unknown(_) => return unknown,
+                }
+                Held::Values(held)
+            }
+            Expansion::Variable(name) if SET_BY_THE_SHELL.contains(&name.as_str()) => {
                 Held::Unknown(format!(
                     "`${name}` is set by the shell from what the line runs"
                 ))
@@ -249,12 +297,6 @@ impl LineSets {
                 (_, Some((bound, values))) if bound == name => Held::Values(values.to_vec()),
                 (None, _) => Held::Environment,
                 (Some(all), _) => self.variable_values(name, all, depth, bound),
-            },
-            Expansion::Derived(name) => match self.variables.get(name) {
-                None => Held::Environment,
-                Some(_) => Held::Unknown(format!(
-                    "it computes a value from `{name}`, which the line sets"
-                )),
             },
             Expansion::Positional { nested: true, .. } => Held::Unknown(
                 "it reads an argument of a function or script, which the line chooses".into(),
@@ -416,11 +458,18 @@ type Bound<'a> = Option<(&'a str, &'a [Val])>;
 
 /// Whether `word` reads the variable `name`.
 fn refers_to(word: &Word, name: &str) -> bool {
-    word.pieces.iter().any(|piece| {
-        matches!(piece, Piece::Expansion {
-            kind: Expansion::Variable(n) | Expansion::Derived(n),
-            ..
-        } if n == name)
+    fn reads(kind: &Expansion, name: &str) -> bool {
+        match kind {
+            Expansion::Variable(n) => n == name,
+            Expansion::Or(first, word) => reads(first, name) || refers_to(word, name),
+            Expansion::IfSet(word) => refers_to(word, name),
+            Expansion::Computed(inner) | Expansion::Part(inner) => reads(inner, name),
+            _ => false,
+        }
+    }
+    word.pieces.iter().any(|piece| match piece {
+        Piece::Expansion { kind, .. } => reads(kind, name),
+        Piece::Text(_) => false,
     })
 }
 

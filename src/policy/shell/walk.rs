@@ -726,9 +726,8 @@ impl Walker {
                 WordPiece::TildeExpansion(_) => push_text(word, source),
                 WordPiece::ParameterExpansion(expr) => {
                     word.dynamic = true;
-                    let kind = self.expansion_of(expr);
+                    let kind = self.parameter(expr, source)?;
                     push_expansion(word, source, kind, quoted);
-                    self.parameter(expr, source)?;
                 }
                 WordPiece::CommandSubstitution(body)
                 | WordPiece::BackquotedCommandSubstitution(body) => {
@@ -747,56 +746,17 @@ impl Walker {
         Ok(())
     }
 
-    /// What a `${...}` expansion reads, for the values of the line (issue 41).
-    fn expansion_of(&mut self, expr: &ParameterExpr) -> Expansion {
-        use ParameterExpr as P;
-        let parameter = match expr {
-            P::VariableNames { .. } | P::MemberKeys { .. } => return Expansion::Names,
-            P::ParameterLength { .. } => return Expansion::Fixed,
-            // `${x:=v}` sets `x` too: to a value the judge does not follow.
-            P::AssignDefaultValues { parameter, .. } => {
-                if let Parameter::Named(name) | Parameter::NamedWithIndex { name, .. } = parameter {
-                    self.sets.unknown(name, "it is set by `${name:=value}`");
-                }
-                parameter
-            }
-            P::Parameter {
-                parameter,
-                indirect: false,
-            } => {
-                return match parameter {
-                    Parameter::Named(name) => Expansion::Variable(name.clone()),
-                    other => self.parameter_expansion(other, false),
-                };
-            }
-            P::Parameter { parameter, .. }
-            | P::UseDefaultValues { parameter, .. }
-            | P::IndicateErrorIfNullOrUnset { parameter, .. }
-            | P::UseAlternativeValue { parameter, .. }
-            | P::RemoveSmallestSuffixPattern { parameter, .. }
-            | P::RemoveLargestSuffixPattern { parameter, .. }
-            | P::RemoveSmallestPrefixPattern { parameter, .. }
-            | P::RemoveLargestPrefixPattern { parameter, .. }
-            | P::UppercaseFirstChar { parameter, .. }
-            | P::UppercasePattern { parameter, .. }
-            | P::LowercaseFirstChar { parameter, .. }
-            | P::LowercasePattern { parameter, .. }
-            | P::Substring { parameter, .. }
-            | P::ReplaceSubstring { parameter, .. }
-            | P::Transform { parameter, .. } => parameter,
-        };
-        self.parameter_expansion(parameter, true)
-    }
-
-    /// What reading `parameter` gives, `derived` when the expansion computes a value from it.
-    fn parameter_expansion(&self, parameter: &Parameter, derived: bool) -> Expansion {
+    /// What reading `parameter` as it is gives.
+    fn parameter_expansion(&self, parameter: &Parameter) -> Expansion {
         use brush_parser::word::SpecialParameter as S;
         let nested = self.scope > 0;
         match parameter {
-            Parameter::Named(name) if derived => Expansion::Derived(name.clone()),
             Parameter::Named(name) => Expansion::Variable(name.clone()),
+            // An element of an array: the array's values are not followed.
             Parameter::NamedWithIndex { name, .. }
-            | Parameter::NamedWithAllIndices { name, .. } => Expansion::Derived(name.clone()),
+            | Parameter::NamedWithAllIndices { name, .. } => {
+                Expansion::Computed(Box::new(Expansion::Variable(name.clone())))
+            }
             // `$0` is the shell's name at the top of the line, a call's choice below it.
             Parameter::Positional(0) if !nested => Expansion::Fixed,
             Parameter::Positional(at) => Expansion::Positional {
@@ -812,22 +772,29 @@ impl Walker {
 
     /// `${...}`: its operands are words of their own (`${x:-$(cmd)}`), and some forms
     /// evaluate arithmetic (`${a[i]}`, `${x:i:n}`) or a name taken from a value (`${!x}`).
-    fn parameter(&mut self, expr: &ParameterExpr, source: &str) -> Result<(), ParseError> {
+    /// Returns what it reads, for the values of the line (issue 41).
+    fn parameter(&mut self, expr: &ParameterExpr, source: &str) -> Result<Expansion, ParseError> {
         use ParameterExpr as P;
-        let (parameter, indirect) = match expr {
+        // What it reads: the parameter's value as it is, its value or a word, a word or
+        // nothing, or a value computed from it (any part of it: unknown).
+        enum Reads {
+            Value,
+            Or(Word),
+            IfSet(Word),
+            Part,
+            Computed,
+        }
+        let (parameter, indirect, reads) = match expr {
             P::Parameter {
                 parameter,
                 indirect,
-            }
-            | P::ParameterLength {
-                parameter,
-                indirect,
-            }
-            | P::Transform {
+            } => (parameter, *indirect, Reads::Value),
+            P::ParameterLength { .. } => return Ok(Expansion::Fixed),
+            P::Transform {
                 parameter,
                 indirect,
                 ..
-            } => (parameter, *indirect),
+            } => (parameter, *indirect, Reads::Part),
             P::UseDefaultValues {
                 parameter,
                 indirect,
@@ -839,20 +806,34 @@ impl Walker {
                 indirect,
                 default_value: text,
                 ..
+            } => {
+                let word = self.word_text(text.as_deref().unwrap_or_default())?;
+                if let (P::AssignDefaultValues { .. }, Parameter::Named(name)) = (expr, parameter) {
+                    self.sets.assign(name, word.clone(), self.repeats > 0);
+                }
+                (parameter, *indirect, Reads::Or(word))
             }
-            | P::IndicateErrorIfNullOrUnset {
+            P::IndicateErrorIfNullOrUnset {
                 parameter,
                 indirect,
                 error_message: text,
                 ..
+            } => {
+                if let Some(text) = text {
+                    self.word_text(text)?;
+                }
+                (parameter, *indirect, Reads::Value)
             }
-            | P::UseAlternativeValue {
+            P::UseAlternativeValue {
                 parameter,
                 indirect,
                 alternative_value: text,
                 ..
+            } => {
+                let word = self.word_text(text.as_deref().unwrap_or_default())?;
+                (parameter, *indirect, Reads::IfSet(word))
             }
-            | P::RemoveSmallestSuffixPattern {
+            P::RemoveSmallestSuffixPattern {
                 parameter,
                 indirect,
                 pattern: text,
@@ -895,7 +876,7 @@ impl Walker {
                 if let Some(text) = text {
                     self.word_text(text)?;
                 }
-                (parameter, *indirect)
+                (parameter, *indirect, Reads::Part)
             }
             P::Substring {
                 parameter,
@@ -907,7 +888,7 @@ impl Walker {
                 if let Some(length) = length {
                     self.arithmetic(&length.value, source)?;
                 }
-                (parameter, *indirect)
+                (parameter, *indirect, Reads::Part)
             }
             P::ReplaceSubstring {
                 parameter,
@@ -920,9 +901,9 @@ impl Walker {
                 if let Some(replacement) = replacement {
                     self.word_text(replacement)?;
                 }
-                (parameter, *indirect)
+                (parameter, *indirect, Reads::Computed)
             }
-            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(()),
+            P::VariableNames { .. } | P::MemberKeys { .. } => return Ok(Expansion::Names),
         };
         if indirect {
             self.arithmetic_hazard(source);
@@ -933,7 +914,15 @@ impl Walker {
         {
             self.arithmetic(index, source)?;
         }
-        Ok(())
+        let base = self.parameter_expansion(parameter);
+        Ok(match reads {
+            _ if indirect => Expansion::Computed(Box::new(base)),
+            Reads::Value => base,
+            Reads::Or(word) => Expansion::Or(Box::new(base), Box::new(word)),
+            Reads::IfSet(word) => Expansion::IfSet(Box::new(word)),
+            Reads::Part => Expansion::Part(Box::new(base)),
+            Reads::Computed => Expansion::Computed(Box::new(base)),
+        })
     }
 
     /// Arithmetic text (`$(( ))`, `(( ))`, subscripts): walks its substitutions, and adds a
