@@ -743,6 +743,11 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         "rm=1; foo ${!r*} c",
         "x=r; foo ${x/r/rm} c",
         "for i in 1 2; do x=${x}m; done; foo $x c",
+        // A shell or an interpreter handed to a program without a row.
+        "printf 'r%s c' m | logsave /dev/null sh",
+        "logsave /dev/null bash <(printf 'r%s c' m)",
+        "logsave /dev/null perl -e 'system(\"r\".\"m c\")'",
+        "printf 'system(\"r%s c\")' m | logsave /dev/null perl",
         // Builtins that evaluate a subscript in a name the shell builds.
         "x=$(cat f); printf -v \"$x\" 1",
         "x=$(cat f); test -v \"$x\"",
@@ -777,6 +782,10 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done",
         "i=0; while ((i < 3)); do ((i++)); done",
         "read -r -p \"$prompt\" line <<< x",
+        "apt-get install -y python3 perl",
+        "docker run img bash -c 'make test'",
+        "logsave /dev/null python3 -c 'print(1)'",
+        "cat f | sort | uniq -c | grep python",
         "printf -v out '%s' x",
         "declare -r v=\"$(date)\"",
     ] {

@@ -815,6 +815,11 @@ const SHAPES: &[Shape] = &[
     s("P6 an alternative value", "logsave /dev/null ${PATH:+%V} %F"),
     s("P6 empty parts of a variable around the name", "logsave /dev/null ${PATH:0:0}%0${PATH:0:0}%1%S %F"),
     s("P6 a replacement", "logsave /dev/null ${PATH/*/%0}${PATH:0:0}%1%S %F"),
+    // A shell or an interpreter handed to a program without a row (issue 41, round 4).
+    s("P6 a shell an unknown program is handed, reading a pipe", "printf '%0%s %F' %1%S | logsave /dev/null sh"),
+    s("P6 a shell an unknown program is handed, reading a process substitution", "logsave /dev/null bash <(printf '%0%s %F' %1%S)"),
+    s("P6 an interpreter an unknown program is handed, with code", r#"logsave /dev/null perl -e 'system("%0"."%1%S %F")'"#),
+    s("P6 an interpreter an unknown program is handed, reading a pipe", r#"printf 'system("%0%s %F")' %1%S | logsave /dev/null perl"#),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
     s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
     s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),

@@ -214,6 +214,8 @@ impl Policy {
                     .or_else(|| self.runs_opaque_argument(segment, mode))
                     // Issue 41: the values the line chooses, read as written out.
                     .or_else(|| self.judge_line_values(segment, mode, globs))
+                    // Issue 41: a shell or an interpreter it is handed.
+                    .or_else(|| self.runs_code_through_argument(segment, mode))
             })
             .flatten();
         match (matched, unknown_wrapper) {
@@ -684,7 +686,7 @@ pub(in crate::policy) const SHELL_ONLY: &[&str] = &[
 /// by reading the segment again with two different values in place of those words: code
 /// that changes with them is built at run time; a word that is data (`python3 -c '...'
 /// "$FILE"`) changes nothing.
-fn code_of(segment: &Segment) -> Option<inline::Code> {
+pub(in crate::policy) fn code_of(segment: &Segment) -> Option<inline::Code> {
     let code = inline::inline_code(&segment.words, segment.stdin.as_deref())?;
     let expanded: Vec<usize> = segment
         .expanded

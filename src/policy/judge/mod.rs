@@ -9,3 +9,4 @@ pub mod line_values;
 pub mod made_here;
 pub mod network;
 pub mod tool;
+pub mod unknown_wrapper;

@@ -102,6 +102,9 @@ pub struct Segment {
     /// positional parameter the line sets, a command's output), with every value each can
     /// reach the program as, or why that cannot be known.
     pub line_values: Vec<LineValue>,
+    /// Its stdin is what the line gives it: a pipe, a redirection, a here-document (or its
+    /// wrapper's, so given). Otherwise it is dsh's, which is /dev/null: it reads nothing.
+    pub fed: bool,
 }
 
 impl Segment {

@@ -822,3 +822,17 @@ fn issue_41_a_value_the_line_sets_is_read_by_its_value() {
             .is_empty()
     );
 }
+
+/// Issue 41: a segment knows whether the line gives it its stdin (else it is dsh's,
+/// /dev/null): after a pipe, a redirection or a here-string, and through its wrapper.
+#[test]
+fn issue_41_a_segment_knows_whether_the_line_feeds_its_stdin() {
+    assert!(!find("foo", "foo").fed);
+    assert!(!find("foo | bar", "foo").fed);
+    assert!(find("foo | bar", "bar").fed);
+    assert!(find("bar < f", "bar").fed);
+    assert!(find("bar <<< x", "bar").fed);
+    assert!(find("{ bar; } < f", "bar").fed);
+    assert!(find("foo | sudo bar", "bar").fed);
+    assert!(!find("foo; bar", "bar").fed);
+}

@@ -36,6 +36,8 @@ pub(super) struct Walker {
     /// How many loops, function bodies and scripts run by a wrapper the walk is inside of:
     /// what is set there may be set again from itself.
     repeats: usize,
+    /// The command walked now reads a stdin the line gives it (a pipe, or its wrapper's).
+    fed: bool,
 }
 
 /// What a segment leaves to be read once the whole line is walked (issue 41).
@@ -60,6 +62,7 @@ impl Walker {
             pending: Vec::new(),
             scope: 0,
             repeats: 0,
+            fed: false,
         }
     }
 
@@ -153,8 +156,13 @@ impl Walker {
     }
 
     fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), ParseError> {
-        for command in &pipeline.seq {
-            self.command(command)?;
+        let fed = self.fed;
+        for (at, command) in pipeline.seq.iter().enumerate() {
+            // After a `|`, stdin is the line's; the first command keeps what it had.
+            self.fed = fed || at > 0;
+            let result = self.command(command);
+            self.fed = fed;
+            result?;
         }
         Ok(())
     }
@@ -195,7 +203,13 @@ impl Walker {
         let end = self.out.len();
         let mut writes = false;
         for redirect in redirects.iter().flat_map(|list| list.0.iter()) {
-            writes |= self.redirect(redirect)?.0;
+            let (writes_file, stdin) = self.redirect(redirect)?;
+            writes |= writes_file;
+            if stdin.is_some() {
+                for segment in &mut self.out[start..end] {
+                    segment.fed = true;
+                }
+            }
         }
         if writes {
             if start == end {
@@ -357,6 +371,7 @@ impl Walker {
             patterns: patterns(&parts.words),
             expanded: expanded(&parts.words),
             line_values: Vec::new(),
+            fed: self.fed || parts.stdin.is_some(),
         };
         self.pending[index].words = with_pieces(&parts.words);
         self.note_sets(&parts.words);
@@ -372,7 +387,11 @@ impl Walker {
             self.via.pop();
             result?;
         }
-        self.unwrap(&parts.words, &stdin)
+        // What a wrapper runs reads the wrapper's stdin.
+        let fed = std::mem::replace(&mut self.fed, self.out[index].fed);
+        let result = self.unwrap(&parts.words, &stdin);
+        self.fed = fed;
+        result
     }
 
     fn item(
@@ -1015,6 +1034,7 @@ impl Walker {
                     patterns: patterns(&words),
                     expanded: expanded(&words),
                     line_values: Vec::new(),
+                    fed: self.fed,
                 };
                 self.emit(segment, &words);
                 // What a wrapper runs inherits the wrapper's stdin.

@@ -1,0 +1,118 @@
+//! A program without a row that is handed a shell or an interpreter (issue 41, round 4).
+//!
+//! A program the tables do not know may run its arguments as a command (`logsave
+//! /dev/null perl -e '...'`, `flock f sh`): the judge already asks when an argument names
+//! what a deny rule names (P6) or is a command line hiding its name (P3b). Here the argument
+//! names a program that runs code: from it on, the words are read as that program's
+//! command line would be, its code on the line (P8) or a script it reads from the stdin
+//! the line gives it, and asked in mode `auto` under a deny or ask rule when not shown
+//! harmless.
+
+use crate::config::{Decision, Mode};
+use crate::policy::inline::Reading;
+use crate::policy::judge::bash::code_of;
+use crate::policy::shell::{self, Segment};
+use crate::policy::word::{Word, base_name};
+use crate::policy::wrappers::{InnerCommand, Stdin, inner_commands};
+use crate::policy::{Cause, Policy, Verdict, embedded, inline, wrappers};
+
+/// Shells: what they run is a script (their `-c` string, a file, their stdin).
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "yash", "ash", "rbash", "busybox", "fish",
+];
+
+impl Policy {
+    /// The ask for the first argument of a program without a row that names a shell or an
+    /// interpreter whose command line, read from there, runs code not shown harmless.
+    pub(in crate::policy) fn runs_code_through_argument(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+    ) -> Option<Verdict> {
+        let words = &segment.words;
+        let program = base_name(words.first()?);
+        if mode != Mode::Auto
+            || !self.guarded()
+            || wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+            || self.read_only.iter().any(|p| words.starts_with(p))
+        {
+            return None;
+        }
+        (1..words.len())
+            .filter(|at| !segment.expanded.contains(at) && !segment.patterns.contains(at))
+            .find_map(|at| {
+                let inner = from(segment, at);
+                let name = base_name(&words[at]);
+                let why = if SHELLS.contains(&name) {
+                    shell_reads_unknown(&inner)?
+                } else {
+                    match code_of(&inner)?.reading {
+                        Reading::Opaque(why) => why,
+                        _ => return None,
+                    }
+                };
+                let why = format!(
+                    "`{program}` has no row in the tables, and may run `{name}` as its argument names it: {why}"
+                );
+                Some(Verdict::new(
+                    Decision::Ask,
+                    why.clone(),
+                    Cause::Opaque { why },
+                ))
+            })
+    }
+}
+
+/// The words of `segment` from `at` on, as the command they would be, reading the
+/// segment's stdin when the line gives one and nothing otherwise (dsh's is /dev/null).
+fn from(segment: &Segment, at: usize) -> Segment {
+    let shift = |indices: &[usize]| {
+        indices
+            .iter()
+            .filter(|&&i| i >= at)
+            .map(|i| i - at)
+            .collect()
+    };
+    Segment {
+        words: segment.words[at..].to_vec(),
+        stdin: match (&segment.stdin, segment.fed) {
+            (Some(text), _) => Some(text.clone()),
+            (None, true) => None,
+            (None, false) => Some(String::new()),
+        },
+        expanded: shift(&segment.expanded),
+        patterns: shift(&segment.patterns),
+        ..Segment::default()
+    }
+}
+
+/// Why the shell command `inner` runs a script the judge cannot read, if it does.
+fn shell_reads_unknown(inner: &Segment) -> Option<String> {
+    let words: Vec<Word> = inner
+        .words
+        .iter()
+        .enumerate()
+        .map(|(at, text)| Word {
+            text: text.clone(),
+            dynamic: inner.expanded.contains(&at),
+            pattern: inner.patterns.contains(&at),
+            ..Word::default()
+        })
+        .collect();
+    let stdin = match &inner.stdin {
+        Some(text) => Stdin::Literal(text.clone()),
+        None => Stdin::Unknown,
+    };
+    inner_commands(&words, &stdin)
+        .into_iter()
+        .find_map(|command| match command {
+            InnerCommand::Opaque { why, .. } => Some(why),
+            InnerCommand::Script(script) => shell::segments(&script).map_or_else(
+                |e| Some(format!("its script cannot be parsed: {e}")),
+                |segments| segments.into_iter().find_map(|s| s.opaque),
+            ),
+            _ => None,
+        })
+}
