@@ -1624,7 +1624,25 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"VERSION=1.2.3; echo $VERSION"#, ["allow", "ask", "allow"]),
     (r#"name=app; docker build -t $name ."#, ["allow", "ask", "deny"]),
     (r#"for f in *.txt; do echo "$f"; done"#, ["allow", "ask", "allow"]),
-    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),    // Issue 41, round 4: values the line chooses, read by value, and what they give.
+    (r#"for p in core cli; do cargo test -p $p; done"#, ["allow", "ask", "deny"]),
+    (r#"dir=build; mkdir -p $dir && cd $dir && cmake .."#, ["allow", "ask", "deny"]),
+    (r#"i=0; while [ $i -lt 3 ]; do i=$((i+1)); done"#, ["allow", "ask", "deny"]),
+    (r#"n=0; for f in *.rs; do n=$((n+1)); done; echo $n"#, ["allow", "ask", "allow"]),
+    (r#"export PATH=$PATH:$HOME/.local/bin; cargo build"#, ["allow", "ask", "deny"]),
+    (r#"x=$(git rev-parse --short HEAD); echo "$x""#, ["allow", "ask", "allow"]),
+    (r#"cd "$(git rev-parse --show-toplevel)" && cargo build"#, ["allow", "ask", "deny"]),
+    (r#"mkdir -p "$(dirname out/a/b.txt)""#, ["allow", "ask", "deny"]),
+    (r#"f=README.md; wc -l "$f""#, ["allow", "ask", "allow"]),
+    (r#"branch=main; git checkout "$branch""#, ["allow", "ask", "deny"]),
+    (r#"kill $(pgrep -f myserver)"#, ["allow", "ask", "deny"]),
+    (r#"for f in src/*.rs; do rustfmt --check "$f"; done"#, ["allow", "ask", "deny"]),
+    (r#"docker build -t "${PWD##*/}" ."#, ["allow", "ask", "deny"]),
+    (r#"cargo build --target ${TARGET:-x86_64-unknown-linux-gnu}"#, ["allow", "ask", "deny"]),
+    (r#"apt-get install -y python3 perl"#, ["allow", "ask", "deny"]),
+    (r#"docker run --rm img bash -c 'make test'"#, ["allow", "ask", "deny"]),
+    (r#"cat f | sort | uniq -c | grep python"#, ["allow", "ask", "allow"]),
+    (r#"read -r -p "$prompt" line <<< x"#, ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the
