@@ -817,6 +817,16 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         bash(&p, "read n; echo $((n+1))", Mode::ReadOnly).decision,
         Deny
     );
+    assert_eq!(
+        bash(
+            &p,
+            "i=0; while [ $i -lt 3 ]; do i=$((i+1)); done",
+            Mode::ReadOnly
+        )
+        .decision,
+        Allow
+    );
+    assert_eq!(bash(&p, "x=-v; [ $x a ]", Mode::ReadOnly).decision, Deny);
 }
 
 /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.

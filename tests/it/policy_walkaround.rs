@@ -1627,7 +1627,7 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),    // Issue 41, round 4: values the line chooses, read by value, and what they give.
     (r#"for p in core cli; do cargo test -p $p; done"#, ["allow", "ask", "deny"]),
     (r#"dir=build; mkdir -p $dir && cd $dir && cmake .."#, ["allow", "ask", "deny"]),
-    (r#"i=0; while [ $i -lt 3 ]; do i=$((i+1)); done"#, ["allow", "ask", "deny"]),
+    (r#"i=0; while [ $i -lt 3 ]; do i=$((i+1)); done"#, ["allow", "ask", "allow"]),
     (r#"n=0; for f in *.rs; do n=$((n+1)); done; echo $n"#, ["allow", "ask", "allow"]),
     (r#"export PATH=$PATH:$HOME/.local/bin; cargo build"#, ["allow", "ask", "deny"]),
     (r#"x=$(git rev-parse --short HEAD); echo "$x""#, ["allow", "ask", "allow"]),

@@ -4,8 +4,7 @@ use crate::config::{Decision, Mode};
 use crate::policy::shell::{self, Segment};
 use crate::policy::{
     Cause, Grant, Judgement, Policy, Rule, RuleRef, SegmentJudgement, Verdict, embedded, globs,
-    grant_for, inline, quote_segment, read_only, shorten, summarize, tokens, variable_names, word,
-    wrappers,
+    grant_for, inline, quote_segment, shorten, summarize, tokens, variable_names, word, wrappers,
 };
 use word::base_name;
 
@@ -629,7 +628,7 @@ impl Policy {
         {
             Some("is not known to be read-only".to_owned())
         } else {
-            read_only::writing_option(&segment.words).map(|option| {
+            super::line_values::writing_option(segment).map(|option| {
                 format!(
                     "is not known to be read-only (`{option}` writes, runs code or changes the system)"
                 )

@@ -13,7 +13,9 @@ use super::made_here::takes_paths_as_data;
 use crate::config::{Decision, Mode};
 use crate::policy::shell::{KnownValue, Segment, ValueReading};
 use crate::policy::word::base_name;
-use crate::policy::{Cause, Policy, Verdict, embedded, globs, inline, shorten, wrappers};
+use crate::policy::{
+    Cause, Policy, Verdict, embedded, globs, inline, read_only, shorten, wrappers,
+};
 
 /// Most readings of one segment judged; a segment with more is unknown.
 const MAX_VARIANTS: usize = 64;
@@ -86,6 +88,33 @@ impl Policy {
             format!("`{program}` has no row in the tables, and {why}"),
             Cause::Opaque { why },
         ))
+    }
+}
+
+/// [`read_only::writing_option`] on what the segment's words hold: an expansion counts
+/// as an option it could be, unless every value the line gives it is known and none is
+/// one (`i=0; while [ $i -lt 3 ]; ...`).
+pub(in crate::policy) fn writing_option(segment: &Segment) -> Option<String> {
+    let option = read_only::writing_option(&segment.words)?.to_owned();
+    let Some(at) = segment.words.iter().position(|w| *w == option) else {
+        return Some(option);
+    };
+    let known = segment
+        .line_values
+        .iter()
+        .any(|v| v.index == at && matches!(v.reading, ValueReading::Known(_)));
+    if !known {
+        return Some(option);
+    }
+    match variants(segment) {
+        Ok(variants)
+            if variants.iter().all(|(variant, _)| {
+                variant.expanded.is_empty() && read_only::writing_option(&variant.words).is_none()
+            }) =>
+        {
+            None
+        }
+        _ => Some(option),
     }
 }
 
