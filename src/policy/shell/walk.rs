@@ -73,8 +73,11 @@ impl Walker {
         let Walker {
             out, pending, sets, ..
         } = self;
+        // `pending` runs beside `out` (every segment is added through `emit`); should it
+        // ever fall short, a segment keeps its reading as written rather than being lost.
+        let mut pending = pending.into_iter();
         out.into_iter()
-            .zip(pending)
+            .map(|segment| (segment, pending.next().unwrap_or_default()))
             .filter(|(_, pending)| {
                 pending.arithmetic.as_ref().is_none_or(|names| {
                     names.is_empty() || !names.iter().all(|n| sets.only_numbers(n))
@@ -499,7 +502,9 @@ impl Walker {
     /// reference) leaves it unknown.
     fn note_declared(&mut self, assignment: &ast::Assignment, word: &Word, words: &[Word]) {
         let name = assignment_name(assignment);
-        let plain_options = words[1..]
+        let plain_options = words
+            .get(1..)
+            .unwrap_or_default()
             .iter()
             .filter(|w| w.text.starts_with(['-', '+']))
             .all(|w| w.text[1..].chars().all(|c| matches!(c, 'x' | 'r' | 'g')));
