@@ -382,17 +382,8 @@ impl Policy {
         segment: &Segment,
         mode: Mode,
     ) -> Option<Verdict> {
+        let program = self.unknown_program(segment, mode)?;
         let words = &segment.words;
-        let program = base_name(words.first()?);
-        if mode != Mode::Auto
-            || !self.guarded()
-            || wrappers::is_wrapper(program)
-            || embedded::has_row(program)
-            || inline::is_interpreter(program)
-            || self.read_only.iter().any(|p| words.starts_with(p))
-        {
-            return None;
-        }
         // A word the shell expands gives the program a value, not code (`"$PWD":/src`).
         let literal = |at: &usize| !segment.expanded.contains(at);
         (1..words.len()).filter(literal).find_map(|at| {

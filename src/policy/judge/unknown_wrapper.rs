@@ -22,6 +22,23 @@ const SHELLS: &[&str] = &[
 ];
 
 impl Policy {
+    /// The program of `segment` when the safety net for programs without a row asks about
+    /// what it may run: in mode `auto` under a deny or ask rule, for a program that is no
+    /// wrapper, has no row, is no interpreter and no reader of the read-only list.
+    pub(in crate::policy) fn unknown_program<'s>(
+        &self,
+        segment: &'s Segment,
+        mode: Mode,
+    ) -> Option<&'s str> {
+        let words = &segment.words;
+        let program = base_name(words.first()?);
+        let known = wrappers::is_wrapper(program)
+            || embedded::has_row(program)
+            || inline::is_interpreter(program)
+            || self.read_only.iter().any(|p| words.starts_with(p));
+        (mode == Mode::Auto && self.guarded() && !known).then_some(program)
+    }
+
     /// The ask for the first argument of a program without a row that names a shell or an
     /// interpreter whose command line, read from there, runs code not shown harmless.
     pub(in crate::policy) fn runs_code_through_argument(
@@ -29,17 +46,8 @@ impl Policy {
         segment: &Segment,
         mode: Mode,
     ) -> Option<Verdict> {
+        let program = self.unknown_program(segment, mode)?;
         let words = &segment.words;
-        let program = base_name(words.first()?);
-        if mode != Mode::Auto
-            || !self.guarded()
-            || wrappers::is_wrapper(program)
-            || embedded::has_row(program)
-            || inline::is_interpreter(program)
-            || self.read_only.iter().any(|p| words.starts_with(p))
-        {
-            return None;
-        }
         (1..words.len())
             .filter(|at| !segment.expanded.contains(at) && !segment.patterns.contains(at))
             .find_map(|at| {
