@@ -20,13 +20,17 @@ use std::time::Duration;
 /// text as a command, runs it itself when an allow option is chosen, and reports.
 /// Prompts starting `term:`, `termstart:`, `termshow:`, `release:`, `read:` and `write:` instead use
 /// its client's terminal and file system (as an agent offered them does) and report
-/// the answer.
+/// the answer; `get:URL` fetches URL as the agent's own HTTP client would (the proxy
+/// variables of its environment honoured) and `connect:HOST:PORT` opens a TCP
+/// connection, each reporting what it got. Its initialize answer shows its proxy
+/// variables (`_meta.env`).
 const AGENT: &str = r#"
-import json, os, subprocess, sys
+import json, os, socket, subprocess, sys, urllib.request
 with open(os.environ["AGENT_PIDFILE"], "a") as f:
     f.write(f"{os.getpid()}\n")
 print("scripted agent started", file=sys.stderr, flush=True)
 pending = []
+PROXY_NAMES = [n for v in ("HTTP", "HTTPS", "ALL", "NO") for n in (v + "_PROXY", v.lower() + "_proxy")]
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 def read():
@@ -81,6 +85,18 @@ def client_prompt(sid, text):
                           {"type": "terminal", "terminalId": tid}]}}})
         call("terminal/release", {"sessionId": sid, "terminalId": tid})
         return f"shown {tid}, exit {code.get('exitCode')}"
+    if verb == "get":
+        try:
+            return "got: " + urllib.request.urlopen(rest, timeout=30).read().decode()
+        except Exception as e:
+            return f"failed: {e!r}"
+    if verb == "connect":
+        host, _, port = rest.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=30).close()
+            return "connected"
+        except Exception as e:
+            return f"failed: {e!r}"
     if verb == "release":
         a = call("terminal/release", {"sessionId": sid, "terminalId": rest})
         return "released" if "result" in a else "refused: " + a["error"]["message"]
@@ -99,7 +115,8 @@ while True:
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
         status = {k: status.get(k, "").strip() for k in ("NoNewPrivs", "CapEff")}
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status}}})
+              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status,
+              "env": {n: os.environ.get(n) for n in PROXY_NAMES}}}})
     elif method == "session/new":
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "agent-s1"}})
     elif method == "session/set_mode":
@@ -177,6 +194,12 @@ async fn setup_under(exec: &str, rules: &str) -> Setup {
 /// As [`setup_under`]; `copied`: the daemon runs a copy of the binary, as `dsh upgrade`
 /// tests start it.
 async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
+    setup_with_env(exec, rules, copied, "").await
+}
+
+/// As [`setup_started`], `env` (entries of a TOML inline table) added to the agent's
+/// `env`.
+async fn setup_with_env(exec: &str, rules: &str, copied: bool, env: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join(".agent")).unwrap();
@@ -186,7 +209,7 @@ async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
     let config = format!(
         "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
          [[agents]]\nname = \"scripted\"\ncommand = [\"python3\", \"{}\"]\n\
-         env = {{ AGENT_PIDFILE = \"{}\" }}\n",
+         env = {{ AGENT_PIDFILE = \"{}\"{env} }}\n",
         script.display(),
         pidfile.display()
     );
@@ -1275,4 +1298,64 @@ async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
     let (command, file) = command_in(&s.work, "after");
     prompt(&mut c, &session, &command).await;
     assert!(file.exists(), "a new connection's agent does not work");
+}
+
+/// E10 with a wrapped agent's own environment (`[[agents]] env`): under the sandbox its
+/// `NO_PROXY` (and `no_proxy`) wins over the sandbox's, narrowed to loopback, so an
+/// agent told to send even loopback through the proxy reaches its model on the host's
+/// loopback by a rule naming its port (on the old code the sandbox's `NO_PROXY` won,
+/// the agent went direct and found nothing there). Its `HTTP_PROXY` pointing at a
+/// proxy of its own does not: locally (the control) that proxy gets the request,
+/// under the sandbox the agent sees dsh's proxy, and a connection to its own goes
+/// nowhere (the namespace has no way out but dsh's proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_an_agents_own_no_proxy_wins_narrowed_and_its_own_proxy_goes_nowhere() {
+    let model = crate::sandbox_network::http_server().await;
+    let own_proxy = crate::sandbox_network::http_server().await;
+    let env = format!(
+        ", NO_PROXY = \"\", no_proxy = \"example.com\", \
+         HTTP_PROXY = \"http://127.0.0.1:{own_proxy}\", http_proxy = \"http://127.0.0.1:{own_proxy}\""
+    );
+    let get = format!("get:http://localhost:{model}/");
+
+    let local = setup_with_env("", "", false, &env).await;
+    let (_child, mut c, session, init) = local.editor().await;
+    let seen = &init["_meta"]["env"];
+    assert_eq!(
+        seen["http_proxy"],
+        format!("http://127.0.0.1:{own_proxy}"),
+        "{init}"
+    );
+    prompt(&mut c, &session, &get).await;
+    assert_eq!(
+        last_said(&c),
+        format!("got: hello from {own_proxy}"),
+        "control: the local agent's own proxy did not get its request"
+    );
+
+    let exec =
+        format!("kind = \"sandbox\"\n[exec.sandbox.network]\nallow = [\"localhost:{model}\"]\n");
+    let sandboxed = setup_with_env(&exec, "", false, &env).await;
+    let (_child, mut c, session, init) = sandboxed.editor().await;
+    let seen = &init["_meta"]["env"];
+    assert_eq!(seen["NO_PROXY"], "", "{init}");
+    assert_eq!(
+        seen["no_proxy"], "",
+        "beyond loopback goes through the proxy: {init}"
+    );
+    for name in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"] {
+        assert_eq!(seen[name], "http://127.0.0.1:3128", "{name}: {init}");
+    }
+    prompt(&mut c, &session, &get).await;
+    assert_eq!(
+        last_said(&c),
+        format!("got: hello from {model}"),
+        "the agent did not reach its model through dsh's proxy"
+    );
+    prompt(&mut c, &session, &format!("connect:127.0.0.1:{own_proxy}")).await;
+    let said = last_said(&c);
+    assert!(
+        said.starts_with("failed: ConnectionRefusedError"),
+        "the sandboxed agent reached a proxy of its own: {said}"
+    );
 }
