@@ -22,7 +22,9 @@ use std::time::Duration;
 /// its client's terminal and file system (as an agent offered them does) and report
 /// the answer; `get:URL` fetches URL as the agent's own HTTP client would (the proxy
 /// variables of its environment honoured) and `connect:HOST:PORT` opens a TCP
-/// connection, each reporting what it got. Its initialize answer shows its proxy
+/// connection, each reporting what it got. `in:DIR:COMMAND` asks about COMMAND as
+/// Gemini CLI asks about a shell call with a `dir_path` (the directory only in its
+/// explanation, no `rawInput`) and runs it in DIR once allowed. Its initialize answer shows its proxy
 /// variables (`_meta.env`).
 const AGENT: &str = r#"
 import json, os, socket, subprocess, sys, urllib.request
@@ -118,6 +120,7 @@ while True:
               "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status,
               "env": {n: os.environ.get(n) for n in PROXY_NAMES}}}})
     elif method == "session/new":
+        cwd = p.get("cwd")
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "agent-s1"}})
     elif method == "session/set_mode":
         send({"jsonrpc": "2.0", "id": mid, "result": {"_meta": {"mode": p.get("modeId")}}})
@@ -132,7 +135,18 @@ while True:
         asks += 1
         qid = f"q{asks}"
         # "edit:PATH" asks to edit PATH (as Claude Code's Edit does); else a command.
-        if command.startswith("edit:"):
+        where = None
+        if command.startswith("in:"):
+            # As Gemini CLI asks about its shell call with a `dir_path`: the command as
+            # the title, the directory only in the explanation, no rawInput; it runs
+            # there once allowed.
+            where, _, command = command[3:].partition(":")
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "status": "pending", "locations": [],
+                         "content": [{"type": "content", "content": {"type": "text",
+                                      "text": f"[in {where}] (scripted)"}}]}
+            where = os.path.join(cwd, where)
+        elif command.startswith("edit:"):
             path = command[5:]
             tool_call = {"toolCallId": f"call-{asks}", "title": "Edit " + path, "kind": "edit",
                          "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
@@ -160,7 +174,7 @@ while True:
             pending.append(a)
         outcome = (a.get("result") or {}).get("outcome") or {}
         if outcome.get("outcome") == "selected" and outcome.get("optionId") in ("allow", "always"):
-            subprocess.run(["bash", "-c", command])
+            subprocess.run(["bash", "-c", command], cwd=where)
             update(sid, "ran: " + command)
         else:
             update(sid, "refused: " + command)
@@ -1358,4 +1372,51 @@ async fn e10_an_agents_own_no_proxy_wins_narrowed_and_its_own_proxy_goes_nowhere
         said.starts_with("failed: ConnectionRefusedError"),
         "the sandboxed agent reached a proxy of its own: {said}"
     );
+}
+
+/// P6 with Gemini CLI's `dir_path`: its shell call may run in a directory it names
+/// only in its question's explanation (`[in DIR]`). In `sub`, which holds a file named
+/// `rm` and a script `run` that runs its arguments, `./run r[m] -f victim` is `rm` run
+/// by a program a rule allows. Judged from the session's cwd (the same line asked
+/// without a directory: the control) `r[m]` matches nothing and the rule allows it; asked with
+/// `dir_path = sub` it is judged there, where the deny rule on `rm` names it, so it is
+/// asked (the editor rejects) and the victim stays. On the old code the directory was
+/// ignored, the call was allowed and the agent deleted the victim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p6_a_command_in_its_dir_path_is_judged_there() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup(
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"rm\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"bash\"\ncommand = \"./run\"\naction = \"allow\"\n",
+    )
+    .await;
+    let sub = s.work.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("rm"), "").unwrap();
+    std::fs::write(sub.join("run"), "#!/bin/sh\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(sub.join("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(sub.join("victim"), "").unwrap();
+    let line = "./run r[m] -f victim";
+    let (_child, mut c, session, _) = s.editor().await;
+    prompt(&mut c, &session, line).await;
+    assert!(
+        said(&c, &format!("ran: {line}")),
+        "control: {:?}",
+        c.updates
+    );
+    assert!(
+        c.permission_requests.is_empty(),
+        "control: the editor was asked"
+    );
+
+    c.permission_answers.push_back("reject");
+    prompt(&mut c, &session, &format!("in:sub:{line}")).await;
+    assert!(
+        sub.join("victim").exists(),
+        "the command judged in the session's cwd ran in its dir_path"
+    );
+    assert!(said(&c, &format!("refused: {line}")), "{:?}", c.updates);
+    assert_eq!(c.permission_requests.len(), 1, "the editor was not asked");
+    let line_of = s.audit().last().cloned().unwrap();
+    assert_eq!(line_of["arguments"]["workdir"], "sub", "{line_of}");
 }
