@@ -435,11 +435,42 @@ pub struct EditorPrompter {
     pub questions: OpenQuestions,
     /// The agent's id of the session (the one the editor knows).
     pub agent_session: String,
+    /// The file tools' place and the sessions: a write asked about is shown with its
+    /// diff, the old text read as the file tools read it.
+    pub tools: Arc<crate::tools::ToolRegistry>,
+    pub sessions: Arc<crate::registry::SessionRegistry>,
+}
+
+impl EditorPrompter {
+    /// What a write asked about changes (ACP's `diff` content), from the file as the
+    /// file tools read it for the session (the editor's buffer when it offers one; under
+    /// the sandbox through its containment, so nothing out of its view is read): `None`
+    /// when it is no write, the file cannot be read there, or it is too large to show.
+    async fn diff(&self, request: &PermissionRequest) -> Option<crate::tools::files::FileDiff> {
+        if !crate::tools::files::writes(&request.tool) {
+            return None;
+        }
+        let session = self.sessions.get(&request.session_id);
+        crate::tools::files::preview(
+            self.tools.file_place(),
+            session.as_ref(),
+            &request.tool,
+            &request.arguments,
+            request.escalation.is_some(),
+        )
+        .await
+    }
 }
 
 /// The question for a call of the agent's that dsh runs itself (`terminal/create`,
-/// `fs/*`): the call as dsh shows its own, with once/always/reject options.
-pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
+/// `fs/*`): the call as dsh shows its own, with once/always/reject options. A write
+/// carries its `diff` (path, old and new text, as ACP v1 defines the tool call's
+/// content) and the file as its location, as dsh's own questions do.
+pub fn own_question(
+    agent_session: &str,
+    request: &PermissionRequest,
+    diff: Option<crate::tools::files::FileDiff>,
+) -> Value {
     let view = crate::tools::CallView::of(&request.tool, &request.arguments, None);
     let kind = match request.tool.as_str() {
         "bash" => "execute",
@@ -447,14 +478,29 @@ pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
         "read_file" => "read",
         _ => "other",
     };
+    let mut tool_call = json!({
+        "toolCallId": request.call_id,
+        "title": view.title,
+        "kind": kind,
+        "rawInput": request.arguments,
+    });
+    if let Some(diff) = diff {
+        use agent_client_protocol_schema::v1 as acp;
+        let location = acp::ToolCallLocation::new(diff.path.clone()).line(diff.line);
+        let content = acp::ToolCallContent::Diff(
+            acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text),
+        );
+        if let (Ok(location), Ok(content)) = (
+            serde_json::to_value(location),
+            serde_json::to_value(content),
+        ) {
+            tool_call["locations"] = json!([location]);
+            tool_call["content"] = json!([content]);
+        }
+    }
     json!({
         "sessionId": agent_session,
-        "toolCall": {
-            "toolCallId": request.call_id,
-            "title": view.title,
-            "kind": kind,
-            "rawInput": request.arguments,
-        },
+        "toolCall": tool_call,
         "options": [
             {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
             {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -466,11 +512,14 @@ pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
 #[async_trait::async_trait]
 impl PermissionPrompter for EditorPrompter {
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
-        let question = self
+        let asked = self
             .questions
             .get(&(request.session_id.clone(), request.call_id.clone()))
-            .map(|q| q.clone())
-            .unwrap_or_else(|| own_question(&self.agent_session, &request));
+            .map(|q| q.clone());
+        let question = match asked {
+            Some(question) => question,
+            None => own_question(&self.agent_session, &request, self.diff(&request).await),
+        };
         let answer = self
             .editor
             .request(

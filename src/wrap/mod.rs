@@ -285,6 +285,8 @@ impl Shared {
             editor: self.editor.clone(),
             questions: self.questions.clone(),
             agent_session: id.to_string(),
+            tools: self.daemon.tools.clone(),
+            sessions: self.daemon.sessions.clone(),
         })));
         tracing::info!(agent = %self.agent.name, session = id, dsh_session = %session.id, "wrapped session opened");
         self.sessions.insert(id.to_string(), session);

@@ -1420,3 +1420,68 @@ async fn p6_a_command_in_its_dir_path_is_judged_there() {
     let line_of = s.audit().last().cloned().unwrap();
     assert_eq!(line_of["arguments"]["workdir"], "sub", "{line_of}");
 }
+
+/// ACP v1's diff in the question: an agent's `fs/write_text_file` that no rule decides
+/// is asked at the editor in a question dsh writes, and that question carries the
+/// write's `diff` (the path, the old text as the file tools read it: the editor's
+/// buffer when it offers `fs`, else the disk; the new text) and the file as its
+/// location. Rejected, nothing is written. Under the sandbox a link out of the roots is
+/// refused unasked: its target's text never reaches the editor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asked_write_carries_its_diff_to_the_editor() {
+    for exec in ["", "kind = \"sandbox\"\n"] {
+        let s = setup_under(exec, "").await;
+        let file = s.work.join("notes.txt");
+        std::fs::write(&file, "on disk\n").unwrap();
+        let outside = s.work.parent().unwrap().join("outside.txt");
+        std::fs::write(&outside, "outside text\n").unwrap();
+        std::os::unix::fs::symlink(&outside, s.work.join("link.txt")).unwrap();
+        let path = file.to_str().unwrap().to_string();
+        for buffer in [Some("in the buffer\n"), None] {
+            let (_child, mut c, session, _) = match buffer {
+                Some(_) => s.editor().await,
+                None => s.editor_offering(json!({"terminal": true})).await,
+            };
+            if let Some(text) = buffer {
+                c.buffers = Some([(path.clone(), text.to_string())].into());
+            }
+            c.permission_answers.push_back("reject_once");
+            prompt(&mut c, &session, &format!("write:{path}=new text\n")).await;
+            assert!(
+                last_said(&c).starts_with("refused: "),
+                "{exec}: {:?}",
+                c.updates
+            );
+            assert_eq!(c.permission_requests.len(), 1, "{exec}: not asked");
+            let call = &c.permission_requests[0]["toolCall"];
+            assert_eq!(call["kind"], "edit", "{call}");
+            let diff = &call["content"][0];
+            assert_eq!(diff["type"], "diff", "{exec}: {call}");
+            assert_eq!(diff["path"], path.as_str());
+            assert_eq!(
+                diff["oldText"],
+                buffer.unwrap_or("on disk\n"),
+                "{exec}: {call}"
+            );
+            assert_eq!(diff["newText"], "new text\n");
+            assert_eq!(call["locations"][0]["path"], path.as_str(), "{call}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "on disk\n");
+            if let Some(text) = buffer {
+                assert_eq!(c.buffers.as_ref().unwrap()[&path], text, "{exec}: written");
+            }
+        }
+        if !exec.is_empty() {
+            let (_child, mut c, session, _) = s.editor().await;
+            let link = s.work.join("link.txt");
+            prompt(&mut c, &session, &format!("write:{}=x", link.display())).await;
+            assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
+            assert!(c.permission_requests.is_empty(), "a link out was asked");
+            assert!(
+                !c.updates
+                    .iter()
+                    .any(|u| u.to_string().contains("outside text"))
+            );
+            assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside text\n");
+        }
+    }
+}
