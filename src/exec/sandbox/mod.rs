@@ -751,10 +751,7 @@ impl Launcher for SandboxLauncher {
         mark: &str,
         env: &[(String, String)],
     ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
-        let own: Vec<(OsString, OsString)> = env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect();
+        let own = super::process::os_env(env);
         Ok((self.command_with(spec, mark, &own)?, own))
     }
 
