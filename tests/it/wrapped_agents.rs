@@ -1437,8 +1437,12 @@ async fn an_asked_write_carries_its_diff_to_the_editor() {
         std::fs::write(&outside, "outside text\n").unwrap();
         std::os::unix::fs::symlink(&outside, s.work.join("link.txt")).unwrap();
         let path = file.to_str().unwrap().to_string();
+        // Each editor stays connected to the end: a sandboxed agent ending while the
+        // next starts can fail the next one's start (a race of the sandbox's
+        // placeholders, not of this test's subject).
+        let mut editors = Vec::new();
         for buffer in [Some("in the buffer\n"), None] {
-            let (_child, mut c, session, _) = match buffer {
+            let (child, mut c, session, _) = match buffer {
                 Some(_) => s.editor().await,
                 None => s.editor_offering(json!({"terminal": true})).await,
             };
@@ -1469,6 +1473,7 @@ async fn an_asked_write_carries_its_diff_to_the_editor() {
             if let Some(text) = buffer {
                 assert_eq!(c.buffers.as_ref().unwrap()[&path], text, "{exec}: written");
             }
+            editors.push((child, c));
         }
         if !exec.is_empty() {
             let (_child, mut c, session, _) = s.editor().await;
