@@ -51,6 +51,7 @@ mod background;
 mod bash_executor;
 mod launcher;
 pub use launcher::Launcher;
+pub(crate) use launcher::os_env;
 
 /// Runs commands through a [`Launcher`]; see the module docs for the lifecycle.
 pub struct ProcessExecutor<L: Launcher> {

@@ -83,7 +83,12 @@ impl Hook for PolicyHook {
             Some(s) => (s.mode(), s.grants()),
             None => (self.sessionless_mode, Vec::new()),
         };
-        let at = SessionPlace::of(call.session.as_deref(), self.sandbox_writable.as_deref());
+        let at = SessionPlace::of_call(
+            call.session.as_deref(),
+            self.sandbox_writable.as_deref(),
+            &call.tool,
+            &call.arguments,
+        );
         let file_path = crate::policy::FILE_TOOLS
             .contains(&call.tool.as_str())
             .then(|| call.arguments.get("path").and_then(|p| p.as_str()))
@@ -204,6 +209,30 @@ impl SessionPlace {
             session.map(|s| s.writable_roots()).unwrap_or_default(),
             sandbox_writable,
         )
+    }
+
+    /// The place a call of `tool` with `arguments` is judged in: [`SessionPlace::of`],
+    /// with a `bash` call's `workdir` as its cwd (T2: a relative one is taken from the
+    /// session's), since the command runs there and its patterns expand there (P6): a
+    /// pattern judged from the session's cwd could match nothing there and be a program
+    /// name in the workdir.
+    pub fn of_call(
+        session: Option<&Session>,
+        sandbox_writable: Option<&[PathBuf]>,
+        tool: &str,
+        arguments: &serde_json::Value,
+    ) -> Self {
+        let mut place = Self::of(session, sandbox_writable);
+        let workdir = (tool == "bash")
+            .then(|| arguments.get("workdir").and_then(|w| w.as_str()))
+            .flatten()
+            .filter(|w| !w.is_empty());
+        if let Some(dir) = workdir {
+            let cwd = place.cwd.join(dir);
+            place.globs = DiskGlobs { cwd: cwd.clone() };
+            place.cwd = cwd;
+        }
+        place
     }
 
     /// A session working in `cwd` that may write to `roots`, with `sandbox_writable`
@@ -472,6 +501,88 @@ mod tests {
                     assert_eq!(explained.decision, Decision::Allow, "{mode:?}");
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod workdir_tests {
+    use super::*;
+    use crate::config::{PermissionRule, PermissionsConfig};
+    use crate::hooks::waterfall::{Terminal, ToolOutput, Waterfall};
+    use crate::registry::SessionRegistry;
+    use tokio_util::sync::CancellationToken;
+
+    struct Ran;
+
+    #[async_trait::async_trait]
+    impl Terminal for Ran {
+        async fn execute(&self, _call: &ToolExecution) -> ToolOutput {
+            ToolOutput::ok("ran")
+        }
+    }
+
+    /// P6 with T2's `workdir`: a bash call's patterns expand where it runs. In `sub`,
+    /// which holds a file named `rm` and a script `run` that runs its arguments,
+    /// `./run r[m] -f canary` is `rm` run by an unknown program (plain bash there
+    /// deletes the canary: the control); from the session's cwd `r[m]` matches
+    /// nothing (bash would pass it as written), so mode auto allowed it there. With
+    /// `workdir = "sub"` (relative or absolute) the argument is what the deny rule on
+    /// `rm` names, so it is asked; `explain` agrees.
+    #[tokio::test]
+    async fn p6_a_bash_calls_patterns_expand_in_its_workdir() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("rm"), "").unwrap();
+        std::fs::write(sub.join("run"), "#!/bin/sh\nexec \"$@\"\n").unwrap();
+        std::fs::set_permissions(sub.join("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(sub.join("canary"), "").unwrap();
+        let line = "./run r[m] -f canary";
+        let plain = std::process::Command::new("bash")
+            .args(["-c", line])
+            .current_dir(&sub)
+            .status()
+            .unwrap();
+        assert!(plain.success() && !sub.join("canary").exists(), "control");
+
+        let policy = Arc::new(Policy::new(&PermissionsConfig {
+            rules: vec![PermissionRule {
+                tool: "bash".into(),
+                command: Some("rm".into()),
+                action: Decision::Deny,
+                ..PermissionRule::default()
+            }],
+            ..PermissionsConfig::default()
+        }));
+        let waterfall = Waterfall::new();
+        waterfall.push(Arc::new(PolicyHook::new(policy.clone())));
+        let sessions = SessionRegistry::new(Mode::Auto);
+        let session = sessions.create(dir.path().to_path_buf());
+        let absolute = sub.to_string_lossy().into_owned();
+        for (workdir, decision) in [
+            (None, Decision::Allow),
+            (Some("sub"), Decision::Ask),
+            (Some(absolute.as_str()), Decision::Ask),
+        ] {
+            let mut arguments = serde_json::json!({"command": line, "description": "d"});
+            if let Some(w) = workdir {
+                arguments["workdir"] = w.into();
+            }
+            let call = ToolExecution::new(
+                "c",
+                "bash",
+                arguments.clone(),
+                Some(session.clone()),
+                CancellationToken::new(),
+            );
+            waterfall.execute(&call, &Ran).await;
+            assert_eq!(call.verdict().decision, decision, "{workdir:?}");
+            let at = SessionPlace::of_call(Some(&session), None, "bash", &arguments);
+            let explained =
+                policy.judge_in("bash", &arguments, Mode::Auto, &[], Some(&at.place(false)));
+            assert_eq!(explained.decision, decision, "{workdir:?}");
         }
     }
 }

@@ -358,7 +358,7 @@ impl ToolRegistry {
     ) -> crate::policy::Judgement {
         let grants = session.map(|s| s.grants()).unwrap_or_default();
         let sandbox = self.sandbox.as_ref().map(|t| t.writable.as_slice());
-        let at = crate::hooks::rules::SessionPlace::of(session, sandbox);
+        let at = crate::hooks::rules::SessionPlace::of_call(session, sandbox, tool, arguments);
         self.policy_for(session)
             .judge_in(tool, arguments, mode, &grants, Some(&at.place(false)))
     }

@@ -31,6 +31,51 @@ pub struct AskedCall {
     /// The agent's own name for a call judged as one of dsh's tools (Claude Code's
     /// `Bash` for `bash`), which rules can name too.
     pub own_name: Option<String>,
+    /// Where a command runs, as the question says ([`AskedCall::place`] puts it in
+    /// the arguments as `bash`'s `workdir`, where its patterns expand, P6).
+    pub dir: AskedDir,
+}
+
+/// The directory a command asked about runs in, as its question tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskedDir {
+    /// None named: the session's cwd.
+    Session,
+    /// This one (relative to the session's cwd, or absolute).
+    Named(String),
+    /// One of these, as far as the question's text can tell (Gemini CLI's, when the
+    /// directory's name could hold the text that follows it).
+    OneOf(Vec<String>),
+    /// The question names one that cannot be read: it cannot be judged as it runs.
+    Unreadable(String),
+}
+
+impl AskedCall {
+    /// Puts the command's directory into its arguments, `cwd` being the session's:
+    /// of several the question could mean, the one that exists (a command cannot run
+    /// in a directory that does not). Returns why it cannot be judged as it runs
+    /// (refused) when the directory is unreadable or more than one could be meant.
+    pub fn place(&mut self, cwd: &std::path::Path) -> Result<(), String> {
+        let dir = match &self.dir {
+            AskedDir::Session => return Ok(()),
+            AskedDir::Named(dir) => dir.clone(),
+            AskedDir::OneOf(dirs) => {
+                let existing: Vec<&String> = dirs.iter().filter(|d| cwd.join(d).is_dir()).collect();
+                match existing.as_slice() {
+                    [dir] => (*dir).clone(),
+                    _ => {
+                        return Err(format!(
+                            "the directory the command runs in cannot be told from the \
+                             question: it could be any of {dirs:?}"
+                        ));
+                    }
+                }
+            }
+            AskedDir::Unreadable(why) => return Err(why.clone()),
+        };
+        self.arguments["workdir"] = json!(dir);
+        Ok(())
+    }
 }
 
 /// `name` as a tool name dsh accepts: `[A-Za-z0-9_-]`, others as `_`, 64 at most.
@@ -86,6 +131,7 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
         .then(|| text(tool_call, "title"))
         .flatten()
         .filter(|t| !t.trim().is_empty());
+    let by_title = titled.is_some();
     if let Some(command) = text(raw, "command").or(argv).or(titled) {
         // `bash` wants a description: the agent's, else its title for the call.
         let description = text(raw, "description")
@@ -96,6 +142,10 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
             arguments: json!({ "command": command, "description": description }),
             agents_own: false,
             own_name,
+            dir: match by_title {
+                true => gemini_dir(tool_call),
+                false => raw_dir(raw),
+            },
         };
     }
     let path = text(raw, "file_path")
@@ -118,6 +168,7 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
             arguments: json!({ "path": path, "content": content }),
             agents_own: false,
             own_name,
+            dir: AskedDir::Session,
         };
     }
     let tool = own_name
@@ -136,6 +187,77 @@ pub fn asked_call(tool_call: &Value) -> AskedCall {
         },
         agents_own: true,
         own_name: None,
+        dir: AskedDir::Session,
+    }
+}
+
+/// The names an agent's `rawInput` gives the directory its command runs in (Gemini
+/// CLI's shell parameter `dir_path`, and the usual `cwd` and `workdir`).
+const DIR_KEYS: [&str; 3] = ["dir_path", "cwd", "workdir"];
+
+/// The directory a command's `rawInput` says it runs in; unreadable when one is not a
+/// string or two disagree.
+fn raw_dir(raw: &Value) -> AskedDir {
+    let mut found: Option<&str> = None;
+    for key in DIR_KEYS {
+        match raw.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(dir)) if dir.is_empty() => {}
+            Some(Value::String(dir)) => match found {
+                Some(other) if other != dir => {
+                    return AskedDir::Unreadable(format!(
+                        "the question names two directories for its command ({other:?}, {dir:?})"
+                    ));
+                }
+                _ => found = Some(dir),
+            },
+            Some(other) => {
+                return AskedDir::Unreadable(format!(
+                    "the question's `{key}` is not a directory name: {other}"
+                ));
+            }
+        }
+    }
+    found.map_or(AskedDir::Session, |d| AskedDir::Named(d.to_string()))
+}
+
+/// The directory of Gemini CLI's shell call (0.61.0), which its question carries only
+/// in the text it explains the call with (no `rawInput`): `[in DIR]`, then ` (its
+/// description)` and ` [background]` when it has them (read in its source,
+/// `ShellToolInvocation.getContextualDetails`); without a `dir_path` the text is
+/// `[current working directory ...]` and the command runs in the session's cwd. Every
+/// `]` the rest of the text could follow ends a name it could mean ([`AskedDir::OneOf`]
+/// when there are several).
+fn gemini_dir(tool_call: &Value) -> AskedDir {
+    let explained = tool_call
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|content| {
+            content.iter().find_map(|c| {
+                (c["type"] == "content" && c["content"]["type"] == "text")
+                    .then(|| c["content"]["text"].as_str())
+                    .flatten()
+            })
+        });
+    let Some(rest) = explained.and_then(|t| t.strip_prefix("[in ")) else {
+        return AskedDir::Session;
+    };
+    let ends_well = |after: &str| {
+        let after = after.strip_suffix(" [background]").unwrap_or(after);
+        after.is_empty() || (after.starts_with(" (") && after.ends_with(')'))
+    };
+    let mut dirs: Vec<String> = rest
+        .char_indices()
+        .filter(|&(i, c)| c == ']' && ends_well(&rest[i + 1..]))
+        .map(|(i, _)| rest[..i].to_string())
+        .collect();
+    match dirs.len() {
+        0 => AskedDir::Unreadable(format!(
+            "the directory the command runs in cannot be read from the question ({:?})",
+            explained.unwrap_or_default()
+        )),
+        1 => AskedDir::Named(dirs.remove(0)),
+        _ => AskedDir::OneOf(dirs),
     }
 }
 
@@ -313,11 +435,42 @@ pub struct EditorPrompter {
     pub questions: OpenQuestions,
     /// The agent's id of the session (the one the editor knows).
     pub agent_session: String,
+    /// The file tools' place and the sessions: a write asked about is shown with its
+    /// diff, the old text read as the file tools read it.
+    pub tools: Arc<crate::tools::ToolRegistry>,
+    pub sessions: Arc<crate::registry::SessionRegistry>,
+}
+
+impl EditorPrompter {
+    /// What a write asked about changes (ACP's `diff` content), from the file as the
+    /// file tools read it for the session (the editor's buffer when it offers one; under
+    /// the sandbox through its containment, so nothing out of its view is read): `None`
+    /// when it is no write, the file cannot be read there, or it is too large to show.
+    async fn diff(&self, request: &PermissionRequest) -> Option<crate::tools::files::FileDiff> {
+        if !crate::tools::files::writes(&request.tool) {
+            return None;
+        }
+        let session = self.sessions.get(&request.session_id);
+        crate::tools::files::preview(
+            self.tools.file_place(),
+            session.as_ref(),
+            &request.tool,
+            &request.arguments,
+            request.escalation.is_some(),
+        )
+        .await
+    }
 }
 
 /// The question for a call of the agent's that dsh runs itself (`terminal/create`,
-/// `fs/*`): the call as dsh shows its own, with once/always/reject options.
-pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
+/// `fs/*`): the call as dsh shows its own, with once/always/reject options. A write
+/// carries its `diff` (path, old and new text, as ACP v1 defines the tool call's
+/// content) and the file as its location, as dsh's own questions do.
+pub fn own_question(
+    agent_session: &str,
+    request: &PermissionRequest,
+    diff: Option<crate::tools::files::FileDiff>,
+) -> Value {
     let view = crate::tools::CallView::of(&request.tool, &request.arguments, None);
     let kind = match request.tool.as_str() {
         "bash" => "execute",
@@ -325,14 +478,29 @@ pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
         "read_file" => "read",
         _ => "other",
     };
+    let mut tool_call = json!({
+        "toolCallId": request.call_id,
+        "title": view.title,
+        "kind": kind,
+        "rawInput": request.arguments,
+    });
+    if let Some(diff) = diff {
+        use agent_client_protocol_schema::v1 as acp;
+        let location = acp::ToolCallLocation::new(diff.path.clone()).line(diff.line);
+        let content = acp::ToolCallContent::Diff(
+            acp::Diff::new(diff.path, diff.new_text).old_text(diff.old_text),
+        );
+        if let (Ok(location), Ok(content)) = (
+            serde_json::to_value(location),
+            serde_json::to_value(content),
+        ) {
+            tool_call["locations"] = json!([location]);
+            tool_call["content"] = json!([content]);
+        }
+    }
     json!({
         "sessionId": agent_session,
-        "toolCall": {
-            "toolCallId": request.call_id,
-            "title": view.title,
-            "kind": kind,
-            "rawInput": request.arguments,
-        },
+        "toolCall": tool_call,
         "options": [
             {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
             {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
@@ -344,11 +512,14 @@ pub fn own_question(agent_session: &str, request: &PermissionRequest) -> Value {
 #[async_trait::async_trait]
 impl PermissionPrompter for EditorPrompter {
     async fn ask(&self, request: PermissionRequest) -> PermissionAnswer {
-        let question = self
+        let asked = self
             .questions
             .get(&(request.session_id.clone(), request.call_id.clone()))
-            .map(|q| q.clone())
-            .unwrap_or_else(|| own_question(&self.agent_session, &request));
+            .map(|q| q.clone());
+        let question = match asked {
+            Some(question) => question,
+            None => own_question(&self.agent_session, &request, self.diff(&request).await),
+        };
         let answer = self
             .editor
             .request(
@@ -414,6 +585,48 @@ mod tests {
         assert_eq!(gemini.tool, "bash");
         assert_eq!(gemini.arguments["command"], "touch x");
         assert_eq!(gemini.arguments["description"], "touch x");
+    }
+
+    /// Gemini CLI's shell call with `dir_path` says it only in its explanation; other
+    /// agents in `rawInput`. Of several names the text could mean, the one that exists
+    /// is it; with none or more than one, or a name that is not a string, it is refused.
+    #[test]
+    fn a_commands_directory_is_its_workdir() {
+        let cwd = tempfile::tempdir().unwrap();
+        for d in ["sub", "a]b", "both", "both] (x)"] {
+            std::fs::create_dir(cwd.path().join(d)).unwrap();
+        }
+        let placed = |mut call: AskedCall| {
+            call.place(cwd.path())
+                .map(|()| call.arguments.get("workdir").cloned())
+        };
+        let gemini = |text: &str| {
+            placed(asked_call(&json!({"kind": "execute", "title": "ls",
+                "content": [{"type": "content", "content": {"type": "text", "text": text}}]})))
+        };
+        assert_eq!(gemini("[in sub]"), Ok(Some(json!("sub"))));
+        assert_eq!(
+            gemini("[in sub] (list it) [background]"),
+            Ok(Some(json!("sub")))
+        );
+        assert_eq!(gemini("[in a]b] (x)"), Ok(Some(json!("a]b"))));
+        assert_eq!(gemini("[in /abs/x]"), Ok(Some(json!("/abs/x"))));
+        assert_eq!(gemini("[current working directory /w] (x)"), Ok(None));
+        assert!(gemini("[in both] (x)] (y)").is_err(), "both exist");
+        assert!(gemini("[in a").is_err());
+        let raw = |input: Value| {
+            let mut input = input;
+            input["command"] = json!("ls");
+            placed(asked_call(&json!({"kind": "execute", "rawInput": input})))
+        };
+        assert_eq!(raw(json!({"cwd": "/w/sub"})), Ok(Some(json!("/w/sub"))));
+        assert_eq!(
+            raw(json!({"dir_path": "s", "workdir": "s"})),
+            Ok(Some(json!("s")))
+        );
+        assert_eq!(raw(json!({})), Ok(None));
+        assert!(raw(json!({"cwd": "a", "workdir": "b"})).is_err());
+        assert!(raw(json!({"cwd": ["a"]})).is_err());
     }
 
     #[test]

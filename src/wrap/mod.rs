@@ -285,6 +285,8 @@ impl Shared {
             editor: self.editor.clone(),
             questions: self.questions.clone(),
             agent_session: id.to_string(),
+            tools: self.daemon.tools.clone(),
+            sessions: self.daemon.sessions.clone(),
         })));
         tracing::info!(agent = %self.agent.name, session = id, dsh_session = %session.id, "wrapped session opened");
         self.sessions.insert(id.to_string(), session);
@@ -313,7 +315,8 @@ impl Shared {
         if let Some(id) = params.get("sessionId").and_then(Value::as_str) {
             self.tool_names.fill(id, &mut tool_call);
         }
-        let asked = judge::asked_call(&tool_call);
+        let mut asked = judge::asked_call(&tool_call);
+        let unreadable = asked.place(&session.cwd).err();
         if asked.agents_own {
             self.know_tool(&session.id, &asked.tool);
         }
@@ -337,6 +340,16 @@ impl Shared {
         .by_agent(&self.agent.name);
         if let Some(own) = &asked.own_name {
             call = call.named_by_agent(own);
+        }
+        if let Some(why) = unreadable {
+            // Judged elsewhere than it runs, a command could be misjudged (P6): refused
+            // before the waterfall, with its audit line.
+            self.questions.remove(&key);
+            tracing::warn!(agent = %self.agent.name, "a wrapped agent's command's directory: {why}");
+            if let Some(audit) = self.daemon.tools.audit_log() {
+                audit.refused_after(&call, "wrap", &why, self.daemon.tools.policy_version());
+            }
+            return judge::answer_for(&params, false);
         }
         let judged = judge::Judged::default();
         let waterfall = self.daemon.tools.waterfall().run(&call, &judged);

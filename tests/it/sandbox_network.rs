@@ -70,7 +70,7 @@ async fn run(exec: &dyn BashExecutor, command: &str, root: &Path) -> String {
 }
 
 /// A one-shot HTTP server on the host's loopback answering `hello from PORT`.
-async fn http_server() -> u16 {
+pub(crate) async fn http_server() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {

@@ -20,13 +20,19 @@ use std::time::Duration;
 /// text as a command, runs it itself when an allow option is chosen, and reports.
 /// Prompts starting `term:`, `termstart:`, `termshow:`, `release:`, `read:` and `write:` instead use
 /// its client's terminal and file system (as an agent offered them does) and report
-/// the answer.
+/// the answer; `get:URL` fetches URL as the agent's own HTTP client would (the proxy
+/// variables of its environment honoured) and `connect:HOST:PORT` opens a TCP
+/// connection, each reporting what it got. `in:DIR:COMMAND` asks about COMMAND as
+/// Gemini CLI asks about a shell call with a `dir_path` (the directory only in its
+/// explanation, no `rawInput`) and runs it in DIR once allowed. Its initialize answer shows its proxy
+/// variables (`_meta.env`).
 const AGENT: &str = r#"
-import json, os, subprocess, sys
+import json, os, socket, subprocess, sys, urllib.request
 with open(os.environ["AGENT_PIDFILE"], "a") as f:
     f.write(f"{os.getpid()}\n")
 print("scripted agent started", file=sys.stderr, flush=True)
 pending = []
+PROXY_NAMES = [n for v in ("HTTP", "HTTPS", "ALL", "NO") for n in (v + "_PROXY", v.lower() + "_proxy")]
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
 def read():
@@ -81,6 +87,18 @@ def client_prompt(sid, text):
                           {"type": "terminal", "terminalId": tid}]}}})
         call("terminal/release", {"sessionId": sid, "terminalId": tid})
         return f"shown {tid}, exit {code.get('exitCode')}"
+    if verb == "get":
+        try:
+            return "got: " + urllib.request.urlopen(rest, timeout=30).read().decode()
+        except Exception as e:
+            return f"failed: {e!r}"
+    if verb == "connect":
+        host, _, port = rest.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=30).close()
+            return "connected"
+        except Exception as e:
+            return f"failed: {e!r}"
     if verb == "release":
         a = call("terminal/release", {"sessionId": sid, "terminalId": rest})
         return "released" if "result" in a else "refused: " + a["error"]["message"]
@@ -99,8 +117,10 @@ while True:
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
         status = {k: status.get(k, "").strip() for k in ("NoNewPrivs", "CapEff")}
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1,
-              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status}}})
+              "agentCapabilities": {}, "_meta": {"offered": p.get("clientCapabilities"), "status": status,
+              "env": {n: os.environ.get(n) for n in PROXY_NAMES}}}})
     elif method == "session/new":
+        cwd = p.get("cwd")
         send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "agent-s1"}})
     elif method == "session/set_mode":
         send({"jsonrpc": "2.0", "id": mid, "result": {"_meta": {"mode": p.get("modeId")}}})
@@ -115,7 +135,18 @@ while True:
         asks += 1
         qid = f"q{asks}"
         # "edit:PATH" asks to edit PATH (as Claude Code's Edit does); else a command.
-        if command.startswith("edit:"):
+        where = None
+        if command.startswith("in:"):
+            # As Gemini CLI asks about its shell call with a `dir_path`: the command as
+            # the title, the directory only in the explanation, no rawInput; it runs
+            # there once allowed.
+            where, _, command = command[3:].partition(":")
+            tool_call = {"toolCallId": f"call-{asks}", "title": command, "kind": "execute",
+                         "status": "pending", "locations": [],
+                         "content": [{"type": "content", "content": {"type": "text",
+                                      "text": f"[in {where}] (scripted)"}}]}
+            where = os.path.join(cwd, where)
+        elif command.startswith("edit:"):
             path = command[5:]
             tool_call = {"toolCallId": f"call-{asks}", "title": "Edit " + path, "kind": "edit",
                          "rawInput": {"file_path": path, "old_string": "", "new_string": "edited"},
@@ -143,7 +174,7 @@ while True:
             pending.append(a)
         outcome = (a.get("result") or {}).get("outcome") or {}
         if outcome.get("outcome") == "selected" and outcome.get("optionId") in ("allow", "always"):
-            subprocess.run(["bash", "-c", command])
+            subprocess.run(["bash", "-c", command], cwd=where)
             update(sid, "ran: " + command)
         else:
             update(sid, "refused: " + command)
@@ -177,6 +208,12 @@ async fn setup_under(exec: &str, rules: &str) -> Setup {
 /// As [`setup_under`]; `copied`: the daemon runs a copy of the binary, as `dsh upgrade`
 /// tests start it.
 async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
+    setup_with_env(exec, rules, copied, "").await
+}
+
+/// As [`setup_started`], `env` (entries of a TOML inline table) added to the agent's
+/// `env`.
+async fn setup_with_env(exec: &str, rules: &str, copied: bool, env: &str) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join(".agent")).unwrap();
@@ -186,7 +223,7 @@ async fn setup_started(exec: &str, rules: &str, copied: bool) -> Setup {
     let config = format!(
         "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
          [[agents]]\nname = \"scripted\"\ncommand = [\"python3\", \"{}\"]\n\
-         env = {{ AGENT_PIDFILE = \"{}\" }}\n",
+         env = {{ AGENT_PIDFILE = \"{}\"{env} }}\n",
         script.display(),
         pidfile.display()
     );
@@ -1275,4 +1312,181 @@ async fn a_failed_upgrade_ends_a_wrapped_connection_cleanly() {
     let (command, file) = command_in(&s.work, "after");
     prompt(&mut c, &session, &command).await;
     assert!(file.exists(), "a new connection's agent does not work");
+}
+
+/// E10 with a wrapped agent's own environment (`[[agents]] env`): under the sandbox its
+/// `NO_PROXY` (and `no_proxy`) wins over the sandbox's, narrowed to loopback, so an
+/// agent told to send even loopback through the proxy reaches its model on the host's
+/// loopback by a rule naming its port (on the old code the sandbox's `NO_PROXY` won,
+/// the agent went direct and found nothing there). Its `HTTP_PROXY` pointing at a
+/// proxy of its own does not: locally (the control) that proxy gets the request,
+/// under the sandbox the agent sees dsh's proxy, and a connection to its own goes
+/// nowhere (the namespace has no way out but dsh's proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e10_an_agents_own_no_proxy_wins_narrowed_and_its_own_proxy_goes_nowhere() {
+    let model = crate::sandbox_network::http_server().await;
+    let own_proxy = crate::sandbox_network::http_server().await;
+    let env = format!(
+        ", NO_PROXY = \"\", no_proxy = \"example.com\", \
+         HTTP_PROXY = \"http://127.0.0.1:{own_proxy}\", http_proxy = \"http://127.0.0.1:{own_proxy}\""
+    );
+    let get = format!("get:http://localhost:{model}/");
+
+    let local = setup_with_env("", "", false, &env).await;
+    let (_child, mut c, session, init) = local.editor().await;
+    let seen = &init["_meta"]["env"];
+    assert_eq!(
+        seen["http_proxy"],
+        format!("http://127.0.0.1:{own_proxy}"),
+        "{init}"
+    );
+    prompt(&mut c, &session, &get).await;
+    assert_eq!(
+        last_said(&c),
+        format!("got: hello from {own_proxy}"),
+        "control: the local agent's own proxy did not get its request"
+    );
+
+    let exec =
+        format!("kind = \"sandbox\"\n[exec.sandbox.network]\nallow = [\"localhost:{model}\"]\n");
+    let sandboxed = setup_with_env(&exec, "", false, &env).await;
+    let (_child, mut c, session, init) = sandboxed.editor().await;
+    let seen = &init["_meta"]["env"];
+    assert_eq!(seen["NO_PROXY"], "", "{init}");
+    assert_eq!(
+        seen["no_proxy"], "",
+        "beyond loopback goes through the proxy: {init}"
+    );
+    for name in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"] {
+        assert_eq!(seen[name], "http://127.0.0.1:3128", "{name}: {init}");
+    }
+    prompt(&mut c, &session, &get).await;
+    assert_eq!(
+        last_said(&c),
+        format!("got: hello from {model}"),
+        "the agent did not reach its model through dsh's proxy"
+    );
+    prompt(&mut c, &session, &format!("connect:127.0.0.1:{own_proxy}")).await;
+    let said = last_said(&c);
+    assert!(
+        said.starts_with("failed: ConnectionRefusedError"),
+        "the sandboxed agent reached a proxy of its own: {said}"
+    );
+}
+
+/// P6 with Gemini CLI's `dir_path`: its shell call may run in a directory it names
+/// only in its question's explanation (`[in DIR]`). In `sub`, which holds a file named
+/// `rm` and a script `run` that runs its arguments, `./run r[m] -f victim` is `rm` run
+/// by a program a rule allows. Judged from the session's cwd (the same line asked
+/// without a directory: the control) `r[m]` matches nothing and the rule allows it; asked with
+/// `dir_path = sub` it is judged there, where the deny rule on `rm` names it, so it is
+/// asked (the editor rejects) and the victim stays. On the old code the directory was
+/// ignored, the call was allowed and the agent deleted the victim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p6_a_command_in_its_dir_path_is_judged_there() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup(
+        "[[permissions.rules]]\ntool = \"bash\"\ncommand = \"rm\"\naction = \"deny\"\n\
+         [[permissions.rules]]\ntool = \"bash\"\ncommand = \"./run\"\naction = \"allow\"\n",
+    )
+    .await;
+    let sub = s.work.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("rm"), "").unwrap();
+    std::fs::write(sub.join("run"), "#!/bin/sh\nexec \"$@\"\n").unwrap();
+    std::fs::set_permissions(sub.join("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(sub.join("victim"), "").unwrap();
+    let line = "./run r[m] -f victim";
+    let (_child, mut c, session, _) = s.editor().await;
+    prompt(&mut c, &session, line).await;
+    assert!(
+        said(&c, &format!("ran: {line}")),
+        "control: {:?}",
+        c.updates
+    );
+    assert!(
+        c.permission_requests.is_empty(),
+        "control: the editor was asked"
+    );
+
+    c.permission_answers.push_back("reject");
+    prompt(&mut c, &session, &format!("in:sub:{line}")).await;
+    assert!(
+        sub.join("victim").exists(),
+        "the command judged in the session's cwd ran in its dir_path"
+    );
+    assert!(said(&c, &format!("refused: {line}")), "{:?}", c.updates);
+    assert_eq!(c.permission_requests.len(), 1, "the editor was not asked");
+    let line_of = s.audit().last().cloned().unwrap();
+    assert_eq!(line_of["arguments"]["workdir"], "sub", "{line_of}");
+}
+
+/// ACP v1's diff in the question: an agent's `fs/write_text_file` that no rule decides
+/// is asked at the editor in a question dsh writes, and that question carries the
+/// write's `diff` (the path, the old text as the file tools read it: the editor's
+/// buffer when it offers `fs`, else the disk; the new text) and the file as its
+/// location. Rejected, nothing is written. Under the sandbox a link out of the roots is
+/// refused unasked: its target's text never reaches the editor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asked_write_carries_its_diff_to_the_editor() {
+    for exec in ["", "kind = \"sandbox\"\n"] {
+        let s = setup_under(exec, "").await;
+        let file = s.work.join("notes.txt");
+        std::fs::write(&file, "on disk\n").unwrap();
+        let outside = s.work.parent().unwrap().join("outside.txt");
+        std::fs::write(&outside, "outside text\n").unwrap();
+        std::os::unix::fs::symlink(&outside, s.work.join("link.txt")).unwrap();
+        let path = file.to_str().unwrap().to_string();
+        // Each editor stays connected to the end: a sandboxed agent ending while the
+        // next starts can fail the next one's start (a race of the sandbox's
+        // placeholders, not of this test's subject).
+        let mut editors = Vec::new();
+        for buffer in [Some("in the buffer\n"), None] {
+            let (child, mut c, session, _) = match buffer {
+                Some(_) => s.editor().await,
+                None => s.editor_offering(json!({"terminal": true})).await,
+            };
+            if let Some(text) = buffer {
+                c.buffers = Some([(path.clone(), text.to_string())].into());
+            }
+            c.permission_answers.push_back("reject_once");
+            prompt(&mut c, &session, &format!("write:{path}=new text\n")).await;
+            assert!(
+                last_said(&c).starts_with("refused: "),
+                "{exec}: {:?}",
+                c.updates
+            );
+            assert_eq!(c.permission_requests.len(), 1, "{exec}: not asked");
+            let call = &c.permission_requests[0]["toolCall"];
+            assert_eq!(call["kind"], "edit", "{call}");
+            let diff = &call["content"][0];
+            assert_eq!(diff["type"], "diff", "{exec}: {call}");
+            assert_eq!(diff["path"], path.as_str());
+            assert_eq!(
+                diff["oldText"],
+                buffer.unwrap_or("on disk\n"),
+                "{exec}: {call}"
+            );
+            assert_eq!(diff["newText"], "new text\n");
+            assert_eq!(call["locations"][0]["path"], path.as_str(), "{call}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "on disk\n");
+            if let Some(text) = buffer {
+                assert_eq!(c.buffers.as_ref().unwrap()[&path], text, "{exec}: written");
+            }
+            editors.push((child, c));
+        }
+        if !exec.is_empty() {
+            let (_child, mut c, session, _) = s.editor().await;
+            let link = s.work.join("link.txt");
+            prompt(&mut c, &session, &format!("write:{}=x", link.display())).await;
+            assert!(last_said(&c).starts_with("refused: "), "{:?}", c.updates);
+            assert!(c.permission_requests.is_empty(), "a link out was asked");
+            assert!(
+                !c.updates
+                    .iter()
+                    .any(|u| u.to_string().contains("outside text"))
+            );
+            assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside text\n");
+        }
+    }
 }

@@ -31,27 +31,26 @@ pub enum Under {
 }
 
 impl Under {
-    /// The `[exec]` section and the agent's `command` (TOML) for an agent whose program
-    /// is `argv`, whose HOME is `home` and whose scripted model listens on loopback
-    /// `port`. Under the sandbox (docs/agents.md): the agent writes its HOME, which is no
-    /// root of the session's, so the config makes it writable; its model is reached only
-    /// through the proxy, so the one network rule allows that host and port, and
-    /// NO_PROXY (which the sandbox sets to loopback, for the sandbox's own) is cleared
-    /// for it.
-    pub fn agent_config(self, argv: &[&str], home: &Path, port: &str) -> (String, String) {
-        let quoted = |words: &[&str]| {
-            let words: Vec<String> = words.iter().map(|w| format!("{w:?}")).collect();
-            format!("[{}]", words.join(", "))
-        };
+    /// The `[exec]` section, the agent's `command` (TOML) and entries for its `env`
+    /// (each after a comma) for an agent whose program is `argv`, whose HOME is `home`
+    /// and whose scripted model listens on loopback `port`. Under the sandbox
+    /// (docs/agents.md): the agent writes its HOME, which is no root of the session's,
+    /// so the config makes it writable; its model is reached only through the proxy,
+    /// so the one network rule allows that host and port, and the agent's `env` clears
+    /// NO_PROXY (which the sandbox sets to loopback, for the sandbox's own).
+    pub fn agent_config(self, argv: &[&str], home: &Path, port: &str) -> (String, String, String) {
+        let words: Vec<String> = argv.iter().map(|w| format!("{w:?}")).collect();
+        let command = format!("[{}]", words.join(", "));
         match self {
-            Under::Local => (String::new(), quoted(argv)),
+            Under::Local => (String::new(), command, String::new()),
             Under::Sandbox => (
                 format!(
                     "kind = \"sandbox\"\n[exec.sandbox]\nwritable = [\"{}\"]\n\
                      [exec.sandbox.network]\nallow = [\"localhost:{port}\"]\n",
                     home.display()
                 ),
-                quoted(&[&["env", "NO_PROXY=", "no_proxy="][..], argv].concat()),
+                command,
+                ", NO_PROXY = \"\", no_proxy = \"\"".to_string(),
             ),
         }
     }
@@ -79,12 +78,12 @@ impl Claude {
         let port = model.base_url.rsplit(':').next().unwrap().to_string();
         // IS_SANDBOX=1 (below): as root Claude Code's session/new fails without.
         let adapter = adapter.display().to_string();
-        let (exec, command) = under.agent_config(&[&adapter], &home, &port);
+        let (exec, command, env) = under.agent_config(&[&adapter], &home, &port);
         let config = format!(
             "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
              [[agents]]\nname = \"claude\"\ncommand = {command}\n\
              env = {{ HOME = \"{home}\", CLAUDE_CONFIG_DIR = \"{home}/claude-config\", IS_SANDBOX = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\", \
-             ANTHROPIC_BASE_URL = \"http://localhost:{port}\", ANTHROPIC_API_KEY = \"sk-scripted\" }}\n",
+             ANTHROPIC_BASE_URL = \"http://localhost:{port}\", ANTHROPIC_API_KEY = \"sk-scripted\"{env} }}\n",
             home = home.display(),
         );
         let daemon = SocketDaemon::start(dir, &config).await;

@@ -37,12 +37,12 @@ async fn gemini(
     let port = model.base_url.rsplit(':').next().unwrap().to_string();
     // Under the sandbox as Claude Code is (docs/agents.md).
     let cli = cli.display().to_string();
-    let (exec, command) = under.agent_config(&[&cli, "--acp"], &home, &port);
+    let (exec, command, env) = under.agent_config(&[&cli, "--acp"], &home, &port);
     let config = format!(
         "{exec}[permissions]\ndefault_mode = \"ask\"\n{rules}\n\
          [[agents]]\nname = \"gemini\"\ncommand = {command}\n\
          env = {{ HOME = \"{}\", GEMINI_API_KEY = \"scripted\", \
-         GOOGLE_GEMINI_BASE_URL = \"http://localhost:{port}\" }}\n",
+         GOOGLE_GEMINI_BASE_URL = \"http://localhost:{port}\"{env} }}\n",
         home.display(),
     );
     let daemon = SocketDaemon::start(dir, &config).await;

@@ -40,11 +40,7 @@ pub trait Launcher: Send + Sync + 'static {
         mark: &str,
         env: &[(String, String)],
     ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
-        let env = env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect();
-        Ok((self.command(spec, mark)?, env))
+        Ok((self.command(spec, mark)?, os_env(env)))
     }
 
     /// Ends one command: everything marked `mark` or in session `sid` (the host
@@ -170,4 +166,11 @@ pub trait Launcher: Send + Sync + 'static {
     async fn publish_spill(&self, local: &Path) -> Result<PathBuf, String> {
         Ok(local.to_path_buf())
     }
+}
+
+/// A server's own `env` as the process environment takes it.
+pub(crate) fn os_env(env: &[(String, String)]) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect()
 }

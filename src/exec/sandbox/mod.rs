@@ -501,6 +501,47 @@ impl SandboxLauncher {
         self.arguments_for(workdir, roots, None, Vec::new())
     }
 
+    /// The bwrap command for `spec` as command `mark`. `service_env` is a service's
+    /// own environment (empty for a command): with `[exec] env_set` before it, what
+    /// the person set, which the proxy's `NO_PROXY` follows ([`network`]).
+    fn command_with(
+        &self,
+        spec: &ExecSpec,
+        mark: &str,
+        service_env: &[(OsString, OsString)],
+    ) -> Result<Command, ExecError> {
+        let own: Vec<(OsString, OsString)> =
+            self.given_env.iter().chain(service_env).cloned().collect();
+        let refuse = |why| {
+            // Refused after its placeholders (or its network) were taken: nothing
+            // else will end them.
+            let _ = self.release(|m| m == mark);
+            ExecError::Sandbox(why)
+        };
+        let (extra, mut inherited) = match &self.proxies {
+            Some(proxies) => proxies.prepare(spec, mark, &own).map_err(refuse)?,
+            None => (Vec::new(), Vec::new()),
+        };
+        // The layout walks each writable root (up to `protect::MAX_DIRS` directories):
+        // never on an async worker, where it would hold up every other session's calls.
+        let (args, program) = off_the_workers(|| {
+            self.arguments_for(&spec.workdir, &spec.writable_roots, Some(mark), extra)
+        })
+        .map_err(refuse)?;
+        inherited.push(program);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(mark.to_string(), inherited);
+        let mut cmd = Command::new(&self.bwrap);
+        cmd.args(args)
+            .arg("bash")
+            .arg("-c")
+            .arg(&spec.command)
+            .current_dir(&spec.workdir);
+        Ok(cmd)
+    }
+
     /// [`SandboxLauncher::arguments`] for the command `mark` (when there is one: its
     /// placeholders and tripwires are taken), with `extra` bwrap options.
     fn arguments_for(
@@ -698,34 +739,20 @@ impl Launcher for SandboxLauncher {
     }
 
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError> {
-        let refuse = |why| {
-            // Refused after its placeholders (or its network) were taken: nothing
-            // else will end them.
-            let _ = self.release(|m| m == mark);
-            ExecError::Sandbox(why)
-        };
-        let (extra, mut inherited) = match &self.proxies {
-            Some(proxies) => proxies.prepare(spec, mark).map_err(refuse)?,
-            None => (Vec::new(), Vec::new()),
-        };
-        // The layout walks each writable root (up to `protect::MAX_DIRS` directories):
-        // never on an async worker, where it would hold up every other session's calls.
-        let (args, program) = off_the_workers(|| {
-            self.arguments_for(&spec.workdir, &spec.writable_roots, Some(mark), extra)
-        })
-        .map_err(refuse)?;
-        inherited.push(program);
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(mark.to_string(), inherited);
-        let mut cmd = Command::new(&self.bwrap);
-        cmd.args(args)
-            .arg("bash")
-            .arg("-c")
-            .arg(&spec.command)
-            .current_dir(&spec.workdir);
-        Ok(cmd)
+        self.command_with(spec, mark, &[])
+    }
+
+    /// A service (a wrapped agent, an MCP server) with its own `env`, set on bwrap's
+    /// process as for any launcher; its `NO_PROXY` is also read for the proxy's
+    /// variables, which bwrap sets inside and which would otherwise win over it.
+    fn service_command(
+        &self,
+        spec: &ExecSpec,
+        mark: &str,
+        env: &[(String, String)],
+    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
+        let own = super::process::os_env(env);
+        Ok((self.command_with(spec, mark, &own)?, own))
     }
 
     fn never_started(&self, mark: &str) {

@@ -79,11 +79,14 @@ impl Proxies {
     }
 
     /// The bwrap options for command `mark`, and the descriptors bwrap must inherit
-    /// at the numbers they name.
+    /// at the numbers they name. `own` is what the person set for the command
+    /// (`[exec] env_set`, then a service's own `env`: later wins), read for the names
+    /// the proxy sets ([`environment`]).
     pub fn prepare(
         &self,
         spec: &ExecSpec,
         mark: &str,
+        own: &[(OsString, OsString)],
     ) -> Result<(Vec<OsString>, Vec<OwnedFd>), String> {
         let pipe = || {
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -107,7 +110,7 @@ impl Proxies {
             "--block-fd".into(),
             block_r.as_raw_fd().to_string().into(),
         ];
-        for (name, value) in environment() {
+        for (name, value) in environment(own) {
             args.extend(["--setenv".into(), name.into(), value.into()]);
         }
         lock(&self.pending).insert(
@@ -213,21 +216,89 @@ impl Proxies {
 
 /// What a proxied command's environment says: the proxy for HTTP, HTTPS and the
 /// rest (SOCKS5 with names resolved by the proxy: `socks5h`), and loopback direct.
-fn environment() -> Vec<(String, String)> {
+///
+/// The person's own value (`own`, the last of each name) wins for `NO_PROXY` and
+/// `no_proxy`, each name on its own, narrowed to its loopback entries
+/// ([`direct_narrowed`]): clearing it sends even loopback through the proxy (a model
+/// on the host's loopback, reached by a rule naming its port), and an entry beyond
+/// loopback could only fail direct (the namespace has no other way out), so it goes
+/// through the proxy, judged like any host. The proxy variables themselves stay
+/// dsh's whatever `own` says: a proxy elsewhere is unreachable from the namespace
+/// (`wrapped_agents::e10_*` shows a connection to one going nowhere), so the
+/// person's value could only cut the command off from the network.
+fn environment(own: &[(OsString, OsString)]) -> Vec<(String, String)> {
     let http = format!("http://127.0.0.1:{PROXY_PORT}");
     let socks = format!("socks5h://127.0.0.1:{PROXY_PORT}");
     let direct = "localhost,127.0.0.1,::1".to_string();
+    let asked = |name: &str| {
+        own.iter()
+            .rev()
+            .find(|(n, _)| n.as_os_str() == name)
+            .map(|(_, value)| direct_narrowed(value.to_str().unwrap_or("")))
+    };
     let mut vars = Vec::new();
     for (name, value) in [
         ("HTTP_PROXY", &http),
         ("HTTPS_PROXY", &http),
         ("ALL_PROXY", &socks),
-        ("NO_PROXY", &direct),
     ] {
         vars.push((name.to_string(), value.clone()));
         vars.push((name.to_lowercase(), value.clone()));
     }
+    for name in ["NO_PROXY", "no_proxy"] {
+        let value = asked(name).unwrap_or_else(|| direct.clone());
+        vars.push((name.to_string(), value));
+    }
     vars
+}
+
+/// A `NO_PROXY` list keeping only the entries that name this namespace's loopback
+/// (`localhost`, a loopback address, with a port or a prefix inside loopback): the
+/// only places a connection that skips the proxy can reach. A value that is not
+/// UTF-8 keeps nothing.
+fn direct_narrowed(value: &str) -> String {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| names_loopback(entry))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether one `NO_PROXY` entry names only loopback: `localhost`, `127.0.0.1`,
+/// `::1`, `[::1]`, each with a `:port` or (an address) a `/prefix` inside loopback.
+fn names_loopback(entry: &str) -> bool {
+    use std::net::IpAddr;
+    let loopback = |host: &str| {
+        host.eq_ignore_ascii_case("localhost")
+            || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    };
+    if let Some((address, prefix)) = entry.split_once('/') {
+        let Ok(ip) = address.parse::<IpAddr>() else {
+            return false;
+        };
+        // Loopback is 127.0.0.0/8 and ::1/128: a shorter prefix reaches beyond it.
+        let inside = if ip.is_ipv4() { 8..=32 } else { 128..=128 };
+        return ip.is_loopback() && prefix.parse::<u8>().is_ok_and(|p| inside.contains(&p));
+    }
+    if let Some(bracketed) = entry.strip_prefix('[') {
+        let Some((host, rest)) = bracketed.split_once(']') else {
+            return false;
+        };
+        return loopback(host) && (rest.is_empty() || is_port(rest));
+    }
+    if loopback(entry) {
+        return true;
+    }
+    entry.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.contains(':') && loopback(host) && is_port(&format!(":{port}"))
+    })
+}
+
+/// `:N` with N a port number.
+fn is_port(text: &str) -> bool {
+    text.strip_prefix(':')
+        .is_some_and(|p| !p.is_empty() && p.parse::<u16>().is_ok())
 }
 
 /// The pid of the sandbox's first process, from bwrap's `--info-fd` report (a JSON
@@ -302,5 +373,51 @@ impl ConnectionGate for Recording {
             }
         }
         admission
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(own: &[(&str, &str)]) -> HashMap<String, String> {
+        let own: Vec<(OsString, OsString)> = own
+            .iter()
+            .map(|(n, v)| ((*n).into(), (*v).into()))
+            .collect();
+        environment(&own).into_iter().collect()
+    }
+
+    /// Nothing asked: loopback direct, everything else through the proxy.
+    #[test]
+    fn e10_without_the_persons_values_loopback_goes_direct() {
+        let vars = env(&[]);
+        assert_eq!(vars["NO_PROXY"], "localhost,127.0.0.1,::1");
+        assert_eq!(vars["no_proxy"], "localhost,127.0.0.1,::1");
+        assert_eq!(vars["HTTPS_PROXY"], "http://127.0.0.1:3128");
+    }
+
+    /// The person's `NO_PROXY` wins, each name on its own, narrowed to loopback; their
+    /// proxy variables never do.
+    #[test]
+    fn e10_the_persons_no_proxy_wins_narrowed_and_their_proxy_never() {
+        let vars = env(&[
+            ("NO_PROXY", "localhost"),
+            ("NO_PROXY", ""),
+            (
+                "no_proxy",
+                " example.com,LOCALHOST:8080, 127.0.0.0/8,10.0.0.0/8,[::1]:9,::1,*,.local,127.0.0.1:x,0.0.0.0/0,127.0.0.1/4",
+            ),
+            ("HTTP_PROXY", "http://proxy.example:8080"),
+            ("https_proxy", "http://127.0.0.1:9999"),
+            ("ALL_PROXY", "socks5://elsewhere:1080"),
+        ]);
+        assert_eq!(vars["NO_PROXY"], "", "the last value wins");
+        assert_eq!(vars["no_proxy"], "LOCALHOST:8080,127.0.0.0/8,[::1]:9,::1");
+        for name in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"] {
+            assert_eq!(vars[name], "http://127.0.0.1:3128", "{name}");
+        }
+        assert_eq!(vars["ALL_PROXY"], "socks5h://127.0.0.1:3128");
+        assert_eq!(vars["all_proxy"], "socks5h://127.0.0.1:3128");
     }
 }

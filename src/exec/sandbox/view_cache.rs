@@ -35,10 +35,11 @@
 use super::files::{FileView, Missing, resolve_links};
 use super::layout::Layout;
 use super::{HostSnapshot, SandboxLauncher};
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use std::collections::{HashMap, HashSet};
-use std::ffi::{CString, OsString};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -131,8 +132,8 @@ enum Interest {
 
 /// An inotify instance watching what a view was built from, and the mount table.
 struct Watch {
-    fd: OwnedFd,
-    interest: HashMap<i32, Interest>,
+    inotify: Inotify,
+    interest: HashMap<WatchDescriptor, Interest>,
     /// `/proc/thread-self/mountinfo`, open since before the view was built: polled, it
     /// says whether a mount was made or removed since.
     mounts: Option<std::fs::File>,
@@ -146,17 +147,17 @@ struct Watch {
 /// Every event that can change what the walk finds or where a path resolves: names
 /// made, removed or renamed, files written or their modes changed, the directory
 /// itself moved or removed.
-const EVENTS: u32 = libc::IN_CREATE
-    | libc::IN_DELETE
-    | libc::IN_MOVED_FROM
-    | libc::IN_MOVED_TO
-    | libc::IN_MODIFY
-    | libc::IN_CLOSE_WRITE
-    | libc::IN_ATTRIB
-    | libc::IN_DELETE_SELF
-    | libc::IN_MOVE_SELF
-    | libc::IN_DONT_FOLLOW
-    | libc::IN_ONLYDIR;
+const EVENTS: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MODIFY)
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_DONT_FOLLOW)
+    .union(AddWatchFlags::IN_ONLYDIR);
 
 /// Why a directory could not be watched.
 enum AddError {
@@ -171,15 +172,10 @@ enum AddError {
 impl Watch {
     /// A new instance watching nothing yet, or `None` when the kernel gives none.
     fn new() -> Option<Watch> {
-        // SAFETY: inotify_init1 takes flags only; a non-negative result is a new
-        // descriptor that nothing else owns.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
+        // Non-blocking: `quiet` reads what is queued and stops at EAGAIN.
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
         Some(Watch {
-            // SAFETY: `fd` was just returned by the kernel and is owned here alone.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            inotify,
             interest: HashMap::new(),
             // The thread's, which is the daemon's: nothing in it leaves the namespace
             // (and a test's thread that does sees its own).
@@ -240,19 +236,20 @@ impl Watch {
             }
             self.budget -= 1;
         }
-        let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| AddError::Gone)?;
-        // SAFETY: a valid descriptor and a NUL-terminated path that outlives the call.
-        let wd = unsafe { libc::inotify_add_watch(self.fd.as_raw_fd(), path.as_ptr(), EVENTS) };
-        if wd < 0 {
-            return match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::ENOENT | libc::ENOTDIR) => Err(AddError::Gone),
-                Some(libc::EACCES) if name.is_some() => Err(AddError::Unreadable),
-                _ => {
-                    self.broken = true;
-                    Err(AddError::Refused)
-                }
-            };
-        }
+        let wd = match self.inotify.add_watch(dir, EVENTS) {
+            Ok(wd) => wd,
+            // A path holding a NUL byte (which nix reports as EINVAL) is never
+            // reached: that is ENOENT's case, as it was.
+            Err(Errno::ENOENT | Errno::ENOTDIR) => return Err(AddError::Gone),
+            Err(Errno::EINVAL) if dir.as_os_str().as_encoded_bytes().contains(&0) => {
+                return Err(AddError::Gone);
+            }
+            Err(Errno::EACCES) if name.is_some() => return Err(AddError::Unreadable),
+            Err(_) => {
+                self.broken = true;
+                return Err(AddError::Refused);
+            }
+        };
         // The same directory twice is the same descriptor: the wider interest wins.
         let interest = self
             .interest
@@ -300,56 +297,40 @@ impl Watch {
         !self.mounts_changed() && self.quiet()
     }
 
-    /// Whether no inotify event that matters is queued (read and let go).
+    /// Whether no inotify event that matters is queued (read and let go). An empty
+    /// read or an error other than "nothing queued" (EAGAIN) is not quiet.
     fn quiet(&self) -> bool {
-        let mut buf = [0u8; 4096];
         loop {
-            // SAFETY: reading into a buffer we own, of its length.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast::<libc::c_void>(),
-                    buf.len(),
-                )
-            };
-            if n < 0 {
-                return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
-            }
-            let Ok(n) = usize::try_from(n) else {
-                return false;
-            };
-            if n == 0 || self.any_of_interest(&buf[..n]) {
-                return false;
+            match self.inotify.read_events() {
+                Err(Errno::EAGAIN) => return true,
+                Err(_) => return false,
+                Ok(events) if events.is_empty() => return false,
+                Ok(events) => {
+                    if events.iter().any(|e| self.matters(e)) {
+                        return false;
+                    }
+                }
             }
         }
     }
 
-    /// Whether one read's events hold one that matters.
-    fn any_of_interest(&self, mut events: &[u8]) -> bool {
-        const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
-        while events.len() >= HEADER {
-            let field = |at: usize| {
-                u32::from_ne_bytes([events[at], events[at + 1], events[at + 2], events[at + 3]])
-            };
-            let (wd, mask, len) = (field(0) as i32, field(4), field(12) as usize);
-            let Some(name) = events.get(HEADER..HEADER + len) else {
-                return true;
-            };
-            let name = name.split(|b| *b == 0).next().unwrap_or_default();
-            let matters = mask & (libc::IN_Q_OVERFLOW | libc::IN_IGNORED) != 0
-                || match self.interest.get(&wd) {
-                    None | Some(Interest::Any) => true,
-                    // An event of the directory itself has no name.
-                    Some(Interest::Names(names)) => {
-                        name.is_empty() || names.contains(std::ffi::OsStr::from_bytes(name))
-                    }
-                };
-            if matters {
-                return true;
-            }
-            events = &events[HEADER + len..];
+    /// Whether one event matters: an overflow (events were lost) or a watch the
+    /// kernel dropped always does; else one of a directory watched for anything, or
+    /// for the name it is about, or of the directory itself (no name).
+    fn matters(&self, event: &nix::sys::inotify::InotifyEvent) -> bool {
+        if event
+            .mask
+            .intersects(AddWatchFlags::IN_Q_OVERFLOW | AddWatchFlags::IN_IGNORED)
+        {
+            return true;
         }
-        !events.is_empty()
+        match self.interest.get(&event.wd) {
+            None | Some(Interest::Any) => true,
+            Some(Interest::Names(names)) => event
+                .name
+                .as_ref()
+                .is_none_or(|name| name.is_empty() || names.contains(name)),
+        }
     }
 
     /// Whether the daemon's mount table changed since the watch began (or cannot
@@ -358,14 +339,15 @@ impl Watch {
         let Some(mounts) = &self.mounts else {
             return true;
         };
-        let mut poll = libc::pollfd {
-            fd: mounts.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        };
-        // SAFETY: one pollfd we own, for its count, no waiting.
-        let n = unsafe { libc::poll(&mut poll, 1, 0) };
-        n != 0 && (n < 0 || poll.revents & (libc::POLLPRI | libc::POLLERR) != 0)
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(mounts.as_fd(), PollFlags::POLLPRI)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => false,
+            Ok(_) => fds[0]
+                .revents()
+                .is_none_or(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR)),
+            Err(_) => true,
+        }
     }
 }
 
@@ -373,6 +355,8 @@ impl Watch {
 mod tests {
     use super::*;
     use crate::exec::{FileError, FileIntent};
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
 
     fn watched(root: &Path) -> Watch {
         let mut w = Watch::new().unwrap();
@@ -383,6 +367,35 @@ mod tests {
     /// The watch sees what would change the walk's answer, and nothing else keeps
     /// it from holding: a name made at the walk's depth, a `.git/config` written, the
     /// root renamed.
+    #[test]
+    fn issue_39_an_overflowed_queue_drops_the_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("a")).unwrap();
+        std::fs::write(root.join("a/wanted"), "").unwrap();
+        let mut w = Watch::new().unwrap();
+        assert_eq!(
+            w.resolve(&root.join("a/wanted")),
+            Some(root.join("a/wanted"))
+        );
+        assert!(w.unchanged());
+        // `a` is watched for the name looked up in it: another name changes nothing.
+        std::fs::write(root.join("a/other"), "").unwrap();
+        assert!(w.unchanged());
+        // More events than the queue holds, none of them of interest: the kernel drops
+        // the rest and says so, and what was dropped could have been one.
+        let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(16384);
+        for i in 0..limit / 3 + 100 {
+            let name = root.join(format!("a/flood-{i}"));
+            std::fs::write(&name, "").unwrap();
+            std::fs::remove_file(&name).unwrap();
+        }
+        assert!(!w.unchanged(), "an overflow left the view kept");
+    }
+
     #[test]
     fn issue_39_the_watch_sees_every_change_the_walk_could() {
         let dir = tempfile::tempdir().unwrap();
