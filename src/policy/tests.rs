@@ -746,6 +746,8 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         // A shell or an interpreter handed to a program without a row.
         "printf 'r%s c' m | logsave /dev/null sh",
         "logsave /dev/null bash <(printf 'r%s c' m)",
+        "logsave /dev/null sh <<< 'rm c'",
+        "logsave /dev/null sh <<'E'\nr''m c\nE",
         "logsave /dev/null perl -e 'system(\"r\".\"m c\")'",
         "printf 'system(\"r%s c\")' m | logsave /dev/null perl",
         // Builtins that evaluate a subscript in a name the shell builds.
@@ -784,6 +786,7 @@ fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
         "read -r -p \"$prompt\" line <<< x",
         "apt-get install -y python3 perl",
         "docker run img bash -c 'make test'",
+        "logsave /dev/null sh -c 'ls'",
         "logsave /dev/null python3 -c 'print(1)'",
         "cat f | sort | uniq -c | grep python",
         "printf -v out '%s' x",

@@ -818,6 +818,8 @@ const SHAPES: &[Shape] = &[
     // A shell or an interpreter handed to a program without a row (issue 41, round 4).
     s("P6 a shell an unknown program is handed, reading a pipe", "printf '%0%s %F' %1%S | logsave /dev/null sh"),
     s("P6 a shell an unknown program is handed, reading a process substitution", "logsave /dev/null bash <(printf '%0%s %F' %1%S)"),
+    s("P6 a shell an unknown program is handed, reading a here-string", "logsave /dev/null sh <<< '%V %F'"),
+    s("P6 a shell an unknown program is handed, reading a here-document", "logsave /dev/null sh <<'E'\n%0''%1%S %F\nE"),
     s("P6 an interpreter an unknown program is handed, with code", r#"logsave /dev/null perl -e 'system("%0"."%1%S %F")'"#),
     s("P6 an interpreter an unknown program is handed, reading a pipe", r#"printf 'system("%0%s %F")' %1%S | logsave /dev/null perl"#),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).

@@ -14,7 +14,7 @@ use crate::policy::judge::bash::code_of;
 use crate::policy::shell::{self, Segment};
 use crate::policy::word::{Word, base_name};
 use crate::policy::wrappers::{InnerCommand, Stdin, inner_commands};
-use crate::policy::{Cause, Policy, Verdict, embedded, inline, wrappers};
+use crate::policy::{Cause, Policy, Verdict, embedded, inline, tokens, wrappers};
 
 /// Shells: what they run is a script (their `-c` string, a file, their stdin).
 const SHELLS: &[&str] = &[
@@ -54,7 +54,7 @@ impl Policy {
                 let inner = from(segment, at);
                 let name = base_name(&words[at]);
                 let why = if SHELLS.contains(&name) {
-                    shell_reads_unknown(&inner)?
+                    self.shell_runs(&inner)?
                 } else {
                     match code_of(&inner)?.reading {
                         Reading::Opaque(why) => why,
@@ -96,31 +96,47 @@ fn from(segment: &Segment, at: usize) -> Segment {
     }
 }
 
-/// Why the shell command `inner` runs a script the judge cannot read, if it does.
-fn shell_reads_unknown(inner: &Segment) -> Option<String> {
-    let words: Vec<Word> = inner
-        .words
-        .iter()
-        .enumerate()
-        .map(|(at, text)| Word {
-            text: text.clone(),
-            dynamic: inner.expanded.contains(&at),
-            pattern: inner.patterns.contains(&at),
-            ..Word::default()
-        })
-        .collect();
-    let stdin = match &inner.stdin {
-        Some(text) => Stdin::Literal(text.clone()),
-        None => Stdin::Unknown,
-    };
-    inner_commands(&words, &stdin)
-        .into_iter()
-        .find_map(|command| match command {
-            InnerCommand::Opaque { why, .. } => Some(why),
-            InnerCommand::Script(script) => shell::segments(&script).map_or_else(
-                |e| Some(format!("its script cannot be parsed: {e}")),
-                |segments| segments.into_iter().find_map(|s| s.opaque),
-            ),
-            _ => None,
-        })
+impl Policy {
+    /// Why the shell command `inner` is asked about, if it is: it runs a script the judge
+    /// cannot read, or one in which a deny rule names a command.
+    fn shell_runs(&self, inner: &Segment) -> Option<String> {
+        let words: Vec<Word> = inner
+            .words
+            .iter()
+            .enumerate()
+            .map(|(at, text)| Word {
+                text: text.clone(),
+                dynamic: inner.expanded.contains(&at),
+                pattern: inner.patterns.contains(&at),
+                ..Word::default()
+            })
+            .collect();
+        let stdin = match &inner.stdin {
+            Some(text) => Stdin::Literal(text.clone()),
+            None => Stdin::Unknown,
+        };
+        inner_commands(&words, &stdin)
+            .into_iter()
+            .find_map(|command| match command {
+                InnerCommand::Opaque { why, .. } => Some(why),
+                InnerCommand::Script(script) => match shell::segments(&script) {
+                    Err(e) => Some(format!("its script cannot be parsed: {e}")),
+                    Ok(segments) => segments.iter().find_map(|s| {
+                        let opaque = s.opaque.as_ref().map(|_| tokens(&s.words));
+                        match self
+                            .naming_deny_rules()
+                            .find(|r| r.applies(&s.words, opaque.as_deref()))
+                        {
+                            Some(rule) => Some(format!(
+                                "its script runs `{}`, which {} names",
+                                s.display(),
+                                rule.describe()
+                            )),
+                            None => s.opaque.clone(),
+                        }
+                    }),
+                },
+                _ => None,
+            })
+    }
 }
