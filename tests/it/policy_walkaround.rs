@@ -820,6 +820,9 @@ const SHAPES: &[Shape] = &[
     s("P6 a shell an unknown program is handed, reading a process substitution", "logsave /dev/null bash <(printf '%0%s %F' %1%S)"),
     s("P6 a shell an unknown program is handed, reading a here-string", "logsave /dev/null sh <<< '%V %F'"),
     s("P6 a shell an unknown program is handed, reading a here-document", "logsave /dev/null sh <<'E'\n%0''%1%S %F\nE"),
+    s("P6 a wrapper an unknown program is handed, running stdin's words", "logsave /dev/null xargs -I{} sh -c {} <<< '%V %F'"),
+    s("P6 a wrapper an unknown program is handed, running an interpreter", r#"logsave /dev/null env perl -e 'system("%0"."%1%S %F")'"#),
+    s("P6 node an unknown program is handed", r#"logsave /dev/null node -e "require('child_process').execSync('%0'+'%1%S %F')""#),
     s("P6 an interpreter an unknown program is handed, with code", r#"logsave /dev/null perl -e 'system("%0"."%1%S %F")'"#),
     s("P6 an interpreter an unknown program is handed, reading a pipe", r#"printf 'system("%0%s %F")' %1%S | logsave /dev/null perl"#),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).

@@ -1,24 +1,26 @@
-//! A program without a row that is handed a shell or an interpreter (issue 41, round 4).
+//! A program without a row that is handed a program that runs code (issue 41, round 4).
 //!
 //! A program the tables do not know may run its arguments as a command (`logsave
-//! /dev/null perl -e '...'`, `flock f sh`): the judge already asks when an argument names
-//! what a deny rule names (P6) or is a command line hiding its name (P3b). Here the argument
-//! names a program that runs code: from it on, the words are read as that program's
-//! command line would be, its code on the line (P8) or a script it reads from the stdin
-//! the line gives it, and asked in mode `auto` under a deny or ask rule when not shown
-//! harmless.
+//! /dev/null perl -e '...'`, `flock f sh`, `... | foo xargs -I{} sh -c {}`): the judge
+//! already asks when an argument names what a deny rule names (P6) or is a command line
+//! hiding its name (P3b). Here an argument names a program the tables know to run code (a
+//! wrapper, a shell, an interpreter, a program with a row): from it on, the words are
+//! judged as the command line they would be, with the stdin the line gives the segment,
+//! and what that command line would be asked or refused is asked.
 
 use crate::config::{Decision, Mode};
-use crate::policy::inline::Reading;
-use crate::policy::judge::bash::code_of;
-use crate::policy::shell::{self, Segment};
-use crate::policy::word::{Word, base_name};
-use crate::policy::wrappers::{InnerCommand, Stdin, inner_commands};
-use crate::policy::{Cause, Policy, Verdict, embedded, inline, tokens, wrappers};
+use crate::policy::shell::Segment;
+use crate::policy::word::base_name;
+use crate::policy::{Cause, Policy, Verdict, embedded, globs, inline, shorten, wrappers};
 
-/// Shells: what they run is a script (their `-c` string, a file, their stdin).
+/// Shells that no wrapper row names: what they run is a script.
 const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "yash", "ash", "rbash", "busybox", "fish",
+];
+
+/// Wrappers that are shell builtins only, which no program can run.
+const SHELL_BUILTINS: &[&str] = &[
+    ".", "source", "eval", "exec", "command", "builtin", "trap", "alias", "coproc",
 ];
 
 impl Policy {
@@ -39,104 +41,112 @@ impl Policy {
         (mode == Mode::Auto && self.guarded() && !known).then_some(program)
     }
 
-    /// The ask for the first argument of a program without a row that names a shell or an
-    /// interpreter whose command line, read from there, runs code not shown harmless.
+    /// The ask for an argument of a program without a row that names a program running
+    /// code, when the command line from there would be asked or refused.
     pub(in crate::policy) fn runs_code_through_argument(
         &self,
         segment: &Segment,
         mode: Mode,
+        globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
         let program = self.unknown_program(segment, mode)?;
         let words = &segment.words;
         (1..words.len())
             .filter(|at| !segment.expanded.contains(at) && !segment.patterns.contains(at))
+            .filter(|&at| runs_code(&words[at..]))
             .find_map(|at| {
-                let inner = from(segment, at);
-                let name = base_name(&words[at]);
-                let why = if SHELLS.contains(&name) {
-                    self.shell_runs(&inner)?
-                } else {
-                    match code_of(&inner)?.reading {
-                        Reading::Opaque(why) => why,
-                        _ => return None,
-                    }
-                };
-                let why = format!(
-                    "`{program}` has no row in the tables, and may run `{name}` as its argument names it: {why}"
-                );
-                Some(Verdict::new(
-                    Decision::Ask,
-                    why.clone(),
-                    Cause::Opaque { why },
-                ))
+                let line = command_line(segment, at);
+                let judged = self.judge_bash(&line, mode, &[], globs);
+                (judged.decision >= Decision::Ask).then(|| {
+                    let why = format!(
+                        "`{program}` has no row in the tables, and may run `{}` as its argument names it: {}",
+                        shorten(&line),
+                        judged.reason
+                    );
+                    Verdict::new(Decision::Ask, why.clone(), Cause::Opaque { why })
+                })
             })
     }
 }
 
-/// The words of `segment` from `at` on, as the command they would be, reading the
-/// segment's stdin when the line gives one and nothing otherwise (dsh's is /dev/null).
-fn from(segment: &Segment, at: usize) -> Segment {
-    let shift = |indices: &[usize]| {
-        indices
-            .iter()
-            .filter(|&&i| i >= at)
-            .map(|i| i - at)
-            .collect()
-    };
-    Segment {
-        words: segment.words[at..].to_vec(),
-        stdin: match (&segment.stdin, segment.fed) {
-            (Some(text), _) => Some(text.clone()),
-            (None, true) => None,
-            (None, false) => Some(String::new()),
-        },
-        expanded: shift(&segment.expanded),
-        patterns: shift(&segment.patterns),
-        ..Segment::default()
-    }
+/// Whether `words` name a program the tables know to run code (its own or what its words
+/// say), so that from there on they are worth judging as a command line.
+fn runs_code(words: &[String]) -> bool {
+    let name = base_name(&words[0]);
+    // A program runs executables, not the shell's builtins: `docker build .` runs no `.`.
+    !SHELL_BUILTINS.contains(&name)
+        && (wrappers::is_wrapper(name)
+            || embedded::has_row(name)
+            || SHELLS.contains(&name)
+            || inline::inline_code(words, Some("")).is_some())
 }
 
-impl Policy {
-    /// Why the shell command `inner` is asked about, if it is: it runs a script the judge
-    /// cannot read, or one in which a deny rule names a command.
-    fn shell_runs(&self, inner: &Segment) -> Option<String> {
-        let words: Vec<Word> = inner
-            .words
-            .iter()
-            .enumerate()
-            .map(|(at, text)| Word {
-                text: text.clone(),
-                dynamic: inner.expanded.contains(&at),
-                pattern: inner.patterns.contains(&at),
-                ..Word::default()
-            })
-            .collect();
-        let stdin = match &inner.stdin {
-            Some(text) => Stdin::Literal(text.clone()),
-            None => Stdin::Unknown,
+/// The words of `segment` from `at` on as a command line: literal words quoted as
+/// they are, expansions and patterns left to expand, and the stdin the line gives the
+/// segment (a literal as a here-string, one it does not show left unknown); with none,
+/// dsh's own stdin, /dev/null, which holds nothing.
+fn command_line(segment: &Segment, at: usize) -> String {
+    let mut line = String::new();
+    for (index, word) in segment.words.iter().enumerate().skip(at) {
+        if index > at {
+            line.push(' ');
+        }
+        if segment.patterns.contains(&index) {
+            line.push_str(word);
+        } else if segment.expanded.contains(&index) {
+            line.push('"');
+            line.push_str(word);
+            line.push('"');
+        } else {
+            line.push_str(&single_quoted(word));
+        }
+    }
+    match (&segment.stdin, segment.fed) {
+        (Some(text), _) => {
+            line.push_str(" <<< ");
+            line.push_str(&single_quoted(text));
+        }
+        (None, true) => {}
+        (None, false) => line.push_str(" <<< ''"),
+    }
+    line
+}
+
+/// `text` as one single-quoted bash word (a quote inside ends the quoting, is escaped, and
+/// starts it again). Four lines, so no crate for it.
+fn single_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_keeps_words_expansions_and_stdin() {
+        let segment = Segment {
+            words: vec![
+                "logsave".into(),
+                "sh".into(),
+                "it's".into(),
+                "$x".into(),
+                "r*".into(),
+            ],
+            expanded: vec![3],
+            patterns: vec![4],
+            stdin: Some("a'b".into()),
+            ..Segment::default()
         };
-        inner_commands(&words, &stdin)
-            .into_iter()
-            .find_map(|command| match command {
-                InnerCommand::Opaque { why, .. } => Some(why),
-                InnerCommand::Script(script) => match shell::segments(&script) {
-                    Err(e) => Some(format!("its script cannot be parsed: {e}")),
-                    Ok(segments) => segments.iter().find_map(|s| {
-                        let opaque = s.opaque.as_ref().map(|_| tokens(&s.words));
-                        match self
-                            .naming_deny_rules()
-                            .find(|r| r.applies(&s.words, opaque.as_deref()))
-                        {
-                            Some(rule) => Some(format!(
-                                "its script runs `{}`, which {} names",
-                                s.display(),
-                                rule.describe()
-                            )),
-                            None => s.opaque.clone(),
-                        }
-                    }),
-                },
-                _ => None,
-            })
+        assert_eq!(
+            command_line(&segment, 1),
+            r#"'sh' 'it'\''s' "$x" r* <<< 'a'\''b'"#
+        );
+        let quiet = Segment {
+            words: vec!["f".into(), "sh".into()],
+            ..Segment::default()
+        };
+        assert_eq!(command_line(&quiet, 1), "'sh' <<< ''");
+        let fed = Segment { fed: true, ..quiet };
+        assert_eq!(command_line(&fed, 1), "'sh'");
     }
 }
