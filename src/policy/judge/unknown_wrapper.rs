@@ -50,12 +50,27 @@ impl Policy {
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
         let program = self.unknown_program(segment, mode)?;
-        let words = &segment.words;
-        (1..words.len())
+        (1..segment.words.len())
             .filter(|at| !segment.expanded.contains(at) && !segment.patterns.contains(at))
-            .filter(|&at| runs_code(&words[at..]))
-            .find_map(|at| {
-                let line = command_line(segment, at);
+            .flat_map(|at| {
+                // The argument itself, or the value of `--opt=value` (`--shell=sh`).
+                let word = &segment.words[at];
+                let value = word
+                    .strip_prefix('-')
+                    .and_then(|option| option.split_once('='))
+                    .map(|(_, value)| {
+                        let mut words = segment.words.clone();
+                        words[at] = value.to_owned();
+                        Segment {
+                            words,
+                            ..segment.clone()
+                        }
+                    });
+                [Some((at, None)), value.map(|s| (at, Some(s)))].into_iter().flatten()
+            })
+            .filter(|(at, given)| runs_code(&given.as_ref().unwrap_or(segment).words[*at..]))
+            .find_map(|(at, given)| {
+                let line = command_line(given.as_ref().unwrap_or(segment), at);
                 let judged = self.judge_bash(&line, mode, &[], globs);
                 (judged.decision >= Decision::Ask).then(|| {
                     let why = format!(
