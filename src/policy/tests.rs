@@ -659,7 +659,7 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         // Code the line writes to a file, then a program that may run it.
         "printf 'x:\\n\\trm c\\n' > Makefile; make x",
         "printf '[alias]\\n\\tx = !rm c\\n' >> .git/config; git x",
-        "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
+        "tee x.sh <<< 'x=r; ${x}m c' > /dev/null; sh x.sh",
         "echo 'x:' > Makefile; echo \"\tr''m c\" >> Makefile; make x",
         "echo 'x:' > Makefile; printf '\\tn=r; $${n}m c\\n' >> Makefile; make x",
         // Code the shell builds when the line runs.
@@ -700,6 +700,139 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         Deny
     );
     assert_eq!(bash(&p, "x=1; echo $x", Mode::ReadOnly).decision, Allow);
+}
+
+/// P8 (issue 41): code the line writes to a file and then runs with an interpreter is code
+/// on the line, read as the interpreter's language by the reader inline code uses: asked
+/// when not shown harmless, denied when a deny rule's words stand in it, allowed when shown
+/// harmless. (The walk-around table shows each hole deleting a canary in plain bash first:
+/// before this, all of these but the shell's were allowed in auto.)
+#[test]
+fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    let written = |j: &Judgement| {
+        j.segments.iter().find_map(|s| match &s.cause {
+            Cause::WrittenScript { language, rule, .. } => {
+                Some((language.clone(), rule.as_ref().map(|r| r.index)))
+            }
+            _ => None,
+        })
+    };
+    // Hidden names: asked, each read as its own language.
+    for (line, language) in [
+        (
+            r#"printf 'import os\nos.system("r"+"m c")\n' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"printf '%s\n' 'import os' 'os.system("r"+"m c")' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            "cat > x.py <<'E'\nimport os\nos.system('r'+'m c')\nE\npython3 x.py",
+            "python",
+        ),
+        (
+            r#"tee x.py <<< 'import os; os.system("r"+"m c")' > /dev/null; python3 -B x.py"#,
+            "python",
+        ),
+        (r#"echo 'system("r"."m c")' > x.pl && perl x.pl"#, "perl"),
+        (r#"echo 'system("r"+"m c")' > x.rb; ruby x.rb"#, "ruby"),
+        (
+            r#"echo 'require("child_"+"process").execSync("r"+"m c")' > x.js; node x.js"#,
+            "javascript",
+        ),
+        (
+            r#"echo '<?php system("r"."m c");' > x.php; php x.php"#,
+            "php",
+        ),
+        (
+            r#"echo 'os.execute("r".."m c")' > x.lua; lua5.4 x.lua"#,
+            "lua",
+        ),
+        (
+            r#"echo 'BEGIN{system("r" "m c")}' > p.awk; awk -f p.awk"#,
+            "awk",
+        ),
+        // Java has no reader: never shown harmless.
+        (
+            "echo 'class X { public static void main(String[] a) {} }' > X.java; java X.java",
+            "java",
+        ),
+        // Text the line does not show but hands the file, or changes before it runs.
+        (
+            "echo aW1wb3J0IG9z | base64 -d > x.py; python3 x.py",
+            "python",
+        ),
+        ("base64 -d <<< aW1wb3J0IG9z > x.py; python3 x.py", "python"),
+        (
+            "echo 'print(1)' > x.py; sed -i 's/print/exec/' x.py; python3 x.py",
+            "python",
+        ),
+        // A loop runs the write before the run the second time round.
+        (
+            r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
+            "python",
+        ),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert_eq!(
+            written(&j),
+            Some((language.to_owned(), None)),
+            "{line}: {j:?}"
+        );
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    // A path the line wrote is opaque already (`made_here.rs`), whatever its shebang says.
+    let line = "printf '#!/usr/bin/env python3\\nimport os\\nos.system(\"r\"+\"m c\")\\n' > x; chmod +x x; ./x";
+    assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+    // A deny rule's words in the code written: denied, as in inline code. `printf` decodes
+    // its escapes (`\x72m` is `rm`), and a shell script is read as a command line.
+    for (line, language) in [
+        (
+            r#"echo "import os; os.system('rm c')" > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"printf 'import os\nos.system("\x72m c")\n' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (r#"echo -e 'system("\x72m c")' > x.pl; perl x.pl"#, "perl"),
+        (
+            "printf '#!/usr/bin/env python3\\nimport os\\nos.system(\"rm c\")\\n' > x; ./x",
+            "python",
+        ),
+        (r#"echo 'r""m c' > x.sh; sh x.sh"#, "shell"),
+        ("printf 'rm c\\n' > x; chmod +x x; ./x", "shell"),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+        assert_eq!(
+            written(&j),
+            Some((language.to_owned(), Some(0))),
+            "{line}: {j:?}"
+        );
+    }
+    // Neighbours: shown harmless in their language, or no program of a language runs them.
+    for line in [
+        "printf 'print(1)\\n' > x.py; python3 x.py",
+        "echo '# notes' > README.md; git add README.md",
+        "cat > x.json <<E\n{\"a\": 1}\nE\njq . x.json",
+        "echo hello > out.txt && cat out.txt",
+        "echo '# notes' > README.md; python3 build.py",
+        "python3 gen.py > out.json; python3 check.py",
+        "cat > x.js <<'E'\nconsole.log(JSON.stringify({a: 1}))\nE\nnode x.js",
+        "echo 'print(\"hi\")' > x.lua; lua5.4 x.lua",
+        "printf '%s\\n' 'puts 1' > x.rb; ruby x.rb",
+        "echo 'BEGIN{print 1}' > p.awk; awk -f p.awk",
+        "printf '<?php echo 1;\\n' > x.php; php x.php",
+        "echo 'print(1)' > x.py; chmod +x x.py; python3 x.py",
+        "make > build.log; python3 report.py",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
 }
 
 /// P8 (issue 41): builtins that evaluate are asked in auto as read-only refuses them.

@@ -83,7 +83,7 @@ impl Policy {
 /// link, change the mode of or pack it (`make && cp ./a /tmp/b` stays a copy). An
 /// allowlist (issue 41): a program not here that is handed a path after a write on the
 /// line may run it.
-fn takes_paths_as_data(program: &str) -> bool {
+pub(super) fn takes_paths_as_data(program: &str) -> bool {
     const NAMES: &[&str] = &[
         "cp",
         "mv",
@@ -117,7 +117,7 @@ fn takes_paths_as_data(program: &str) -> bool {
 /// Whether `segment` is a builtin or program that is not known to be read-only but cannot
 /// make a file a path could run: `cd build && ../configure`, `mkdir -p out && ./gen.sh`
 /// (a directory is no program). An allowlist; a redirection is a write whatever the program.
-fn makes_no_file(segment: &Segment) -> bool {
+pub(super) fn makes_no_file(segment: &Segment) -> bool {
     const NAMES: &[&str] = &[
         "cd", "pushd", "popd", "mkdir", "export", "set", "shopt", ":",
     ];

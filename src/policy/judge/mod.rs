@@ -7,4 +7,6 @@ pub mod escalation;
 pub mod file;
 pub mod made_here;
 pub mod network;
+mod printed;
 pub mod tool;
+pub mod written;
