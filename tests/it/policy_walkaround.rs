@@ -25,8 +25,8 @@
 //! variables (P3b: `tar --to-command`, `git -c core.fsmonitor`, `ssh -o
 //! ProxyCommand`, `GIT_SSH_COMMAND=`...) and inline interpreter code (P8:
 //! `python3 -c`, `perl -e`, `awk`, `sed e`...), where the code names the command
-//! or calls a shell. Not in the table (P8): a script file (`python3 x.py`,
-//! `make`), code that deletes without a shell or the command's name
+//! or calls a shell. Not in the table (P8): a script file of the project (`python3 x.py`,
+//! `make`; one the line itself writes is code on the line, and is in it), code that deletes without a shell or the command's name
 //! (`os.remove`), and programs that delete without running a command (`find
 //! -delete`, `rsync --remove-source-files`): rules judge what a line says, not
 //! what a program does. Nor are forms that need a terminal or a server to run
@@ -790,6 +790,30 @@ const SHAPES: &[Shape] = &[
     // Code the shell builds when the line runs is not the text the judge sees.
     s("P8 perl code from a command substitution", r#"perl -e "$(printf 'system("%s")' '%V %F')""#),
     s("P8 a Makefile recipe of a built name, then make", r"echo 'x:' > Makefile; printf '\tn=%0; $${n}%1%S %F\n' >> Makefile; make x"),
+    // Issue 41 (brief h7): code the line writes to a file and runs with an interpreter, read
+    // as the interpreter's language: names hidden from a scan, each language, each spelling of
+    // the write (printf, echo, a here-document through cat, tee from a here-string), a text
+    // the line hands the file without showing it, and a change in place before the run.
+    s("P8 python3 script written by printf, a built name", r#"printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; python3 x.py"#),
+    s("P8 python3 script written by printf %s lines", r#"printf '%s\n' 'import os' 'os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),
+    s("P8 python3 script written by a here-document through cat", "cat > x.py <<'E'\nimport os\nos.system('%0'+'%1%S %F')\nE\npython3 x.py"),
+    s("P8 python3 script written by tee from a here-string", r#"tee x.py <<< 'import os; os.system("%0"+"%1%S %F")' > /dev/null; python3 -B x.py"#),
+    s("P8 python3 script with a name in printf escapes", r#"printf 'import os\nos.system("\x%X%1%S %F")\n' > x.py; python3 x.py"#),
+    s("P8 perl script written on the line, a built name", r#"echo 'system("%0"."%1%S %F")' > x.pl && perl x.pl"#),
+    s("P8 perl script with a name in echo -e escapes", r#"echo -e 'system("\x%X%1%S %F")' > x.pl; perl x.pl"#),
+    s("P8 ruby script written by a here-document, a built name", "cat <<'E' > x.rb\nsystem('%0'+'%1%S %F')\nE\nruby x.rb"),
+    s("P8 node script written on the line, a built require", r#"echo 'require("child_"+"process").execSync("%0"+"%1%S %F")' > x.js; node x.js"#),
+    s("P8 php script written on the line, a built name", r#"echo '<?php system("%0"."%1%S %F");' > x.php; php x.php"#),
+    s("P8 lua script written on the line, a built name", r#"echo 'os.execute("%0".."%1%S %F")' > x.lua; lua5.4 x.lua"#),
+    s("P8 awk program file written on the line, a built name", r#"echo 'BEGIN{system("%0" "%1%S %F")}' > p.awk; awk -f p.awk"#),
+    s("P8 a script run by its shebang, a built name", r#"printf '#!/usr/bin/env python3\nimport os\nos.system("%0"+"%1%S %F")\n' > x; chmod +x x; ./x"#),
+    s("P8 a shell script split by quotes, then sh", r#"echo '%0""%1%S %F' > x.sh; sh x.sh"#),
+    s("P8 a bash script of a built name, then bash", r"printf 'n=%0; ${n}%1%S %F\n' > x.sh; bash x.sh"),
+    s("P8 python3 script transformed by tr from a here-string", r#"tr A-Z a-z <<< 'IMPORT OS; OS.SYSTEM("%0"+"%1%S %F")' > x.py; python3 x.py"#),
+    s("P8 python3 script from a pipe through tr", r#"echo 'IMPORT OS; OS.SYSTEM("%0"+"%1%S %F")' | tr A-Z a-z > x.py; python3 x.py"#),
+    s("P8 python3 script changed by sed -i before it runs", r#"echo 'print("%0"+"%1%S %F")' > x.py; sed -i 's/print(/__import__("os").system(/' x.py; python3 x.py"#),
+    s("P8 python3 script written in a loop after its run", r#"for i in 1 2; do [ -f x.py ] && python3 x.py; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; done"#),
+    s("P8 a function runs the script written after it", r#"f() { python3 x.py; }; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; f"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -872,9 +896,27 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 a hook written on the line, then git commit",
     "P8 an alias appended to .git/config, then used",
     "P8 a Makefile written on the line, then make",
-    "P8 a python script written on the line, then run",
     "P8 a Makefile recipe split by quotes, then make",
     "P8 a Makefile recipe of a built name, then make",
+    // Issue 41 (brief h7): code written on the line and run, read as its language: hidden
+    // names are asked; shown names (`printf`'s escapes decoded, a shell script) are denied.
+    "P8 python3 script written by printf, a built name",
+    "P8 python3 script written by printf %s lines",
+    "P8 python3 script written by a here-document through cat",
+    "P8 python3 script written by tee from a here-string",
+    "P8 perl script written on the line, a built name",
+    "P8 ruby script written by a here-document, a built name",
+    "P8 node script written on the line, a built require",
+    "P8 php script written on the line, a built name",
+    "P8 lua script written on the line, a built name",
+    "P8 awk program file written on the line, a built name",
+    "P8 a script run by its shebang, a built name",
+    "P8 a bash script of a built name, then bash",
+    "P8 python3 script transformed by tr from a here-string",
+    "P8 python3 script from a pipe through tr",
+    "P8 python3 script changed by sed -i before it runs",
+    "P8 python3 script written in a loop after its run",
+    "P8 a function runs the script written after it",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1585,6 +1627,23 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"name=app; docker build -t $name ."#, ["allow", "ask", "deny"]),
     (r#"for f in *.txt; do echo "$f"; done"#, ["allow", "ask", "allow"]),
     (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
+    // Issue 41 (brief h7): code written on the line and run by its interpreter, shown
+    // harmless in its language, and writes no interpreter runs (each the same as before).
+    (r"printf 'print(1)\n' > x.py; python3 x.py", ["allow", "ask", "deny"]),
+    (r"echo '# notes' > README.md; git add README.md", ["allow", "ask", "deny"]),
+    ("cat > x.json <<E\n{\"a\": 1}\nE\njq . x.json", ["allow", "ask", "deny"]),
+    (r"echo hello > out.txt && cat out.txt", ["allow", "ask", "deny"]),
+    ("cat > x.js <<'E'\nconsole.log(JSON.stringify({a: 1}))\nE\nnode x.js", ["allow", "ask", "deny"]),
+    (r#"echo 'print("hi")' > x.lua; lua5.4 x.lua"#, ["allow", "ask", "deny"]),
+    (r"printf '%s\n' 'puts 1' > x.rb; ruby x.rb", ["allow", "ask", "deny"]),
+    (r"echo 'BEGIN{print 1}' > p.awk; awk -f p.awk data.txt", ["allow", "ask", "deny"]),
+    (r"printf '<?php echo 1;\n' > x.php; php x.php", ["allow", "ask", "deny"]),
+    (r"echo '# notes' > README.md; python3 build.py", ["allow", "ask", "deny"]),
+    (r"python3 gen.py > out.json; python3 check.py out.json", ["allow", "ask", "deny"]),
+    (r"make > build.log; python3 report.py", ["allow", "ask", "deny"]),
+    (r"echo 'print(1)' > x.py; chmod +x x.py; python3 x.py", ["allow", "ask", "deny"]),
+    (r#"echo '{"a": 1}' > x.json && python3 -m json.tool x.json"#, ["allow", "ask", "deny"]),
+    ("cat > t.pl <<'E'\nprint \"ok\\n\";\nE\nperl t.pl", ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

@@ -329,7 +329,8 @@ impl Policy {
 enum Runner {
     /// An interpreter the judge reads (`python3 x.py`, `awk -f p.awk`).
     Read { language: &'static str, lang: Lang },
-    /// A shell running a script file (`sh x.sh`, `source x.sh`).
+    /// A shell running a script file (`sh x.sh`, `source x.sh`); the walk adds an opaque
+    /// segment for what the script does, so the shell's own segment is asked already (P5).
     Shell,
     /// A program running a language the judge does not read (`java X.java`, `go run`).
     Unread(&'static str),
@@ -356,17 +357,13 @@ const SHELLS: &[&str] = &[
 fn runner(segment: &Segment) -> Option<Runner> {
     let first = segment.words.first()?;
     let program = base_name(first);
-    // The walk splits `bash x.sh` into the shell and an opaque segment for its script.
-    let by_shell = segment.opaque.is_some()
-        && segment
-            .via
-            .last()
-            .and_then(|v| v.split(' ').next())
-            .is_some_and(|v| SHELLS.contains(&base_name(v)));
-    if by_shell || matches!(program, "source" | ".") {
+    let args = &segment.words[1..];
+    if matches!(program, "source" | ".") || SHELLS.contains(&program) && shell_script(segment) {
         return Some(Runner::Shell);
     }
-    if first.contains('/') {
+    // A path run as a program; an assignment handed on as a segment of its own
+    // (`BASH_ENV=/x` through `env`) is none.
+    if first.contains('/') && !first.contains('=') {
         return Some(Runner::Path);
     }
     if let Some(inline::Code {
@@ -377,13 +374,36 @@ fn runner(segment: &Segment) -> Option<Runner> {
     {
         return Some(Runner::Read { language, lang });
     }
-    let args = &segment.words[1..];
     match program {
         // Java's source-file mode (JEP 330) runs the file it names: no reader exists here.
         "java" if args.iter().any(|a| a.ends_with(".java")) => Some(Runner::Unread("java")),
         "go" if args.first().is_some_and(|a| a == "run") => Some(Runner::Unread("go")),
         _ => None,
     }
+}
+
+/// Whether the shell of `segment` runs a script file it names (`sh x.sh`, `bash -e x.sh`),
+/// not a command string (`-c`) or its stdin (`-s`, no operand). Read as bash reads its
+/// options: a cluster of letters, `-o`/`-O` taking the next word, `--rcfile` and
+/// `--init-file` a file; an operand only known at run time is no file the line shows.
+fn shell_script(segment: &Segment) -> bool {
+    let words = &segment.words;
+    let mut at = 1;
+    while let Some(word) = words.get(at) {
+        match word.as_str() {
+            "--" => return words.get(at + 1).is_some() && !segment.expanded.contains(&(at + 1)),
+            "--rcfile" | "--init-file" => at += 2,
+            long if long.starts_with("--") => at += 1,
+            flags if flags.len() > 1 && (flags.starts_with('-') || flags.starts_with('+')) => {
+                if flags.starts_with('-') && flags.contains(['c', 's']) {
+                    return false;
+                }
+                at += 1 + flags.matches(['o', 'O']).count();
+            }
+            _ => return !segment.expanded.contains(&at),
+        }
+    }
+    false
 }
 
 /// The language the shebang of `text` names: `None` without one, `Some(None)` for an
