@@ -769,6 +769,44 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             "echo 'print(1)' > x.py; sed -i 's/print/exec/' x.py; python3 x.py",
             "python",
         ),
+        // A module or library the interpreter loads may be the file written.
+        (
+            r#"echo 'system("r"+"m c")' > x.rb; ruby -r./x -e 1"#,
+            "ruby",
+        ),
+        (
+            r#"echo 'require("child_"+"process").execSync("r"+"m c")' > x.js; node -r ./x.js -e 1"#,
+            "javascript",
+        ),
+        (
+            r#"echo 'os.execute("r".."m c")' > x.lua; lua5.4 -l x -e 1"#,
+            "lua",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > x.py; python3 -m x"#,
+            "python",
+        ),
+        // sed's script file, read as sed.
+        (r#"echo '1e r""m c' > x.sed; sed -f x.sed f"#, "sed"),
+        // Pieces appended apart, read as one file.
+        (
+            r#"echo -n 'import os; os.sys' > x.py; echo 'tem("r"+"m c")' >> x.py; python3 x.py"#,
+            "python",
+        ),
+        // Written by a program fed by the line, not by a redirection.
+        (
+            r#"dd of=x.py <<< 'import os; os.system("r"+"m c")'; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' | dd of=x.py; python3 x.py"#,
+            "python",
+        ),
+        // A here-document that expands is no text the walk shows.
+        (
+            "cat > x.py <<E\nimport os; os.system(\"r\"+\"$(echo m) c\")\nE\npython3 x.py",
+            "python",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
@@ -829,6 +867,11 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
         "printf '<?php echo 1;\\n' > x.php; php x.php",
         "echo 'print(1)' > x.py; chmod +x x.py; python3 x.py",
         "make > build.log; python3 report.py",
+        "echo 'a,b' > x.csv; python3 -c 'import csv,sys; print(1)'",
+        "echo hello > f; perl -lne 'print' f",
+        "echo hello world > out.txt; awk '{print $1}' out.txt",
+        "echo 's/a/b/' > x.sed; sed -f x.sed f.txt",
+        "echo '{\"a\": 1}' > x.json && python3 -m json.tool x.json",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Allow, "{line}: {}", j.reason);

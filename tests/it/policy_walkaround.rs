@@ -813,7 +813,15 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script from a pipe through tr", r#"echo 'IMPORT OS; OS.SYSTEM("%0"+"%1%S %F")' | tr A-Z a-z > x.py; python3 x.py"#),
     s("P8 python3 script changed by sed -i before it runs", r#"echo 'print("%0"+"%1%S %F")' > x.py; sed -i 's/print(/__import__("os").system(/' x.py; python3 x.py"#),
     s("P8 python3 script written in a loop after its run", r#"for i in 1 2; do [ -f x.py ] && python3 x.py; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; done"#),
-    s("P8 a function runs the script written after it", r#"f() { python3 x.py; }; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; f"#),
+    s("P8 a function runs the script written after it", r#"f() { python3 x.py; }; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; f"#),    s("P8 ruby -r of a library written on the line", r#"echo 'system("%0"+"%1%S %F")' > x.rb; ruby -r./x -e 1"#),
+    s("P8 node -r of a module written on the line", r#"echo 'require("child_"+"process").execSync("%0"+"%1%S %F")' > x.js; node -r ./x.js -e 1"#),
+    s("P8 lua -l of a module written on the line", r#"echo 'os.execute("%0".."%1%S %F")' > x.lua; lua5.4 -l x -e 1"#),
+    s("P8 python3 -m of a module written on the line", r#"echo 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 -m x"#),
+    s("P8 sed -f of a script written on the line", r#"echo '1e %0""%1%S %F' > x.sed; sed -f x.sed /etc/hostname"#),
+    s("P8 python3 script appended in pieces", r#"echo -n 'import os; os.sys' > x.py; echo 'tem("%0"+"%1%S %F")' >> x.py; python3 x.py"#),
+    s("P8 python3 script written by dd from a here-string", r#"dd of=x.py status=none <<< 'import os; os.system("%0"+"%1%S %F")'; python3 x.py"#),
+    s("P8 python3 script written by dd from a pipe", r#"echo 'import os; os.system("%0"+"%1%S %F")' | dd of=x.py status=none; python3 x.py"#),
+    s("P8 python3 script by an expanding here-document", "cat > x.py <<E\nimport os; os.system(\"%0\"+\"$(echo %1)%S %F\")\nE\npython3 x.py"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -917,6 +925,15 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script changed by sed -i before it runs",
     "P8 python3 script written in a loop after its run",
     "P8 a function runs the script written after it",
+    "P8 ruby -r of a library written on the line",
+    "P8 node -r of a module written on the line",
+    "P8 lua -l of a module written on the line",
+    "P8 python3 -m of a module written on the line",
+    "P8 sed -f of a script written on the line",
+    "P8 python3 script appended in pieces",
+    "P8 python3 script written by dd from a here-string",
+    "P8 python3 script written by dd from a pipe",
+    "P8 python3 script by an expanding here-document",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -48,7 +48,11 @@ impl Policy {
         segments: &[Segment],
         mode: Mode,
     ) -> Vec<(usize, Verdict)> {
-        if !self.guarded() || !segments.iter().any(is_writer) {
+        // Most lines write nothing, and a line that writes no file from what it shows
+        // costs only this look (J1's long line has no writer).
+        let may_write = segments.iter().any(|s| is_writer(s) || s.stdin.is_some())
+            || segments.windows(2).any(|w| prints_line_text(&w[0]));
+        if !self.guarded() || !may_write {
             return Vec::new();
         }
         let mut verdicts = self.files_written_with_denied_words(segments);
@@ -152,24 +156,50 @@ impl Policy {
             return Vec::new();
         }
         let any_order = may_loop(command);
+        // A here-document that expands is no text the walk shows: what reads it is fed by
+        // the line all the same.
+        let fed_by_line = command.contains("<<");
         let mut verdicts = Vec::new();
         for (at, runner) in runs {
             let shown = quote_segment(&segments[at]);
-            let writers = (0..segments.len())
-                .filter(|&w| w != at && (any_order || w < at) && is_writer(&segments[w]));
-            let mut shown_writes = Vec::new();
-            for w in writers {
-                let printed = segments[..w].iter().any(prints_line_text);
-                let verdict = match what_it_writes(&segments[w], printed) {
-                    Written::Shown(text) => {
-                        shown_writes.push(w);
-                        self.read_written(&text, &runner, &shown, mode)
-                    }
-                    Written::Hidden(why) => self.written_ask(&runner, &shown, why, mode),
-                    Written::Project => None,
+            let mut texts: Vec<(usize, String)> = Vec::new();
+            for w in (0..segments.len()).filter(|&w| w != at && (any_order || w < at)) {
+                let segment = &segments[w];
+                let written = if is_writer(segment) {
+                    let printed = fed_by_line || segments[..w].iter().any(prints_line_text);
+                    what_it_writes(segment, printed)
+                } else if self.writes_what_it_reads(segments, w) {
+                    Written::Hidden(format!(
+                        "{} may write what the line feeds it",
+                        quote_segment(segment)
+                    ))
+                } else {
+                    continue;
                 };
-                verdicts.extend(verdict.map(|v| (at, v)));
+                match written {
+                    Written::Shown(text) => texts.push((w, text)),
+                    Written::Hidden(why) => verdicts.extend(
+                        self.written_ask(&runner, &shown, why, mode)
+                            .map(|v| (at, v)),
+                    ),
+                    Written::Project => {}
+                }
             }
+            // Each text alone, and all of them as one file: appends join what each write
+            // shows apart (`echo -n 'os.sys' > x.py; echo 'tem(...)' >> x.py`).
+            let joined = (texts.len() > 1)
+                .then(|| texts.iter().map(|(_, t)| t.as_str()).collect::<String>());
+            for text in texts
+                .iter()
+                .map(|(_, t)| t.as_str())
+                .chain(joined.as_deref())
+            {
+                verdicts.extend(
+                    self.read_written(text, &runner, &shown, mode)
+                        .map(|v| (at, v)),
+                );
+            }
+            let shown_writes: Vec<usize> = texts.iter().map(|(w, _)| *w).collect();
             // A segment between a shown write and the run that may change the file in place
             // (`sed -i`, `patch`): what runs is not what the line showed.
             let first = shown_writes.iter().min().copied();
@@ -210,6 +240,10 @@ impl Policy {
                 },
             ),
             Runner::Shell => return self.shell_text_denied(text, "shell", shown),
+            Runner::Sed => (
+                "sed",
+                inline::inline_code(&["sed".into(), "-e".into(), text.into()], None)?,
+            ),
             // Run by its path: the kernel reads the shebang; without one, bash runs the file
             // as a shell script.
             Runner::Path => {
@@ -309,6 +343,22 @@ impl Policy {
         })
     }
 
+    /// Whether segment `at`, no redirection or `tee`, may write a file from what the line
+    /// feeds it: a here-string or here-document (`dd of=x.py <<< ...`), or a pipe from an
+    /// `echo` or `printf` just before it (`echo ... | dd of=x.py`), when it is not known to
+    /// be read-only, makes files, and is no interpreter (whose own code is judged).
+    fn writes_what_it_reads(&self, segments: &[Segment], at: usize) -> bool {
+        let segment = &segments[at];
+        let fed = segment.stdin.is_some()
+            || at
+                .checked_sub(1)
+                .is_some_and(|before| prints_line_text(&segments[before]));
+        fed && self.not_read_only(segment).is_some()
+            && !makes_no_file(segment)
+            && runner(segment).is_none()
+            && inline::inline_code(&segment.words, segment.stdin.as_deref()).is_none()
+    }
+
     /// Whether `segment` may change a file the line wrote before it is run: it is not
     /// known to be read-only, and it is neither a builtin that makes no file nor a program
     /// that only copies, moves or changes the mode of its paths (`chmod +x x.py`). An
@@ -332,6 +382,8 @@ enum Runner {
     /// A shell running a script file (`sh x.sh`, `source x.sh`); the walk adds an opaque
     /// segment for what the script does, so the shell's own segment is asked already (P5).
     Shell,
+    /// sed running a script file (`sed -f x.sed`), read as sed's commands.
+    Sed,
     /// A program running a language the judge does not read (`java X.java`, `go run`).
     Unread(&'static str),
     /// A path run as a program (`./x`): its shebang says the language.
@@ -343,6 +395,7 @@ impl Runner {
         match self {
             Runner::Read { language, .. } | Runner::Unread(language) => language,
             Runner::Shell => "shell",
+            Runner::Sed => "sed",
             Runner::Path => "an executable file's",
         }
     }
@@ -353,7 +406,7 @@ const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "rbash", "ksh", "mksh", "zsh", "yash", "posh", "ash",
 ];
 
-/// How `segment` runs a script file, if it does.
+/// How `segment` runs a file the line may have written, if it may.
 fn runner(segment: &Segment) -> Option<Runner> {
     let first = segment.words.first()?;
     let program = base_name(first);
@@ -361,18 +414,31 @@ fn runner(segment: &Segment) -> Option<Runner> {
     if matches!(program, "source" | ".") || SHELLS.contains(&program) && shell_script(segment) {
         return Some(Runner::Shell);
     }
+    // An interpreter the judge reads running a script it names, or loading a module or
+    // library that may be the file the line wrote (`python3 -m x`, `ruby -r./x`, `node -r
+    // ./x.js`, `lua -l x`).
+    if let Some(read) = language_of(first) {
+        let script = matches!(
+            inline::inline_code(&segment.words, segment.stdin.as_deref()),
+            None | Some(inline::Code {
+                reading: inline::Reading::Script { .. },
+                ..
+            })
+        );
+        return (script || loads_a_module(&read, args)).then_some(read);
+    }
+    // sed's `-f FILE` is a script of sed's commands (`e` runs one, `w` writes).
+    if matches!(program, "sed" | "gsed")
+        && args
+            .iter()
+            .any(|a| a.starts_with("-f") || a.starts_with("--file") || a.starts_with("-nf"))
+    {
+        return Some(Runner::Sed);
+    }
     // A path run as a program; an assignment handed on as a segment of its own
     // (`BASH_ENV=/x` through `env`) is none.
     if first.contains('/') && !first.contains('=') {
         return Some(Runner::Path);
-    }
-    if let Some(inline::Code {
-        language,
-        reading: inline::Reading::Script { lang, .. },
-        ..
-    }) = inline::inline_code(&segment.words, segment.stdin.as_deref())
-    {
-        return Some(Runner::Read { language, lang });
     }
     match program {
         // Java's source-file mode (JEP 330) runs the file it names: no reader exists here.
@@ -380,6 +446,58 @@ fn runner(segment: &Segment) -> Option<Runner> {
         "go" if args.first().is_some_and(|a| a == "run") => Some(Runner::Unread("go")),
         _ => None,
     }
+}
+
+/// Whether the interpreter `read` is told to load a module or library from a file by one
+/// of `args`: python's `-m`, perl's `-M`/`-m`/`-I`, ruby's `-r`/`-I`, lua's `-l`, node's
+/// `-r`/`--require`/`--import`/`--loader`, php's `-d` (`auto_prepend_file`). Read as a
+/// letter anywhere in a cluster of the interpreter's switches, erring towards yes.
+fn loads_a_module(read: &Runner, args: &[String]) -> bool {
+    let Runner::Read { lang, .. } = read else {
+        return false;
+    };
+    let letters: &[char] = match lang {
+        Lang::Python => &['m'],
+        Lang::Perl => &['M', 'm', 'I'],
+        Lang::Ruby => &['r', 'I'],
+        Lang::Lua => &['l'],
+        Lang::JavaScript => &['r'],
+        Lang::Php => &['d'],
+        Lang::Awk => &['i', 'l'],
+    };
+    args.iter().any(|a| match a.strip_prefix("--") {
+        Some(long) => [
+            "require",
+            "import",
+            "loader",
+            "experimental-loader",
+            "include",
+            "load",
+        ]
+        .iter()
+        .any(|name| long.starts_with(name)),
+        None => a
+            .strip_prefix('-')
+            .is_some_and(|cluster| cluster.contains(letters)),
+    })
+}
+
+/// The language `program` reads its script in, when the judge has a reader for it:
+/// asked of `inline` with a script operand (awk's is `-f FILE`), so the two never disagree.
+fn language_of(program: &str) -> Option<Runner> {
+    [&[program, "script"][..], &[program, "-f", "script"]]
+        .iter()
+        .find_map(|probe| {
+            let words: Vec<String> = probe.iter().map(|w| w.to_string()).collect();
+            match inline::inline_code(&words, None) {
+                Some(inline::Code {
+                    language,
+                    reading: inline::Reading::Script { lang, .. },
+                    ..
+                }) => Some(Runner::Read { language, lang }),
+                _ => None,
+            }
+        })
 }
 
 /// Whether the shell of `segment` runs a script file it names (`sh x.sh`, `bash -e x.sh`),
@@ -423,15 +541,7 @@ fn shebang(text: &str) -> Option<Option<Runner>> {
     if SHELLS.contains(&program) {
         return Some(Some(Runner::Shell));
     }
-    let probe = [program.to_owned(), "script".to_owned()];
-    Some(match inline::inline_code(&probe, None) {
-        Some(inline::Code {
-            language,
-            reading: inline::Reading::Script { lang, .. },
-            ..
-        }) => Some(Runner::Read { language, lang }),
-        _ => None,
-    })
+    Some(language_of(program))
 }
 
 /// `text` read as a file of `lang`: a shebang line is no code, and php's code is what
