@@ -807,6 +807,24 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             "cat > x.py <<E\nimport os; os.system(\"r\"+\"$(echo m) c\")\nE\npython3 x.py",
             "python",
         ),
+        // Output sent to the file by `exec`, a process substitution, a group; escapes that
+        // `shopt -s xpg_echo` decodes.
+        (
+            r#"exec 3> x.py; echo 'import os; os.system("r"+"m c")' >&3; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > >(cat > x.py); wait $!; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"shopt -s xpg_echo; echo 'print("\x22); import os; os.system("r"+"m c") #")' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"{ echo 'import os'; echo 'os.system("r"+"m c")'; } > x.py; python3 x.py"#,
+            "python",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,

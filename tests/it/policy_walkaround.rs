@@ -821,7 +821,10 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script appended in pieces", r#"echo -n 'import os; os.sys' > x.py; echo 'tem("%0"+"%1%S %F")' >> x.py; python3 x.py"#),
     s("P8 python3 script written by dd from a here-string", r#"dd of=x.py status=none <<< 'import os; os.system("%0"+"%1%S %F")'; python3 x.py"#),
     s("P8 python3 script written by dd from a pipe", r#"echo 'import os; os.system("%0"+"%1%S %F")' | dd of=x.py status=none; python3 x.py"#),
-    s("P8 python3 script by an expanding here-document", "cat > x.py <<E\nimport os; os.system(\"%0\"+\"$(echo %1)%S %F\")\nE\npython3 x.py"),
+    s("P8 python3 script by an expanding here-document", "cat > x.py <<E\nimport os; os.system(\"%0\"+\"$(echo %1)%S %F\")\nE\npython3 x.py"),    s("P8 python3 script written through exec 3>", r#"exec 3> x.py; echo 'import os; os.system("%0"+"%1%S %F")' >&3; python3 x.py"#),
+    s("P8 python3 script written through a process substitution", r#"echo 'import os; os.system("%0"+"%1%S %F")' > >(cat > x.py); wait $!; python3 x.py"#),
+    s("P8 python3 script hidden in xpg_echo escapes", r#"shopt -s xpg_echo; echo 'print("\x22); import os; os.system("%0"+"%1%S %F") #")' > x.py; python3 x.py"#),
+    s("P8 python3 script written by a group's redirection", r#"{ echo 'import os'; echo 'os.system("%0"+"%1%S %F")'; } > x.py; python3 x.py"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -934,6 +937,10 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script written by dd from a here-string",
     "P8 python3 script written by dd from a pipe",
     "P8 python3 script by an expanding here-document",
+    "P8 python3 script written through exec 3>",
+    "P8 python3 script written through a process substitution",
+    "P8 python3 script hidden in xpg_echo escapes",
+    "P8 python3 script written by a group's redirection",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

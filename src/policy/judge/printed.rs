@@ -7,6 +7,7 @@
 /// What bash's `echo ARGS` prints, or `None` when the judge cannot tell.
 pub(super) fn echo(args: &[String]) -> Option<String> {
     let mut escapes = false;
+    let mut decided = false;
     let mut newline = true;
     let mut at = 0;
     while let Some(flags) = args.get(at).and_then(|a| a.strip_prefix('-')) {
@@ -16,13 +17,18 @@ pub(super) fn echo(args: &[String]) -> Option<String> {
         for c in flags.chars() {
             match c {
                 'n' => newline = false,
-                'e' => escapes = true,
-                _ => escapes = false,
+                'e' => (escapes, decided) = (true, true),
+                _ => (escapes, decided) = (false, true),
             }
         }
         at += 1;
     }
     let text = args[at..].join(" ");
+    // Without `-e` or `-E`, bash decodes escapes only under `shopt -s xpg_echo`, which the
+    // line may have set: a backslash makes the text one of two.
+    if !decided && text.contains('\\') {
+        return None;
+    }
     let mut out = if escapes { decode(&text, true)? } else { text };
     if newline {
         out.push('\n');
@@ -153,7 +159,9 @@ mod tests {
     #[test]
     fn echo_and_printf_print_what_bash_prints() {
         assert_eq!(echo(&words(&["a", "b"])).as_deref(), Some("a b\n"));
-        assert_eq!(echo(&words(&["-n", r"a\x72"])).as_deref(), Some(r"a\x72"));
+        assert_eq!(echo(&words(&["-nE", r"a\x72"])).as_deref(), Some(r"a\x72"));
+        // `shopt -s xpg_echo` may decode it, or not.
+        assert_eq!(echo(&words(&["-n", r"a\x72"])), None);
         assert_eq!(
             echo(&words(&["-ne", r"a\x72\0101"])).as_deref(),
             Some("arA")

@@ -158,7 +158,9 @@ impl Policy {
         let any_order = may_loop(command);
         // A here-document that expands is no text the walk shows: what reads it is fed by
         // the line all the same.
-        let fed_by_line = command.contains("<<");
+        // So is a process substitution's command (`echo ... > >(cat > x.py)`), whose place
+        // among the segments says nothing of what feeds it.
+        let fed_by_line = command.contains("<<") || command.contains(">(");
         let mut verdicts = Vec::new();
         for (at, runner) in runs {
             let shown = quote_segment(&segments[at]);
@@ -609,6 +611,10 @@ fn what_it_writes(segment: &Segment, printed: bool) -> Written {
     }
     let args = &words[1..];
     let stdin = segment.stdin.as_deref();
+    // `exec > f` sends what every later command prints to the file.
+    if program == "exec" {
+        return Written::Hidden("`exec` sends what the commands after it print to the file".into());
+    }
     let shown = match program {
         "echo" => echo(args),
         "printf" => printf(args),
