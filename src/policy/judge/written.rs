@@ -419,7 +419,11 @@ fn runner(segment: &Segment) -> Option<Runner> {
     // An interpreter the judge reads running a script it names, or loading a module or
     // library that may be the file the line wrote (`python3 -m x`, `ruby -r./x`, `node -r
     // ./x.js`, `lua -l x`).
-    if let Some(read) = language_of(first) {
+    // (`is_interpreter` first: a cheap look that most segments of a long line stop at.)
+    if let Some(read) = inline::is_interpreter(program)
+        .then(|| language_of(first))
+        .flatten()
+    {
         let script = matches!(
             inline::inline_code(&segment.words, segment.stdin.as_deref()),
             None | Some(inline::Code {
