@@ -10,24 +10,30 @@
 //!    may as well be notes ([`Cause::WrittenCode`]).
 //! 2. The text written, read as the language of a later segment that runs a script file
 //!    (`python3 x.py`, `perl x.pl`, `awk -f p.awk`, `node x.js`, `php x.php`, `lua x.lua`,
-//!    `ruby x.rb`, `sh x.sh`, `./x` by its shebang, `java X.java`) with the readers inline
-//!    code uses (`inline::Code::read`, `harmless`): shown harmless, nothing; a deny rule's
-//!    words in it, denied; anything else asked in `auto` under a deny or ask rule, as
-//!    inline code is ([`Cause::WrittenScript`]). A language the judge has no reader for
-//!    (java, go) is never shown harmless; a program the judge cannot tie to a language
-//!    (`make`, `git`, `jq`) gets reading 1 only.
+//!    `ruby x.rb`, `sed -f x.sed`, `sh x.sh`, `source x.sh`, `./x` by its shebang, `java
+//!    X.java`) or loads a module that may be the file (`python3 -m x`, `ruby -r./x`, `node -r
+//!    ./x.js`, `lua -l x`), with the readers inline code uses (`inline::Code::read`,
+//!    `harmless`, sed's reader): shown harmless, nothing; a deny rule's words in it, denied;
+//!    anything else asked in `auto` under a deny or ask rule, as inline code is
+//!    ([`Cause::WrittenScript`]). A language the judge has no reader for (java, go) is never
+//!    shown harmless; a program the judge cannot tie to a language (`make`, `git`, `jq`)
+//!    gets reading 1 only.
 //!
 //! Fail closed where the line does not say which file is which: a redirection's target is
 //! not kept with its segment, and `cp`, `mv` or a loop move text between names, so every
-//! text the line writes is read as the language of every script it runs (a note costs
-//! nothing: `# notes` is a comment in each language read here). What a writer puts in a
-//! file that the line does not show but may come from it (`base64 -d <<< ... > x.py`,
-//! `echo ... | rev > x.py`, an expansion) cannot be read, and is asked; so is a segment
-//! between the write and the run that may change the file in place (`sed -i`). A writer
-//! whose text comes from the project (`make > log`, `cat a b > c`) is the project's code,
-//! out of reach of a rule as before (the sandbox contains it). Segments are read in the
-//! order the line runs them, except when the line may loop or define a function (then a
-//! write later in the text may run first, and every write counts).
+//! text the line writes is read as the language of every script it runs, each alone and all
+//! of them as one file (appends), and a note costs nothing (`# notes` is a comment in each
+//! language read here; `hello` is not, the price of not knowing the file: asked). What a
+//! writer puts in a file that the line does not show but may hand it (`base64 -d <<< ... >
+//! x.py`, `echo ... | tr ... > x.py`, `dd of=x.py <<< ...`, an expansion, an expanding
+//! here-document, `exec 3> x.py`, a process substitution, `echo` escapes that `shopt -s
+//! xpg_echo` decodes) cannot be read, and is asked; so is a segment between the write and
+//! the run that may change the file in place (`sed -i`; also `git add`, which cannot, the
+//! price of an allowlist). A writer whose text comes from the project (`make > log`, `cat a
+//! b > c`) is the project's code, out of reach of a rule as before (the sandbox contains
+//! it). Segments are read in the order the line runs them, except when the line may loop
+//! or define a function (then a write later in the text may run first, and every write
+//! counts).
 
 use super::made_here::{makes_no_file, takes_paths_as_data};
 use super::printed::{echo, printf};
