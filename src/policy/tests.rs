@@ -825,6 +825,24 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             r#"{ echo 'import os'; echo 'os.system("r"+"m c")'; } > x.py; python3 x.py"#,
             "python",
         ),
+        // Python's inline code imports from the cwd first; a program prints its code's or
+        // its words' text into the file.
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > json.py; python3 -c 'import json; print(1)'"#,
+            "python",
+        ),
+        (
+            r#"perl -e 'print "import os\nos.system(\"r\"+\"m c\")"' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"jq -rn '"import os; os.system(\"r\"+\"m c\")"' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"basename 'import os; os.system("r"+"m c")' > x.py; python3 x.py"#,
+            "python",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
@@ -885,7 +903,9 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
         "printf '<?php echo 1;\\n' > x.php; php x.php",
         "echo 'print(1)' > x.py; chmod +x x.py; python3 x.py",
         "make > build.log; python3 report.py",
-        "echo 'a,b' > x.csv; python3 -c 'import csv,sys; print(1)'",
+        "sort data.txt > out.txt; python3 x.py",
+        "cargo test > test.log; python3 x.py",
+        "echo 'a,b' > x.csv; python3 -c 'print(1 + 1)'",
         "echo hello > f; perl -lne 'print' f",
         "echo hello world > out.txt; awk '{print $1}' out.txt",
         "echo 's/a/b/' > x.sed; sed -f x.sed f.txt",

@@ -44,7 +44,8 @@
 //! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`); for issue 41's
 //! third round ruby's `erb`, parallel's `sem`, nodejs's `npx` and tcl's `tclsh8.6` (a
 //! versioned name; `irb3.1` and `perl5.36.0`, which change with Debian's release, are held
-//! by the unit tests instead).
+//! by the unit tests instead), and for code written on the line and run, jq (`jq -n`); java
+//! (`java X.java`) is held by the unit tests (CI has no JDK).
 //!
 //! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
 //! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
@@ -824,7 +825,10 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script by an expanding here-document", "cat > x.py <<E\nimport os; os.system(\"%0\"+\"$(echo %1)%S %F\")\nE\npython3 x.py"),    s("P8 python3 script written through exec 3>", r#"exec 3> x.py; echo 'import os; os.system("%0"+"%1%S %F")' >&3; python3 x.py"#),
     s("P8 python3 script written through a process substitution", r#"echo 'import os; os.system("%0"+"%1%S %F")' > >(cat > x.py); wait $!; python3 x.py"#),
     s("P8 python3 script hidden in xpg_echo escapes", r#"shopt -s xpg_echo; echo 'print("\x22); import os; os.system("%0"+"%1%S %F") #")' > x.py; python3 x.py"#),
-    s("P8 python3 script written by a group's redirection", r#"{ echo 'import os'; echo 'os.system("%0"+"%1%S %F")'; } > x.py; python3 x.py"#),
+    s("P8 python3 script written by a group's redirection", r#"{ echo 'import os'; echo 'os.system("%0"+"%1%S %F")'; } > x.py; python3 x.py"#),    s("P8 python3 -c imports a module written on the line", r#"echo 'import os; os.system("%0"+"%1%S %F")' > json.py; python3 -c 'import json; print(1)'"#),
+    s("P8 python3 script printed by perl's code", r#"perl -e 'print "import os\nos.system(\"%0\"+\"%1%S %F\")\n"' > x.py; python3 x.py"#),
+    s("P8 python3 script printed by jq -n", r#"jq -rn '"import os; os.system(\"%0\"+\"%1%S %F\")"' > x.py; python3 x.py"#),
+    s("P8 python3 script printed by basename", r#"basename 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -941,6 +945,10 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script written through a process substitution",
     "P8 python3 script hidden in xpg_echo escapes",
     "P8 python3 script written by a group's redirection",
+    "P8 python3 -c imports a module written on the line",
+    "P8 python3 script printed by perl's code",
+    "P8 python3 script printed by jq -n",
+    "P8 python3 script printed by basename",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

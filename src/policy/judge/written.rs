@@ -430,14 +430,24 @@ fn runner(segment: &Segment) -> Option<Runner> {
         .then(|| language_of(first))
         .flatten()
     {
+        let code = inline::inline_code(&segment.words, segment.stdin.as_deref());
         let script = matches!(
-            inline::inline_code(&segment.words, segment.stdin.as_deref()),
+            code,
             None | Some(inline::Code {
                 reading: inline::Reading::Script { .. },
                 ..
             })
         );
-        return (script || loads_a_module(&read, args)).then_some(read);
+        // Python's inline code looks for what it imports in the cwd first (`import json`
+        // with a `json.py` the line wrote).
+        let imports = matches!(
+            read,
+            Runner::Read {
+                lang: Lang::Python,
+                ..
+            }
+        ) && code.is_some_and(|c| c.words.iter().any(|w| w == "import"));
+        return (script || imports || loads_a_module(&read, args)).then_some(read);
     }
     // sed's `-f FILE` is a script of sed's commands (`e` runs one, `w` writes).
     if matches!(program, "sed" | "gsed")
@@ -634,15 +644,75 @@ fn what_it_writes(segment: &Segment, printed: bool) -> Written {
         }
         _ => None,
     };
-    match shown {
-        Some(text) => Written::Shown(text),
-        None if stdin.is_some() || printed || matches!(program, "echo" | "printf") => {
-            Written::Hidden(format!(
-                "what `{program}` writes is not the text the line shows"
-            ))
-        }
-        None => Written::Project,
+    if let Some(text) = shown {
+        return Written::Shown(text);
     }
+    // Project code prints what the project says: a script an interpreter runs, a program
+    // run by its path.
+    let code = inline::inline_code(words, stdin);
+    let project = first.contains('/')
+        || matches!(
+            code,
+            Some(inline::Code {
+                reading: inline::Reading::Script { .. },
+                ..
+            })
+        );
+    // What the line may hand the file: its stdin, a pipe from a printer, code given on the
+    // line (`perl -e 'print ...'`), or words of its own that it may print (`jq -n '"..."'`,
+    // `basename '...'`) unless it prints from files and the system only.
+    let prints_its_words = args.iter().any(|a| !a.starts_with('-')) && !prints_no_argument(program);
+    if !project
+        && (stdin.is_some()
+            || printed
+            || matches!(program, "echo" | "printf")
+            || code.is_some()
+            || prints_its_words)
+    {
+        return Written::Hidden(format!(
+            "what `{program}` writes is not the text the line shows"
+        ));
+    }
+    Written::Project
+}
+
+/// Programs that print from files, the project's tools or the network, never the text of
+/// their arguments (`make > build.log`, `sort data > out`, `cargo test > log`): what they
+/// write is the project's. An allowlist: any other program given words may print them
+/// (`jq -n`, `basename`, `sed`'s `i` command), and many print an option's text (`git log
+/// --format`, `date +FORMAT`, `find -printf`, `curl -w`, `ps -o`, `stat -c`, `rg -r`,
+/// `cut --output-delimiter`), so those are not here.
+fn prints_no_argument(program: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "cat",
+        "head",
+        "tail",
+        "wc",
+        "cmp",
+        "sort",
+        "uniq",
+        "grep",
+        "make",
+        "cargo",
+        "go",
+        "npm",
+        "pnpm",
+        "yarn",
+        "pip",
+        "pip3",
+        "rustc",
+        "gcc",
+        "cc",
+        "clang",
+        "tar",
+        "gzip",
+        "gunzip",
+        "zcat",
+        "sha256sum",
+        "md5sum",
+        "wget",
+    ];
+    NAMES.contains(&program)
 }
 
 /// Whether the line may run a segment more than once or later than its place in the text
