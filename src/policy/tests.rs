@@ -843,6 +843,11 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             r#"basename 'import os; os.system("r"+"m c")' > x.py; python3 x.py"#,
             "python",
         ),
+        // An ini file php reads: its settings load code (no reader: asked).
+        (
+            r#"printf 'auto_prepend_file=p.php\n' > p.ini; php -c p.ini x.php"#,
+            "php.ini",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,

@@ -828,7 +828,8 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script written by a group's redirection", r#"{ echo 'import os'; echo 'os.system("%0"+"%1%S %F")'; } > x.py; python3 x.py"#),    s("P8 python3 -c imports a module written on the line", r#"echo 'import os; os.system("%0"+"%1%S %F")' > json.py; python3 -c 'import json; print(1)'"#),
     s("P8 python3 script printed by perl's code", r#"perl -e 'print "import os\nos.system(\"%0\"+\"%1%S %F\")\n"' > x.py; python3 x.py"#),
     s("P8 python3 script printed by jq -n", r#"jq -rn '"import os; os.system(\"%0\"+\"%1%S %F\")"' > x.py; python3 x.py"#),
-    s("P8 python3 script printed by basename", r#"basename 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),
+    s("P8 python3 script printed by basename", r#"basename 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),    s("P8 php -c of an ini file written on the line", r#"printf 'allow_url_include=1\nauto_prepend_file="data://text/plain,<?php system(\x27%0\x27.\x27%1%S %F\x27);"\n' > p.ini; php -c p.ini /etc/hostname"#),
+    s("P8 python3 script changed by sed -i after its run in a loop", r#"echo 'print("%0"+"%1%S %F")' > x.py; for i in 1 2; do python3 x.py; sed -i 's/print(/__import__("os").system(/' x.py; done"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -949,6 +950,8 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script printed by perl's code",
     "P8 python3 script printed by jq -n",
     "P8 python3 script printed by basename",
+    "P8 php -c of an ini file written on the line",
+    "P8 python3 script changed by sed -i after its run in a loop",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -212,8 +212,13 @@ impl Policy {
             // (`sed -i`, `patch`): what runs is not what the line showed.
             let first = shown_writes.iter().min().copied();
             if let Some(changer) = first.and_then(|first| {
-                (first + 1..at)
-                    .find(|&b| !shown_writes.contains(&b) && self.may_change_a_file(&segments[b]))
+                // In a loop, a change after the run in the text comes before its next round.
+                (first + 1..segments.len()).find(|&b| {
+                    b != at
+                        && (any_order || b < at)
+                        && !shown_writes.contains(&b)
+                        && self.may_change_a_file(&segments[b])
+                })
             }) {
                 let why = format!(
                     "{} may change the file before it runs",
@@ -426,7 +431,7 @@ fn runner(segment: &Segment) -> Option<Runner> {
     // library that may be the file the line wrote (`python3 -m x`, `ruby -r./x`, `node -r
     // ./x.js`, `lua -l x`).
     // (`is_interpreter` first: a cheap look that most segments of a long line stop at.)
-    if let Some(read) = inline::is_interpreter(program)
+    if let Some(read) = (inline::is_interpreter(program) && !php_ini(program, args))
         .then(|| language_of(first))
         .flatten()
     {
@@ -463,6 +468,8 @@ fn runner(segment: &Segment) -> Option<Runner> {
         return Some(Runner::Path);
     }
     match program {
+        // An ini file is no php the judge reads.
+        _ if php_ini(program, args) => Some(Runner::Unread("php.ini")),
         // Java's source-file mode (JEP 330) runs the file it names: no reader exists here.
         "java" if args.iter().any(|a| a.ends_with(".java")) => Some(Runner::Unread("java")),
         "go" if args.first().is_some_and(|a| a == "run") => Some(Runner::Unread("go")),
@@ -502,6 +509,17 @@ fn loads_a_module(read: &Runner, args: &[String]) -> bool {
             .strip_prefix('-')
             .is_some_and(|cluster| cluster.contains(letters)),
     })
+}
+
+/// Whether `program` is php told to read an ini file (`-c FILE`, `--php-ini`), whose
+/// settings load code (`auto_prepend_file`, `allow_url_include` with a `data:` URL).
+fn php_ini(program: &str, args: &[String]) -> bool {
+    program
+        .strip_prefix("php")
+        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        && args
+            .iter()
+            .any(|a| a.starts_with("-c") || a.starts_with("--php-ini"))
 }
 
 /// The language `program` reads its script in, when the judge has a reader for it:
