@@ -848,6 +848,11 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             r#"printf 'auto_prepend_file=p.php\n' > p.ini; php -c p.ini x.php"#,
             "php.ini",
         ),
+        // A coding declaration turns a comment into code.
+        (
+            r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-r+ACI-+-+ACI-m c+ACI-)\n' > x.py; python3 x.py",
+            "python",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
