@@ -853,6 +853,15 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-r+ACI-+-+ACI-m c+ACI-)\n' > x.py; python3 x.py",
             "python",
         ),
+        // `-x` skips lines the judge reads: a string to it is code to them.
+        (
+            r#"printf 'x = """\nimport os; os.system("r"+"m c") #"""\n' > x.py; python3 -x x.py"#,
+            "python -x",
+        ),
+        (
+            r#"printf '\x24x = q{\n#!perl\nsystem("r"."m c");\n__END__\n};\n' > x.pl; perl -x x.pl"#,
+            "perl -x",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,

@@ -831,6 +831,8 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script printed by basename", r#"basename 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),    s("P8 php -c of an ini file written on the line", r#"printf 'allow_url_include=1\nauto_prepend_file="data://text/plain,<?php system(\x27%0\x27.\x27%1%S %F\x27);"\n' > p.ini; php -c p.ini /etc/hostname"#),
     s("P8 python3 script changed by sed -i after its run in a loop", r#"echo 'print("%0"+"%1%S %F")' > x.py; for i in 1 2; do python3 x.py; sed -i 's/print(/__import__("os").system(/' x.py; done"#),
     s("P8 python3 script hiding code behind a utf-7 coding declaration", r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-%0+ACI-+-+ACI-%1%S %F+ACI-)\n' > x.py; python3 x.py"),
+    s("P8 perl -x starts inside a string of the script written", r#"printf '\x24x = q{\n#!perl\nsystem("%0"."%1%S %F");\n__END__\n};\nprint 1;\n' > x.pl; perl -x x.pl"#),
+    s("P8 python3 -x skips the line that opens a string", r#"printf 'x = """\nimport os; os.system("%0"+"%1%S %F") #"""\n' > x.py; python3 -x x.py"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -954,6 +956,8 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 php -c of an ini file written on the line",
     "P8 python3 script changed by sed -i after its run in a loop",
     "P8 python3 script hiding code behind a utf-7 coding declaration",
+    "P8 perl -x starts inside a string of the script written",
+    "P8 python3 -x skips the line that opens a string",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

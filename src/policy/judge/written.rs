@@ -452,7 +452,10 @@ fn runner(segment: &Segment) -> Option<Runner> {
                 ..
             }
         ) && code.is_some_and(|c| c.words.iter().any(|w| w == "import"));
-        return (script || imports || loads_a_module(&read, args)).then_some(read);
+        if !(script || imports || loads_a_module(&read, args)) {
+            return None;
+        }
+        return Some(skips_lines(&read, args).unwrap_or(read));
     }
     // sed's `-f FILE` is a script of sed's commands (`e` runs one, `w` writes).
     if matches!(program, "sed" | "gsed")
@@ -509,6 +512,34 @@ fn loads_a_module(read: &Runner, args: &[String]) -> bool {
             .strip_prefix('-')
             .is_some_and(|cluster| cluster.contains(letters)),
     })
+}
+
+/// python, perl and ruby told by `-x` to skip lines the judge reads (python the first,
+/// perl and ruby all before a `#!` line naming them): what was a string to the judge may
+/// be code to them (`x = """` then code, run by `python3 -x`). No reader follows that, so
+/// the file is read as a language without one.
+fn skips_lines(read: &Runner, args: &[String]) -> Option<Runner> {
+    let Runner::Read { lang, .. } = read else {
+        return None;
+    };
+    // The letters whose value is the rest of the word (`-r./x`, `-Mx`), read as each
+    // interpreter reads its clusters.
+    let (name, valued) = match lang {
+        Lang::Python => ("python -x", "cmWX"),
+        Lang::Perl => ("perl -x", "MmIeEiDFV"),
+        Lang::Ruby => ("ruby -x", "rIECXeWTFK"),
+        _ => return None,
+    };
+    args.iter()
+        .filter(|a| !a.starts_with("--"))
+        .filter_map(|a| a.strip_prefix('-'))
+        .any(|cluster| {
+            cluster
+                .chars()
+                .take_while(|c| !valued.contains(*c))
+                .any(|c| c == 'x')
+        })
+        .then_some(Runner::Unread(name))
 }
 
 /// Whether `program` is php told to read an ini file (`-c FILE`, `--php-ini`), whose
