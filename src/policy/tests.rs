@@ -862,6 +862,15 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
             r#"printf '\x24x = q{\n#!perl\nsystem("r"."m c");\n__END__\n};\n' > x.pl; perl -x x.pl"#,
             "perl -x",
         ),
+        // Other interpreters without a reader, handed a file.
+        (
+            "echo 'exec [string cat r m] c' > x.tcl; tclsh8.6 x.tcl",
+            "tcl",
+        ),
+        (
+            r#"echo 'new Deno.Command("r"+"m", {args: ["c"]}).outputSync()' > x.ts; deno run -A x.ts"#,
+            "typescript",
+        ),
         // A loop runs the write before the run the second time round.
         (
             r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
@@ -924,6 +933,7 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
         "make > build.log; python3 report.py",
         "sort data.txt > out.txt; python3 x.py",
         "cargo test > test.log; python3 x.py",
+        "echo x > f; deno fmt",
         "echo 'a,b' > x.csv; python3 -c 'print(1 + 1)'",
         "echo hello > f; perl -lne 'print' f",
         "echo hello world > out.txt; awk '{print $1}' out.txt",

@@ -833,6 +833,7 @@ const SHAPES: &[Shape] = &[
     s("P8 python3 script hiding code behind a utf-7 coding declaration", r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-%0+ACI-+-+ACI-%1%S %F+ACI-)\n' > x.py; python3 x.py"),
     s("P8 perl -x starts inside a string of the script written", r#"printf '\x24x = q{\n#!perl\nsystem("%0"."%1%S %F");\n__END__\n};\nprint 1;\n' > x.pl; perl -x x.pl"#),
     s("P8 python3 -x skips the line that opens a string", r#"printf 'x = """\nimport os; os.system("%0"+"%1%S %F") #"""\n' > x.py; python3 -x x.py"#),
+    s("P8 tclsh script of a built name written on the line", "echo 'exec [string cat %0 %1%S] %F' > x.tcl; tclsh x.tcl"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -958,6 +959,7 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script hiding code behind a utf-7 coding declaration",
     "P8 perl -x starts inside a string of the script written",
     "P8 python3 -x skips the line that opens a string",
+    "P8 tclsh script of a built name written on the line",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

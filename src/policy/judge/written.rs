@@ -15,8 +15,8 @@
 //!    ./x.js`, `lua -l x`), with the readers inline code uses (`inline::Code::read`,
 //!    `harmless`, sed's reader): shown harmless, nothing; a deny rule's words in it, denied;
 //!    anything else asked in `auto` under a deny or ask rule, as inline code is
-//!    ([`Cause::WrittenScript`]). A language the judge has no reader for (java, go) is never
-//!    shown harmless; a program the judge cannot tie to a language (`make`, `git`, `jq`)
+//!    ([`Cause::WrittenScript`]). A language the judge has no reader for (java, go, typescript,
+//!    tcl: [`UNREAD`]), a php.ini and a `-x` run are never shown harmless; a program the judge cannot tie to a language (`make`, `git`, `jq`)
 //!    gets reading 1 only.
 //!
 //! Fail closed where the line does not say which file is which: a redirection's target is
@@ -476,9 +476,43 @@ fn runner(segment: &Segment) -> Option<Runner> {
         // Java's source-file mode (JEP 330) runs the file it names: no reader exists here.
         "java" if args.iter().any(|a| a.ends_with(".java")) => Some(Runner::Unread("java")),
         "go" if args.first().is_some_and(|a| a == "run") => Some(Runner::Unread("go")),
-        _ => None,
+        // Other interpreters handed a file: no reader exists here (`deno run -A x.ts`).
+        _ => UNREAD
+            .iter()
+            .find(|(name, _)| {
+                *name == program
+                    || program
+                        .strip_prefix(name)
+                        .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            })
+            // Handed a file (`x.ts`, `./x`), not a subcommand (`deno fmt`).
+            .filter(|_| {
+                args.iter()
+                    .any(|a| !a.starts_with('-') && a.contains(['.', '/']))
+            })
+            .map(|(_, language)| Runner::Unread(language)),
     }
 }
+
+/// Interpreters of languages the judge has no reader for, and their language: a file one
+/// of them is handed after the line writes text is asked (issue 41). Versioned names count
+/// (`tclsh8.6`).
+const UNREAD: &[(&str, &str)] = &[
+    ("deno", "typescript"),
+    ("tsx", "typescript"),
+    ("ts-node", "typescript"),
+    ("Rscript", "R"),
+    ("julia", "julia"),
+    ("swift", "swift"),
+    ("groovy", "groovy"),
+    ("elixir", "elixir"),
+    ("kotlin", "kotlin"),
+    ("scala", "scala"),
+    ("tclsh", "tcl"),
+    ("wish", "tcl"),
+    ("expect", "tcl"),
+    ("jshell", "java"),
+];
 
 /// Whether the interpreter `read` is told to load a module or library from a file by one
 /// of `args`: python's `-m`, perl's `-M`/`-m`/`-I`, ruby's `-r`/`-I`, lua's `-l`, node's
