@@ -122,6 +122,23 @@ fn cause(cause: &Cause) -> String {
             "writes a file holding the words of {}, and a later program may run it",
             at(index, rule, origin)
         ),
+        Cause::WrittenScript {
+            language,
+            runner,
+            rule: Some(r),
+            ..
+        } => format!(
+            "`{runner}` runs what the line wrote, and the {language} code written holds the words of {}",
+            at(&r.index, &r.rule, &r.origin)
+        ),
+        Cause::WrittenScript {
+            language,
+            runner,
+            why,
+            ..
+        } => format!(
+            "`{runner}` runs what the line wrote, and the {language} code written is not shown harmless: {why}"
+        ),
         Cause::InlineCode {
             language,
             rule: Some(r),

@@ -141,6 +141,18 @@ pub enum Cause {
         #[serde(skip_serializing_if = "Option::is_none")]
         origin: Option<String>,
     },
+    /// Code the line writes to a file that a later segment runs as `language` (P8, issue
+    /// 41: `printf '...' > x.py; python3 x.py`, `sh x.sh`, `./x` by its shebang, `java
+    /// X.java`), read as that language and not shown harmless (`why`): a deny rule's words
+    /// stand in it (then `rule` says which, and it is denied), or it is opaque while a deny
+    /// or ask rule exists (`rule` absent, asked in `auto`). `runner` is the segment that runs it.
+    WrittenScript {
+        language: String,
+        runner: String,
+        why: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rule: Option<RuleRef>,
+    },
     /// Inline code given to a program that runs it (P8), not shown harmless (`why`): a
     /// deny rule's words stand in it (then `rule` says which), or it is opaque while a
     /// deny or ask rule exists (`rule` absent).

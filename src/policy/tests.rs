@@ -662,7 +662,7 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         // Code the line writes to a file, then a program that may run it.
         "printf 'x:\\n\\trm c\\n' > Makefile; make x",
         "printf '[alias]\\n\\tx = !rm c\\n' >> .git/config; git x",
-        "tee x.sh <<< 'rm c' > /dev/null; sh x.sh",
+        "tee x.sh <<< 'x=r; ${x}m c' > /dev/null; sh x.sh",
         "echo 'x:' > Makefile; echo \"\tr''m c\" >> Makefile; make x",
         "echo 'x:' > Makefile; printf '\\tn=r; $${n}m c\\n' >> Makefile; make x",
         // Code the shell builds when the line runs.
@@ -703,6 +703,249 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         Deny
     );
     assert_eq!(bash(&p, "x=1; echo $x", Mode::ReadOnly).decision, Allow);
+}
+
+/// P8 (issue 41): code the line writes to a file and then runs with an interpreter is code
+/// on the line, read as the interpreter's language by the reader inline code uses: asked
+/// when not shown harmless, denied when a deny rule's words stand in it, allowed when shown
+/// harmless. (The walk-around table shows each hole deleting a canary in plain bash first:
+/// before this, all of these but the shell's were allowed in auto.)
+#[test]
+fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    let written = |j: &Judgement| {
+        j.segments.iter().find_map(|s| match &s.cause {
+            Cause::WrittenScript { language, rule, .. } => {
+                Some((language.clone(), rule.as_ref().map(|r| r.index)))
+            }
+            _ => None,
+        })
+    };
+    // Hidden names: asked, each read as its own language.
+    for (line, language) in [
+        (
+            r#"printf 'import os\nos.system("r"+"m c")\n' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"printf '%s\n' 'import os' 'os.system("r"+"m c")' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            "cat > x.py <<'E'\nimport os\nos.system('r'+'m c')\nE\npython3 x.py",
+            "python",
+        ),
+        (
+            r#"tee x.py <<< 'import os; os.system("r"+"m c")' > /dev/null; python3 -B x.py"#,
+            "python",
+        ),
+        (r#"echo 'system("r"."m c")' > x.pl && perl x.pl"#, "perl"),
+        (r#"echo 'system("r"+"m c")' > x.rb; ruby x.rb"#, "ruby"),
+        (
+            r#"echo 'require("child_"+"process").execSync("r"+"m c")' > x.js; node x.js"#,
+            "javascript",
+        ),
+        (
+            r#"echo '<?php system("r"."m c");' > x.php; php x.php"#,
+            "php",
+        ),
+        (
+            r#"echo 'os.execute("r".."m c")' > x.lua; lua5.4 x.lua"#,
+            "lua",
+        ),
+        (
+            r#"echo 'BEGIN{system("r" "m c")}' > p.awk; awk -f p.awk"#,
+            "awk",
+        ),
+        // Java has no reader: never shown harmless.
+        (
+            "echo 'class X { public static void main(String[] a) {} }' > X.java; java X.java",
+            "java",
+        ),
+        // Text the line does not show but hands the file, or changes before it runs.
+        (
+            "echo aW1wb3J0IG9z | base64 -d > x.py; python3 x.py",
+            "python",
+        ),
+        ("base64 -d <<< aW1wb3J0IG9z > x.py; python3 x.py", "python"),
+        (
+            "echo 'print(1)' > x.py; sed -i 's/print/exec/' x.py; python3 x.py",
+            "python",
+        ),
+        // A module or library the interpreter loads may be the file written.
+        (
+            r#"echo 'system("r"+"m c")' > x.rb; ruby -r./x -e 1"#,
+            "ruby",
+        ),
+        (
+            r#"echo 'require("child_"+"process").execSync("r"+"m c")' > x.js; node -r ./x.js -e 1"#,
+            "javascript",
+        ),
+        (
+            r#"echo 'os.execute("r".."m c")' > x.lua; lua5.4 -l x -e 1"#,
+            "lua",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > x.py; python3 -m x"#,
+            "python",
+        ),
+        // sed's script file, read as sed.
+        (r#"echo '1e r""m c' > x.sed; sed -f x.sed f"#, "sed"),
+        // Pieces appended apart, read as one file.
+        (
+            r#"echo -n 'import os; os.sys' > x.py; echo 'tem("r"+"m c")' >> x.py; python3 x.py"#,
+            "python",
+        ),
+        // Written by a program fed by the line, not by a redirection.
+        (
+            r#"dd of=x.py <<< 'import os; os.system("r"+"m c")'; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' | dd of=x.py; python3 x.py"#,
+            "python",
+        ),
+        // A here-document that expands is no text the walk shows.
+        (
+            "cat > x.py <<E\nimport os; os.system(\"r\"+\"$(echo m) c\")\nE\npython3 x.py",
+            "python",
+        ),
+        // Output sent to the file by `exec`, a process substitution, a group; escapes that
+        // `shopt -s xpg_echo` decodes.
+        (
+            r#"exec 3> x.py; echo 'import os; os.system("r"+"m c")' >&3; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > >(cat > x.py); wait $!; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"shopt -s xpg_echo; echo 'print("\x22); import os; os.system("r"+"m c") #")' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"{ echo 'import os'; echo 'os.system("r"+"m c")'; } > x.py; python3 x.py"#,
+            "python",
+        ),
+        // Python's inline code imports from the cwd first; a program prints its code's or
+        // its words' text into the file.
+        (
+            r#"echo 'import os; os.system("r"+"m c")' > json.py; python3 -c 'import json; print(1)'"#,
+            "python",
+        ),
+        (
+            r#"perl -e 'print "import os\nos.system(\"r\"+\"m c\")"' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"jq -rn '"import os; os.system(\"r\"+\"m c\")"' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"basename 'import os; os.system("r"+"m c")' > x.py; python3 x.py"#,
+            "python",
+        ),
+        // An ini file php reads: its settings load code (no reader: asked).
+        (
+            r#"printf 'auto_prepend_file=p.php\n' > p.ini; php -c p.ini x.php"#,
+            "php.ini",
+        ),
+        // A coding declaration turns a comment into code.
+        (
+            r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-r+ACI-+-+ACI-m c+ACI-)\n' > x.py; python3 x.py",
+            "python",
+        ),
+        // `-x` skips lines the judge reads: a string to it is code to them.
+        (
+            r#"printf 'x = """\nimport os; os.system("r"+"m c") #"""\n' > x.py; python3 -x x.py"#,
+            "python -x",
+        ),
+        (
+            r#"printf '\x24x = q{\n#!perl\nsystem("r"."m c");\n__END__\n};\n' > x.pl; perl -x x.pl"#,
+            "perl -x",
+        ),
+        // Other interpreters without a reader, handed a file.
+        (
+            "echo 'exec [string cat r m] c' > x.tcl; tclsh8.6 x.tcl",
+            "tcl",
+        ),
+        (
+            r#"echo 'new Deno.Command("r"+"m", {args: ["c"]}).outputSync()' > x.ts; deno run -A x.ts"#,
+            "typescript",
+        ),
+        // A loop runs the write before the run the second time round.
+        (
+            r#"for i in 1 2; do python3 x.py; printf 'import os\nos.system("r"+"m c")\n' > x.py; done"#,
+            "python",
+        ),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert_eq!(
+            written(&j),
+            Some((language.to_owned(), None)),
+            "{line}: {j:?}"
+        );
+        assert_eq!(bash(&p, line, Mode::ReadOnly).decision, Deny, "{line}");
+    }
+    // A path the line wrote is opaque already (`made_here.rs`), whatever its shebang says.
+    let line = "printf '#!/usr/bin/env python3\\nimport os\\nos.system(\"r\"+\"m c\")\\n' > x; chmod +x x; ./x";
+    assert_eq!(bash(&p, line, Mode::Auto).decision, Ask, "{line}");
+    // A deny rule's words in the code written: denied, as in inline code. `printf` decodes
+    // its escapes (`\x72m` is `rm`), and a shell script is read as a command line.
+    for (line, language) in [
+        (
+            r#"echo "import os; os.system('rm c')" > x.py; python3 x.py"#,
+            "python",
+        ),
+        (
+            r#"printf 'import os\nos.system("\x72m c")\n' > x.py; python3 x.py"#,
+            "python",
+        ),
+        (r#"echo -e 'system("\x72m c")' > x.pl; perl x.pl"#, "perl"),
+        (
+            "printf '#!/usr/bin/env python3\\nimport os\\nos.system(\"rm c\")\\n' > x; ./x",
+            "python",
+        ),
+        (r#"echo 'r""m c' > x.sh; sh x.sh"#, "shell"),
+        ("printf 'rm c\\n' > x; chmod +x x; ./x", "shell"),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+        assert_eq!(
+            written(&j),
+            Some((language.to_owned(), Some(0))),
+            "{line}: {j:?}"
+        );
+    }
+    // Neighbours: shown harmless in their language, or no program of a language runs them.
+    for line in [
+        "printf 'print(1)\\n' > x.py; python3 x.py",
+        "echo '# notes' > README.md; git add README.md",
+        "cat > x.json <<E\n{\"a\": 1}\nE\njq . x.json",
+        "echo hello > out.txt && cat out.txt",
+        "echo '# notes' > README.md; python3 build.py",
+        "python3 gen.py > out.json; python3 check.py",
+        "cat > x.js <<'E'\nconsole.log(JSON.stringify({a: 1}))\nE\nnode x.js",
+        "echo 'print(\"hi\")' > x.lua; lua5.4 x.lua",
+        "printf '%s\\n' 'puts 1' > x.rb; ruby x.rb",
+        "echo 'BEGIN{print 1}' > p.awk; awk -f p.awk",
+        "printf '<?php echo 1;\\n' > x.php; php x.php",
+        "echo 'print(1)' > x.py; chmod +x x.py; python3 x.py",
+        "make > build.log; python3 report.py",
+        "sort data.txt > out.txt; python3 x.py",
+        "cargo test > test.log; python3 x.py",
+        "echo x > f; deno fmt",
+        "echo 'a,b' > x.csv; python3 -c 'print(1 + 1)'",
+        "echo hello > f; perl -lne 'print' f",
+        "echo hello world > out.txt; awk '{print $1}' out.txt",
+        "echo 's/a/b/' > x.sed; sed -f x.sed f.txt",
+        "echo '{\"a\": 1}' > x.json && python3 -m json.tool x.json",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
 }
 
 /// P3b, P6 (issue 41, round 4): a value the line chooses (a variable or a positional

@@ -151,6 +151,68 @@ async fn p8_explain_says_why_inline_code_is_not_shown_harmless() {
     assert!(text.starts_with("allow:"), "{text}");
 }
 
+/// P8 (issue 41): `dsh policy explain` says why code the line writes to a file and runs is
+/// asked or denied: the language it was read as, what runs it, and why it is not shown
+/// harmless (or which rule's words stand in it); in text and in JSON (`written_script`).
+#[tokio::test]
+async fn p8_explain_says_why_code_written_on_the_line_and_run_is_not_shown_harmless() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), RULES);
+    for (line, decision, language, runner, why) in [
+        (
+            r#"printf 'import os\nos.system("r"+"m c")\n' > x.py; python3 x.py"#,
+            "ask",
+            "python",
+            "python3 x.py",
+            "`system` is not on the python list",
+        ),
+        (
+            "echo 'class X {}' > X.java; java X.java",
+            "ask",
+            "java",
+            "java X.java",
+            "no reader for java",
+        ),
+        (
+            r#"echo 'system("rm c")' > x.pl; perl x.pl"#,
+            "deny",
+            "perl",
+            "perl x.pl",
+            "`system`",
+        ),
+    ] {
+        let (ok, text, err) = run(&["policy", "explain", "--", line], &config).await;
+        assert!(ok, "{err}");
+        assert!(text.starts_with(&format!("{decision}:")), "{line}: {text}");
+        assert!(
+            text.contains(&format!(
+                "`{runner}` runs what the line wrote, and the {language} code written"
+            )),
+            "{line}: {text}"
+        );
+        let (ok, json, err) = run(&["policy", "explain", "--json", "--", line], &config).await;
+        assert!(ok, "{err}");
+        let json: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        let cause = &json["judgement"]["cause"];
+        assert_eq!(cause["kind"], "written_script", "{line}: {json}");
+        assert_eq!(cause["language"], language, "{line}: {json}");
+        assert_eq!(cause["runner"], runner, "{line}: {json}");
+        assert!(
+            cause["why"].as_str().is_some_and(|w| w.contains(why)),
+            "{line}: {json}"
+        );
+        assert_eq!(
+            cause["rule"].is_object(),
+            decision == "deny",
+            "{line}: {json}"
+        );
+    }
+    let line = "printf 'print(1)\\n' > x.py; python3 x.py";
+    let (ok, text, err) = run(&["policy", "explain", "--", line], &config).await;
+    assert!(ok, "{err}");
+    assert!(text.starts_with("allow:"), "{text}");
+}
+
 #[tokio::test]
 async fn check_config_prints_toml_that_loads_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,8 +25,8 @@
 //! variables (P3b: `tar --to-command`, `git -c core.fsmonitor`, `ssh -o
 //! ProxyCommand`, `GIT_SSH_COMMAND=`...) and inline interpreter code (P8:
 //! `python3 -c`, `perl -e`, `awk`, `sed e`...), where the code names the command
-//! or calls a shell. Not in the table (P8): a script file (`python3 x.py`,
-//! `make`), code that deletes without a shell or the command's name
+//! or calls a shell. Not in the table (P8): a script file of the project (`python3 x.py`,
+//! `make`; one the line itself writes is code on the line, and is in it), code that deletes without a shell or the command's name
 //! (`os.remove`), and programs that delete without running a command (`find
 //! -delete`, `rsync --remove-source-files`): rules judge what a line says, not
 //! what a program does. Nor are forms that need a terminal or a server to run
@@ -44,7 +44,8 @@
 //! man-db (with the manual of `ls`), and git 2.46 or newer (`git config set`); for issue 41's
 //! third round ruby's `erb`, parallel's `sem`, nodejs's `npx` and tcl's `tclsh8.6` (a
 //! versioned name; `irb3.1` and `perl5.36.0`, which change with Debian's release, are held
-//! by the unit tests instead).
+//! by the unit tests instead), and for code written on the line and run, jq (`jq -n`); java
+//! (`java X.java`) is held by the unit tests (CI has no JDK).
 //!
 //! Issue 41 turned P8 around: inline code is allowed only when shown harmless, so the
 //! table holds code that hides the command's name (`getattr(os, 'sys'+'tem')`, a module
@@ -831,6 +832,49 @@ const SHAPES: &[Shape] = &[
     s("P8 [[ -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); [[ -v $x ]]"#),
     s("P8 read into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); read "$x" <<< 1"#),
     s("P8 declare of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); declare "$x=1""#),
+    // Issue 41 (brief h7): code the line writes to a file and runs with an interpreter, read
+    // as the interpreter's language: names hidden from a scan, each language, each spelling of
+    // the write (printf, echo, a here-document through cat, tee from a here-string), a text
+    // the line hands the file without showing it, and a change in place before the run.
+    s("P8 python3 script written by printf, a built name", r#"printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; python3 x.py"#),
+    s("P8 python3 script written by printf %s lines", r#"printf '%s\n' 'import os' 'os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),
+    s("P8 python3 script written by a here-document through cat", "cat > x.py <<'E'\nimport os\nos.system('%0'+'%1%S %F')\nE\npython3 x.py"),
+    s("P8 python3 script written by tee from a here-string", r#"tee x.py <<< 'import os; os.system("%0"+"%1%S %F")' > /dev/null; python3 -B x.py"#),
+    s("P8 python3 script with a name in printf escapes", r#"printf 'import os\nos.system("\x%X%1%S %F")\n' > x.py; python3 x.py"#),
+    s("P8 perl script written on the line, a built name", r#"echo 'system("%0"."%1%S %F")' > x.pl && perl x.pl"#),
+    s("P8 perl script with a name in echo -e escapes", r#"echo -e 'system("\x%X%1%S %F")' > x.pl; perl x.pl"#),
+    s("P8 ruby script written by a here-document, a built name", "cat <<'E' > x.rb\nsystem('%0'+'%1%S %F')\nE\nruby x.rb"),
+    s("P8 node script written on the line, a built require", r#"echo 'require("child_"+"process").execSync("%0"+"%1%S %F")' > x.js; node x.js"#),
+    s("P8 php script written on the line, a built name", r#"echo '<?php system("%0"."%1%S %F");' > x.php; php x.php"#),
+    s("P8 lua script written on the line, a built name", r#"echo 'os.execute("%0".."%1%S %F")' > x.lua; lua5.4 x.lua"#),
+    s("P8 awk program file written on the line, a built name", r#"echo 'BEGIN{system("%0" "%1%S %F")}' > p.awk; awk -f p.awk"#),
+    s("P8 a script run by its shebang, a built name", r#"printf '#!/usr/bin/env python3\nimport os\nos.system("%0"+"%1%S %F")\n' > x; chmod +x x; ./x"#),
+    s("P8 a shell script split by quotes, then sh", r#"echo '%0""%1%S %F' > x.sh; sh x.sh"#),
+    s("P8 a bash script of a built name, then bash", r"printf 'n=%0; ${n}%1%S %F\n' > x.sh; bash x.sh"),
+    s("P8 python3 script transformed by tr from a here-string", r#"tr A-Z a-z <<< 'IMPORT OS; OS.SYSTEM("%0"+"%1%S %F")' > x.py; python3 x.py"#),
+    s("P8 python3 script from a pipe through tr", r#"echo 'IMPORT OS; OS.SYSTEM("%0"+"%1%S %F")' | tr A-Z a-z > x.py; python3 x.py"#),
+    s("P8 python3 script changed by sed -i before it runs", r#"echo 'print("%0"+"%1%S %F")' > x.py; sed -i 's/print(/__import__("os").system(/' x.py; python3 x.py"#),
+    s("P8 python3 script written in a loop after its run", r#"for i in 1 2; do [ -f x.py ] && python3 x.py; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; done"#),
+    s("P8 a function runs the script written after it", r#"f() { python3 x.py; }; printf 'import os\nos.system("%0"+"%1%S %F")\n' > x.py; f"#),    s("P8 ruby -r of a library written on the line", r#"echo 'system("%0"+"%1%S %F")' > x.rb; ruby -r./x -e 1"#),
+    s("P8 node -r of a module written on the line", r#"echo 'require("child_"+"process").execSync("%0"+"%1%S %F")' > x.js; node -r ./x.js -e 1"#),
+    s("P8 lua -l of a module written on the line", r#"echo 'os.execute("%0".."%1%S %F")' > x.lua; lua5.4 -l x -e 1"#),
+    s("P8 python3 -m of a module written on the line", r#"echo 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 -m x"#),
+    s("P8 sed -f of a script written on the line", r#"echo '1e %0""%1%S %F' > x.sed; sed -f x.sed /etc/hostname"#),
+    s("P8 python3 script appended in pieces", r#"echo -n 'import os; os.sys' > x.py; echo 'tem("%0"+"%1%S %F")' >> x.py; python3 x.py"#),
+    s("P8 python3 script written by dd from a here-string", r#"dd of=x.py status=none <<< 'import os; os.system("%0"+"%1%S %F")'; python3 x.py"#),
+    s("P8 python3 script written by dd from a pipe", r#"echo 'import os; os.system("%0"+"%1%S %F")' | dd of=x.py status=none; python3 x.py"#),
+    s("P8 python3 script by an expanding here-document", "cat > x.py <<E\nimport os; os.system(\"%0\"+\"$(echo %1)%S %F\")\nE\npython3 x.py"),    s("P8 python3 script written through exec 3>", r#"exec 3> x.py; echo 'import os; os.system("%0"+"%1%S %F")' >&3; python3 x.py"#),
+    s("P8 python3 script written through a process substitution", r#"echo 'import os; os.system("%0"+"%1%S %F")' > >(cat > x.py); wait $!; python3 x.py"#),
+    s("P8 python3 script hidden in xpg_echo escapes", r#"shopt -s xpg_echo; echo 'print("\x22); import os; os.system("%0"+"%1%S %F") #")' > x.py; python3 x.py"#),
+    s("P8 python3 script written by a group's redirection", r#"{ echo 'import os'; echo 'os.system("%0"+"%1%S %F")'; } > x.py; python3 x.py"#),    s("P8 python3 -c imports a module written on the line", r#"echo 'import os; os.system("%0"+"%1%S %F")' > json.py; python3 -c 'import json; print(1)'"#),
+    s("P8 python3 script printed by perl's code", r#"perl -e 'print "import os\nos.system(\"%0\"+\"%1%S %F\")\n"' > x.py; python3 x.py"#),
+    s("P8 python3 script printed by jq -n", r#"jq -rn '"import os; os.system(\"%0\"+\"%1%S %F\")"' > x.py; python3 x.py"#),
+    s("P8 python3 script printed by basename", r#"basename 'import os; os.system("%0"+"%1%S %F")' > x.py; python3 x.py"#),    s("P8 php -c of an ini file written on the line", r#"printf 'allow_url_include=1\nauto_prepend_file="data://text/plain,<?php system(\x27%0\x27.\x27%1%S %F\x27);"\n' > p.ini; php -c p.ini /etc/hostname"#),
+    s("P8 python3 script changed by sed -i after its run in a loop", r#"echo 'print("%0"+"%1%S %F")' > x.py; for i in 1 2; do python3 x.py; sed -i 's/print(/__import__("os").system(/' x.py; done"#),
+    s("P8 python3 script hiding code behind a utf-7 coding declaration", r"printf '# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-%0+ACI-+-+ACI-%1%S %F+ACI-)\n' > x.py; python3 x.py"),
+    s("P8 perl -x starts inside a string of the script written", r#"printf '\x24x = q{\n#!perl\nsystem("%0"."%1%S %F");\n__END__\n};\nprint 1;\n' > x.pl; perl -x x.pl"#),
+    s("P8 python3 -x skips the line that opens a string", r#"printf 'x = """\nimport os; os.system("%0"+"%1%S %F") #"""\n' > x.py; python3 -x x.py"#),
+    s("P8 tclsh script of a built name written on the line", "echo 'exec [string cat %0 %1%S] %F' > x.tcl; tclsh x.tcl"),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -912,7 +956,6 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 a hook written on the line, then git commit",
     "P8 an alias appended to .git/config, then used",
     "P8 a Makefile written on the line, then make",
-    "P8 a python script written on the line, then run",
     "P8 a Makefile recipe split by quotes, then make",
     "P8 a Makefile recipe of a built name, then make",
     "P8 printf -v into a name built at run time",
@@ -920,6 +963,48 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 [[ -v of a name built at run time",
     "P8 read into a name built at run time",
     "P8 declare of a name built at run time",
+    // Issue 41 (brief h7): code written on the line and run, read as its language: hidden
+    // names are asked; shown names (`printf`'s escapes decoded, a shell script) are denied.
+    "P8 python3 script written by printf, a built name",
+    "P8 python3 script written by printf %s lines",
+    "P8 python3 script written by a here-document through cat",
+    "P8 python3 script written by tee from a here-string",
+    "P8 perl script written on the line, a built name",
+    "P8 ruby script written by a here-document, a built name",
+    "P8 node script written on the line, a built require",
+    "P8 php script written on the line, a built name",
+    "P8 lua script written on the line, a built name",
+    "P8 awk program file written on the line, a built name",
+    "P8 a script run by its shebang, a built name",
+    "P8 a bash script of a built name, then bash",
+    "P8 python3 script transformed by tr from a here-string",
+    "P8 python3 script from a pipe through tr",
+    "P8 python3 script changed by sed -i before it runs",
+    "P8 python3 script written in a loop after its run",
+    "P8 a function runs the script written after it",
+    "P8 ruby -r of a library written on the line",
+    "P8 node -r of a module written on the line",
+    "P8 lua -l of a module written on the line",
+    "P8 python3 -m of a module written on the line",
+    "P8 sed -f of a script written on the line",
+    "P8 python3 script appended in pieces",
+    "P8 python3 script written by dd from a here-string",
+    "P8 python3 script written by dd from a pipe",
+    "P8 python3 script by an expanding here-document",
+    "P8 python3 script written through exec 3>",
+    "P8 python3 script written through a process substitution",
+    "P8 python3 script hidden in xpg_echo escapes",
+    "P8 python3 script written by a group's redirection",
+    "P8 python3 -c imports a module written on the line",
+    "P8 python3 script printed by perl's code",
+    "P8 python3 script printed by jq -n",
+    "P8 python3 script printed by basename",
+    "P8 php -c of an ini file written on the line",
+    "P8 python3 script changed by sed -i after its run in a loop",
+    "P8 python3 script hiding code behind a utf-7 coding declaration",
+    "P8 perl -x starts inside a string of the script written",
+    "P8 python3 -x skips the line that opens a string",
+    "P8 tclsh script of a built name written on the line",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1648,6 +1733,24 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"docker run --rm img bash -c 'make test'"#, ["allow", "ask", "deny"]),
     (r#"cat f | sort | uniq -c | grep python"#, ["allow", "ask", "allow"]),
     (r#"read -r -p "$prompt" line <<< x"#, ["allow", "ask", "deny"]),
+    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
+    // Issue 41 (brief h7): code written on the line and run by its interpreter, shown
+    // harmless in its language, and writes no interpreter runs (each the same as before).
+    (r"printf 'print(1)\n' > x.py; python3 x.py", ["allow", "ask", "deny"]),
+    (r"echo '# notes' > README.md; git add README.md", ["allow", "ask", "deny"]),
+    ("cat > x.json <<E\n{\"a\": 1}\nE\njq . x.json", ["allow", "ask", "deny"]),
+    (r"echo hello > out.txt && cat out.txt", ["allow", "ask", "deny"]),
+    ("cat > x.js <<'E'\nconsole.log(JSON.stringify({a: 1}))\nE\nnode x.js", ["allow", "ask", "deny"]),
+    (r#"echo 'print("hi")' > x.lua; lua5.4 x.lua"#, ["allow", "ask", "deny"]),
+    (r"printf '%s\n' 'puts 1' > x.rb; ruby x.rb", ["allow", "ask", "deny"]),
+    (r"echo 'BEGIN{print 1}' > p.awk; awk -f p.awk data.txt", ["allow", "ask", "deny"]),
+    (r"printf '<?php echo 1;\n' > x.php; php x.php", ["allow", "ask", "deny"]),
+    (r"echo '# notes' > README.md; python3 build.py", ["allow", "ask", "deny"]),
+    (r"python3 gen.py > out.json; python3 check.py out.json", ["allow", "ask", "deny"]),
+    (r"make > build.log; python3 report.py", ["allow", "ask", "deny"]),
+    (r"echo 'print(1)' > x.py; chmod +x x.py; python3 x.py", ["allow", "ask", "deny"]),
+    (r#"echo '{"a": 1}' > x.json && python3 -m json.tool x.json"#, ["allow", "ask", "deny"]),
+    ("cat > t.pl <<'E'\nprint \"ok\\n\";\nE\nperl t.pl", ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

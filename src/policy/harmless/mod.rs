@@ -75,6 +75,13 @@ pub fn check(lang: Lang, code: &str) -> Result<(), NotShown> {
     if code.len() > MAX_CODE_BYTES {
         return Err(not("the code is too long to read"));
     }
+    if lang == Lang::Python
+        && let Some(encoding) = python::source_encoding(code)
+    {
+        return Err(not(format!(
+            "its `coding: {encoding}` declaration makes python read other text than the judge reads"
+        )));
+    }
     let tokens = lex(lang, code, 0)?;
     Rules::of(lang).check(&tokens)
 }

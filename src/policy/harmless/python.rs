@@ -342,3 +342,44 @@ pub(super) static PYTHON: Rules = Rules {
         "nonlocal",
     ],
 };
+
+/// The source encoding a `coding` declaration on the first or second line of `code` names
+/// (PEP 263: a comment matching `coding[:=]\s*([-\w.]+)`), when it is not one in which the
+/// text the judge reads is the text python reads: `# coding: utf-7` turns `#+AAo-` in a
+/// comment into a new line of code (issue 41). An allowlist: UTF-8 and ASCII, and Latin-1,
+/// which maps every byte to itself.
+pub(super) fn source_encoding(code: &str) -> Option<String> {
+    const SAME: &[&str] = &[
+        "utf-8",
+        "utf8",
+        "utf_8",
+        "u8",
+        "utf",
+        "ascii",
+        "us-ascii",
+        "646",
+        "latin-1",
+        "latin1",
+        "latin_1",
+        "iso-8859-1",
+        "iso8859-1",
+        "iso_8859_1",
+        "l1",
+    ];
+    code.lines().take(2).find_map(|line| {
+        let comment = line
+            .trim_start_matches([' ', '\t', '\x0c'])
+            .strip_prefix('#')?;
+        let at = comment.find("coding")?;
+        let rest = comment[at + "coding".len()..].strip_prefix([':', '='])?;
+        let name: String = rest
+            .trim_start_matches([' ', '\t'])
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || "-_.".contains(*c))
+            .collect();
+        let known = SAME.iter().any(|s| s.eq_ignore_ascii_case(&name))
+            || name.to_ascii_lowercase().starts_with("utf-8-")
+            || name.to_ascii_lowercase().starts_with("utf8-");
+        (!name.is_empty() && !known).then_some(name)
+    })
+}

@@ -208,3 +208,33 @@ fn p8_ruby_php_lua_everyday_and_not() {
     no(Lang::Lua, r#"load("os.execute('rm c')")()"#);
     no(Lang::Lua, r#"io.popen("rm c")"#);
 }
+
+/// P8 (issue 41): a `coding` declaration naming an encoding in which python reads other text
+/// than the judge (`utf-7` turns `#+AAo-` in a comment into a new line) is not shown
+/// harmless; UTF-8 and Latin-1 declarations change nothing. (Seen first: `python3 x.py`
+/// of such a file deleted a canary, and the judge allowed it in a here-document.)
+#[test]
+fn p8_a_python_coding_declaration_the_judge_does_not_read_is_not_shown_harmless() {
+    let hidden = "# coding: utf-7\nx = 1 #+AAo-__import__(+ACI-os+ACI-).system(+ACI-rm c+ACI-)\n";
+    assert!(check(Lang::Python, hidden).is_err());
+    assert!(
+        check(
+            Lang::Python,
+            "#!/usr/bin/env python3\n# -*- coding: UTF7 -*-\nx = 1\n"
+        )
+        .is_err()
+    );
+    assert!(check(Lang::Python, "x = 1\n# vim: set fileencoding=cp1252 :\n").is_err());
+    for same in [
+        "# -*- coding: utf-8 -*-",
+        "# coding=latin-1",
+        "# coding: ascii",
+    ] {
+        assert!(
+            check(Lang::Python, &format!("{same}\nprint(1)\n")).is_ok(),
+            "{same}"
+        );
+    }
+    // Only the first two lines declare it.
+    assert!(check(Lang::Python, "print(1)\nprint(2)\n# coding: utf-7\n").is_ok());
+}

@@ -10,7 +10,9 @@
 //! refused in `read-only`; a deny rule's words standing in it deny.
 //!
 //! A script file (`python3 x.py`, `awk -f prog.awk`, `make`) is not read: code in a file of
-//! the project is out of reach of any rule (spec P8; the sandbox contains it). Code on
+//! the project is out of reach of any rule (spec P8; the sandbox contains it). The
+//! interpreters read here name such a file with its language ([`Reading::Script`]), so that
+//! the judge reads what the line itself writes there (`judge/written.rs`, issue 41). Code on
 //! stdin is read when the line shows it (a here-document or here-string); from anywhere
 //! else (a pipe, a process substitution, `/dev/stdin` of the caller) it is not shown.
 //!
@@ -47,6 +49,10 @@ pub enum Reading {
     Harmless,
     /// Not shown harmless, and why (for the question and `explain`).
     Opaque(String),
+    /// Its code is in the file `path` (`python3 x.py`, `awk -f p.awk`), in `lang`: out of
+    /// reach of a rule when the file is the project's (P8), read by the judge when the line
+    /// itself writes it (`judge/written.rs`, issue 41).
+    Script { path: String, lang: Lang },
 }
 
 impl Code {
@@ -63,7 +69,7 @@ impl Code {
     }
 
     /// Reads `text` in `lang`.
-    fn read(language: &'static str, lang: Lang, text: &str) -> Code {
+    pub(in crate::policy) fn read(language: &'static str, lang: Lang, text: &str) -> Code {
         let reading = match harmless::check(lang, text) {
             Ok(()) => Reading::Harmless,
             Err(why) => Reading::Opaque(why.0),
@@ -83,8 +89,10 @@ enum Source {
     Given(Vec<String>),
     /// Code read from stdin.
     Stdin,
-    /// A file of the project (or a module): out of reach (P8).
+    /// A module (`python3 -m pytest`) or a file it does not name: out of reach (P8).
     File,
+    /// A script file it names: out of reach unless the line writes it (P8, issue 41).
+    Script(String),
     /// Not shown, and why.
     Opaque(String),
 }
@@ -107,7 +115,7 @@ fn script_operand(word: &str) -> Source {
             "reads code from `{word}`, which the line does not show"
         ))
     } else {
-        Source::File
+        Source::Script(word.to_owned())
     }
 }
 
@@ -124,13 +132,19 @@ fn judge(language: &'static str, lang: Lang, source: Source, stdin: Option<&str>
             ),
         }),
         Source::File => None,
+        Source::Script(path) => Some(Code {
+            language,
+            words: Vec::new(),
+            reading: Reading::Script { path, lang },
+        }),
         Source::Opaque(why) => Some(Code::opaque(language, "", why)),
     }
 }
 
 /// The inline code of the segment `words` (its program and arguments), given the literal
 /// text of its stdin when the line shows it (a here-document or here-string), if its
-/// program runs code from its command line or stdin.
+/// program runs code from its command line or stdin; for an interpreter this file reads
+/// that runs a script file it names, where that code is ([`Reading::Script`]).
 pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
     let name = super::word::base_name(words.first()?);
     let args = &words[1..];

@@ -74,7 +74,7 @@ pub(super) fn unread_language(
         };
     }
     match operand.map(|o| script_operand(o)) {
-        Some(Source::File) => None,
+        Some(Source::File | Source::Script(_)) => None,
         Some(Source::Opaque(from)) => Some(Code::opaque(language, "", format!("{why}; it {from}"))),
         _ => Some(Code::opaque(language, stdin.unwrap_or(""), why)),
     }
@@ -395,7 +395,7 @@ pub(super) fn dc(args: &[String], stdin: Option<&str>) -> Option<Code> {
                 code.push(value);
             } else {
                 match script_operand(&value) {
-                    Source::File => files = true,
+                    Source::File | Source::Script(_) => files = true,
                     Source::Stdin => code.extend(stdin.map(str::to_owned).or(Some("!".into()))),
                     _ => code.push("!".into()),
                 }
@@ -490,7 +490,7 @@ pub(super) fn make(args: &[String]) -> Option<Code> {
                 .map(str::to_owned)
         }?;
         match script_operand(&file) {
-            Source::File => None,
+            Source::File | Source::Script(_) => None,
             _ => Some(Code::opaque(
                 "make",
                 &file,

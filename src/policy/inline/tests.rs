@@ -7,6 +7,14 @@ fn code(line: &[&str]) -> Option<Code> {
     inline_code(&words, None)
 }
 
+/// The script file a reading names, with its language.
+fn script(code: Option<Code>) -> Option<(String, Lang)> {
+    match code?.reading {
+        Reading::Script { path, lang } => Some((path, lang)),
+        _ => None,
+    }
+}
+
 fn fed(line: &[&str], stdin: &str) -> Option<Code> {
     let words: Vec<String> = line.iter().map(|w| w.to_string()).collect();
     inline_code(&words, Some(stdin))
@@ -52,7 +60,10 @@ fn p8_interpreter_options_are_read_as_the_real_programs_read_them() {
     ])));
     assert!(code(&["python3", "-m", "pytest", "-q"]).is_none());
     assert!(harmless(code(&["python3", "-Ic", "print(1)", "-v"])));
-    assert!(code(&["python3", "x.py", "-c", "rm"]).is_none());
+    assert_eq!(
+        script(code(&["python3", "x.py", "-c", "rm"])),
+        Some(("x.py".into(), Lang::Python))
+    );
     assert!(opaque(code(&["perl", "-C", "-e", "system q(rm c)"])));
     assert!(opaque(code(&[
         "perl",
@@ -104,9 +115,32 @@ fn p8_code_on_stdin_is_code() {
     assert!(opaque(code(&["ed", "f"])));
     assert!(opaque(code(&["vim", "-es"])));
     assert!(opaque(code(&["tclsh"])));
-    // A script file is the project's code: out of reach, not read.
-    assert!(code(&["perl", "x.pl"]).is_none());
-    assert!(code(&["awk", "-f", "prog.awk", "x"]).is_none());
+    // A script file is the project's code: out of reach, not read, but named with its
+    // language for the judge of code the line itself writes (issue 41).
+    assert_eq!(
+        script(code(&["perl", "x.pl"])),
+        Some(("x.pl".into(), Lang::Perl))
+    );
+    assert_eq!(
+        script(code(&["awk", "-f", "prog.awk", "x"])),
+        Some(("prog.awk".into(), Lang::Awk))
+    );
+    assert_eq!(
+        script(code(&["php", "-d", "x=1", "-f", "i.php"])),
+        Some(("i.php".into(), Lang::Php))
+    );
+    assert_eq!(
+        script(code(&["node", "--title", "t", "s.js"])),
+        Some(("s.js".into(), Lang::JavaScript))
+    );
+    assert_eq!(
+        script(code(&["ruby", "-W0", "s.rb"])),
+        Some(("s.rb".into(), Lang::Ruby))
+    );
+    assert_eq!(
+        script(code(&["lua5.4", "s.lua"])),
+        Some(("s.lua".into(), Lang::Lua))
+    );
 }
 
 #[test]

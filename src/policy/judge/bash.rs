@@ -47,7 +47,8 @@ impl Policy {
             };
         }
         let mut grants_on_allow_always: Vec<Grant> = Vec::new();
-        let mut writes_code = self.files_written_with_denied_words(&segments);
+        // P8 (issue 41): code the line writes to a file and runs (`judge/written.rs`).
+        let mut writes_code = self.written_code(command, &segments, mode);
         let judged: Vec<SegmentJudgement> = segments
             .into_iter()
             .enumerate()
@@ -408,78 +409,6 @@ impl Policy {
                     ))
                 })
         })
-    }
-
-    /// P8 (issue 41): text a segment writes to a file (`printf '...' > Makefile`, an `echo`
-    /// appended to `.git/config`, a here-document through `tee`) in which a deny rule's words stand,
-    /// when a later segment of the line runs something: that program may run the file (a
-    /// hook, a Makefile, an alias, `python3 x.py`), so the write is asked in mode `auto`.
-    /// Not denied: the text may as well be notes. Only the words the line shows are read;
-    /// code in a file is otherwise out of reach of a rule (the sandbox contains it).
-    fn files_written_with_denied_words(&self, segments: &[Segment]) -> Vec<(usize, Verdict)> {
-        if self.denied_names.is_empty() {
-            return Vec::new();
-        }
-        segments
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| {
-                s.writes_redirect || s.words.first().is_some_and(|w| base_name(w) == "tee")
-            })
-            .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
-            .filter_map(|(at, s)| {
-                // What reaches the file: the words as written (a word the shell expands
-                // gives a value, not code) and a literal here-document. `printf`'s and
-                // `echo -e`'s escapes are blanks there (`\trm c`).
-                let mut text: Vec<&str> = (1..s.words.len())
-                    .filter(|i| !s.expanded.contains(i))
-                    .map(|i| s.words[i].as_str())
-                    .collect();
-                text.extend(s.stdin.as_deref());
-                let text = text.join("\n").replace("\\t", "\t").replace("\\n", "\n");
-                let words = inline::code_words(&text);
-                let words: Vec<&str> = words.iter().map(String::as_str).collect();
-                // Read as a shell would run it too (a recipe, a hook): `r''m` is `rm`, and
-                // a name built from an expansion hides what it runs.
-                let parsed = shell::segments(&text).unwrap_or_default();
-                let rule = self.naming_deny_rules().find(|r| {
-                    r.appears_in(&words)
-                        || parsed.iter().any(|p| {
-                            let opaque = p.opaque.as_ref().map(|_| tokens(&p.words));
-                            r.applies(&p.words, opaque.as_deref())
-                        })
-                });
-                let written = quote_segment(s);
-                let verdict = match rule {
-                    Some(rule) => Verdict::new(
-                        Decision::Ask,
-                        format!(
-                            "{written} writes a file holding the words of {}, and the line runs a program after it that may run that file",
-                            rule.describe()
-                        ),
-                        Cause::WrittenCode {
-                            index: rule.index,
-                            rule: rule.describe(),
-                            origin: rule.origin.clone(),
-                        },
-                    ),
-                    None => {
-                        let why = parsed
-                            .iter()
-                            .filter(|_| text.contains(['$', '`']))
-                            .find_map(|p| p.opaque.clone())?;
-                        Verdict::new(
-                            Decision::Ask,
-                            format!(
-                                "{written} writes a file holding a command line that cannot be known before it runs ({why}), and the line runs a program after it that may run that file"
-                            ),
-                            Cause::Opaque { why },
-                        )
-                    }
-                };
-                Some((at, verdict))
-            })
-            .collect()
     }
 
     /// P8: the verdict on the inline code of a segment (given on its line or fed on its

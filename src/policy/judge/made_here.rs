@@ -117,7 +117,7 @@ pub(in crate::policy) fn takes_paths_as_data(program: &str) -> bool {
 /// Whether `segment` is a builtin or program that is not known to be read-only but cannot
 /// make a file a path could run: `cd build && ../configure`, `mkdir -p out && ./gen.sh`
 /// (a directory is no program). An allowlist; a redirection is a write whatever the program.
-fn makes_no_file(segment: &Segment) -> bool {
+pub(super) fn makes_no_file(segment: &Segment) -> bool {
     const NAMES: &[&str] = &[
         "cd", "pushd", "popd", "mkdir", "export", "set", "shopt", ":",
     ];

@@ -8,5 +8,7 @@ pub mod file;
 pub mod line_values;
 pub mod made_here;
 pub mod network;
+mod printed;
 pub mod tool;
 pub mod unknown_wrapper;
+pub mod written;
