@@ -285,11 +285,7 @@ impl SandboxLauncher {
         mark: Option<&str>,
     ) -> Result<Layout, String> {
         let held = match mark {
-            Some(mark) => {
-                // A command's layout walk (the file tools' has no mark).
-                held::hold(roots.iter().map(PathBuf::as_path));
-                Held::Taken(mark)
-            }
+            Some(mark) => Held::Taken(mark),
             None => Held::Nothing,
         };
         self.layout_with(workdir, roots, held)
@@ -410,6 +406,9 @@ impl SandboxLauncher {
         }
         if held != Held::Nothing {
             if let Held::Taken(mark) = held {
+                // A command's layout walk (the file tools' has no mark), held at its
+                // end in the tests' build (`held`).
+                held::hold(roots.iter().map(PathBuf::as_path));
                 // The session's next command starts only once the checks of its
                 // ended ones are done (issue 40).
                 let waiter = self
