@@ -92,7 +92,8 @@ async fn e9_a_sandbox_walk_held_up_does_not_hold_up_another_sessions_call() {
 /// bwrap failed ("Can't find source path .../.dsh"): what a wrapped agent hit when its
 /// editor reconnected (one agent's sandbox ending as the next one's was built, 4 to 11
 /// starts in 30 failed). Now a placeholder is never removed while a layout that may
-/// have seen it is still being built. Done three times: each round must hold.
+/// have seen it is still being built, and is removed once both sandboxes are gone.
+/// Done three times: each round must hold.
 #[cfg(debug_assertions)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e9_a_sandbox_built_while_another_ends_keeps_the_placeholders_its_walk_saw() {
@@ -182,6 +183,10 @@ async fn e9_a_sandbox_built_while_another_ends_keeps_the_placeholders_its_walk_s
             answer["content"][0]["text"], "second\n",
             "round {round}: the second sandbox did not start: {answer}"
         );
+        // Both sandboxes are gone: their placeholders too (none is left behind).
+        for name in [".dsh", ".claude", ".vscode", ".zed"] {
+            assert!(!work.join(name).exists(), "round {round}: {name} was left");
+        }
     }
 }
 
