@@ -21,19 +21,9 @@ async fn e9_a_sandbox_walk_held_up_does_not_hold_up_another_sessions_call() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let held = common::daemon::workspace(d, "held");
-    let socket = held.join(".hold");
-    let walks = tokio::net::UnixListener::bind(&socket).unwrap();
     let other = common::daemon::workspace(d, "other");
     // One worker: a walk on it would stop every other call of the daemon.
-    let (_daemon, mut c) = common::daemon::stdio_daemon(
-        d,
-        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
-        &[
-            ("TOKIO_WORKER_THREADS", "1"),
-            ("DSH_DEBUG_HOLD_WALKS", socket.to_str().unwrap()),
-        ],
-    )
-    .await;
+    let (walks, _daemon, mut c) = held_daemon(d, &held, Some(("TOKIO_WORKER_THREADS", "1"))).await;
     let held_session = c.new_session(&held).await;
     let other_session = c.new_session(&other).await;
 
@@ -100,14 +90,7 @@ async fn e9_a_sandbox_built_while_another_ends_keeps_the_placeholders_its_walk_s
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let work = common::daemon::workspace(d, "work");
-    let socket = work.join(".hold");
-    let walks = tokio::net::UnixListener::bind(&socket).unwrap();
-    let (_daemon, mut c) = common::daemon::stdio_daemon(
-        d,
-        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
-        &[("DSH_DEBUG_HOLD_WALKS", socket.to_str().unwrap())],
-    )
-    .await;
+    let (walks, _daemon, mut c) = held_daemon(d, &work, None).await;
     let ending = c.new_session(&work).await;
     let starting = c.new_session(&work).await;
     for round in 0..3 {
@@ -188,6 +171,31 @@ async fn e9_a_sandbox_built_while_another_ends_keeps_the_placeholders_its_walk_s
             assert!(!work.join(name).exists(), "round {round}: {name} was left");
         }
     }
+}
+
+/// A sandbox daemon in `d` (auto mode, `env` added) whose walks of `root` are held
+/// (`DSH_DEBUG_HOLD_WALKS` at `root/.hold`), and where each such walk connects.
+#[cfg(debug_assertions)]
+async fn held_daemon(
+    d: &std::path::Path,
+    root: &std::path::Path,
+    env: Option<(&str, &str)>,
+) -> (
+    tokio::net::UnixListener,
+    tokio::process::Child,
+    common::client::Client,
+) {
+    let socket = root.join(".hold");
+    let walks = tokio::net::UnixListener::bind(&socket).unwrap();
+    let hold = ("DSH_DEBUG_HOLD_WALKS", socket.to_str().unwrap());
+    let env: Vec<(&str, &str)> = env.into_iter().chain([hold]).collect();
+    let (daemon, client) = common::daemon::stdio_daemon(
+        d,
+        "kind = \"sandbox\"\n[permissions]\ndefault_mode = \"auto\"\n",
+        &env,
+    )
+    .await;
+    (walks, daemon, client)
 }
 
 /// The next walk of the held root, as the connection that holds it.

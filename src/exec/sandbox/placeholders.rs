@@ -154,17 +154,19 @@ mod tests {
         let path = dir.path().join(".dsh");
         let placeholders = Mutex::new(Placeholders::default());
         let lock = || placeholders.lock().unwrap();
-        let made = |p: &Path| std::fs::create_dir(p).unwrap();
+        // A placeholder as a sandbox `a` made it.
+        let made_for_a = || {
+            std::fs::create_dir(&path).unwrap();
+            lock().take("a", &path);
+        };
 
         // Let go with no layout being built: removed.
-        made(&path);
-        lock().take("a", &path);
+        made_for_a();
         lock().release(|m| m == "a");
         assert!(!path.exists());
 
         // Let go while a layout begun before is built: kept, and that layout takes it.
-        made(&path);
-        lock().take("a", &path);
+        made_for_a();
         let building = Placeholders::building(&placeholders);
         lock().release(|m| m == "a");
         assert!(path.is_dir() && lock().holds(&path));
@@ -176,8 +178,7 @@ mod tests {
 
         // Kept for a layout that did not take it: removed once it is done, not
         // before; a layout begun after the release keeps nothing.
-        made(&path);
-        lock().take("a", &path);
+        made_for_a();
         let before = Placeholders::building(&placeholders);
         lock().release(|m| m == "a");
         let after = Placeholders::building(&placeholders);
