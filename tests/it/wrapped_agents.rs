@@ -1490,3 +1490,28 @@ async fn an_asked_write_carries_its_diff_to_the_editor() {
         }
     }
 }
+
+/// E9 (the reconnect race): a sandboxed wrapped agent whose editor goes away while the
+/// next editor starts the next agent on the same daemon. Each agent's sandbox holds the
+/// workspace's placeholders (`.dsh/`, `.zed/`, ...); the next one's layout was walked
+/// while the last one's sandbox was let go, which removed placeholders the walk had
+/// guarded, and the next agent failed to start (bwrap: "Can't find source path
+/// .../work/.zed"; or dsh: "cannot open /proc/N/ns/net", its sandbox already dead):
+/// 4 to 11 starts in 30 on the old code. Timing decides here, so this is the users'
+/// shape only; `sandbox_walks::e9_a_sandbox_built_while_another_ends_keeps_the_
+/// placeholders_its_walk_saw` holds the cause every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_a_sandboxed_agent_restarted_as_its_editor_reconnects_starts_each_time() {
+    let s = setup_under("kind = \"sandbox\"\n", ALLOW_TOUCH).await;
+    for round in 0..8 {
+        let (_child, mut c, session, _) = s.editor().await;
+        let (command, file) = command_in(&s.work, &format!("round-{round}"));
+        prompt(&mut c, &session, &command).await;
+        assert!(
+            file.exists(),
+            "round {round}: the agent did not start or work: {:?}",
+            c.updates
+        );
+        // The editor goes (its `dsh acp` killed) as the next one comes.
+    }
+}

@@ -106,6 +106,12 @@ impl Layout {
         self.covering(path).is_some_and(Mount::writable)
     }
 
+    /// Where each mount is, in order: the placeholders a command's layout names are
+    /// held by it (`placeholders`).
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.mounts.iter().map(Mount::path)
+    }
+
     /// The mounts as `bwrap` arguments.
     pub fn args(&self) -> Vec<OsString> {
         let mut args = Vec::with_capacity(self.mounts.len() * 3);

@@ -285,11 +285,7 @@ impl SandboxLauncher {
         mark: Option<&str>,
     ) -> Result<Layout, String> {
         let held = match mark {
-            Some(mark) => {
-                // A command's layout walk (the file tools' has no mark).
-                held::hold(roots.iter().map(PathBuf::as_path));
-                Held::Taken(mark)
-            }
+            Some(mark) => Held::Taken(mark),
             None => Held::Nothing,
         };
         self.layout_with(workdir, roots, held)
@@ -303,6 +299,10 @@ impl SandboxLauncher {
         roots: &[PathBuf],
         held: Held<'_>,
     ) -> Result<Layout, String> {
+        // From before the walks until its placeholders are taken, nothing let go is
+        // removed under this layout ([`Placeholders`]).
+        let building =
+            matches!(held, Held::Taken(_)).then(|| Placeholders::building(&self.placeholders));
         let mut layout = Layout::default();
         for mount in [
             Mount::HostReadOnly("/".into()),
@@ -410,6 +410,9 @@ impl SandboxLauncher {
         }
         if held != Held::Nothing {
             if let Held::Taken(mark) = held {
+                // A command's layout walk (the file tools' has no mark), held at its
+                // end in the tests' build (`held`).
+                held::hold(roots.iter().map(PathBuf::as_path));
                 // The session's next command starts only once the checks of its
                 // ended ones are done (issue 40).
                 let waiter = self
@@ -433,6 +436,7 @@ impl SandboxLauncher {
             }
             let home = self.home.as_deref();
             let mut holding = self.placeholders.lock().unwrap_or_else(|p| p.into_inner());
+            let mut placed = std::collections::BTreeSet::new();
             for level in &levels {
                 let at_home = home == Some(level.as_path());
                 for (name, dir) in protect::held_if_missing(at_home) {
@@ -446,9 +450,7 @@ impl SandboxLauncher {
                     if !layout.writable(&path) {
                         continue;
                     }
-                    if let Held::Taken(mark) = held {
-                        holding.take(mark, &path);
-                    }
+                    placed.insert(path.clone());
                     layout.push(if dir {
                         Mount::EmptyDir(path)
                     } else {
@@ -459,7 +461,22 @@ impl SandboxLauncher {
                     });
                 }
             }
+            if let Held::Taken(mark) = held {
+                // Every placeholder the layout names is held until the sandbox is gone:
+                // its own, and one of another sandbox that the walk guarded where
+                // none is placed (a nested project's, below a guarded path).
+                placed.extend(
+                    layout
+                        .paths()
+                        .filter(|p| holding.holds(p))
+                        .map(Path::to_path_buf),
+                );
+                for path in &placed {
+                    holding.take(mark, path);
+                }
+            }
         }
+        drop(building);
         for real in masked {
             layout.extend(Some(mask_real(real, &self.empty)));
         }
