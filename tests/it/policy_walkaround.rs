@@ -1714,7 +1714,8 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"VERSION=1.2.3; echo $VERSION"#, ["allow", "ask", "allow"]),
     (r#"name=app; docker build -t $name ."#, ["allow", "ask", "deny"]),
     (r#"for f in *.txt; do echo "$f"; done"#, ["allow", "ask", "allow"]),
-    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),    // Issue 41, round 4: values the line chooses, read by value, and what they give.
+    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
+    // Issue 41, round 4: values the line chooses, read by value, and what they give.
     (r#"for p in core cli; do cargo test -p $p; done"#, ["allow", "ask", "deny"]),
     (r#"dir=build; mkdir -p $dir && cd $dir && cmake .."#, ["allow", "ask", "deny"]),
     (r#"i=0; while [ $i -lt 3 ]; do i=$((i+1)); done"#, ["allow", "ask", "allow"]),
@@ -1733,7 +1734,6 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"docker run --rm img bash -c 'make test'"#, ["allow", "ask", "deny"]),
     (r#"cat f | sort | uniq -c | grep python"#, ["allow", "ask", "allow"]),
     (r#"read -r -p "$prompt" line <<< x"#, ["allow", "ask", "deny"]),
-    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
     // Issue 41 (brief h7): code written on the line and run by its interpreter, shown
     // harmless in its language, and writes no interpreter runs (each the same as before).
     (r"printf 'print(1)\n' > x.py; python3 x.py", ["allow", "ask", "deny"]),
