@@ -267,6 +267,18 @@ pub enum ExecError {
     Lost(String),
 }
 
+/// Whether `name` can be a variable of a service's own environment
+/// ([`BashExecutor::start_service`]): a shell variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+/// One rule for the MCP servers' `env` and the ssh executor, which exports the
+/// variables with bash on the host (a name bash cannot export would be lost, or read
+/// as something else); the wrapped agents' config (`config::WrappedAgent`, which
+/// cannot import this module) spells the same rule.
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Largest file the file tools read (F8): bigger files are refused below the seam, not
 /// loaded (an executor whose files are elsewhere would otherwise ship them whole).
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -588,7 +600,9 @@ pub trait BashExecutor: Send + Sync + 'static {
     /// shutdown. Executors that cannot pass stdin through refuse.
     /// `env` is the program's own environment on top of the filtered one (an MCP
     /// server's `env`, often a token): passed in the process environment, never on a
-    /// command line where `ps` would show it (over ssh it must travel on one: see there).
+    /// command line where `ps` would show it (over ssh it goes first on the channel's
+    /// stdin, and the host's wrapper exports it: `Launcher::service_command`; there a
+    /// name that is not [`valid_env_name`] is refused, as its callers refuse it first).
     async fn start_service(
         &self,
         spec: ExecSpec,

@@ -50,8 +50,8 @@ use tokio_util::task::TaskTracker;
 mod background;
 mod bash_executor;
 mod launcher;
-pub use launcher::Launcher;
 pub(crate) use launcher::os_env;
+pub use launcher::{Launcher, ServiceLaunch};
 
 /// Runs commands through a [`Launcher`]; see the module docs for the lifecycle.
 pub struct ProcessExecutor<L: Launcher> {

@@ -23,7 +23,7 @@
 //! shell (OpenSSH runs every command through it).
 
 use super::children::{self, Child};
-use super::process::{Launcher, ProcessExecutor, child_env};
+use super::process::{Launcher, ProcessExecutor, ServiceLaunch, child_env};
 use super::procs::{self, MARK_VAR, Selector};
 use super::{ExecError, ExecSpec};
 use crate::config::{ExecConfig, SshConfig};
@@ -52,8 +52,11 @@ now() { local t=${EPOCHREALTIME:-}; if [ -n "$t" ]; then t=${t//[.,]/}; now=$(( 
 
 /// Runs one command remotely: `$1` workdir, `$2` marker, `$3` drain and `$4` grace
 /// in milliseconds, `$5` the command, `$6` its stdin: `null`, or `pipe` for a server
-/// spoken to over the ssh channel ([`Launcher::service_command`]). Exits with the
-/// command's status (128+n for a signal death, as bash reports it).
+/// spoken to over the ssh channel ([`Launcher::service_command`]), whose channel
+/// starts with the server's own environment ([`env_header`]): read here, off the
+/// channel, and exported before the server starts, so no value is ever on a command
+/// line. Exits with the command's status (128+n for a signal death, as bash reports
+/// it); 1, without starting the server, when that environment does not arrive whole.
 const RUN_SCRIPT: &str = concat!(
     r#"
 dir=$1 mark=$2 drain=$3 grace=$4 cmd=$5 stdin=$6
@@ -61,7 +64,37 @@ cd -- "$dir" || exit 1
 for v in $(compgen -e); do
   case "${v^^}" in *KEY*|*SECRET*|*TOKEN*|*PASS*|*PWD*|*CREDENTIAL*|*AUTH*|*_PAT|*_PAT_*|DSH_*MARK) unset "$v" 2>/dev/null ;; esac
 done
-export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0 DSH_REMOTE_MARK="$mark"
+export NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat GIT_TERMINAL_PROMPT=0
+# The server's own env, off the channel (env_header's format): a count line, then per
+# variable a `NAME LENGTH` line and exactly LENGTH bytes. bash reads a pipe or socket
+# a byte at a time (and `read -N` at most what is still wanted), so nothing of the
+# server's own input is consumed; LC_ALL=C makes -N and ${#} count bytes, not
+# characters. The numbers are bounded, so `[` never meets one it cannot compare. The
+# values land in the global _dsh_env, exported outside the function: an export inside
+# it would export its own local of the same name instead.
+server_env() {
+  local LC_ALL=C count name len value
+  _dsh_env=()
+  IFS= read -r count && [[ $count =~ ^[0-9]{1,6}$ ]] || return 1
+  while [ "$count" -gt 0 ]; do
+    IFS=' ' read -r name len && [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ && $len =~ ^[0-9]{1,9}$ ]] || return 1
+    value=
+    if [ "$len" -gt 0 ]; then
+      IFS= read -r -N "$len" value && [ "${#value}" -eq "$len" ] || return 1
+    fi
+    _dsh_env+=("$name=$value")
+    count=$(( count - 1 ))
+  done
+}
+# Read after the filter above, so the server's own variables are kept whatever
+# their names; they win over the defaults above (as locally), never over the marker.
+if [ "$stdin" = pipe ]; then
+  server_env || { echo "dsh: the server's environment did not arrive whole over the ssh channel" >&2; exit 1; }
+  set -- "${_dsh_env[@]}"
+  unset _dsh_env
+  [ $# -gt 0 ] && export -- "$@"
+fi
+export DSH_REMOTE_MARK="$mark"
 # A job started with & reads /dev/null unless its stdin is redirected: a server's
 # is the channel's own (0<&0).
 if [ "$stdin" = pipe ]; then
@@ -265,6 +298,36 @@ fn detach_until_parent_dies(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// A server's own `env` as [`RUN_SCRIPT`] reads it off the ssh channel before the
+/// server's input: a line with the count, then for each variable a `NAME LENGTH` line
+/// and exactly LENGTH bytes of value (bytes, not characters: the wrapper reads them
+/// under `LC_ALL=C`), so a value may hold anything an environment can (quotes,
+/// newlines, `$(...)`: data, never read as shell). Always sent, `0` when empty: the
+/// wrapper reads it for every server.
+///
+/// Refused, naming the variable: a name that is not a shell variable name (the
+/// wrapper exports it with bash; the MCP and wrapped-agent configs refuse such names
+/// with the same words before any executor sees them), and a value holding a NUL
+/// byte, which no environment can carry (the local executor's start fails on it too).
+fn env_header(env: &[(String, String)]) -> Result<Vec<u8>, ExecError> {
+    let mut header = format!("{}\n", env.len()).into_bytes();
+    for (name, value) in env {
+        if !super::valid_env_name(name) {
+            return Err(ExecError::Spawn(format!(
+                "`{name}` is not a valid environment variable name"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(ExecError::Spawn(format!(
+                "the value of `{name}` holds a NUL byte, which no environment can carry"
+            )));
+        }
+        header.extend_from_slice(format!("{name} {}\n", value.len()).as_bytes());
+        header.extend_from_slice(value.as_bytes());
+    }
+    Ok(header)
 }
 
 /// `s` as one word for a POSIX shell.
@@ -655,22 +718,23 @@ impl Launcher for SshLauncher {
     /// server: it runs where a command would (the mapped workdir, E4, the marker,
     /// its own session) and is ended the same ways.
     ///
-    /// The server's own `env` cannot ride the ssh process's environment (sshd drops it),
-    /// so it is exported at the head of the command: unlike locally, its values are on
-    /// the ssh client's and the remote wrapper's command lines while the server runs.
+    /// The server's own `env` cannot ride the ssh process's environment (sshd drops
+    /// it), and on a command line `ps` would show its values (often API tokens) to
+    /// every user of either host. So it goes first on the channel itself, as the
+    /// stdin preamble ([`env_header`]), which the wrapper reads and exports before it
+    /// starts the server: no value is on any command line.
     fn service_command(
         &self,
         spec: &ExecSpec,
         mark: &str,
         env: &[(String, String)],
-    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
-        let mut spec = spec.clone();
-        let exports: String = env
-            .iter()
-            .map(|(k, v)| format!("export {k}='{}'; ", v.replace('\'', r"'\''")))
-            .collect();
-        spec.command = format!("{exports}{}", spec.command);
-        Ok((self.run_wrapper(&spec, mark, true), Vec::new()))
+    ) -> Result<ServiceLaunch, ExecError> {
+        let preamble = env_header(env)?;
+        Ok(ServiceLaunch {
+            command: self.run_wrapper(spec, mark, true),
+            env: Vec::new(),
+            stdin_preamble: preamble,
+        })
     }
 
     async fn stop(&self, mark: &str, sid: Option<i32>, grace: Duration) {
@@ -808,6 +872,150 @@ mod tests {
             Path::new("/home/meow")
         );
         assert_eq!(l.remote_path(Path::new("/tmp/x")), Path::new("/tmp/x"));
+    }
+
+    /// Runs [`RUN_SCRIPT`] on this machine as the host would for a server (`pipe`),
+    /// `cmd` being the server and `input` everything the channel carries; the host's
+    /// session gives it a secret-looking variable (E4 filters it) and `locale`.
+    fn wrapper_here(dir: &Path, locale: &str, cmd: &str, input: &[u8]) -> std::process::Output {
+        use std::io::Write;
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", RUN_SCRIPT, "dsh"])
+            .arg(dir)
+            .args(["mark-1", "0", "0", cmd, "pipe"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LC_ALL", locale)
+            .env("HOST_API_TOKEN", "host-secret")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // From a thread of its own: the wrapper's output may fill its pipe before it
+        // has read all of this.
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    }
+
+    /// The server's env arrives over the channel byte-exact, whatever the host's
+    /// locale, a value never read as shell, names the wrapper's own variables use
+    /// included; the server's own secret-looking names are kept while the host's are
+    /// filtered (E4); it wins over the wrapper's defaults but not over the marker; and
+    /// every byte after the header is the server's input, none eaten.
+    #[test]
+    fn the_servers_env_arrives_byte_exact_over_the_channel_and_its_input_is_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let canary = dir.path().join("canary");
+        let nasty = format!(
+            " it's \"q\"\n$(touch {c}) `touch {c}` ${{HOME}} caf\u{e9} \u{1f600} \\\n",
+            c = canary.display()
+        );
+        // Longer than a pipe holds, and than one read of bash's takes.
+        let big = "\u{e9}".repeat(50_000);
+        let env: Vec<(String, String)> = [
+            ("SERVER_API_TOKEN", "tok-\u{e9}\u{e9}"),
+            ("BIG", &big),
+            ("NASTY", &nasty),
+            ("EMPTY", ""),
+            ("TERM", "server-term"),
+            ("DSH_REMOTE_MARK", "not-the-mark"),
+            ("value", "v"),
+            ("count", "c"),
+            ("_dsh_env", "d"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let after = b"after the header\n\xff\x01 \xc3 no newline at the end";
+        let mut input = env_header(&env).unwrap();
+        input.extend_from_slice(after);
+        for locale in ["C.UTF-8", "C"] {
+            let out = wrapper_here(
+                dir.path(),
+                locale,
+                "env -0; printf '\\001'; exec cat",
+                &input,
+            );
+            assert!(
+                out.status.success(),
+                "{locale}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let split = out.stdout.iter().position(|b| *b == 1).unwrap();
+            let (environ, rest) = out.stdout.split_at(split);
+            assert_eq!(&rest[1..], after, "{locale}: the server's input");
+            let environ: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+            let have = |entry: &str| environ.contains(&entry.as_bytes());
+            for (name, value) in &env {
+                if name != "DSH_REMOTE_MARK" {
+                    assert!(
+                        have(&format!("{name}={value}")),
+                        "{locale}: {name}: {environ:?}"
+                    );
+                }
+            }
+            assert!(have("DSH_REMOTE_MARK=mark-1"), "{locale}: {environ:?}");
+            assert!(!have("HOST_API_TOKEN=host-secret"), "{locale}: {environ:?}");
+            assert!(!canary.exists(), "{locale}: a value was run");
+        }
+    }
+
+    /// An env that does not arrive whole (the channel ends inside it, a value shorter
+    /// than its length says, a line that is not the format) starts no server.
+    #[test]
+    fn a_header_that_does_not_arrive_whole_starts_no_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let canary = dir.path().join("canary");
+        let whole = env_header(&[("A".into(), "xyz".into()), ("B".into(), "1".into())]).unwrap();
+        let cut = &whole[..whole.len() - 1];
+        for input in [
+            cut,
+            b"2\nA 3\nxyz",
+            b"1\nA 5\nxyz",
+            b"1\nA-B 1\nx",
+            b"99999999999999999999\nA 1\nx",
+            b"1\nA 99999999999999999999\nx",
+            b"x\n",
+            b"",
+        ] {
+            let cmd = format!("touch '{}'", canary.display());
+            let out = wrapper_here(dir.path(), "C.UTF-8", &cmd, input);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("did not arrive whole"),
+                "{:?}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!canary.exists(), "{:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    /// What bash cannot export, or no environment can hold, is refused by name
+    /// before anything starts.
+    #[test]
+    fn a_name_bash_cannot_export_or_a_nul_in_a_value_is_refused() {
+        for name in ["BAD-NAME", "1ST", "", "A=B", "a b", "caf\u{e9}"] {
+            let err = env_header(&[(name.into(), "x".into())]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("spawn failed: `{name}` is not a valid environment variable name")
+            );
+        }
+        let err = env_header(&[("OK".into(), "a\0b".into())]).unwrap_err();
+        assert!(err.to_string().contains("`OK` holds a NUL byte"), "{err}");
+        assert_eq!(env_header(&[]).unwrap(), b"0\n");
     }
 
     #[test]

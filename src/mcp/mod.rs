@@ -304,10 +304,7 @@ fn watch_for_death(server: &Arc<Server>, report: ServerReport) {
 /// a command line is readable by every local user. The names are checked here.
 fn server_command(spec: &ServerSpec) -> Result<String, String> {
     for (name, _) in &spec.env {
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !crate::exec::valid_env_name(name) {
             return Err(format!("`{name}` is not a valid environment variable name"));
         }
     }

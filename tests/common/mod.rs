@@ -154,6 +154,30 @@ pub fn live_pids_where(wanted: impl Fn(&[&[u8]]) -> bool) -> Vec<i32> {
         .collect()
 }
 
+/// Asserts that no process's command line (`/proc/PID/cmdline`) holds `secret`: `ps`
+/// shows every process's command line to every local user, so a server's `env` (an
+/// API token the editor configured) must reach it some other way.
+pub fn assert_on_no_command_line(secret: &str) {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(
+            !cmdline.contains(secret),
+            "a secret is on a command line: {cmdline:?}"
+        );
+    }
+}
+
+/// The environment of process `pid` as the kernel holds it (`/proc/PID/environ`), one
+/// `NAME=value` entry each, byte-exact.
+pub fn environ_of(pid: i32) -> Vec<Vec<u8>> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    raw.split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
 /// The live processes whose command line holds `sleep 1000.<token>`.
 pub fn with_token(token: &str) -> Vec<i32> {
     let wanted = format!("1000.{token}");

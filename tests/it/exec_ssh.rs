@@ -525,9 +525,11 @@ async fn a_watched_run_shows_its_output_on_both_paths() {
 
 /// A server (`start_service`) on either path runs remotely over a channel of the
 /// master connection: in the mapped workdir, with the E4 filter applied there, spoken
-/// to over its stdin and stdout; it and everything it started (every escape pattern)
-/// end when its handle stops or is dropped, on `kill_scope` of its scope and on
-/// shutdown (the "remote" is this machine: the process table shows it).
+/// to over its stdin and stdout; its own `env` reaches it byte-exact and on no command
+/// line (neither the local `ssh` client's nor the remote wrapper's: `ps` shows them to
+/// every user); it and everything it started (every escape pattern) end when its
+/// handle stops or is dropped, on `kill_scope` of its scope and on shutdown (the
+/// "remote" is this machine: the process table shows it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_runs_remotely_over_the_channel_and_ends_with_everything_it_started() {
     for helper in [HelperMode::Off, HelperMode::Required] {
@@ -552,7 +554,8 @@ async fn server_runs_remotely(helper: HelperMode) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let state = tempfile::tempdir().unwrap();
     let remote = tempfile::tempdir().unwrap();
-    let sshd = Sshd::start();
+    // A UTF-8 locale over there: the env's values are counted in bytes whatever it is.
+    let sshd = Sshd::start_with_env("LC_ALL=C.UTF-8");
     let cfg = mapped_config(state.path(), &sshd, remote.path(), helper);
     let exec = SshExecutor::with_helper(&cfg, PathBuf::from(common::daemon::BIN)).unwrap();
     if helper == HelperMode::Required {
@@ -569,6 +572,21 @@ async fn server_runs_remotely(helper: HelperMode) {
     }
     for end in ["stop", "drop", "kill_scope", "shutdown"] {
         let token = token();
+        // The server's own env: a secret-looking name the E4 filter would drop from
+        // what the host gives, kept because it is the server's own; and a value a
+        // shell would read as code if it were ever put in a command (a quote, a
+        // newline, `$(...)`, backquotes, a backslash, a multibyte character).
+        let secret = format!("srv-secret-{token}");
+        let canary = state.path().join(format!("canary-{end}"));
+        let nasty = format!(
+            " it's \"q\"\n$(touch {c}) `touch {c}` ${{HOME}} caf\u{e9} \\\n",
+            c = canary.display()
+        );
+        let server_env = vec![
+            ("SERVER_API_TOKEN".to_string(), secret.clone()),
+            ("SERVER_NASTY".to_string(), nasty),
+            ("SERVER_EMPTY".to_string(), String::new()),
+        ];
         let pidfile = state.path().join(format!("pids-{end}"));
         let ready = Fifo::new(state.path(), &format!("ready-{end}"));
         let server = escape_script(
@@ -589,11 +607,30 @@ async fn server_runs_remotely(helper: HelperMode) {
             stdout,
             stderr,
             handle,
-        } = exec.start_service(spec, Vec::new()).await.unwrap();
+        } = exec.start_service(spec, server_env.clone()).await.unwrap();
         ready.wait().await;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let first = lines.next_line().await.unwrap().unwrap();
         let pid: i32 = first.strip_prefix("server ").unwrap().parse().unwrap();
+        assert_on_no_command_line(&secret);
+        let environ = environ_of(pid);
+        for (name, value) in &server_env {
+            let wanted = format!("{name}={value}").into_bytes();
+            assert!(
+                environ.contains(&wanted),
+                "{end} ({helper:?}): {name} is not byte-exact in {:?}",
+                environ
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v))
+                    .collect::<Vec<_>>()
+            );
+        }
+        assert!(!canary.exists(), "{end} ({helper:?}): a value was run");
+        // What makes the test hold: a locale where `read -N` counts characters.
+        assert!(
+            environ.contains(&b"LC_ALL=C.UTF-8".to_vec()),
+            "{end} ({helper:?}): the host's locale is not UTF-8"
+        );
         stdin.write_all(b"hi\n").await.unwrap();
         assert_eq!(
             lines.next_line().await.unwrap().unwrap(),
@@ -622,6 +659,38 @@ async fn server_runs_remotely(helper: HelperMode) {
         assert!(!alive(pid), "{end}: the server survived");
         assert_all_dead(&pidfile, &token, end);
     }
+}
+
+/// A server `env` name bash cannot export (the host's wrapper exports the server's
+/// env with bash) is refused by name before anything starts, as the MCP and agent
+/// configs refuse it for every executor; it is never dropped silently with the server
+/// started without it. A value with a NUL byte, which no environment holds, likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_env_name_bash_cannot_export_is_refused_before_the_server_starts() {
+    let state = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start();
+    let exec = SshExecutor::new(&config(state.path(), &sshd)).unwrap();
+    let canary = state.path().join("canary");
+    let refused = [
+        (
+            ("BAD-NAME", "x"),
+            "`BAD-NAME` is not a valid environment variable name",
+        ),
+        (("OK", "a\0b"), "the value of `OK` holds a NUL byte"),
+    ];
+    for ((name, value), why) in refused {
+        let spec = exec.resolve(req(
+            &format!("touch '{}'; exec cat", canary.display()),
+            state.path(),
+        ));
+        let env = vec![(name.to_string(), value.to_string())];
+        match exec.start_service(spec, env).await {
+            Err(e) => assert!(e.to_string().contains(why), "{e}"),
+            Ok(_) => panic!("{name}: the server started"),
+        }
+        assert!(!canary.exists(), "{name}: the server ran");
+    }
+    exec.shutdown().await;
 }
 
 /// A server whose connection drops ends here at once (its pipes close); what it

@@ -8,6 +8,7 @@
 //! remote host (the loopback sshd), over the executor's connection.
 
 use crate::common;
+use common::assert_on_no_command_line;
 use common::client::Client;
 use common::daemon::{SocketDaemon, workspace};
 use common::fake_model::{FakeModel, messages, text, tool_call};
@@ -351,9 +352,11 @@ async fn servers_and_what_they_started_end_with_close_delete_and_shutdown() {
 
 /// Under `[exec] kind = "ssh"` (commands through the helper) a server runs on the remote
 /// host: in the session's cwd as `path_map` puts it there, with its own env and the E4
-/// filter applied over there, spoken to over the master connection; it and the child
-/// it spawns end with session/close and the daemon's shutdown. The remote host is this
-/// machine (a loopback sshd), so its process table is ours to read.
+/// filter applied over there, spoken to over the master connection; its env is on no
+/// command line, the local `ssh` client's or the remote wrapper's, and arrives
+/// byte-exact, never read as shell; it and the child it spawns end with session/close
+/// and the daemon's shutdown. The remote host is this machine (a loopback sshd), so its
+/// process table is ours to read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shutdown() {
     let dir = tempfile::tempdir().unwrap();
@@ -371,7 +374,17 @@ async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shut
     let mut c = daemon.connect().await;
 
     // close
-    let s = new_session_with(&mut c, &ws, json!([fixture("fx", &[])])).await;
+    let canary = dir.path().join("canary");
+    let nasty = format!(
+        "it's \"q\"\n$(touch {c}) `touch {c}` $HOME caf\u{e9}\n",
+        c = canary.display()
+    );
+    let mut server = fixture("fx", &[]);
+    server["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "FIXTURE_NASTY", "value": nasty}));
+    let s = new_session_with(&mut c, &ws, json!([server])).await;
     // Commands take the helper; the server runs beside it, in the same remote cwd.
     let (out, _) = c.bash(&s, "pwd").await;
     assert!(out.starts_with(&format!("{}\n", remote.display())), "{out}");
@@ -382,11 +395,18 @@ async fn under_the_ssh_executor_servers_run_remotely_and_end_with_close_and_shut
         "{who}"
     );
     let server: i32 = who.rsplit(' ').next().unwrap().parse().unwrap();
-    let environ = std::fs::read(format!("/proc/{server}/environ")).unwrap();
-    let environ: Vec<String> = environ
-        .split(|b| *b == 0)
+    // The server's env reached it through the channel, not on a command line (`ps`
+    // shows those to every local user).
+    assert_on_no_command_line("tok-123");
+    let environ: Vec<String> = common::environ_of(server)
+        .iter()
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .collect();
+    assert!(
+        environ.contains(&format!("FIXTURE_NASTY={nasty}")),
+        "{environ:?}"
+    );
+    assert!(!canary.exists(), "a value of the server's env was run");
     // KEEP_ME comes from the sshd's sessions only: the server is remote. Their
     // credentials are filtered there, and its own variable is kept.
     for wanted in ["KEEP_ME=yes", "TERM=dumb", "FIXTURE_TOKEN=tok-123"] {
@@ -495,17 +515,4 @@ async fn a_server_that_does_not_answer_in_start_timeout_ms_is_reported_and_stopp
         assert!(!(hung && cwd == ws), "the hung server still runs");
     }
     daemon.stop().await;
-}
-
-/// No process's command line holds `secret` (`ps` shows every process's command line
-/// to every local user).
-fn assert_on_no_command_line(secret: &str) {
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&cmdline).contains(secret),
-            "the server's token is on a command line: {:?}",
-            String::from_utf8_lossy(&cmdline)
-        );
-    }
 }

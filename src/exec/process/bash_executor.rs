@@ -2,6 +2,7 @@
 //! [`ProcessExecutor`] answers.
 
 use super::*;
+use tokio::io::AsyncWriteExt;
 
 #[async_trait::async_trait]
 impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
@@ -351,8 +352,8 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         }
         inner.launcher.check_workdir(&spec.workdir).await?;
         let (mark, _) = inner.next_mark(spec.scope.as_ref());
-        let (cmd, env) = inner.launcher.service_command(&spec, &mark, &env)?;
-        let mut child = inner.spawn_command(cmd, &mark, true, env)?;
+        let launch = inner.launcher.service_command(&spec, &mark, &env)?;
+        let mut child = inner.spawn_command(launch.command, &mark, true, launch.env)?;
         if let Err(why) = inner.launcher.started(&mark, child.id()).await {
             inner
                 .launcher
@@ -361,11 +362,31 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
             let _ = child.wait().await;
             return Err(ExecError::Spawn(why));
         }
-        let (Some(stdin), Some(stdout), Some(stderr)) =
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(ExecError::Spawn("the server's pipes were not made".into()));
         };
+        // Written whole before the stdin is handed over, so nothing the server's client
+        // writes can come first. A host process that is gone fails the write (EPIPE):
+        // the start fails, and what it left is ended as a stop would.
+        if !launch.stdin_preamble.is_empty() {
+            let written = async {
+                stdin.write_all(&launch.stdin_preamble).await?;
+                stdin.flush().await
+            }
+            .await;
+            if let Err(e) = written {
+                inner
+                    .launcher
+                    .stop(&mark, Some(child.id()), inner.grace)
+                    .await;
+                let _ = child.wait().await;
+                return Err(ExecError::Spawn(format!(
+                    "cannot hand the server its environment: {e}"
+                )));
+            }
+        }
         let stop = inner.shutdown.child_token();
         let ended = CancellationToken::new();
         inner.supervisors.spawn({

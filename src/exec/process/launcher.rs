@@ -30,17 +30,23 @@ pub trait Launcher: Send + Sync + 'static {
     /// which it runs itself, the same way).
     fn command(&self, spec: &ExecSpec, mark: &str) -> Result<Command, ExecError>;
 
-    /// The host program that runs `spec` as a server spoken to over stdin and stdout
+    /// How to start `spec` as a server spoken to over stdin and stdout
     /// ([`BashExecutor::start_service`]); a launcher whose command closes stdin refuses.
     /// `env` is the server's own environment: returned to be set on the host process
-    /// (the default), or put into the command by a launcher that cannot pass it on.
+    /// (the default), or, by a launcher that cannot pass it on that way (ssh), written
+    /// to the host process's stdin first ([`ServiceLaunch::stdin_preamble`]). Never put
+    /// into the command: a command line is readable by every local user.
     fn service_command(
         &self,
         spec: &ExecSpec,
         mark: &str,
         env: &[(String, String)],
-    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
-        Ok((self.command(spec, mark)?, os_env(env)))
+    ) -> Result<ServiceLaunch, ExecError> {
+        Ok(ServiceLaunch {
+            command: self.command(spec, mark)?,
+            env: os_env(env),
+            stdin_preamble: Vec::new(),
+        })
     }
 
     /// Ends one command: everything marked `mark` or in session `sid` (the host
@@ -166,6 +172,23 @@ pub trait Launcher: Send + Sync + 'static {
     async fn publish_spill(&self, local: &Path) -> Result<PathBuf, String> {
         Ok(local.to_path_buf())
     }
+}
+
+/// What [`Launcher::service_command`] gives the engine to start a server with. The
+/// server's own environment (often an API token) reaches it by one of the two fields
+/// after the command, never in the command: `ps` shows every command line to every
+/// local user.
+pub struct ServiceLaunch {
+    /// The host program, read as [`Launcher::command`]'s is.
+    pub command: Command,
+    /// Set on the host process's environment (local, sandbox; empty for ssh, whose
+    /// sshd drops a client's environment).
+    pub env: Vec<(OsString, OsString)>,
+    /// Bytes the engine writes to the host process's stdin before anything else, before
+    /// the server's client has its stdin (empty: none). The ssh launcher's server
+    /// environment, which its remote wrapper reads off the channel before it starts
+    /// the server.
+    pub stdin_preamble: Vec<u8>,
 }
 
 /// A server's own `env` as the process environment takes it.

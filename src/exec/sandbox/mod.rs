@@ -767,9 +767,13 @@ impl Launcher for SandboxLauncher {
         spec: &ExecSpec,
         mark: &str,
         env: &[(String, String)],
-    ) -> Result<(Command, Vec<(OsString, OsString)>), ExecError> {
+    ) -> Result<super::process::ServiceLaunch, ExecError> {
         let own = super::process::os_env(env);
-        Ok((self.command_with(spec, mark, &own)?, own))
+        Ok(super::process::ServiceLaunch {
+            command: self.command_with(spec, mark, &own)?,
+            env: own,
+            stdin_preamble: Vec::new(),
+        })
     }
 
     fn never_started(&self, mark: &str) {
