@@ -67,10 +67,10 @@ impl Policy {
                     grants_on_allow_always.push(grant);
                 }
                 SegmentJudgement {
+                    writes_redirect: segment.writes_redirect(),
                     words: segment.words,
                     via: segment.via,
                     opaque: segment.opaque,
-                    writes_redirect: segment.writes_redirect,
                     decision: verdict.decision,
                     reason: verdict.reason,
                     cause: verdict.cause,
@@ -224,7 +224,7 @@ impl Policy {
             (None, Some(flagged)) => return flagged,
             (None, None) => {}
         }
-        if segment.words.is_empty() && !segment.writes_redirect && segment.opaque.is_none() {
+        if segment.words.is_empty() && !segment.writes_redirect() && segment.opaque.is_none() {
             return Verdict::new(
                 Decision::Allow,
                 format!("{shown} runs nothing"),
@@ -535,7 +535,7 @@ impl Policy {
                 },
             ));
         }
-        let why = if segment.writes_redirect {
+        let why = if segment.writes_redirect() {
             Some("writes through a redirection".to_owned())
         } else if segment.words.is_empty() {
             // Only assignments (or an input redirection): nothing runs. Assignments that

@@ -672,13 +672,13 @@ fn read_as(language: &'static str, lang: Lang, text: &str) -> inline::Code {
 
 /// Whether `segment` writes a file through a redirection or `tee`.
 fn is_writer(segment: &Segment) -> bool {
-    segment.writes_redirect || segment.words.first().is_some_and(|w| base_name(w) == "tee")
+    segment.writes_redirect() || segment.words.first().is_some_and(|w| base_name(w) == "tee")
 }
 
 /// Whether `segment` prints text the line shows to its stdout, which a pipe may hand to the
 /// writer after it (`echo ... | base64 -d > x.py`).
 fn prints_line_text(segment: &Segment) -> bool {
-    !segment.writes_redirect
+    !segment.writes_redirect()
         && (segment.stdin.is_some()
             || segment
                 .words
