@@ -948,6 +948,46 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
     }
 }
 
+/// P8 (issue 41): a write later in the text than the program that runs its file may come
+/// first: a command substitution in the run's own words runs before it, and a run sent to
+/// the background races the segments after it. (Each deletes a canary in plain bash; both
+/// were allowed before, the walk-around table holds the first two.) In plain sequence, a
+/// write after the run is still no code of it.
+#[test]
+fn p8_issue_41_a_write_later_in_the_text_may_come_first() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        r#"python3 x.py "$(echo 'import os; os.system("r"+"m c")' > x.py)""#,
+        r#"sleep 1 && python3 x.py & echo 'import os; os.system("r"+"m c")' > x.py; wait"#,
+        r#"coproc python3 x.py; echo 'import os; os.system("r"+"m c")' > x.py"#,
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            j.segments
+                .iter()
+                .any(|s| matches!(s.cause, Cause::WrittenScript { .. })),
+            "{line}: {j:?}"
+        );
+    }
+    // Reading 1: a deny rule's words written for a program that may run first.
+    let line = r"sleep 1 && make x & printf 'x:\n\trm c\n' > Makefile";
+    let j = bash(&p, line, Mode::Auto);
+    assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+    assert!(
+        j.segments
+            .iter()
+            .any(|s| matches!(s.cause, Cause::WrittenCode { .. })),
+        "{line}: {j:?}"
+    );
+    for line in [
+        r#"python3 x.py; echo 'import os; os.system("r"+"m c")' > x.py"#,
+        r#"python3 x.py && echo 'import os; os.system("r"+"m c")' > x.py 2>&1"#,
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+}
+
 /// P3b, P6 (issue 41, round 4): a value the line chooses (a variable or a positional
 /// parameter it sets, a command's output) reaches its program as that value, so a program
 /// without a row is judged on each value the line can give it, and asked about one the

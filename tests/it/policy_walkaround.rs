@@ -875,6 +875,10 @@ const SHAPES: &[Shape] = &[
     s("P8 perl -x starts inside a string of the script written", r#"printf '\x24x = q{\n#!perl\nsystem("%0"."%1%S %F");\n__END__\n};\nprint 1;\n' > x.pl; perl -x x.pl"#),
     s("P8 python3 -x skips the line that opens a string", r#"printf 'x = """\nimport os; os.system("%0"+"%1%S %F") #"""\n' > x.py; python3 -x x.py"#),
     s("P8 tclsh script of a built name written on the line", "echo 'exec [string cat %0 %1%S] %F' > x.tcl; tclsh x.tcl"),
+    // A write later in the text that runs first: a substitution in the run's own words, a
+    // run sent to the background.
+    s("P8 python3 script written by a substitution in its own words", r#"python3 x.py "$(echo 'import os; os.system("%0"+"%1%S %F")' > x.py)""#),
+    s("P8 python3 script written after its run sent to the background", r#"sleep 1 && python3 x.py & echo 'import os; os.system("%0"+"%1%S %F")' > x.py; wait"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -1005,6 +1009,8 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 perl -x starts inside a string of the script written",
     "P8 python3 -x skips the line that opens a string",
     "P8 tclsh script of a built name written on the line",
+    "P8 python3 script written by a substitution in its own words",
+    "P8 python3 script written after its run sent to the background",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1733,7 +1739,6 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"docker run --rm img bash -c 'make test'"#, ["allow", "ask", "deny"]),
     (r#"cat f | sort | uniq -c | grep python"#, ["allow", "ask", "allow"]),
     (r#"read -r -p "$prompt" line <<< x"#, ["allow", "ask", "deny"]),
-    (r#"python3 -c 'import tomllib, sys; print(tomllib.loads(sys.stdin.read())["package"]["name"])' < Cargo.toml"#, ["allow", "ask", "deny"]),
     // Issue 41 (brief h7): code written on the line and run by its interpreter, shown
     // harmless in its language, and writes no interpreter runs (each the same as before).
     (r"printf 'print(1)\n' > x.py; python3 x.py", ["allow", "ask", "deny"]),

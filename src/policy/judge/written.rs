@@ -61,8 +61,11 @@ impl Policy {
         if !self.guarded() || !may_write {
             return Vec::new();
         }
-        let mut verdicts = self.files_written_with_denied_words(segments);
-        verdicts.extend(self.written_scripts_run(command, segments, mode));
+        // A write later in the text may come first: a loop, a function, a substitution, a
+        // run in the background.
+        let any_order = may_loop(command) || out_of_order(command);
+        let mut verdicts = self.files_written_with_denied_words(segments, any_order);
+        verdicts.extend(self.written_scripts_run(command, segments, mode, any_order));
         // One verdict a segment: the strongest, the first of equals.
         let mut merged: Vec<(usize, Verdict)> = Vec::new();
         for (at, verdict) in verdicts {
@@ -80,8 +83,12 @@ impl Policy {
     /// words stand, when a later segment of the line runs something: that program may run
     /// the file (a hook, a Makefile, an alias, `python3 x.py`), so the write is asked in
     /// mode `auto`. Not denied: the text may as well be notes. Only the words the line
-    /// shows are read.
-    fn files_written_with_denied_words(&self, segments: &[Segment]) -> Vec<(usize, Verdict)> {
+    /// shows are read. `any_order`: a program earlier in the text may run after the write.
+    fn files_written_with_denied_words(
+        &self,
+        segments: &[Segment],
+        any_order: bool,
+    ) -> Vec<(usize, Verdict)> {
         if self.denied_names.is_empty() {
             return Vec::new();
         }
@@ -89,7 +96,13 @@ impl Policy {
             .iter()
             .enumerate()
             .filter(|(_, s)| is_writer(s))
-            .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
+            .filter(|&(at, _)| {
+                let after = if any_order { 0 } else { at + 1 };
+                segments[after..]
+                    .iter()
+                    .enumerate()
+                    .any(|(b, s)| after + b != at && !s.words.is_empty())
+            })
             .filter_map(|(at, s)| {
                 // What reaches the file: the words as written (a word the shell expands
                 // gives a value, not code) and a literal here-document. `printf`'s and
@@ -146,12 +159,14 @@ impl Policy {
     }
 
     /// Reading 2: each segment that runs a script file in a language, against every text
-    /// the line writes before it (or anywhere, when the line may loop).
+    /// the line writes before it (or anywhere, when `any_order`: the line may loop or run
+    /// a later write first).
     fn written_scripts_run(
         &self,
         command: &str,
         segments: &[Segment],
         mode: Mode,
+        any_order: bool,
     ) -> Vec<(usize, Verdict)> {
         let runs: Vec<(usize, Runner)> = segments
             .iter()
@@ -161,7 +176,6 @@ impl Policy {
         if runs.is_empty() {
             return Vec::new();
         }
-        let any_order = may_loop(command);
         // A here-document that expands is no text the walk shows: what reads it is fed by
         // the line all the same.
         // So is a process substitution's command (`echo ... > >(cat > x.py)`), whose place
@@ -796,6 +810,32 @@ fn prints_no_argument(program: &str) -> bool {
         "wget",
     ];
     NAMES.contains(&program)
+}
+
+/// Whether a segment later in the text than a run may write before the run reads its
+/// file: a command substitution in the run's words or redirections (`python3 x.py "$(echo
+/// ... > x.py)"`: the walk puts a command before the commands nested in it, which run
+/// first), a process substitution, or a run sent to the background (`python3 x.py & echo
+/// ... > x.py`, a `coproc`), which the segments after it race. Read from the line's text,
+/// erring towards yes (a quoted `&` or `$(` counts).
+fn out_of_order(command: &str) -> bool {
+    if command.contains("$(") || command.contains('`') || command.contains("<(") {
+        return true;
+    }
+    if command.contains(">(") || inline::code_words(command).iter().any(|w| w == "coproc") {
+        return true;
+    }
+    // A lone `&`; not `&&`, `>&`, `<&`, `&>` or `|&`.
+    let bytes = command.as_bytes();
+    (0..bytes.len()).any(|at| {
+        bytes[at] == b'&'
+            && !at
+                .checked_sub(1)
+                .is_some_and(|before| matches!(bytes[before], b'&' | b'>' | b'<' | b'|'))
+            && !bytes
+                .get(at + 1)
+                .is_some_and(|after| matches!(after, b'&' | b'>'))
+    })
 }
 
 /// Whether the line may run a segment more than once or later than its place in the text
