@@ -541,11 +541,7 @@ impl Policy {
             // Only assignments (or an input redirection): nothing runs. Assignments that
             // change what later commands run (`PATH=...`) make the segment opaque.
             None
-        } else if !self
-            .read_only
-            .iter()
-            .any(|prefix| segment.words.starts_with(prefix))
-        {
+        } else if !self.on_read_only_list(segment) {
             Some("is not known to be read-only".to_owned())
         } else {
             super::line_values::writing_option(segment).map(|option| {
@@ -555,6 +551,21 @@ impl Policy {
             })
         };
         why.map(|why| (why, Cause::ReadOnly))
+    }
+
+    /// Whether `segment`'s words begin with a command of the read-only list (P7).
+    fn on_read_only_list(&self, segment: &Segment) -> bool {
+        self.read_only
+            .iter()
+            .any(|prefix| segment.words.starts_with(prefix))
+    }
+
+    /// Whether `segment`'s words are a reader's (P7): on the read-only list, with no option
+    /// that writes, runs code or changes the system. What its redirections and variables do
+    /// is the caller's to judge: for `judge/written/`, `ls > files.txt` moves no text
+    /// between files the line names.
+    pub(in crate::policy) fn reads_only(&self, segment: &Segment) -> bool {
+        self.on_read_only_list(segment) && super::line_values::writing_option(segment).is_none()
     }
 }
 
