@@ -119,7 +119,7 @@ fuzz_target!(init: tolerate_caught_parser_panics(), |data: &[u8]| {
         if mode == Mode::ReadOnly && judged.decision == Decision::Allow {
             for s in segments {
                 assert!(
-                    s.opaque.is_none() && !s.writes_redirect,
+                    s.opaque.is_none() && !s.writes_redirect(),
                     "{command:?} -> {s:?}"
                 );
                 assert!(

@@ -291,7 +291,7 @@ fn list_name(action: Decision) -> &'static str {
 /// A segment as quoted in messages.
 fn quote_segment(segment: &Segment) -> String {
     if segment.words.is_empty() {
-        if segment.writes_redirect {
+        if segment.writes_redirect() {
             "a redirection-only command".into()
         } else {
             "an assignment-only command".into()

@@ -948,6 +948,149 @@ fn p8_issue_41_code_written_to_a_file_and_run_is_read_as_its_language() {
     }
 }
 
+/// P8 (issue 41): a line that names every file it writes, moves no text between names and
+/// runs a script no write names (nor a module of its language) writes no code of that
+/// script: the texts are not read as it (`judge/written/apart.rs`). Each of the spared
+/// lines was asked before (`hello` is no harmless python). Anything unsure is read as
+/// before: the caught lines, each shown running its code in plain bash (the walk-around
+/// table, or by hand with the project file they assume: a `run.py` that runs its argument,
+/// an `x.py` that imports `helper`).
+#[test]
+fn p8_issue_41_files_the_line_names_apart_from_the_script_it_runs() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    let written = |j: &Judgement| {
+        j.segments
+            .iter()
+            .any(|s| matches!(s.cause, Cause::WrittenScript { .. }))
+    };
+    for line in [
+        "echo hello > out.txt; python3 x.py",
+        "pytest tests/ > log; python3 x.py",
+        "git diff > changes.patch; python3 apply.py",
+        "echo done >> progress.log; python3 next.py",
+        "git log --oneline -5 > recent.txt; python3 summarize.py",
+        "echo hello > out.txt; ruby x.rb",
+        "echo hello > out.txt; perl x.pl",
+        "echo hello > out.txt; node build.js",
+        "git status --short > status.txt; python3 x.py",
+        "mkdir -p out && echo hi > out/log.txt && python3 x.py",
+        "printf '%s\\n' a b c > list.txt && python3 x.py",
+        "echo hello | tee out.txt; python3 x.py",
+        "cat > notes.md <<'E'\nhello\nE\npython3 x.py",
+        "echo hello > out.txt; python3 x.py out.json",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
+    // `sh build.sh` is asked as the shell running a script file (P5), not for the write.
+    let j = bash(&p, "ls > files.txt && sh build.sh", Mode::Auto);
+    assert!(j.decision == Ask && !written(&j), "{j:?}");
+    // A deny rule's words in a text no script runs: reading 1 asks (a program runs after
+    // it, which may run the file), reading 2 no longer denies.
+    let j = bash(
+        &p,
+        "echo 'rm old files' > TODO.txt; python3 x.py",
+        Mode::Auto,
+    );
+    assert!(j.decision == Ask && !written(&j), "{j:?}");
+    let hidden = r#"'import os; os.system("r"+"m c")'"#;
+    let missed = [
+        // The script's own name, however written.
+        format!("printf {hidden} > ./x.py; python3 x.py"),
+        format!("echo {hidden} > X.PY; python3 x.py"),
+        format!("echo {hidden} >> x.py; python3 x.py"),
+        format!("echo {hidden} > /tmp/x.py; python3 x.py"),
+        format!("printf {hidden} > ./script; python3 script"),
+        format!("echo {hidden} > SCRIPT; python3 script"),
+        format!(r#"f=script; echo {hidden} > script; python3 "$f""#),
+        format!("echo {hidden} | tee notes.txt x.py > /dev/null; python3 x.py"),
+        format!("mkdir sub; cd sub; echo {hidden} > x.py; cd ..; python3 sub/x.py"),
+        // A name the line does not show.
+        format!(r#"f=x.py; echo {hidden} > "$f"; python3 x.py"#),
+        format!("echo {hidden} > x.p*; python3 x.py"),
+        format!("echo {hidden} > $(echo x.py); python3 x.py"),
+        // Text moved between names, a link.
+        format!("echo {hidden} > notes.txt; cp notes.txt y.py; python3 y.py"),
+        format!("echo {hidden} > notes.txt; mv notes.txt y.py; python3 y.py"),
+        format!("echo {hidden} > notes.txt; ln -s notes.txt y.py; python3 y.py"),
+        format!("ln -s notes.txt y.py; echo {hidden} > notes.txt; python3 y.py"),
+        format!("echo {hidden} > notes.txt; dd if=notes.txt of=y.py; python3 y.py"),
+        format!("echo {hidden} > notes.txt; sed -n 'w y.py' notes.txt; python3 y.py"),
+        format!("echo {hidden} > notes.txt; sort -o y.py notes.txt; python3 y.py"),
+        // A reader made to move text by a configuration the line writes (`git diff` runs
+        // `diff.external`).
+        format!(
+            r"printf '[diff]\n\texternal = sh -c \x27cp notes.txt y.py\x27\n' >> .git/config; echo {hidden} > notes.txt; git diff > d.txt; python3 y.py"
+        ),
+        format!("echo {hidden} > notes.txt; exec 3< notes.txt; python3 /dev/fd/3"),
+        format!("echo {hidden} > notes.txt; python3 /dev/fd/3 3< notes.txt"),
+        format!("echo {hidden} > notes.txt; python3 ../../../dev/fd/3 3< notes.txt"),
+        // The script may run a file the run names, or load a module of its language.
+        format!("echo {hidden} > notes.txt; python3 run.py notes.txt"),
+        format!("echo {hidden} > notes.txt; python3 run.py --input=notes.txt"),
+        format!("echo {hidden} > helper.py; python3 x.py"),
+        format!("echo {hidden} > site.pth; python3 x.py"),
+        format!("echo {hidden} > notes.txt; env -C sub python3 x.py"),
+        // A wrapper, an expansion in the run, a module run.
+        format!("echo {hidden} > notes.txt; timeout 5 python3 x.py"),
+        format!(r#"echo {hidden} > notes.txt; python3 "$s""#),
+        format!("echo {hidden} > notes.txt; python3 -m x"),
+        // A loop, a function.
+        format!("for i in 1; do echo {hidden} > notes.txt; cp notes.txt x.py; done; python3 x.py"),
+        format!("f() {{ cp notes.txt x.py; }}; echo {hidden} > notes.txt; f; python3 x.py"),
+    ]
+    .iter()
+    .filter_map(|line| {
+        let j = bash(&p, line, Mode::Auto);
+        (j.decision != Ask).then(|| format!("{line}: {:?} ({})", j.decision, j.reason))
+    })
+    .collect::<Vec<_>>();
+    assert!(missed.is_empty(), "not asked:\n{}", missed.join("\n"));
+    // The brief's own: a deny rule's words written, copied, run.
+    let line = r#"echo 'import os; os.system("rm c")' > x.py; cp x.py y.py; python3 y.py"#;
+    assert_eq!(bash(&p, line, Mode::Auto).decision, Deny, "{line}");
+}
+
+/// P8 (issue 41): a write later in the text than the program that runs its file may come
+/// first: a command substitution in the run's own words runs before it, and a run sent to
+/// the background races the segments after it. (Each deletes a canary in plain bash; both
+/// were allowed before, the walk-around table holds the first two.) In plain sequence, a
+/// write after the run is still no code of it.
+#[test]
+fn p8_issue_41_a_write_later_in_the_text_may_come_first() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        r#"python3 x.py "$(echo 'import os; os.system("r"+"m c")' > x.py)""#,
+        r#"sleep 1 && python3 x.py & echo 'import os; os.system("r"+"m c")' > x.py; wait"#,
+        r#"coproc python3 x.py; echo 'import os; os.system("r"+"m c")' > x.py"#,
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert!(
+            j.segments
+                .iter()
+                .any(|s| matches!(s.cause, Cause::WrittenScript { .. })),
+            "{line}: {j:?}"
+        );
+    }
+    // Reading 1: a deny rule's words written for a program that may run first.
+    let line = r"sleep 1 && make x & printf 'x:\n\trm c\n' > Makefile";
+    let j = bash(&p, line, Mode::Auto);
+    assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+    assert!(
+        j.segments
+            .iter()
+            .any(|s| matches!(s.cause, Cause::WrittenCode { .. })),
+        "{line}: {j:?}"
+    );
+    for line in [
+        r#"python3 x.py; echo 'import os; os.system("r"+"m c")' > x.py"#,
+        r#"python3 x.py && echo 'import os; os.system("r"+"m c")' > x.py 2>&1"#,
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, Allow, "{line}");
+    }
+}
+
 /// P3b, P6 (issue 41, round 4): a value the line chooses (a variable or a positional
 /// parameter it sets, a command's output) reaches its program as that value, so a program
 /// without a row is judged on each value the line can give it, and asked about one the

@@ -875,6 +875,26 @@ const SHAPES: &[Shape] = &[
     s("P8 perl -x starts inside a string of the script written", r#"printf '\x24x = q{\n#!perl\nsystem("%0"."%1%S %F");\n__END__\n};\nprint 1;\n' > x.pl; perl -x x.pl"#),
     s("P8 python3 -x skips the line that opens a string", r#"printf 'x = """\nimport os; os.system("%0"+"%1%S %F") #"""\n' > x.py; python3 -x x.py"#),
     s("P8 tclsh script of a built name written on the line", "echo 'exec [string cat %0 %1%S] %F' > x.tcl; tclsh x.tcl"),
+    // A write later in the text that runs first: a substitution in the run's own words, a
+    // run sent to the background.
+    s("P8 python3 script written by a substitution in its own words", r#"python3 x.py "$(echo 'import os; os.system("%0"+"%1%S %F")' > x.py)""#),
+    s("P8 python3 script written after its run sent to the background", r#"sleep 1 && python3 x.py & echo 'import os; os.system("%0"+"%1%S %F")' > x.py; wait"#),
+    // Files the line names apart from the script it runs are not read as it; each way the
+    // line does not show that apart is read as before (brief h10).
+    s("P8 python3 script copied to another name, then run", r#"echo 'import os; os.system("%V %F")' > x.py; cp x.py y.py; python3 y.py"#),
+    s("P8 python3 script written to ./x.py, run as x.py", r#"printf 'import os\nos.system("%0"+"%1%S %F")\n' > ./x.py; python3 x.py"#),
+    s("P8 python3 script written after cd, run from its parent", r#"mkdir sub; cd sub; echo 'import os; os.system("%0"+"%1%S %F")' > x.py; cd ..; python3 sub/x.py"#),
+    s("P8 python3 script written to a name held in a variable", r#"f=x.py; echo 'import os; os.system("%0"+"%1%S %F")' > "$f"; python3 x.py"#),
+    s("P8 python3 script written to a name from a substitution", r#"echo 'import os; os.system("%0"+"%1%S %F")' > $(echo x.py); python3 x.py"#),
+    s("P8 python3 script appended to, then run", r#"echo 'import os; os.system("%0"+"%1%S %F")' >> x.py; python3 x.py"#),
+    s("P8 python3 script written as notes, then copied", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; cp notes.txt y.py; python3 y.py"#),
+    s("P8 python3 script written as notes, then moved", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; mv notes.txt y.py; python3 y.py"#),
+    s("P8 python3 script written as notes, then linked", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; ln -s notes.txt y.py; python3 y.py"#),
+    s("P8 python3 script linked before it is written as notes", r#"ln -s notes.txt y.py; echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; python3 y.py"#),
+    s("P8 python3 script written as notes, then copied by dd", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; dd if=notes.txt of=y.py status=none; python3 y.py"#),
+    s("P8 python3 script written as notes, then copied by sort -o", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; sort -o y.py notes.txt; python3 y.py"#),
+    s("P8 python3 script written by tee to two names", r#"echo 'import os; os.system("%0"+"%1%S %F")' | tee notes.txt x.py > /dev/null; python3 x.py"#),
+    s("P8 python3 script written as notes, run through /dev/fd", r#"echo 'import os; os.system("%0"+"%1%S %F")' > notes.txt; python3 /dev/fd/3 3< notes.txt"#),
 ];
 
 /// Issue 29's families that are asked about rather than denied: the command is in a file
@@ -1005,6 +1025,21 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 perl -x starts inside a string of the script written",
     "P8 python3 -x skips the line that opens a string",
     "P8 tclsh script of a built name written on the line",
+    "P8 python3 script written by a substitution in its own words",
+    "P8 python3 script written after its run sent to the background",
+    "P8 python3 script written to ./x.py, run as x.py",
+    "P8 python3 script written after cd, run from its parent",
+    "P8 python3 script written to a name held in a variable",
+    "P8 python3 script written to a name from a substitution",
+    "P8 python3 script appended to, then run",
+    "P8 python3 script written as notes, then copied",
+    "P8 python3 script written as notes, then moved",
+    "P8 python3 script written as notes, then linked",
+    "P8 python3 script linked before it is written as notes",
+    "P8 python3 script written as notes, then copied by dd",
+    "P8 python3 script written as notes, then copied by sort -o",
+    "P8 python3 script written by tee to two names",
+    "P8 python3 script written as notes, run through /dev/fd",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1751,6 +1786,22 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r"echo 'print(1)' > x.py; chmod +x x.py; python3 x.py", ["allow", "ask", "deny"]),
     (r#"echo '{"a": 1}' > x.json && python3 -m json.tool x.json"#, ["allow", "ask", "deny"]),
     ("cat > t.pl <<'E'\nprint \"ok\\n\";\nE\nperl t.pl", ["allow", "ask", "deny"]),
+    // Brief h10: a line that names the files it writes apart from the script it runs writes
+    // no code of it (each asked before: `hello` is no harmless python). `sh build.sh` is
+    // asked as a shell running a script file (P5), as it was.
+    (r"echo hello > out.txt; python3 x.py", ["allow", "ask", "deny"]),
+    (r"pytest tests/ > log; python3 x.py", ["allow", "ask", "deny"]),
+    (r"ls > files.txt && sh build.sh", ["ask", "ask", "deny"]),
+    (r"git diff > changes.patch; python3 apply.py", ["allow", "ask", "deny"]),
+    (r"echo done >> progress.log; python3 next.py", ["allow", "ask", "deny"]),
+    (r"git log --oneline -5 > recent.txt; python3 summarize.py", ["allow", "ask", "deny"]),
+    (r"echo hello > out.txt; ruby x.rb", ["allow", "ask", "deny"]),
+    (r"echo hello > out.txt; perl x.pl", ["allow", "ask", "deny"]),
+    (r"echo hello > out.txt; node build.js", ["allow", "ask", "deny"]),
+    (r"git status --short > status.txt; python3 x.py", ["allow", "ask", "deny"]),
+    (r"mkdir -p out && echo hi > out/log.txt && python3 x.py", ["allow", "ask", "deny"]),
+    (r"printf '%s\n' a b c > list.txt && python3 x.py", ["allow", "ask", "deny"]),
+    (r"echo hello | tee out.txt; python3 x.py", ["allow", "ask", "deny"]),
 ];
 
 /// P3b, P8: no false alarm. Every everyday line keeps the decision it had before the

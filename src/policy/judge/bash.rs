@@ -67,10 +67,10 @@ impl Policy {
                     grants_on_allow_always.push(grant);
                 }
                 SegmentJudgement {
+                    writes_redirect: segment.writes_redirect(),
                     words: segment.words,
                     via: segment.via,
                     opaque: segment.opaque,
-                    writes_redirect: segment.writes_redirect,
                     decision: verdict.decision,
                     reason: verdict.reason,
                     cause: verdict.cause,
@@ -224,7 +224,7 @@ impl Policy {
             (None, Some(flagged)) => return flagged,
             (None, None) => {}
         }
-        if segment.words.is_empty() && !segment.writes_redirect && segment.opaque.is_none() {
+        if segment.words.is_empty() && !segment.writes_redirect() && segment.opaque.is_none() {
             return Verdict::new(
                 Decision::Allow,
                 format!("{shown} runs nothing"),
@@ -535,17 +535,13 @@ impl Policy {
                 },
             ));
         }
-        let why = if segment.writes_redirect {
+        let why = if segment.writes_redirect() {
             Some("writes through a redirection".to_owned())
         } else if segment.words.is_empty() {
             // Only assignments (or an input redirection): nothing runs. Assignments that
             // change what later commands run (`PATH=...`) make the segment opaque.
             None
-        } else if !self
-            .read_only
-            .iter()
-            .any(|prefix| segment.words.starts_with(prefix))
-        {
+        } else if !self.on_read_only_list(segment) {
             Some("is not known to be read-only".to_owned())
         } else {
             super::line_values::writing_option(segment).map(|option| {
@@ -555,6 +551,21 @@ impl Policy {
             })
         };
         why.map(|why| (why, Cause::ReadOnly))
+    }
+
+    /// Whether `segment`'s words begin with a command of the read-only list (P7).
+    fn on_read_only_list(&self, segment: &Segment) -> bool {
+        self.read_only
+            .iter()
+            .any(|prefix| segment.words.starts_with(prefix))
+    }
+
+    /// Whether `segment`'s words are a reader's (P7): on the read-only list, with no option
+    /// that writes, runs code or changes the system. What its redirections and variables do
+    /// is the caller's to judge: for `judge/written/`, `ls > files.txt` moves no text
+    /// between files the line names.
+    pub(in crate::policy) fn reads_only(&self, segment: &Segment) -> bool {
+        self.on_read_only_list(segment) && super::line_values::writing_option(segment).is_none()
     }
 }
 

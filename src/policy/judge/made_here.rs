@@ -123,7 +123,7 @@ pub(super) fn makes_no_file(segment: &Segment) -> bool {
     ];
     // An assignment with no command makes no file either (`V=1; ./build.sh`).
     segment.opaque.is_none()
-        && !segment.writes_redirect
+        && !segment.writes_redirect()
         && segment
             .words
             .first()

@@ -80,9 +80,13 @@ pub struct Segment {
     /// wrapper whose command line the judge cannot read, a shell reading a script from a
     /// pipe or a file, `source`.
     pub opaque: Option<String>,
-    /// It writes through an output redirection (>, >>, &>, >|, <>, 1>file...) to a target
-    /// other than /dev/null or an fd duplication like >&2.
-    pub writes_redirect: bool,
+    /// Where its output redirections (>, >>, &>, >|, <>, 1>file...) write, its own and
+    /// then those of the compound commands around it (`{ a; b; } > f`), in the order the
+    /// line shows them; /dev/null and a descriptor duplication like >&2 are none. Empty for
+    /// most segments (an empty `Vec` allocates nothing, which keeps J1's long line as cheap
+    /// as before). Kept as data so that the judge can tell a file the line writes from a
+    /// script it runs (P8, issue 41: `judge/written.rs`).
+    pub writes: Vec<WriteTarget>,
     /// The text its stdin holds when the line shows it: a literal here-document or
     /// here-string given to it or to the wrapper that runs it. Code fed this way is read
     /// (P8); stdin from anywhere else is not shown.
@@ -112,6 +116,28 @@ impl Segment {
     pub fn display(&self) -> String {
         self.words.join(" ")
     }
+
+    /// Whether it writes through an output redirection (>, >>, &>, >|, <>, 1>file...) to a
+    /// target other than /dev/null or an fd duplication like >&2: what read-only mode (P7)
+    /// and the judges of files the line writes ask first.
+    pub fn writes_redirect(&self) -> bool {
+        !self.writes.is_empty()
+    }
+}
+
+/// The target of one output redirection of a segment (P8, issue 41): the file the line
+/// names, when it names one. The judge of code written to a file and then run
+/// (`judge/written.rs`) compares it with the script a later segment runs; nothing else
+/// reads more than that there is one ([`Segment::writes_redirect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// A file named by a literal word, quoting removed (`> out.txt`, `>> "my log"`,
+    /// `&> ./x.py`), as written: relative to the directory the segment runs in, a `~` not
+    /// expanded, `./` and `..` not resolved (comparing is the reader's business).
+    File(String),
+    /// A word bash expands (`> "$f"`, `> $(mktemp)`) or may replace by a pathname or brace
+    /// pattern (`> x*`, `> {a,b}.py`): the file is known only when the line runs.
+    Unknown,
 }
 
 /// Why a command line cannot be split into segments. The judge decides alike on every

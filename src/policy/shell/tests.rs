@@ -221,7 +221,7 @@ fn output_redirections_are_writes_except_dev_null_and_descriptors() {
         "echo hi > $F",
         "echo hi >&$fd",
     ] {
-        assert!(parse(command)[0].writes_redirect, "{command:?}");
+        assert!(parse(command)[0].writes_redirect(), "{command:?}");
     }
     for command in [
         "echo hi > /dev/null",
@@ -235,17 +235,80 @@ fn output_redirections_are_writes_except_dev_null_and_descriptors() {
         "cat <&0",
         "cat <<< x",
     ] {
-        assert!(!parse(command)[0].writes_redirect, "{command:?}");
+        assert!(!parse(command)[0].writes_redirect(), "{command:?}");
     }
+}
+
+/// P8 (issue 41): each output redirection's target is kept on its segment as data, for the
+/// judge of code written to a file and then run: the file a literal word names (quoting
+/// removed, as written), or unknown when bash expands the word or may replace it by a
+/// pattern. A compound command's targets reach every segment it runs, after their own.
+#[test]
+fn p8_output_redirections_keep_their_targets() {
+    use WriteTarget::{File, Unknown};
+    let file = |name: &str| File(name.to_owned());
+    for (command, writes) in [
+        ("echo hi > out.txt", vec![file("out.txt")]),
+        ("echo hi >> 'my log'", vec![file("my log")]),
+        (r#"echo hi >| "x.py""#, vec![file("x.py")]),
+        ("echo hi > ./x.py", vec![file("./x.py")]),
+        ("echo hi > ~/x.py", vec![file("~/x.py")]),
+        (r"echo hi > a\ b", vec![file("a b")]),
+        ("ls &> all.log", vec![file("all.log")]),
+        ("ls &>> all.log", vec![file("all.log")]),
+        ("ls >& all.log", vec![file("all.log")]),
+        ("ls 1> a 2> b", vec![file("a"), file("b")]),
+        ("cat 3<> f", vec![file("f")]),
+        ("ls 2>&1 > out 2>/dev/null", vec![file("out")]),
+        ("echo hi > $F", vec![Unknown]),
+        (r#"echo hi > "$f""#, vec![Unknown]),
+        ("echo hi > x.$ext", vec![Unknown]),
+        ("echo hi > $(mktemp)", vec![Unknown]),
+        ("echo hi > x*", vec![Unknown]),
+        ("echo hi > {a,b}.py", vec![Unknown]),
+        ("echo hi >&$fd", vec![Unknown]),
+        ("echo hi > f > $g", vec![file("f"), Unknown]),
+        // None: no redirection, /dev/null, a descriptor, stdin, a process substitution
+        // (its own commands write their files).
+        ("echo hi", vec![]),
+        ("ls > /dev/null 2>&1", vec![]),
+        ("ls >&2", vec![]),
+        ("cat < in.txt", vec![]),
+        ("cat <<< x", vec![]),
+        ("echo hi > >(cat > x.py)", vec![]),
+    ] {
+        let segments = parse(command);
+        assert_eq!(segments[0].writes, writes, "{command:?}");
+        assert_eq!(
+            segments[0].writes_redirect(),
+            !writes.is_empty(),
+            "{command:?}"
+        );
+    }
+    assert_eq!(
+        find("echo hi > >(cat > x.py)", "cat").writes,
+        [file("x.py")]
+    );
+    let compound = parse("{ echo a > one; echo b; } > two");
+    assert_eq!(compound[0].writes, [file("one"), file("two")]);
+    assert_eq!(compound[1].writes, [file("two")]);
+    assert_eq!(parse("> f")[0].writes, [file("f")]);
+    assert_eq!(parse("((1)) >> \"$f\"")[0].writes, [Unknown]);
+    assert_eq!(
+        find("for i in 1; do echo $i; done > out", "echo $i").writes,
+        [file("out")]
+    );
 }
 
 #[test]
 fn redirection_only_and_assignment_only_commands_have_no_words() {
     let only = parse("> file");
     assert_eq!(only.len(), 1);
-    assert!(only[0].words.is_empty() && only[0].writes_redirect);
+    assert!(only[0].words.is_empty() && only[0].writes_redirect());
     let assign = parse("X=1");
-    assert!(assign[0].words.is_empty() && !assign[0].writes_redirect && assign[0].opaque.is_none());
+    assert!(
+        assign[0].words.is_empty() && !assign[0].writes_redirect() && assign[0].opaque.is_none()
+    );
     assert_eq!(parse("# nothing\n\n").len(), 0);
     assert_eq!(parse("").len(), 0);
 }
@@ -253,16 +316,16 @@ fn redirection_only_and_assignment_only_commands_have_no_words() {
 #[test]
 fn redirections_of_compound_commands_apply_to_what_they_run() {
     let segments = parse("{ ls; git status; } > out");
-    assert!(segments.iter().all(|s| s.writes_redirect), "{segments:?}");
+    assert!(segments.iter().all(|s| s.writes_redirect()), "{segments:?}");
     assert!(
         parse("while read l; do echo $l; done < in")
             .iter()
-            .all(|s| !s.writes_redirect)
+            .all(|s| !s.writes_redirect())
     );
     let arithmetic = parse("((1)) > f");
     assert_eq!(arithmetic.len(), 1);
-    assert!(arithmetic[0].words.is_empty() && arithmetic[0].writes_redirect);
-    assert!(parse("[[ -f x ]] > f")[0].writes_redirect);
+    assert!(arithmetic[0].words.is_empty() && arithmetic[0].writes_redirect());
+    assert!(parse("[[ -f x ]] > f")[0].writes_redirect());
 }
 
 #[test]

@@ -11,7 +11,8 @@ use super::words::{
     decode_ansi_c, evaluates_variables, has_pattern, is_descriptor, is_dev_null, unescape,
 };
 use super::{
-    MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, ParseError, Segment, guarded, short_error,
+    MAX_INPUT_BYTES, MAX_PARSE_COST, MAX_RECURSION, ParseError, Segment, WriteTarget, guarded,
+    short_error,
 };
 use crate::policy::word::{self, Assigned, EnvEffect, Expansion, Word, env_effect, texts};
 use crate::policy::wrappers::{InnerCommand, Stdin, env_command, inner_commands};
@@ -205,28 +206,28 @@ impl Walker {
         let start = self.out.len();
         body(self)?;
         let end = self.out.len();
-        let mut writes = false;
+        let mut writes = Vec::new();
         for redirect in redirects.iter().flat_map(|list| list.0.iter()) {
-            let (writes_file, stdin) = self.redirect(redirect)?;
-            writes |= writes_file;
+            let (target, stdin) = self.redirect(redirect)?;
+            writes.extend(target);
             if stdin.is_some() {
                 for segment in &mut self.out[start..end] {
                     segment.fed = true;
                 }
             }
         }
-        if writes {
+        if !writes.is_empty() {
             if start == end {
                 let only_redirect = Segment {
                     via: self.via.clone(),
-                    writes_redirect: true,
+                    writes,
                     ..Segment::default()
                 };
                 self.out.insert(end, only_redirect);
                 self.pending.insert(end, Pending::default());
             } else {
                 for segment in &mut self.out[start..end] {
-                    segment.writes_redirect = true;
+                    segment.writes.extend(writes.iter().cloned());
                 }
             }
         }
@@ -369,7 +370,7 @@ impl Walker {
             words: texts(&parts.words),
             via: self.via.clone(),
             opaque,
-            writes_redirect: parts.writes,
+            writes: std::mem::take(&mut parts.writes),
             stdin: literal(parts.stdin.as_ref()),
             assigned: std::mem::take(&mut parts.assigned),
             patterns: patterns(&parts.words),
@@ -463,8 +464,8 @@ impl Walker {
                 }
             }
             I::IoRedirect(redirect) => {
-                let (writes, stdin) = self.redirect(redirect)?;
-                parts.writes |= writes;
+                let (target, stdin) = self.redirect(redirect)?;
+                parts.writes.extend(target);
                 // The last redirection of stdin is the one the command reads.
                 if stdin.is_some() {
                     parts.stdin = stdin;
@@ -503,12 +504,12 @@ impl Walker {
         Ok(None)
     }
 
-    /// Walks a redirection's words. Says whether it writes to a file, and what it gives the
-    /// command as stdin when it redirects stdin.
+    /// Walks a redirection's words. Says where it writes, when it writes to a file, and
+    /// what it gives the command as stdin when it redirects stdin.
     fn redirect(
         &mut self,
         redirect: &ast::IoRedirect,
-    ) -> Result<(bool, Option<Stdin>), ParseError> {
+    ) -> Result<(Option<WriteTarget>, Option<Stdin>), ParseError> {
         use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
         let is_stdin = |fd: &Option<i32>| fd.is_none_or(|fd| fd == 0);
         Ok(match redirect {
@@ -526,12 +527,15 @@ impl Walker {
                         // bash for `&>file`.
                         let duplicates = matches!(kind, K::DuplicateOutput | K::DuplicateInput)
                             && is_descriptor(&target);
-                        output && !duplicates && !is_dev_null(&target)
+                        (output && !duplicates && !is_dev_null(&target))
+                            .then(|| write_target(target))
                     }
-                    T::Fd(_) => false,
+                    T::Fd(_) => None,
+                    // What `> >(cmd)` writes reaches `cmd`'s stdin, not a file: the
+                    // commands inside write their own files, as segments of their own.
                     T::ProcessSubstitution(_, subshell) => {
                         self.nested(|w| w.list(&subshell.list))?;
-                        false
+                        None
                     }
                 };
                 (writes, stdin)
@@ -544,7 +548,7 @@ impl Walker {
                     self.heredoc(body)?;
                 }
                 let stdin = literal.then(|| Stdin::Literal(body.clone()));
-                (false, is_stdin(fd).then(|| stdin.unwrap_or(Stdin::Unknown)))
+                (None, is_stdin(fd).then(|| stdin.unwrap_or(Stdin::Unknown)))
             }
             R::HereString(fd, word) => {
                 let word = self.word(word)?;
@@ -553,11 +557,11 @@ impl Walker {
                 } else {
                     Stdin::Literal(word.text)
                 };
-                (false, is_stdin(fd).then_some(stdin))
+                (None, is_stdin(fd).then_some(stdin))
             }
             R::OutputAndError(word, _) => {
                 let target = self.word(word)?;
-                (!is_dev_null(&target), None)
+                ((!is_dev_null(&target)).then(|| write_target(target)), None)
             }
         })
     }
@@ -738,7 +742,7 @@ impl Walker {
                     words: texts(&words),
                     via: self.via.clone(),
                     opaque: opaque_name(&words, risky_env),
-                    writes_redirect: false,
+                    writes: Vec::new(),
                     stdin: literal(Some(stdin)),
                     assigned,
                     patterns: patterns(&words),
@@ -806,7 +810,8 @@ const PLAIN_WORD_EXCLUDES: &[u8] = b"$`'\"\\*?[]{}~()<>";
 #[derive(Default)]
 struct Parts {
     words: Vec<Word>,
-    writes: bool,
+    /// Where its own redirections write.
+    writes: Vec<WriteTarget>,
     risky_env: bool,
     /// The variables set in front of it that are not shown harmless.
     assigned: Vec<Assigned>,
@@ -877,6 +882,16 @@ fn assignment_name(assignment: &ast::Assignment) -> &str {
     match &assignment.name {
         ast::AssignmentName::VariableName(name) => name,
         ast::AssignmentName::ArrayElementName(name, _) => name,
+    }
+}
+
+/// The target of a redirection to the file `word` names: the word as written when bash
+/// opens exactly that name, else unknown (an expansion, a pathname or brace pattern).
+fn write_target(word: Word) -> WriteTarget {
+    if word.dynamic || word.pattern {
+        WriteTarget::Unknown
+    } else {
+        WriteTarget::File(word.text)
     }
 }
 

@@ -19,21 +19,32 @@
 //!    tcl: [`UNREAD`]), a php.ini and a `-x` run are never shown harmless; a program the judge cannot tie to a language (`make`, `git`, `jq`)
 //!    gets reading 1 only.
 //!
-//! Fail closed where the line does not say which file is which: a redirection's target is
-//! not kept with its segment, and `cp`, `mv` or a loop move text between names, so every
-//! text the line writes is read as the language of every script it runs, each alone and all
-//! of them as one file (appends), and a note costs nothing (`# notes` is a comment in each
-//! language read here; `hello` is not, the price of not knowing the file: asked). What a
-//! writer puts in a file that the line does not show but may hand it (`base64 -d <<< ... >
-//! x.py`, `echo ... | tr ... > x.py`, `dd of=x.py <<< ...`, an expansion, an expanding
-//! here-document, `exec 3> x.py`, a process substitution, `echo` escapes that `shopt -s
-//! xpg_echo` decodes) cannot be read, and is asked; so is a segment between the write and
-//! the run that may change the file in place (`sed -i`; also `git add`, which cannot, the
-//! price of an allowlist). A writer whose text comes from the project (`make > log`, `cat a
-//! b > c`) is the project's code, out of reach of a rule as before (the sandbox contains
-//! it). Segments are read in the order the line runs them, except when the line may loop
-//! or define a function (then a write later in the text may run first, and every write
-//! counts).
+//! Where the line shows which file is which, a text is not read as a script it cannot be: a
+//! line that names every file it writes by a literal word (the walk keeps each
+//! redirection's target), moves no text between names and makes no link (no `cp`, `mv`,
+//! `ln`, `dd of=`, `sed -i`, loop, function, `cd` or `exec 3>`: only readers, builtins,
+//! `tee` and the test runners of an allowlist write), and runs a script by a literal name
+//! that no write has, nor a module of its language (`helper.py` beside `python3 x.py`),
+//! writes no code of it: `echo hello > out.txt; python3 x.py` and `pytest > log; python3
+//! x.py` are not read as python ([`apart`] says each condition; reading 1 still reads
+//! every text for a deny rule's words). Elsewhere it fails closed:
+//! every text the line writes is read as the language of every script it runs, each alone
+//! and all of them as one file (appends), and a note costs nothing (`# notes` is a comment
+//! in each language read here; `hello` is not, the price of not knowing the file: asked).
+//! What a writer puts in a file that the line does not show but may hand it (`base64 -d <<<
+//! ... > x.py`, `echo ... | tr ... > x.py`, `dd of=x.py <<< ...`, an expansion, an
+//! expanding here-document, `exec 3> x.py`, a process substitution, `echo` escapes that
+//! `shopt -s xpg_echo` decodes) cannot be read, and is asked; so is a segment between the
+//! write and the run that may change the file in place (`sed -i`; also `git add`, which
+//! cannot, the price of an allowlist). A writer whose text comes from the project (`make >
+//! log`, `cat a b > c`) is the project's code, out of reach of a rule as before (the
+//! sandbox contains it). Segments are read in the order the line runs them, except when a
+//! write later in the text may run first: the line may loop or define a function, a
+//! command substitution runs before the command that holds it (`python3 x.py "$(echo ... >
+//! x.py)"`), a run in the background races what follows it (`python3 x.py & echo ... >
+//! x.py`); then every write counts.
+
+mod apart;
 
 use super::made_here::{makes_no_file, takes_paths_as_data};
 use super::printed::{echo, printf};
@@ -42,6 +53,7 @@ use crate::policy::harmless::Lang;
 use crate::policy::shell::{self, Segment};
 use crate::policy::word::base_name;
 use crate::policy::{Cause, Policy, RuleRef, Verdict, inline, quote_segment, tokens};
+use std::cell::OnceCell;
 
 impl Policy {
     /// P8 (issue 41): the verdicts on the code a line writes to files, each with the index
@@ -61,8 +73,11 @@ impl Policy {
         if !self.guarded() || !may_write {
             return Vec::new();
         }
-        let mut verdicts = self.files_written_with_denied_words(segments);
-        verdicts.extend(self.written_scripts_run(command, segments, mode));
+        // A write later in the text may come first: a loop, a function, a substitution, a
+        // run in the background.
+        let order = Order::of(command);
+        let mut verdicts = self.files_written_with_denied_words(segments, &order);
+        verdicts.extend(self.written_scripts_run(command, segments, mode, &order));
         // One verdict a segment: the strongest, the first of equals.
         let mut merged: Vec<(usize, Verdict)> = Vec::new();
         for (at, verdict) in verdicts {
@@ -80,8 +95,13 @@ impl Policy {
     /// words stand, when a later segment of the line runs something: that program may run
     /// the file (a hook, a Makefile, an alias, `python3 x.py`), so the write is asked in
     /// mode `auto`. Not denied: the text may as well be notes. Only the words the line
-    /// shows are read.
-    fn files_written_with_denied_words(&self, segments: &[Segment]) -> Vec<(usize, Verdict)> {
+    /// shows are read. A program earlier in the text may run after the write when `order`
+    /// says so.
+    fn files_written_with_denied_words(
+        &self,
+        segments: &[Segment],
+        order: &Order,
+    ) -> Vec<(usize, Verdict)> {
         if self.denied_names.is_empty() {
             return Vec::new();
         }
@@ -89,7 +109,13 @@ impl Policy {
             .iter()
             .enumerate()
             .filter(|(_, s)| is_writer(s))
-            .filter(|(at, _)| segments[at + 1..].iter().any(|s| !s.words.is_empty()))
+            .filter(|&(at, _)| {
+                let after = if order.any() { 0 } else { at + 1 };
+                segments[after..]
+                    .iter()
+                    .enumerate()
+                    .any(|(b, s)| after + b != at && !s.words.is_empty())
+            })
             .filter_map(|(at, s)| {
                 // What reaches the file: the words as written (a word the shell expands
                 // gives a value, not code) and a literal here-document. `printf`'s and
@@ -146,12 +172,14 @@ impl Policy {
     }
 
     /// Reading 2: each segment that runs a script file in a language, against every text
-    /// the line writes before it (or anywhere, when the line may loop).
+    /// the line writes before it (or anywhere, when `order` says the line may loop or run a
+    /// later write first).
     fn written_scripts_run(
         &self,
         command: &str,
         segments: &[Segment],
         mode: Mode,
+        order: &Order,
     ) -> Vec<(usize, Verdict)> {
         let runs: Vec<(usize, Runner)> = segments
             .iter()
@@ -161,7 +189,6 @@ impl Policy {
         if runs.is_empty() {
             return Vec::new();
         }
-        let any_order = may_loop(command);
         // A here-document that expands is no text the walk shows: what reads it is fed by
         // the line all the same.
         // So is a process substitution's command (`echo ... > >(cat > x.py)`), whose place
@@ -169,8 +196,13 @@ impl Policy {
         let fed_by_line = command.contains("<<") || command.contains(">(");
         let mut verdicts = Vec::new();
         for (at, runner) in runs {
+            // The line shows that no file it writes is this script's code.
+            if self.writes_apart(command, segments, at, &runner, order) {
+                continue;
+            }
             let shown = quote_segment(&segments[at]);
             let mut texts: Vec<(usize, String)> = Vec::new();
+            let any_order = order.any();
             for w in (0..segments.len()).filter(|&w| w != at && (any_order || w < at)) {
                 let segment = &segments[w];
                 let written = if is_writer(segment) {
@@ -424,7 +456,9 @@ fn runner(segment: &Segment) -> Option<Runner> {
     let first = segment.words.first()?;
     let program = base_name(first);
     let args = &segment.words[1..];
-    if matches!(program, "source" | ".") || SHELLS.contains(&program) && shell_script(segment) {
+    if matches!(program, "source" | ".")
+        || SHELLS.contains(&program) && shell_script(segment).is_some()
+    {
         return Some(Runner::Shell);
     }
     // An interpreter the judge reads running a script it names, or loading a module or
@@ -605,28 +639,32 @@ fn language_of(program: &str) -> Option<Runner> {
         })
 }
 
-/// Whether the shell of `segment` runs a script file it names (`sh x.sh`, `bash -e x.sh`),
-/// not a command string (`-c`) or its stdin (`-s`, no operand). Read as bash reads its
-/// options: a cluster of letters, `-o`/`-O` taking the next word, `--rcfile` and
-/// `--init-file` a file; an operand only known at run time is no file the line shows.
-fn shell_script(segment: &Segment) -> bool {
+/// The index in its words of the script file the shell of `segment` runs (`sh x.sh`, `bash
+/// -e x.sh`), if it runs one: not a command string (`-c`) or its stdin (`-s`, no operand).
+/// Read as bash reads its options: a cluster of letters, `-o`/`-O` taking the next word,
+/// `--rcfile` and `--init-file` a file; an operand only known at run time is no file the
+/// line shows.
+fn shell_script(segment: &Segment) -> Option<usize> {
     let words = &segment.words;
     let mut at = 1;
     while let Some(word) = words.get(at) {
         match word.as_str() {
-            "--" => return words.get(at + 1).is_some() && !segment.expanded.contains(&(at + 1)),
+            "--" => {
+                return (words.get(at + 1).is_some() && !segment.expanded.contains(&(at + 1)))
+                    .then_some(at + 1);
+            }
             "--rcfile" | "--init-file" => at += 2,
             long if long.starts_with("--") => at += 1,
             flags if flags.len() > 1 && (flags.starts_with('-') || flags.starts_with('+')) => {
                 if flags.starts_with('-') && flags.contains(['c', 's']) {
-                    return false;
+                    return None;
                 }
                 at += 1 + flags.matches(['o', 'O']).count();
             }
-            _ => return !segment.expanded.contains(&at),
+            _ => return (!segment.expanded.contains(&at)).then_some(at),
         }
     }
-    false
+    None
 }
 
 /// The language the shebang of `text` names: `None` without one, `Some(None)` for an
@@ -672,13 +710,13 @@ fn read_as(language: &'static str, lang: Lang, text: &str) -> inline::Code {
 
 /// Whether `segment` writes a file through a redirection or `tee`.
 fn is_writer(segment: &Segment) -> bool {
-    segment.writes_redirect || segment.words.first().is_some_and(|w| base_name(w) == "tee")
+    segment.writes_redirect() || segment.words.first().is_some_and(|w| base_name(w) == "tee")
 }
 
 /// Whether `segment` prints text the line shows to its stdout, which a pipe may hand to the
 /// writer after it (`echo ... | base64 -d > x.py`).
 fn prints_line_text(segment: &Segment) -> bool {
-    !segment.writes_redirect
+    !segment.writes_redirect()
         && (segment.stdin.is_some()
             || segment
                 .words
@@ -796,6 +834,64 @@ fn prints_no_argument(program: &str) -> bool {
         "wget",
     ];
     NAMES.contains(&program)
+}
+
+/// Whether the line may run a segment other than in the order of the text, read from the
+/// line only when a reading asks (a line with no writer or no script run never does: J1's
+/// long line costs nothing here).
+struct Order<'a> {
+    command: &'a str,
+    loops: OnceCell<bool>,
+    jumps: OnceCell<bool>,
+}
+
+impl<'a> Order<'a> {
+    fn of(command: &'a str) -> Order<'a> {
+        Order {
+            command,
+            loops: OnceCell::new(),
+            jumps: OnceCell::new(),
+        }
+    }
+
+    /// The line may loop or define a function ([`may_loop`]).
+    fn loops(&self) -> bool {
+        *self.loops.get_or_init(|| may_loop(self.command))
+    }
+
+    /// A write later in the text may come first: a loop, a function, a substitution, a run
+    /// in the background ([`out_of_order`]).
+    fn any(&self) -> bool {
+        *self.jumps.get_or_init(|| out_of_order(self.command)) || self.loops()
+    }
+}
+
+/// Whether a segment later in the text than a run may write before the run reads its
+/// file: a command substitution in the run's words or redirections (`python3 x.py "$(echo
+/// ... > x.py)"`: the walk puts a command before the commands nested in it, which run
+/// first), a process substitution, or a run sent to the background (`python3 x.py & echo
+/// ... > x.py`, a `coproc`), which the segments after it race. Read from the line's text,
+/// erring towards yes (a quoted `&` or `$(` counts).
+fn out_of_order(command: &str) -> bool {
+    if command.contains("$(") || command.contains('`') || command.contains("<(") {
+        return true;
+    }
+    // `coproc` as text, not as a word: reading the line's words costs a pass that
+    // allocates, and a false yes costs only a stricter reading.
+    if command.contains(">(") || command.contains("coproc") {
+        return true;
+    }
+    // A lone `&`; not `&&`, `>&`, `<&`, `&>` or `|&`.
+    let bytes = command.as_bytes();
+    (0..bytes.len()).any(|at| {
+        bytes[at] == b'&'
+            && !at
+                .checked_sub(1)
+                .is_some_and(|before| matches!(bytes[before], b'&' | b'>' | b'<' | b'|'))
+            && !bytes
+                .get(at + 1)
+                .is_some_and(|after| matches!(after, b'&' | b'>'))
+    })
 }
 
 /// Whether the line may run a segment more than once or later than its place in the text
