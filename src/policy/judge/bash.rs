@@ -1,5 +1,6 @@
 //! The bash judge: a command line segment by segment (P1-P8).
 
+use super::line_values::{self, SHELL_ONLY};
 use crate::config::{Decision, Mode};
 use crate::policy::shell::{self, Segment};
 use crate::policy::{
@@ -544,7 +545,7 @@ impl Policy {
         } else if !self.on_read_only_list(segment) {
             Some("is not known to be read-only".to_owned())
         } else {
-            super::line_values::writing_option(segment).map(|option| {
+            line_values::writing_option(segment).map(|option| {
                 format!(
                     "is not known to be read-only (`{option}` writes, runs code or changes the system)"
                 )
@@ -565,7 +566,7 @@ impl Policy {
     /// is the caller's to judge: for `judge/written/`, `ls > files.txt` moves no text
     /// between files the line names.
     pub(in crate::policy) fn reads_only(&self, segment: &Segment) -> bool {
-        self.on_read_only_list(segment) && super::line_values::writing_option(segment).is_none()
+        self.on_read_only_list(segment) && line_values::writing_option(segment).is_none()
     }
 }
 
@@ -602,13 +603,6 @@ fn keep_standalone_assignments_that_may_be_exported(segments: &mut [Segment]) {
         });
     }
 }
-
-/// Builtins that run no program and read no exported variable: after a standalone
-/// assignment they inherit nothing from it. An allowlist; anything else may be a program.
-pub(in crate::policy) const SHELL_ONLY: &[&str] = &[
-    "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
-    "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
-];
 
 /// The inline code of `segment` ([`inline::inline_code`]), opaque when what the program
 /// gets as code depends on a word the shell expands when the line runs (P8, issue 41):

@@ -8,7 +8,6 @@
 //! `logsave /dev/null rm c`. A value the judge cannot know is opaque, asked in mode `auto`
 //! under a deny or ask rule, unless the program is known to take its arguments as data.
 
-use super::bash::SHELL_ONLY;
 use super::made_here::takes_paths_as_data;
 use crate::config::{Decision, Mode};
 use crate::policy::shell::{KnownValue, Segment, ValueReading};
@@ -193,3 +192,11 @@ fn with_values(segment: &Segment, chosen: &[(usize, &KnownValue)]) -> (Segment, 
     let shown = format!("read with {} (set on the line)", shown.join(", "));
     (variant, shown)
 }
+
+/// Builtins that run no program and read no exported variable: after a standalone
+/// assignment they inherit nothing from it (`bash.rs`), and a value the line gives them
+/// is data. An allowlist; anything else may be a program.
+pub(in crate::policy) const SHELL_ONLY: &[&str] = &[
+    "echo", "printf", "test", "[", "[[", ":", "true", "false", "cd", "pwd", "read", "shift",
+    "return", "exit", "unset", "local", "set", "shopt", "let", "break", "continue",
+];
