@@ -11,6 +11,12 @@ use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 use std::path::Path;
+
+/// How long a `session/load` waits for the connection holding its session to end before
+/// calling it in use: an editor that quits and reconnects at once reaches the daemon
+/// before the end of its old connection is read (a few milliseconds on a busy machine).
+/// Only a load that would otherwise fail waits.
+const HOLDER_ENDING: std::time::Duration = std::time::Duration::from_secs(1);
 use std::sync::Arc;
 
 /// The session's config options: the model (from `[model] models`, else just the
@@ -302,9 +308,22 @@ impl AcpService {
                 .is_some_and(|c| !c.peer.is_closed())
         };
         if self.live.bind(session_id, ctx.peer.id(), live).is_err() {
-            return Err(RpcError::invalid_request(format!(
-                "session {session_id} is in use by another connection"
-            )));
+            // The holder may be an editor's connection whose end is in flight: it quit
+            // and reconnected at once, its socket is closed, and the daemon has not yet
+            // read that end. Wait a moment for it to end, then claim once more; a
+            // connection still open after that holds the session.
+            let holder = self
+                .live
+                .bound_to(session_id)
+                .and_then(|peer| self.connections.get(&peer).map(|c| c.peer.closed()));
+            if let Some(closed) = holder {
+                let _ = tokio::time::timeout(HOLDER_ENDING, closed.cancelled()).await;
+            }
+            if self.live.bind(session_id, ctx.peer.id(), live).is_err() {
+                return Err(RpcError::invalid_request(format!(
+                    "session {session_id} is in use by another connection"
+                )));
+            }
         }
         let attached = self.attach_claimed(ctx, session_id, replay).await;
         if attached.is_err() {

@@ -1000,3 +1000,29 @@ async fn t10_a_malformed_task_id_is_an_error_not_a_task() {
     drop(c);
     daemon.stop().await;
 }
+
+/// T14: an editor that quits and reconnects at once loads its session. Its old
+/// connection's socket is closed, but the daemon may not have read that end yet when the
+/// new connection's `session/load` arrives; the session is not "in use" by a connection
+/// whose end is in flight. 200 reconnects in a row, each load straight after the drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn t14_an_editor_reconnecting_at_once_loads_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = SocketDaemon::start(dir.path(), "").await;
+    let ws = workspace(dir.path(), "ws");
+    let mut c = daemon.connect().await;
+    let s = c.new_session(&ws).await;
+    for round in 0..200 {
+        drop(c);
+        c = daemon.connect().await;
+        let loaded = c
+            .request(
+                "session/load",
+                json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+            )
+            .await;
+        assert!(loaded.is_ok(), "round {round}: {loaded:?}");
+    }
+    drop(c);
+    daemon.stop().await;
+}
