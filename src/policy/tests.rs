@@ -1097,6 +1097,42 @@ fn p8_issue_41_a_write_later_in_the_text_may_come_first() {
 /// judge cannot know. A variable the line leaves alone keeps its reading as written. (The
 /// walk-around table shows each hole deleting a canary in plain bash first; each of these
 /// lines was allowed before.)
+/// P3b, P6, P8 (issue 41): a wrapper, a program with a row or an interpreter handed a value
+/// the line sets finds its options in that value: each known value is judged as the line
+/// it makes, written out. These were allowed: the rows read `$o` as written.
+#[test]
+fn p3b_p6_p8_issue_41_a_row_reads_the_values_the_line_gives_it() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for (line, decision) in [
+        ("o=--pre=rm; rg $o x c", Deny),
+        ("e=-e; perl $e 'system q(rm c)'", Deny),
+        ("o=-exec; find . -name c $o rm c \\;", Deny),
+        ("x=--to-command=rm; tar $x -xf a.tar", Deny),
+        ("p=sh; logsave /dev/null $p <<< 'rm c'", Ask),
+        ("for o in -n -exec; do find . $o rm c \\;; done", Deny),
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, decision, "{line}: {}", j.reason);
+        assert_eq!(
+            bash(&policy(&[]), line, Mode::Auto).decision,
+            Allow,
+            "{line}: without a rule, auto allows it"
+        );
+    }
+    // Values that make nothing a rule names keep their decisions, in every mode.
+    for (line, auto, ask) in [
+        ("o=--hidden; rg $o x", Allow, Ask),
+        ("e=-c; python3 $e 'print(1)'", Allow, Ask),
+        ("b=main; git checkout $b", Allow, Ask),
+        ("n=3; git log -$n", Allow, Ask),
+        ("v=1.2.3; git tag v$v", Allow, Ask),
+        ("for p in core cli; do cargo test -p $p; done", Allow, Ask),
+    ] {
+        assert_eq!(bash(&p, line, Mode::Auto).decision, auto, "{line}");
+        assert_eq!(bash(&p, line, Mode::Ask).decision, ask, "{line}");
+    }
+}
+
 #[test]
 fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
     let p = policy(&[(Some("rm"), Deny)]);

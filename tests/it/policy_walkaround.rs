@@ -826,6 +826,12 @@ const SHAPES: &[Shape] = &[
     s("P6 node an unknown program is handed", r#"logsave /dev/null node -e "require('child_process').execSync('%0'+'%1%S %F')""#),
     s("P6 an interpreter an unknown program is handed, with code", r#"logsave /dev/null perl -e 'system("%0"."%1%S %F")'"#),
     s("P6 an interpreter an unknown program is handed, reading a pipe", r#"printf 'system("%0%s %F")' %1%S | logsave /dev/null perl"#),
+    // A wrapper, a program with a row or an interpreter finds its options in a value the line
+    // sets (issue 41): each known value is judged as the line it makes.
+    s("P8 an interpreter's -e in a variable the line sets", r#"e=-e; perl $e 'system("%V %F")'"#),
+    s("P3b find's -exec in a variable the line sets", r#"o=-exec; find . -maxdepth 1 -name %C $o %V %F \;"#),
+    s("P3b find's -exec in a loop's words", r#"for o in -print -exec; do find . -maxdepth 1 -name %C $o %V %F \; ; done"#),
+    s("P6 a shell in a variable the line hands an unknown program", "p=sh; logsave /dev/null $p <<< '%V %F'"),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
     s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
     s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),

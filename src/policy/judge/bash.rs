@@ -214,7 +214,7 @@ impl Policy {
                     .or_else(|| self.runs_denied_argument(&segment.words))
                     .or_else(|| self.runs_opaque_argument(segment, mode))
                     // Issue 41: the values the line chooses, read as written out.
-                    .or_else(|| self.judge_line_values(segment, mode, globs))
+                    .or_else(|| self.judge_line_values(segment, mode, grants, globs))
                     // Issue 41: a shell or an interpreter it is handed.
                     .or_else(|| self.runs_code_through_argument(segment, mode, globs))
             })

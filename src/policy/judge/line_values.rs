@@ -2,18 +2,21 @@
 //!
 //! A word bash expands reaches its program as a value. The shell walk reads each word that
 //! holds a value the line itself chooses (a variable or positional parameter it sets, a
-//! command's output: [`crate::policy::shell::LineValue`]); here a program without a row
-//! (the programs whose other words the tables read as data) is judged on each value as it
-//! would be on that value written out: `x=rm; logsave /dev/null $x c` as
-//! `logsave /dev/null rm c`. A value the judge cannot know is opaque, asked in mode `auto`
-//! under a deny or ask rule, unless the program is known to take its arguments as data.
+//! command's output: [`crate::policy::shell::LineValue`]); here a program is judged on each
+//! value as it would be on that value written out. A program without a row (whose other
+//! words the tables read as data): `x=rm; logsave /dev/null $x c` as `logsave /dev/null rm
+//! c`; a value the judge cannot know is opaque, asked in mode `auto` under a deny or ask
+//! rule, unless the program is known to take its arguments as data. A wrapper, a program
+//! with a row or an interpreter, which finds its options in its words: the line each known
+//! value makes, judged again by the bash judge (`e=-e; perl $e '...'` as `perl -e '...'`).
 
 use super::made_here::takes_paths_as_data;
+use super::unknown_wrapper::command_line;
 use crate::config::{Decision, Mode};
 use crate::policy::shell::{KnownValue, Segment, ValueReading};
 use crate::policy::word::base_name;
 use crate::policy::{
-    Cause, Policy, Verdict, embedded, globs, inline, read_only, shorten, wrappers,
+    Cause, Grant, Policy, Verdict, embedded, globs, inline, read_only, shorten, wrappers,
 };
 
 /// Most readings of one segment judged; a segment with more is unknown.
@@ -35,18 +38,18 @@ impl Policy {
         &self,
         segment: &Segment,
         mode: Mode,
+        grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
         if segment.line_values.is_empty() || segment.opaque.is_some() {
             return None;
         }
         let program = base_name(segment.words.first()?);
-        // A wrapper or a program with a row reads an expansion as opaque already.
         if wrappers::is_wrapper(program)
             || embedded::has_row(program)
             || inline::is_interpreter(program)
         {
-            return None;
+            return self.row_read_by_value(segment, mode, grants, globs);
         }
         let unknown = match variants(segment) {
             Ok(variants) => {
@@ -54,7 +57,8 @@ impl Policy {
                     let verdict = self
                         .names_denied_command(&variant, globs)
                         .or_else(|| self.runs_denied_argument(&variant.words))
-                        .or_else(|| self.runs_opaque_argument(&variant, mode));
+                        .or_else(|| self.runs_opaque_argument(&variant, mode))
+                        .or_else(|| self.runs_code_through_argument(&variant, mode, globs));
                     if let Some(verdict) = verdict {
                         return Some(Verdict {
                             reason: format!("{shown}: {}", verdict.reason),
@@ -87,6 +91,58 @@ impl Policy {
             format!("`{program}` has no row in the tables, and {why}"),
             Cause::Opaque { why },
         ))
+    }
+
+    /// A wrapper, a program with a row or an interpreter finds its options, and the
+    /// command lines or code they carry, in its words, so a known value is read by judging
+    /// the line that value makes, written out, with the bash judge itself: `o=--pre=rm; rg
+    /// $o x c` as `rg --pre=rm x c`, `e=-e; perl $e '...'` as `perl -e '...'`. Denied when
+    /// a value is; asked in mode `auto` when one is asked (in mode `ask` every line is, and
+    /// read-only mode reads the values itself, `writing_option`). A value the judge cannot
+    /// know is left to the row, which reads the word as written (a gap: an unknown value
+    /// may be an option that runs code).
+    fn row_read_by_value(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
+        // Only a known value changes the line; judging it again unchanged would never end.
+        if !segment
+            .line_values
+            .iter()
+            .any(|v| matches!(v.reading, ValueReading::Known(_)))
+        {
+            return None;
+        }
+        let variants = match variants(segment) {
+            Ok(variants) => variants,
+            Err(why) if mode == Mode::Auto && self.guarded() => {
+                return Some(Verdict::new(
+                    Decision::Ask,
+                    why.clone(),
+                    Cause::Opaque { why },
+                ));
+            }
+            Err(_) => return None,
+        };
+        variants
+            .into_iter()
+            .filter_map(|(variant, shown)| {
+                let line = command_line(&variant, 0);
+                let judged = self.judge_bash(&line, mode, grants, globs);
+                let flagged = judged.decision == Decision::Deny
+                    || judged.decision == Decision::Ask && mode == Mode::Auto;
+                flagged.then(|| {
+                    Verdict::new(
+                        judged.decision,
+                        format!("{shown}: {}", judged.reason),
+                        judged.cause,
+                    )
+                })
+            })
+            .max_by_key(|v| v.decision)
     }
 }
 

@@ -100,7 +100,7 @@ fn runs_code(words: &[String]) -> bool {
 /// they are, expansions and patterns left to expand, and the stdin the line gives the
 /// segment (a literal as a here-string, one it does not show left unknown); with none,
 /// dsh's own stdin, /dev/null, which holds nothing.
-fn command_line(segment: &Segment, at: usize) -> String {
+pub(super) fn command_line(segment: &Segment, at: usize) -> String {
     let mut line = String::new();
     for (index, word) in segment.words.iter().enumerate().skip(at) {
         if index > at {
