@@ -22,6 +22,12 @@ use crate::policy::{
 /// Most readings of one segment judged; a segment with more is unknown.
 const MAX_VARIANTS: usize = 64;
 
+thread_local! {
+    /// Set while the line a value makes is judged (`row_read_by_value`): the judge is
+    /// pure and runs on the caller's thread, so this marks one judgement's own recursion.
+    static READING_BY_VALUE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Builtins and programs that take a value they are given as data, never as a command
 /// to run, besides [`SHELL_ONLY`], the readers and [`takes_paths_as_data`]: `kill
 /// $(pgrep x)`, `declare -r v="$(date)"`. An allowlist: anything else may run it.
@@ -108,14 +114,39 @@ impl Policy {
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
-        // Only a known value changes the line; judging it again unchanged would never end.
-        if !segment
-            .line_values
-            .iter()
-            .any(|v| matches!(v.reading, ValueReading::Known(_)))
+        // Only a known value changes the line. The line a value makes is judged without
+        // reading values again: a known value may keep its expansion's text (an unset
+        // variable's default, `${x:-$y}`), which would make the same line again, forever
+        // (found by the shell_judge fuzz target).
+        if READING_BY_VALUE.get()
+            || !segment
+                .line_values
+                .iter()
+                .any(|v| matches!(v.reading, ValueReading::Known(_)))
         {
             return None;
         }
+        // Cleared on the way out even by a panic, which must not leave this thread's later
+        // judgements reading no values.
+        struct Reading;
+        impl Drop for Reading {
+            fn drop(&mut self) {
+                READING_BY_VALUE.set(false);
+            }
+        }
+        READING_BY_VALUE.set(true);
+        let _reading = Reading;
+        self.row_read_variants(segment, mode, grants, globs)
+    }
+
+    /// [`Policy::row_read_by_value`] once it is known to read values at this depth.
+    fn row_read_variants(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
         let variants = match variants(segment) {
             Ok(variants) => variants,
             Err(why) if mode == Mode::Auto && self.guarded() => {
