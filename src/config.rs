@@ -19,7 +19,7 @@ mod model;
 mod permissions;
 mod sandbox;
 mod ssh;
-pub use agents::WrappedAgent;
+pub use agents::{WrappedAgent, valid_env_name};
 pub use daemon::*;
 pub use exec::*;
 pub use hooks::*;

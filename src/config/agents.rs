@@ -45,10 +45,7 @@ impl WrappedAgent {
             }
         }
         for (name, _) in &env {
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !valid_env_name(name) {
                 return Err(format!(
                     "agent `{}`: `{name}` is not a valid environment variable name",
                     self.name
@@ -72,6 +69,16 @@ impl WrappedAgent {
         }
         Ok(line)
     }
+}
+
+/// Whether `name` can be a variable of a service's own environment (an MCP server's,
+/// a wrapped agent's, one the ssh executor exports with bash on the host): a shell
+/// variable name (`[A-Za-z_][A-Za-z0-9_]*`). A name bash cannot export would be lost, or
+/// read as something else.
+pub fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

@@ -268,16 +268,10 @@ pub enum ExecError {
 }
 
 /// Whether `name` can be a variable of a service's own environment
-/// ([`BashExecutor::start_service`]): a shell variable name (`[A-Za-z_][A-Za-z0-9_]*`).
-/// One rule for the MCP servers' `env` and the ssh executor, which exports the
-/// variables with bash on the host (a name bash cannot export would be lost, or read
-/// as something else); the wrapped agents' config (`config::WrappedAgent`, which
-/// cannot import this module) spells the same rule.
-pub fn valid_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
+/// ([`BashExecutor::start_service`]): one rule for the MCP servers' `env`, the wrapped
+/// agents' and the ssh executor, which exports the variables with bash on the host. It
+/// lives in `config`, which every one of them may import.
+pub use crate::config::valid_env_name;
 
 /// Largest file the file tools read (F8): bigger files are refused below the seam, not
 /// loaded (an executor whose files are elsewhere would otherwise ship them whole).
