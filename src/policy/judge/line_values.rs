@@ -136,17 +136,6 @@ impl Policy {
         }
         READING_BY_VALUE.set(true);
         let _reading = Reading;
-        self.row_read_variants(segment, mode, grants, globs)
-    }
-
-    /// [`Policy::row_read_by_value`] once it is known to read values at this depth.
-    fn row_read_variants(
-        &self,
-        segment: &Segment,
-        mode: Mode,
-        grants: &[Grant],
-        globs: Option<&dyn globs::Globs>,
-    ) -> Option<Verdict> {
         let variants = match variants(segment) {
             Ok(variants) => variants,
             Err(why) if mode == Mode::Auto && self.guarded() => {
