@@ -437,12 +437,20 @@ mod tests {
                 sid: None,
             })
         };
+        // A mark read before the grandchild has become `sleep` may be the forked bash's,
+        // which execve then empties for a moment; once its name is `sleep`, a mark read
+        // afterwards is the new image's and stays (CI saw the prefix find one of two).
+        let became_sleep = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        };
         let members = loop {
             let members = find(&Selector::Session(sid));
             if members.len() == 2
-                && members
-                    .iter()
-                    .any(|f| f.pid != sid && pgid(f.pid).is_some_and(|g| g.as_raw() != sid))
+                && members.iter().any(|f| {
+                    f.pid != sid
+                        && pgid(f.pid).is_some_and(|g| g.as_raw() != sid)
+                        && became_sleep(f.pid)
+                })
                 && by_mark().len() == 2
             {
                 break members;
