@@ -679,7 +679,9 @@ fn p5_p6_p8_issue_41_round_3_holes_are_asked_and_their_neighbours_are_not() {
         "echo 'rm -rf is bad' > notes.txt",
         "echo hi > out.txt; cat out.txt",
         "python3 -c 'import sys; print(sys.argv[1])' \"$FILE\"",
-        "node -e 'console.log(process.argv[1])' \"$(date)\"",
+        // After `--`: node reads options after its code (`node -e A -e B` runs B), so a
+        // command's output right after the code could replace it (round 5).
+        "node -e 'console.log(process.argv[1])' -- \"$(date)\"",
         "echo \"$VERSION\" > version.txt && git add version.txt",
         "x=1; echo $x",
         "VERSION=1; echo $VERSION",
@@ -1133,6 +1135,65 @@ fn p3b_p6_p8_issue_41_a_row_reads_the_values_the_line_gives_it() {
     ] {
         assert_eq!(bash(&p, line, Mode::Auto).decision, auto, "{line}");
         assert_eq!(bash(&p, line, Mode::Ask).decision, ask, "{line}");
+    }
+}
+
+/// Issue 41's gap after round 4: a value the judge cannot know, handed to a program with a
+/// row or an interpreter where it reads its options, may be the option that runs code.
+#[test]
+fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "x=$(printf -- -e); perl $x 'system q(rm c)'",
+        "x=$(cat f); perl -e 'print 1' $x",
+        "x=$(cat f); python3 $x \"import os; os.system('rm c')\"",
+        "python3 \"$(cat f)\"",
+        "x=$(cat f); node $x \"require('child_process').execSync('rm c')\"",
+        "node -e 'console.log(process.argv[1])' \"$(cat f)\"",
+        "x=$(cat f); ruby $x \"system('rm c')\"",
+        "x=$(cat f); php $x 'system(\"rm c\");'",
+        "x=$(cat f); sed 's/a/b/' \"$x\"",
+        "x=$(cat f); rg $x c",
+        "read x; ag \"$x\" c",
+        "x=$(cat f); find . $x rm c \\;",
+        "x=$(cat f); find \"$x\" -name y",
+        "x=$(cat f); git $x log",
+        "x=$(cat f); git \"$x\"",
+        "git fetch origin \"$(cat f)\"",
+        "x=$(cat f); git -C . rebase $x",
+        "x=$(cat f); tar cf a.tar $x",
+        "x=$(cat f); timeout 5 perl $x 'system q(rm c)'",
+        "x=$(cat f); env perl $x 'system q(rm c)'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+        assert_eq!(
+            bash(&policy(&[]), line, Mode::Auto).decision,
+            Allow,
+            "{line}: without a rule, auto allows it"
+        );
+    }
+    for line in [
+        // Places that hold data only: after the code or the script, an option's value,
+        // after `--`, a test's value, a subcommand whose words are data, a data row.
+        "x=$(cat f); python3 x.py $x",
+        "x=$(cat f); python3 -- \"$x\"",
+        "x=$(cat f); python3 -W $x x.py",
+        "x=$(cat f); python3 -c 'import sys; print(sys.argv)' \"$x\"",
+        "x=$(cat f); awk '{print}' $x",
+        "x=$(cat f); perl x.pl \"$x\"",
+        "x=$(cat f); sed -e 's/a/b/' -- \"$x\"",
+        "x=$(cat f); find . -name \"$x\"",
+        "git checkout \"$(git merge-base a b)\"",
+        "git diff $(git merge-base HEAD main)",
+        "git log \"$(git describe --tags --abbrev=0)\"..HEAD",
+        "x=$(cat f); grep -r \"$x\" src",
+        "x=$(cat f); python3 x$x.py",
+        // The environment's values stay the person's.
+        "perl $PERLFLAGS x.pl",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
     }
 }
 

@@ -832,6 +832,14 @@ const SHAPES: &[Shape] = &[
     s("P3b find's -exec in a variable the line sets", r#"o=-exec; find . -maxdepth 1 -name %C $o %V %F \;"#),
     s("P3b find's -exec in a loop's words", r#"for o in -print -exec; do find . -maxdepth 1 -name %C $o %V %F \; ; done"#),
     s("P6 a shell in a variable the line hands an unknown program", "p=sh; logsave /dev/null $p <<< '%V %F'"),
+    // A value the judge cannot know (a command's output), where a row or an interpreter
+    // reads its options: it may be the option that runs code (issue 41, round 5).
+    s("P8 perl's -e from a command's output", r#"x=$(printf -- -e); perl $x 'system("%V %F")'"#),
+    s("P8 python3's -c from a command's output", r#"x=$(printf -- -c); python3 "$x" 'import os; os.system("%V %F")'"#),
+    s("P8 node's -e from a command's output", r#"x=$(printf -- -e); node $x 'require("child_process").execSync("%V %F")'"#),
+    s("P8 perl's -e after code, from a command's output", r#"x=$(printf -- '-esystem("%V %F")'); perl -e '1;' "$x""#),
+    s("P3b find's -exec from a command's output", r#"o=$(printf -- -exec); find . -maxdepth 1 -name %C $o %V %F \;"#),
+    s("P3b git's -c alias from a command's output", r#"x=$(printf -- '-c alias.x=!%V'); git $x x %F"#),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
     s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
     s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),
@@ -1046,6 +1054,13 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 python3 script written as notes, then copied by sort -o",
     "P8 python3 script written by tee to two names",
     "P8 python3 script written as notes, run through /dev/fd",
+    // Issue 41, round 5: the option that runs code is in a value the judge cannot know.
+    "P8 perl's -e from a command's output",
+    "P8 python3's -c from a command's output",
+    "P8 node's -e from a command's output",
+    "P8 perl's -e after code, from a command's output",
+    "P3b find's -exec from a command's output",
+    "P3b git's -c alias from a command's output",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1768,6 +1783,11 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"f=README.md; wc -l "$f""#, ["allow", "ask", "allow"]),
     (r#"branch=main; git checkout "$branch""#, ["allow", "ask", "deny"]),
     (r#"kill $(pgrep -f myserver)"#, ["allow", "ask", "deny"]),
+    // Issue 41, round 5: a command's output where a program reads only data.
+    (r#"git diff "$(git merge-base HEAD main)""#, ["allow", "ask", "deny"]),
+    (r#"git log "$(git describe --tags --abbrev=0)"..HEAD --oneline"#, ["allow", "ask", "deny"]),
+    (r#"out=$(mktemp); python3 gen.py "$out""#, ["allow", "ask", "deny"]),
+    (r#"grep -rn "$(cat word.txt)" src"#, ["allow", "ask", "allow"]),
     (r#"for f in src/*.rs; do rustfmt --check "$f"; done"#, ["allow", "ask", "deny"]),
     (r#"docker build -t "${PWD##*/}" ."#, ["allow", "ask", "deny"]),
     (r#"cargo build --target ${TARGET:-x86_64-unknown-linux-gnu}"#, ["allow", "ask", "deny"]),

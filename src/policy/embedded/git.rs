@@ -169,14 +169,15 @@ pub(super) fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
     let mut i = 0;
     while let Some(word) = args.get(i) {
         let text = word.text.as_str();
+        let Some(width) = global_option_width(text) else {
+            break;
+        };
         if text == "-c" {
             if let Some(value) = args.get(i + 1) {
                 found.extend(git_config(value, &value.text));
             }
-            i += 2;
         } else if let Some(value) = text.strip_prefix("-c").filter(|v| !v.is_empty()) {
             found.extend(git_config(word, value));
-            i += 1;
         } else if text == "--exec-path" || text.starts_with("--exec-path=") {
             // Which git programs run: the judge cannot know them.
             let inner = InnerCommand::Opaque {
@@ -184,19 +185,12 @@ pub(super) fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
                 why: "`--exec-path` chooses the programs git runs".into(),
             };
             found.push(InnerCommand::through("--exec-path", inner));
-            i += 1;
         } else if let Some(value) = config_env_value(args, i) {
             // `--config-env=KEY=VAR`: the value of KEY is the variable's, which the line
             // may not show; a key that runs is opaque.
             found.extend(config_env(value));
-            i += if text.contains('=') { 1 } else { 2 };
-        } else if GIT_VALUES.contains(&text) {
-            i += 2;
-        } else if text.starts_with('-') {
-            i += 1;
-        } else {
-            break;
         }
+        i += width;
     }
     let Some(sub) = args.get(i).filter(|w| !w.dynamic) else {
         return found;
@@ -273,6 +267,60 @@ pub(super) fn git(_row: &Row, args: &[Word]) -> Vec<InnerCommand> {
     }
     found.extend(args.iter().filter_map(ext_transport));
     found
+}
+
+/// How many words the global option `text` of git spans (itself and its value), or None
+/// when it is no option: then it is the subcommand. One reading for [`git`] and
+/// [`may_run_from`], so the two cannot disagree on where the subcommand is.
+fn global_option_width(text: &str) -> Option<usize> {
+    if text == "-c" || GIT_VALUES.contains(&text) {
+        Some(2)
+    } else if text.starts_with('-') {
+        Some(1)
+    } else {
+        None
+    }
+}
+
+/// Subcommands none of whose options or operands holds a command or a config key git
+/// runs: a word the line builds at run time is data to them (`git checkout "$(git
+/// merge-base a b)"`). An allowlist: any other subcommand may read such a word as an
+/// option that runs (`--upload-pack`, `-x`), a key (`config`) or an `ext::` transport.
+const GIT_DATA_SUBCOMMANDS: &[&str] = &[
+    "add",
+    "blame",
+    "branch",
+    "cat-file",
+    "checkout",
+    "describe",
+    "diff",
+    "log",
+    "ls-files",
+    "ls-tree",
+    "merge-base",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "shortlog",
+    "show",
+    "status",
+    "switch",
+    "tag",
+];
+
+/// Whether git may run what a word at `args[at]` holds, were it any word at all: a global
+/// option or the subcommand itself (`-cpager.log=...`), or a word of a subcommand that is
+/// not [`GIT_DATA_SUBCOMMANDS`] (issue 41: a value the judge cannot know).
+pub(super) fn may_run_from(args: &[String], at: usize) -> bool {
+    let mut sub = 0;
+    while let Some(width) = args.get(sub).and_then(|w| global_option_width(w)) {
+        sub += width;
+    }
+    at <= sub
+        || !args
+            .get(sub)
+            .is_some_and(|name| GIT_DATA_SUBCOMMANDS.contains(&name.as_str()))
 }
 
 /// The value of `--config-env KEY=VAR` (or `--config-env=KEY=VAR`) at `args[i]`.

@@ -25,7 +25,7 @@ mod git;
 mod multiplexers;
 
 use super::inner::InnerCommand;
-use super::word::Word;
+use super::word::{Word, base_name};
 use gdb::gdb;
 use git::git;
 use multiplexers::{screen, tmux};
@@ -240,6 +240,30 @@ pub fn commands_in(words: &[Word]) -> Vec<InnerCommand> {
         Reads::Options => scan(row, args).found,
         Reads::Custom(read) => read(row, args),
         Reads::Data => Vec::new(),
+    }
+}
+
+/// Whether the row of `words`' program may run what the word at `words[at]` holds when
+/// the judge cannot know that word (a command's output the line stores: issue 41). A word
+/// that may begin with `-` may be any option, so a row with a place for a command reads it
+/// as one unless it stands after `--`; git asks [`git::may_run_from`]; the other rows read
+/// by their own function (tar, ssh, tmux, gdb, screen, parallel), whose operands may be
+/// commands too, so any word there may run. A row whose words are data (`grep`) runs none.
+pub fn may_run_from(words: &[String], at: usize) -> bool {
+    // The command name itself (`at` 0) is judged as a name, elsewhere.
+    let (Some(name), Some(word)) = (words.first(), words.get(at).filter(|_| at > 0)) else {
+        return false;
+    };
+    let Some(row) = ROWS.iter().find(|row| row.name == base_name(name)) else {
+        return false;
+    };
+    let may_be_option =
+        word.starts_with(['$', '`', '-']) && !words[1..at].iter().any(|w| w == "--");
+    match row.reads {
+        Reads::Data => false,
+        Reads::Options => may_be_option && !row.spots.is_empty(),
+        Reads::Custom(_) if row.name == "git" => git::may_run_from(&words[1..], at - 1),
+        Reads::Custom(_) => true,
     }
 }
 

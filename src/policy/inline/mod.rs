@@ -230,6 +230,35 @@ pub fn inline_code(words: &[String], stdin: Option<&str>) -> Option<Code> {
     }
 }
 
+/// The word [`may_take_as_option`] puts where the shell builds a word the judge cannot
+/// know: an option no program has. A reader with its program's grammar refuses it (the
+/// program would); a row that looks for one option by name (`rg --pre`) treats it as that
+/// option, which it may be.
+pub(super) const UNKNOWN_OPTION: &str = "-\u{1}";
+
+/// Whether the program of `words` would read a word at `words[at]` as one of its options
+/// (and so perhaps as code) were the shell to make it one (issue 41: `x=$(cat f); perl $x
+/// 'system q(rm c)'`, where the file may hold `-e`): its code is not shown harmless once
+/// [`UNKNOWN_OPTION`] stands there. A word in a place for data (after the code, a value of
+/// an option, after `--`) leaves the reading as it was.
+pub fn may_take_as_option(words: &[String], at: usize, stdin: Option<&str>) -> bool {
+    // Only a word that may begin with `-` may be an option; the command name is judged
+    // as a name, elsewhere.
+    if at == 0
+        || !words
+            .get(at)
+            .is_some_and(|w| w.starts_with(['$', '`', '-']))
+    {
+        return false;
+    }
+    let mut probe = words.to_vec();
+    let Some(word) = probe.get_mut(at) else {
+        return false;
+    };
+    *word = UNKNOWN_OPTION.to_owned();
+    inline_code(&probe, stdin).is_some_and(|code| matches!(code.reading, Reading::Opaque(_)))
+}
+
 /// Builtins that evaluate text as code (P8: judged alike in every mode): `let` and
 /// `declare -i` evaluate arithmetic, whose array subscripts run `$(...)`; `declare -n`
 /// makes a name a reference; `printf -v`, `read`, `test -v` with a subscript;

@@ -509,6 +509,15 @@ pub(super) fn option_runs(
     min: usize,
 ) -> Option<Code> {
     args.iter().enumerate().find_map(|(k, word)| {
+        if word == super::UNKNOWN_OPTION {
+            return Some(Code::opaque(
+                program,
+                "",
+                format!(
+                    "`{program}` may read a word known only when the line runs as `--{option}`"
+                ),
+            ));
+        }
         if !argv::is_long_option(word, option, min) {
             return None;
         }

@@ -55,7 +55,9 @@ impl Policy {
             || embedded::has_row(program)
             || inline::is_interpreter(program)
         {
-            return self.row_read_by_value(segment, mode, grants, globs);
+            return self
+                .unknown_value_as_option(segment, mode)
+                .or_else(|| self.row_read_by_value(segment, mode, grants, globs));
         }
         let unknown = match variants(segment) {
             Ok(variants) => {
@@ -99,14 +101,47 @@ impl Policy {
         ))
     }
 
+    /// A wrapper, a program with a row or an interpreter handed a value the judge cannot
+    /// know where it reads its options: the value may be the option that runs code
+    /// (`x=$(cat f); perl $x 'system q(rm c)'` with `-e` in the file, `rg $x c` with
+    /// `--pre=rm`). Asked in mode `auto` under a deny or ask rule, as any code not shown
+    /// harmless is (P8); a place that can only hold data (`git checkout "$(git merge-base a
+    /// b)"`, after `--`, an option's value) is not. A wrapper's grammar refuses such a word
+    /// itself (`argv`), so only rows, interpreters and find's expression are asked here.
+    fn unknown_value_as_option(&self, segment: &Segment, mode: Mode) -> Option<Verdict> {
+        if mode != Mode::Auto || !self.guarded() {
+            return None;
+        }
+        let program = base_name(segment.words.first()?);
+        segment.line_values.iter().find_map(|value| {
+            let ValueReading::Unknown(why) = &value.reading else {
+                return None;
+            };
+            let words = &segment.words;
+            let runs = inline::may_take_as_option(words, value.index, segment.stdin.as_deref())
+                || embedded::may_run_from(words, value.index)
+                || wrappers::may_run_from(words, value.index);
+            runs.then(|| {
+                let why = format!(
+                    "its argument `{}` holds a value the line chooses that cannot be known before it runs ({why}), where `{program}` may read it as an option or a command it runs",
+                    shorten(&words[value.index])
+                );
+                Verdict::new(
+                    Decision::Ask,
+                    format!("`{program}` reads code or commands from its words, and {why}"),
+                    Cause::Opaque { why },
+                )
+            })
+        })
+    }
+
     /// A wrapper, a program with a row or an interpreter finds its options, and the
     /// command lines or code they carry, in its words, so a known value is read by judging
     /// the line that value makes, written out, with the bash judge itself: `o=--pre=rm; rg
     /// $o x c` as `rg --pre=rm x c`, `e=-e; perl $e '...'` as `perl -e '...'`. Denied when
     /// a value is; asked in mode `auto` when one is asked (in mode `ask` every line is, and
     /// read-only mode reads the values itself, `writing_option`). A value the judge cannot
-    /// know is left to the row, which reads the word as written (a gap: an unknown value
-    /// may be an option that runs code).
+    /// know is [`Self::unknown_value_as_option`]'s.
     fn row_read_by_value(
         &self,
         segment: &Segment,

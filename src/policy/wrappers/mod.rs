@@ -89,6 +89,16 @@ pub fn is_wrapper(name: &str) -> bool {
     WRAPPERS.iter().any(|w| w.name == name)
 }
 
+/// Whether the wrapper `words[0]` may run what its word `words[at]` holds when the judge
+/// cannot know that word (issue 41). A wrapper read with its grammar refuses such a word
+/// where it could be an option ([`argv::ArgvError::NotKnown`]), and its command's words
+/// are judged as that command's; find reads its own expression, where the word may be
+/// `-exec` ([`readers::find_may_run_from`]).
+pub fn may_run_from(words: &[String], at: usize) -> bool {
+    words.first().map(|name| super::word::base_name(name)) == Some("find")
+        && readers::find_may_run_from(words, at)
+}
+
 /// What the command `words` runs through a wrapper, if it is one, given what its stdin
 /// holds. Wrappers are recognized by the last path component of their name, so
 /// `/usr/bin/sudo` is `sudo`.

@@ -575,6 +575,54 @@ pub(super) fn find(_parsed: &Parsed, words: &[Word], _stdin: &Stdin) -> Vec<Inne
     inner
 }
 
+/// find's tests whose value is a name, a pattern, a number or a time: data to find.
+const FIND_DATA_VALUES: &[&str] = &[
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-lname",
+    "-ilname",
+    "-regex",
+    "-iregex",
+    "-type",
+    "-xtype",
+    "-user",
+    "-group",
+    "-uid",
+    "-gid",
+    "-perm",
+    "-size",
+    "-newer",
+    "-anewer",
+    "-cnewer",
+    "-mtime",
+    "-mmin",
+    "-atime",
+    "-amin",
+    "-ctime",
+    "-cmin",
+    "-maxdepth",
+    "-mindepth",
+    "-links",
+    "-inum",
+    "-samefile",
+    "-fstype",
+];
+
+/// Whether find may run what its word `words[at]` holds when the judge cannot know it
+/// (issue 41): anywhere in find's words it may be `-exec` or `-ok`, with the words after
+/// it (or its own, split) as the command, unless it is the value of a test that takes data
+/// (`find . -name "$pattern"`).
+pub(super) fn find_may_run_from(words: &[String], at: usize) -> bool {
+    at > 0
+        && !words
+            .get(at - 1)
+            .is_some_and(|before| FIND_DATA_VALUES.contains(&before.as_str()))
+}
+
 /// `word`, made a word known only at run time when it holds `placeholder` (a value that
 /// the wrapper fills in from its input).
 fn filled_in(word: &Word, placeholder: &str) -> Word {
