@@ -20,6 +20,12 @@ pub enum InnerCommand {
     Script(String),
     /// Only known at run time: `bash -c "$X"`, `sudo $OPTS rm`, `source f`.
     Opaque { words: Vec<Word>, why: String },
+    /// The wrapper's own words cannot be read: a word known only at run time stands where
+    /// its grammar reads an option (`t=5; timeout $t cargo test`). Opaque as
+    /// [`InnerCommand::Opaque`] is, unless the line itself gives such words their values:
+    /// then the judge reads the wrapper's whole line with each value written out
+    /// (`judge/line_values.rs`, issue 41).
+    Unread { why: String },
     /// Found in an option, a config key, an argument or an environment variable that the
     /// program runs as a command (P3b): `how` names the place for the chain, so that
     /// `explain` shows `tar --to-command -> rm` or `git -c core.fsmonitor -> rm`.

@@ -1197,6 +1197,51 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
     }
 }
 
+/// A wrapper whose grammar meets a word known only at run time where it reads options is
+/// opaque, unless the line gives that word values the judge knows: then the wrapper's line
+/// is judged with each value written out (issue 41: `t=5; timeout $t cargo test` was asked).
+#[test]
+fn p3_p5_a_wrapper_unread_for_a_value_the_line_sets_is_read_by_value() {
+    let p = policy(&[(Some("rm"), Deny)]);
+    for line in [
+        "t=5; timeout $t cargo test",
+        "t=-k; timeout $t 1 5 cargo test",
+        "o=-E; sudo $o cargo build",
+        "for t in 1 2; do timeout $t make; done",
+        // Quoted, the value is one word: a duration (timeout refuses it), not a command.
+        "t='5 rm'; timeout \"$t\" c",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Allow, "{line}: {}", j.reason);
+    }
+    for line in [
+        "t=5; timeout $t rm c",
+        "t='5 rm'; timeout $t c",
+        "t=-s; timeout $t KILL 5 rm c",
+        "for t in 1 rm; do timeout $t rm c; done",
+        "o=--; env $o rm c",
+        "t=5; timeout $t sh -c 'r''m c'",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Deny, "{line}: {}", j.reason);
+    }
+    for line in [
+        // A value the judge cannot know, a value that is no option of the wrapper, a
+        // command name from the environment: still opaque.
+        "x=$(cat f); timeout $x cargo test",
+        "n=-5; timeout $n cargo test",
+        "t=5; timeout $t $CMD",
+    ] {
+        let j = bash(&p, line, Mode::Auto);
+        assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
+    }
+    // Read-only mode keeps refusing what it cannot read.
+    assert_eq!(
+        bash(&p, "t=5; timeout $t cat f", Mode::ReadOnly).decision,
+        Deny
+    );
+}
+
 #[test]
 fn p3b_p6_issue_41_values_the_line_chooses_are_read_by_value() {
     let p = policy(&[(Some("rm"), Deny)]);

@@ -1788,6 +1788,9 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"git log "$(git describe --tags --abbrev=0)"..HEAD --oneline"#, ["allow", "ask", "deny"]),
     (r#"out=$(mktemp); python3 gen.py "$out""#, ["allow", "ask", "deny"]),
     (r#"grep -rn "$(cat word.txt)" src"#, ["allow", "ask", "allow"]),
+    // A wrapper's option from a value the line sets, read by that value.
+    (r#"t=5; timeout $t cargo test"#, ["allow", "ask", "deny"]),
+    (r#"for t in 60 120; do timeout $t make check; done"#, ["allow", "ask", "deny"]),
     (r#"for f in src/*.rs; do rustfmt --check "$f"; done"#, ["allow", "ask", "deny"]),
     (r#"docker build -t "${PWD##*/}" ."#, ["allow", "ask", "deny"]),
     (r#"cargo build --target ${TARGET:-x86_64-unknown-linux-gnu}"#, ["allow", "ask", "deny"]),

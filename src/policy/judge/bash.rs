@@ -233,6 +233,11 @@ impl Policy {
             );
         }
         if let Some(why) = &segment.opaque {
+            // Issue 41: a wrapper unread for a word the line gives known values is judged
+            // on the line each value makes.
+            if let Some(by_value) = self.unread_wrapper_by_value(segment, mode, grants, globs) {
+                return by_value;
+            }
             // The command could be anything, including what a deny or ask rule names, so
             // it is never allowed silently (P5).
             return Verdict::new(

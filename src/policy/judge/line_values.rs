@@ -149,56 +149,105 @@ impl Policy {
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
-        // Only a known value changes the line. The line a value makes is judged without
-        // reading values again: a known value may keep its expansion's text (an unset
-        // variable's default, `${x:-$y}`), which would make the same line again, forever
-        // (found by the shell_judge fuzz target).
-        if READING_BY_VALUE.get()
-            || !segment
-                .line_values
-                .iter()
-                .any(|v| matches!(v.reading, ValueReading::Known(_)))
-        {
+        if !has_known_value(segment) {
             return None;
         }
-        // Cleared on the way out even by a panic, which must not leave this thread's later
-        // judgements reading no values.
-        struct Reading;
-        impl Drop for Reading {
-            fn drop(&mut self) {
-                READING_BY_VALUE.set(false);
-            }
-        }
-        READING_BY_VALUE.set(true);
-        let _reading = Reading;
-        let variants = match variants(segment) {
-            Ok(variants) => variants,
-            Err(why) if mode == Mode::Auto && self.guarded() => {
-                return Some(Verdict::new(
-                    Decision::Ask,
-                    why.clone(),
-                    Cause::Opaque { why },
-                ));
-            }
-            Err(_) => return None,
-        };
-        variants
-            .into_iter()
-            .filter_map(|(variant, shown)| {
-                let line = command_line(&variant, 0);
-                let judged = self.judge_bash(&line, mode, grants, globs);
-                let flagged = judged.decision == Decision::Deny
-                    || judged.decision == Decision::Ask && mode == Mode::Auto;
-                flagged.then(|| {
-                    Verdict::new(
-                        judged.decision,
-                        format!("{shown}: {}", judged.reason),
-                        judged.cause,
-                    )
+        by_value(|| {
+            let variants = match variants(segment) {
+                Ok(variants) => variants,
+                Err(why) if mode == Mode::Auto && self.guarded() => {
+                    return Some(Verdict::new(
+                        Decision::Ask,
+                        why.clone(),
+                        Cause::Opaque { why },
+                    ));
+                }
+                Err(_) => return None,
+            };
+            variants
+                .into_iter()
+                .map(|(variant, shown)| self.judge_variant(&variant, &shown, mode, grants, globs))
+                .filter(|v| {
+                    v.decision == Decision::Deny
+                        || v.decision == Decision::Ask && mode == Mode::Auto
                 })
-            })
-            .max_by_key(|v| v.decision)
+                .max_by_key(|v| v.decision)
+        })
+        .flatten()
     }
+
+    /// A wrapper's command its grammar could not read for a word known only at run time
+    /// ([`Segment::unread_wrapper`], `t=5; timeout $t cargo test`): when the line gives
+    /// such words values the judge knows, the worst verdict on the lines those values
+    /// make, each judged by the bash judge itself (a word still unknown there is opaque
+    /// again, and asked). None when no value is known: the segment stays opaque.
+    pub(in crate::policy) fn unread_wrapper_by_value(
+        &self,
+        segment: &Segment,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Option<Verdict> {
+        if !segment.unread_wrapper || !has_known_value(segment) {
+            return None;
+        }
+        by_value(|| {
+            variants(segment)
+                .ok()?
+                .into_iter()
+                .map(|(variant, shown)| self.judge_variant(&variant, &shown, mode, grants, globs))
+                .max_by_key(|v| v.decision)
+        })
+        .flatten()
+    }
+
+    /// The verdict on the line `variant` makes, written out, from the bash judge, with
+    /// `shown` (which values it holds) before its reason.
+    fn judge_variant(
+        &self,
+        variant: &Segment,
+        shown: &str,
+        mode: Mode,
+        grants: &[Grant],
+        globs: Option<&dyn globs::Globs>,
+    ) -> Verdict {
+        let judged = self.judge_bash(&command_line(variant, 0), mode, grants, globs);
+        Verdict::new(
+            judged.decision,
+            format!("{shown}: {}", judged.reason),
+            judged.cause,
+        )
+    }
+}
+
+/// Whether the line gives a word of `segment` a value the judge knows: only such a value
+/// changes the line it judges.
+fn has_known_value(segment: &Segment) -> bool {
+    segment
+        .line_values
+        .iter()
+        .any(|v| matches!(v.reading, ValueReading::Known(_)))
+}
+
+/// `read` run as one judgement's reading by value; None when one is under way on this
+/// thread. The line a value makes is judged without reading values again: a known value
+/// may keep its expansion's text (an unset variable's default, `${x:-$y}`), which would
+/// make the same line again, forever (found by the shell_judge fuzz target).
+fn by_value<T>(read: impl FnOnce() -> T) -> Option<T> {
+    if READING_BY_VALUE.get() {
+        return None;
+    }
+    // Cleared on the way out even by a panic, which must not leave this thread's later
+    // judgements reading no values.
+    struct Reading;
+    impl Drop for Reading {
+        fn drop(&mut self) {
+            READING_BY_VALUE.set(false);
+        }
+    }
+    READING_BY_VALUE.set(true);
+    let _reading = Reading;
+    Some(read())
 }
 
 /// [`read_only::writing_option`] on what the segment's words hold: an expansion counts

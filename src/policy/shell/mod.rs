@@ -109,6 +109,11 @@ pub struct Segment {
     /// Its stdin is what the line gives it: a pipe, a redirection, a here-document (or its
     /// wrapper's, so given). Otherwise it is dsh's, which is /dev/null: it reads nothing.
     pub fed: bool,
+    /// It is a wrapper's whole command (its `words`), opaque only because a word known
+    /// only at run time stands where the wrapper reads an option
+    /// ([`crate::policy::inner::InnerCommand::Unread`]): read by the values the line gives
+    /// those words when it gives them (issue 41: `t=5; timeout $t cargo test`).
+    pub unread_wrapper: bool,
 }
 
 impl Segment {

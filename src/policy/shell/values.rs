@@ -79,8 +79,9 @@ enum Assigned {
     Value { word: Word, repeats: bool },
     /// `for x in ...`: each word of the list, as bash splits and expands it.
     Loop(Word),
-    /// Arithmetic (`((x = y + 1))`, `let x++`, `x=$((x+1))`): a number.
-    Number,
+    /// A number: written (`x=5`, read as that number) or from arithmetic (`((x = y +
+    /// 1))`, `let x++`, `x=$((x+1))`, read as `0`: any number is read alike).
+    Number(Option<String>),
     /// Set in a way the judge does not follow, and why.
     Unknown(&'static str),
 }
@@ -99,7 +100,8 @@ impl LineSets {
     /// `name=value` (or `declare name=value`...).
     pub(super) fn assign(&mut self, name: &str, value: Word, repeats: bool) {
         let assigned = if is_number(&value) {
-            Assigned::Number
+            // Written out it is that number; one arithmetic makes is any number.
+            Assigned::Number((!value.dynamic).then_some(value.text))
         } else {
             Assigned::Value {
                 word: value,
@@ -116,7 +118,7 @@ impl LineSets {
 
     /// Arithmetic assigns `name` a number.
     pub(super) fn number(&mut self, name: &str) {
-        self.record(name, Assigned::Number);
+        self.record(name, Assigned::Number(None));
     }
 
     /// `name` is set in a way the judge does not follow.
@@ -146,7 +148,7 @@ impl LineSets {
             && self
                 .variables
                 .get(name)
-                .is_some_and(|all| all.iter().all(|a| matches!(a, Assigned::Number)))
+                .is_some_and(|all| all.iter().all(|a| matches!(a, Assigned::Number(_))))
     }
 
     /// How each of `words` that holds a value the line chooses is read; the others keep
@@ -393,7 +395,9 @@ impl LineSets {
     /// The values one assignment gives `name`.
     fn assigned_values(&self, name: &str, assigned: &Assigned, depth: usize, bound: Bound) -> Held {
         match assigned {
-            Assigned::Number => Held::Values(vec![Val::of(&Word::literal("0"))]),
+            Assigned::Number(written) => Held::Values(vec![Val::of(&Word::literal(
+                written.as_deref().unwrap_or("0"),
+            ))]),
             Assigned::Unknown(why) => Held::Unknown(format!("`{name}` {why}")),
             Assigned::Value { word, .. } => match self.values_of_word(word, depth + 1, bound) {
                 Held::Environment => Held::Values(vec![Val::of(word)]),

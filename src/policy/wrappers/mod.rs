@@ -116,6 +116,11 @@ pub fn inner_commands(words: &[Word], stdin: &Stdin) -> Vec<InnerCommand> {
     let parsed = match wrapper.grammar.as_ref().map(|g| argv::parse(g, args)) {
         None => Parsed::default(),
         Some(Ok(parsed)) => parsed,
+        Some(Err(why @ argv::ArgvError::NotKnown(_))) => {
+            return vec![InnerCommand::Unread {
+                why: format!("`{}`: {why}", wrapper.name),
+            }];
+        }
         Some(Err(why)) => {
             return vec![opaque(args, format!("`{}`: {why}", wrapper.name))];
         }
@@ -238,7 +243,9 @@ fn shown_one(inner: &InnerCommand) -> String {
     match inner {
         InnerCommand::Command { words, .. } => super::word::texts(words).join(" "),
         InnerCommand::Script(s) => format!("script: {s}"),
-        InnerCommand::Opaque { why, .. } => format!("opaque: {why}"),
+        InnerCommand::Opaque { why, .. } | InnerCommand::Unread { why } => {
+            format!("opaque: {why}")
+        }
         InnerCommand::Through { how, inner } => format!("{how} -> {}", shown_one(inner)),
     }
 }

@@ -342,7 +342,7 @@ fn a_word_known_only_at_run_time_where_an_option_could_be_is_opaque() {
     ];
     assert!(matches!(
         &inner_commands(&words, &Stdin::Unknown)[..],
-        [InnerCommand::Opaque { .. }]
+        [InnerCommand::Unread { .. }]
     ));
     let words = vec![
         Word::literal("sudo"),
@@ -354,7 +354,7 @@ fn a_word_known_only_at_run_time_where_an_option_could_be_is_opaque() {
     ];
     assert!(matches!(
         &inner_commands(&words, &Stdin::Unknown)[..],
-        [InnerCommand::Opaque { .. }]
+        [InnerCommand::Unread { .. }]
     ));
 }
 

@@ -377,6 +377,7 @@ impl Walker {
             expanded: expanded(&parts.words),
             line_values: Vec::new(),
             fed: self.fed || parts.stdin.is_some(),
+            unread_wrapper: false,
         };
         self.pending[index].words = with_pieces(&parts.words);
         self.note_sets(&parts.words);
@@ -749,6 +750,7 @@ impl Walker {
                     expanded: expanded(&words),
                     line_values: Vec::new(),
                     fed: self.fed,
+                    unread_wrapper: false,
                 };
                 self.emit(segment, &words);
                 // What a wrapper runs inherits the wrapper's stdin.
@@ -762,6 +764,23 @@ impl Walker {
                 self.scope -= 1;
                 self.repeats -= 1;
                 result
+            }
+            // The wrapper's whole command, with its words, so that the values the line
+            // gives them are read at the end (`finish`) and judged (`line_values.rs`).
+            InnerCommand::Unread { why } => {
+                let segment = Segment {
+                    words: texts(words),
+                    via: self.via.clone(),
+                    opaque: Some(why),
+                    stdin: literal(Some(stdin)),
+                    patterns: patterns(words),
+                    expanded: expanded(words),
+                    fed: self.fed,
+                    unread_wrapper: true,
+                    ..Segment::default()
+                };
+                self.emit(segment, words);
+                Ok(())
             }
             InnerCommand::Opaque { words: inner, why } => {
                 // With no words of its own (`bash` reading stdin) it stands for the
