@@ -1164,6 +1164,10 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "x=$(cat f); tar cf a.tar $x",
         "x=$(cat f); timeout 5 perl $x 'system q(rm c)'",
         "x=$(cat f); env perl $x 'system q(rm c)'",
+        // Words xargs reads from text the line prints.
+        "printf '%s\\n' --pre=rm x c | xargs rg",
+        "xargs rg <<< '--pre=rm x c'",
+        "x=$(cat f); python3 x$x.py",
     ] {
         let j = bash(&p, line, Mode::Auto);
         assert_eq!(j.decision, Ask, "{line}: {}", j.reason);
@@ -1188,7 +1192,9 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "git diff $(git merge-base HEAD main)",
         "git log \"$(git describe --tags --abbrev=0)\"..HEAD",
         "x=$(cat f); grep -r \"$x\" src",
-        "x=$(cat f); python3 x$x.py",
+        // Words xargs reads from the programs before it: the project's file names.
+        "find . -name '*.py' | xargs sed -i 's/foo/bar/g'",
+        "git ls-files | xargs rg -l foo",
         // The environment's values stay the person's.
         "perl $PERLFLAGS x.pl",
     ] {

@@ -54,6 +54,10 @@ pub enum Expansion {
     Positional { at: Option<u32>, nested: bool },
     /// `$(...)`, backquotes: a command's output.
     Output,
+    /// The words `xargs` reads from its input and appends to its command: the line's
+    /// choice when the line prints the text it pipes (`printf ... | xargs`), else what the
+    /// programs before it write (`find ... | xargs`): file names of the project.
+    Piped,
     /// `${!prefix*}`, `${!a[@]}`: names of variables or keys, which the line can choose.
     Names,
     /// `$?`, `$$`, `$#`, `$((...))`, `$0`: a number or the shell's own name, nothing the

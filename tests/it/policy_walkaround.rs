@@ -1788,6 +1788,8 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"git log "$(git describe --tags --abbrev=0)"..HEAD --oneline"#, ["allow", "ask", "deny"]),
     (r#"out=$(mktemp); python3 gen.py "$out""#, ["allow", "ask", "deny"]),
     (r#"grep -rn "$(cat word.txt)" src"#, ["allow", "ask", "allow"]),
+    (r#"find . -name '*.py' | xargs sed -i 's/foo/bar/g'"#, ["allow", "ask", "deny"]),
+    (r#"grep -rl foo src | xargs perl -i -pe 's/foo/bar/'"#, ["allow", "ask", "deny"]),
     // A wrapper's option from a value the line sets, read by that value.
     (r#"t=5; timeout $t cargo test"#, ["allow", "ask", "deny"]),
     (r#"for t in 60 120; do timeout $t make check; done"#, ["allow", "ask", "deny"]),

@@ -245,20 +245,20 @@ pub fn commands_in(words: &[Word]) -> Vec<InnerCommand> {
 
 /// Whether the row of `words`' program may run what the word at `words[at]` holds when
 /// the judge cannot know that word (a command's output the line stores: issue 41). A word
-/// that may begin with `-` may be any option, so a row with a place for a command reads it
-/// as one unless it stands after `--`; git asks [`git::may_run_from`]; the other rows read
-/// by their own function (tar, ssh, tmux, gdb, screen, parallel), whose operands may be
-/// commands too, so any word there may run. A row whose words are data (`grep`) runs none.
-pub fn may_run_from(words: &[String], at: usize) -> bool {
+/// whose value may begin with `-` (`may_be_option`) may be any option, so a row with a
+/// place for a command reads it as one unless it stands after `--`; git asks
+/// [`git::may_run_from`]; the other rows read by their own function (tar, ssh, tmux, gdb,
+/// screen, parallel), whose operands may be commands too, so any word there may run. A
+/// row whose words are data (`grep`) runs none.
+pub fn may_run_from(words: &[String], at: usize, may_be_option: bool) -> bool {
     // The command name itself (`at` 0) is judged as a name, elsewhere.
-    let (Some(name), Some(word)) = (words.first(), words.get(at).filter(|_| at > 0)) else {
+    let Some(name) = words.first().filter(|_| at > 0 && at < words.len()) else {
         return false;
     };
     let Some(row) = ROWS.iter().find(|row| row.name == base_name(name)) else {
         return false;
     };
-    let may_be_option =
-        word.starts_with(['$', '`', '-']) && !words[1..at].iter().any(|w| w == "--");
+    let may_be_option = may_be_option && !words[1..at].iter().any(|w| w == "--");
     match row.reads {
         Reads::Data => false,
         Reads::Options => may_be_option && !row.spots.is_empty(),

@@ -240,15 +240,11 @@ pub(super) const UNKNOWN_OPTION: &str = "-\u{1}";
 /// (and so perhaps as code) were the shell to make it one (issue 41: `x=$(cat f); perl $x
 /// 'system q(rm c)'`, where the file may hold `-e`): its code is not shown harmless once
 /// [`UNKNOWN_OPTION`] stands there. A word in a place for data (after the code, a value of
-/// an option, after `--`) leaves the reading as it was.
+/// an option, after `--`) leaves the reading as it was. Asked of a word whose value may
+/// begin with `-` ([`crate::policy::shell::LineValue::may_be_option`]).
 pub fn may_take_as_option(words: &[String], at: usize, stdin: Option<&str>) -> bool {
-    // Only a word that may begin with `-` may be an option; the command name is judged
-    // as a name, elsewhere.
-    if at == 0
-        || !words
-            .get(at)
-            .is_some_and(|w| w.starts_with(['$', '`', '-']))
-    {
+    // The command name is judged as a name, elsewhere.
+    if at == 0 {
         return false;
     }
     let mut probe = words.to_vec();

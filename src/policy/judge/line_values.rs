@@ -118,8 +118,10 @@ impl Policy {
                 return None;
             };
             let words = &segment.words;
-            let runs = inline::may_take_as_option(words, value.index, segment.stdin.as_deref())
-                || embedded::may_run_from(words, value.index)
+            let option = value.may_be_option;
+            let runs = option
+                && inline::may_take_as_option(words, value.index, segment.stdin.as_deref())
+                || embedded::may_run_from(words, value.index, option)
                 || wrappers::may_run_from(words, value.index);
             runs.then(|| {
                 let why = format!(
@@ -217,6 +219,24 @@ impl Policy {
             format!("{shown}: {}", judged.reason),
             judged.cause,
         )
+    }
+}
+
+/// The words `xargs` reads ([`crate::policy::word::Expansion::Piped`]) are the line's
+/// choice when the line prints text that may reach them (`printf -- '--pre=rm' | xargs
+/// rg`); else they are what the programs before it write, file names of the project
+/// (`find . -name '*.py' | xargs sed -i ...`), whose content a rule cannot promise about
+/// (P8), and are not read as options.
+pub(in crate::policy) fn piped_words_of_the_project(command: &str, segments: &mut [Segment]) {
+    if super::written::line_prints_text(command, segments) {
+        return;
+    }
+    for value in segments
+        .iter_mut()
+        .flat_map(|s| s.line_values.iter_mut())
+        .filter(|v| v.piped)
+    {
+        value.may_be_option = false;
     }
 }
 

@@ -50,6 +50,12 @@ pub struct LineValue {
     /// Its index in the segment's words.
     pub index: usize,
     pub reading: ValueReading,
+    /// Its value, or a word bash splits it into, may begin with `-` (it starts with an
+    /// expansion or a dash, or holds an unquoted one, which may split): a program that
+    /// finds options among its words may read it as one.
+    pub may_be_option: bool,
+    /// It holds words `xargs` reads from its input ([`Expansion::Piped`]).
+    pub piped: bool,
 }
 
 /// Every value such a word can reach its program as, or why the judge cannot know them.
@@ -160,6 +166,16 @@ impl LineSets {
                 Some(LineValue {
                     index: *index,
                     reading: self.word_values(word, 0, None)?,
+                    may_be_option: may_be_option(word),
+                    piped: word.pieces.iter().any(|p| {
+                        matches!(
+                            p,
+                            Piece::Expansion {
+                                kind: Expansion::Piped,
+                                ..
+                            }
+                        )
+                    }),
                 })
             })
             .collect()
@@ -238,6 +254,7 @@ impl LineSets {
         match kind {
             Expansion::Fixed => Held::Environment,
             Expansion::Output => Held::Unknown("it holds the output of a command".into()),
+            Expansion::Piped => Held::Unknown("it holds words piped to xargs".into()),
             Expansion::Names => Held::Unknown("it holds names the line chooses".into()),
             // A replacement the line chooses (`${HOME/*/rm}` is `rm`), an array's element.
             Expansion::Computed(_) => Held::Unknown(
@@ -535,6 +552,24 @@ fn is_number(value: &Word) -> bool {
             matches!(kind, Expansion::Fixed) && source.starts_with("$((")
         }
     })
+}
+
+/// See [`LineValue::may_be_option`].
+fn may_be_option(word: &Word) -> bool {
+    let starts_open = match word
+        .pieces
+        .iter()
+        .find(|p| !matches!(p, Piece::Text(t) if t.is_empty()))
+    {
+        Some(Piece::Text(text)) => text.starts_with('-'),
+        Some(Piece::Expansion { .. }) => true,
+        None => false,
+    };
+    starts_open
+        || word
+            .pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Expansion { quoted: false, .. }))
 }
 
 /// Appends text that is its own value to `word`.

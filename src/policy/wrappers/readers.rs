@@ -661,7 +661,7 @@ pub(super) fn xargs(parsed: &Parsed, args: &[Word], _stdin: &Stdin) -> Vec<Inner
             pattern: false,
             pieces: vec![Piece::Expansion {
                 source: text.into(),
-                kind: Expansion::Output,
+                kind: Expansion::Piped,
                 quoted: true,
             }],
         });
