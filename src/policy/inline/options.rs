@@ -166,7 +166,10 @@ fn read_switches<'a>(
         while k < bytes.len() {
             let c = bytes[k];
             k += 1;
-            let rest = &cluster[k..];
+            // A letter outside ASCII is no switch (`letter` refuses it), and the rest of
+            // the word after its first byte is no text: empty (the shell_judge fuzz
+            // target found `perl -l\u{fffd}` cutting a character).
+            let rest = cluster.get(k..).unwrap_or("");
             match letter(c) {
                 Switch::Flag => {}
                 Switch::Code => {

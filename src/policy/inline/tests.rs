@@ -199,3 +199,17 @@ fn p8_programs_that_run_strings() {
     assert!(opaque(code(&["ag", "--pager", "rm c", "x"])));
     assert!(opaque(code(&["socat", "-", "SYSTEM:rm c"])));
 }
+
+/// A switch cluster holding a letter outside ASCII is read without cutting it (found by
+/// the shell_judge fuzz target: `perl -l` and a replacement character panicked).
+#[test]
+fn a_switch_outside_ascii_is_refused_not_cut() {
+    for program in ["perl", "ruby"] {
+        for word in ["-l\u{fffd}", "-\u{fffd}", "-0\u{e9}e", "-l1\u{1f600}"] {
+            assert!(
+                opaque(code(&[program, word, "print 1"])),
+                "{program} {word}"
+            );
+        }
+    }
+}
