@@ -45,16 +45,7 @@ fn command_line(request: &acp::CreateTerminalRequest) -> Result<String, RpcError
     let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
     let mut line = String::new();
     for var in &request.env {
-        let valid = var
-            .name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && var
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !crate::config::valid_env_name(&var.name) {
             return Err(RpcError::invalid_params(format!(
                 "`{}` is not an environment variable's name",
                 var.name

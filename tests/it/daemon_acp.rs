@@ -388,6 +388,14 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
     // The background task is still owned by the session and readable from here.
     go.release().await;
     ready.wait().await;
+    // Its completion notice, once the daemon has read all it wrote (the signal alone
+    // can come before the daemon has read the output it follows).
+    b.wait_update(|u| {
+        u["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("background bash task {task} finished")))
+    })
+    .await;
     let (out, is_error) = b
         .tool(Some(&s), "bash_output", json!({"task_id": task}))
         .await;
