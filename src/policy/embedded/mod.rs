@@ -247,7 +247,7 @@ pub fn commands_in(words: &[Word]) -> Vec<InnerCommand> {
 /// the judge cannot know that word (a command's output the line stores: issue 41). A word
 /// whose value may begin with `-` (`may_be_option`) may be any option, so a row with a
 /// place for a command reads it as one unless it stands after `--`; git asks
-/// [`git::may_run_from`]; the other rows read by their own function (tar, ssh, tmux, gdb,
+/// `git::may_run_from`; the other rows read by their own function (tar, ssh, tmux, gdb,
 /// screen, parallel), whose operands may be commands too, so any word there may run. A
 /// row whose words are data (`grep`) runs none.
 pub fn may_run_from(words: &[String], at: usize, may_be_option: bool) -> bool {

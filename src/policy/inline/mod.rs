@@ -239,7 +239,7 @@ pub(super) const UNKNOWN_OPTION: &str = "-\u{1}";
 /// Whether the program of `words` would read a word at `words[at]` as one of its options
 /// (and so perhaps as code) were the shell to make it one (issue 41: `x=$(cat f); perl $x
 /// 'system q(rm c)'`, where the file may hold `-e`): its code is not shown harmless once
-/// [`UNKNOWN_OPTION`] stands there. A word in a place for data (after the code, a value of
+/// `UNKNOWN_OPTION` stands there. A word in a place for data (after the code, a value of
 /// an option, after `--`) leaves the reading as it was. Asked of a word whose value may
 /// begin with `-` ([`crate::policy::shell::LineValue::may_be_option`]).
 pub fn may_take_as_option(words: &[String], at: usize, stdin: Option<&str>) -> bool {

@@ -93,7 +93,7 @@ pub fn is_wrapper(name: &str) -> bool {
 /// cannot know that word (issue 41). A wrapper read with its grammar refuses such a word
 /// where it could be an option ([`argv::ArgvError::NotKnown`]), and its command's words
 /// are judged as that command's; find reads its own expression, where the word may be
-/// `-exec` ([`readers::find_may_run_from`]).
+/// `-exec` (`readers::find_may_run_from`).
 pub fn may_run_from(words: &[String], at: usize) -> bool {
     words.first().map(|name| super::word::base_name(name)) == Some("find")
         && readers::find_may_run_from(words, at)
