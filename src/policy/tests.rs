@@ -1160,6 +1160,7 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "x=$(cat f); git $x log",
         "x=$(cat f); git \"$x\"",
         "git fetch origin \"$(cat f)\"",
+        "git push origin \"$(git branch --show-current)\"",
         "x=$(cat f); git -C . rebase $x",
         "x=$(cat f); tar cf a.tar $x",
         "x=$(cat f); timeout 5 perl $x 'system q(rm c)'",
@@ -1191,6 +1192,8 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "git checkout \"$(git merge-base a b)\"",
         "git diff $(git merge-base HEAD main)",
         "git log \"$(git describe --tags --abbrev=0)\"..HEAD",
+        "git commit -m \"$(cat <<'EOF'\nFix the thing\n\nCo-Authored-By: x\nEOF\n)\"",
+        "git stash push -m \"$(date)\"",
         "x=$(cat f); grep -r \"$x\" src",
         // Words xargs reads from the programs before it: the project's file names.
         "find . -name '*.py' | xargs sed -i 's/foo/bar/g'",

@@ -1787,6 +1787,7 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"git diff "$(git merge-base HEAD main)""#, ["allow", "ask", "deny"]),
     (r#"git log "$(git describe --tags --abbrev=0)"..HEAD --oneline"#, ["allow", "ask", "deny"]),
     (r#"out=$(mktemp); python3 gen.py "$out""#, ["allow", "ask", "deny"]),
+    ("git commit -m \"$(cat <<'EOF'\nFix the parser\n\nCo-Authored-By: A <a@b>\nEOF\n)\"", ["allow", "ask", "deny"]),
     (r#"grep -rn "$(cat word.txt)" src"#, ["allow", "ask", "allow"]),
     (r#"find . -name '*.py' | xargs sed -i 's/foo/bar/g'"#, ["allow", "ask", "deny"]),
     (r#"grep -rl foo src | xargs perl -i -pe 's/foo/bar/'"#, ["allow", "ask", "deny"]),
