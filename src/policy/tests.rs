@@ -1195,6 +1195,7 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "git commit -m \"$(cat <<'EOF'\nFix the thing\n\nCo-Authored-By: x\nEOF\n)\"",
         "git stash push -m \"$(date)\"",
         "x=$(cat f); grep -r \"$x\" src",
+        "rg -l -- \"$(cat pattern)\" src",
         // Words xargs reads from the programs before it: the project's file names.
         "find . -name '*.py' | xargs sed -i 's/foo/bar/g'",
         "git ls-files | xargs rg -l foo",

@@ -508,7 +508,9 @@ pub(super) fn option_runs(
     option: &str,
     min: usize,
 ) -> Option<Code> {
-    args.iter().enumerate().find_map(|(k, word)| {
+    // After `--` every word is an operand (getopt_long).
+    let options = args.iter().position(|w| w == "--").unwrap_or(args.len());
+    args[..options].iter().enumerate().find_map(|(k, word)| {
         if word == super::UNKNOWN_OPTION {
             return Some(Code::opaque(
                 program,

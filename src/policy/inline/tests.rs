@@ -213,3 +213,12 @@ fn a_switch_outside_ascii_is_refused_not_cut() {
         }
     }
 }
+
+/// `rg --pre CMD` runs CMD; after `--` the same word is a pattern.
+#[test]
+fn a_preprocessor_option_counts_only_before_the_options_end() {
+    assert!(opaque(code(&["rg", "--pre=rm", "x", "c"])));
+    assert!(opaque(code(&["rg", "x", "--pre", "rm", "c"])));
+    assert!(code(&["rg", "--", "--pre=rm", "c"]).is_none());
+    assert!(code(&["ag", "--", "--pager=rm", "c"]).is_none());
+}
