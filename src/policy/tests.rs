@@ -1194,6 +1194,7 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "git log \"$(git describe --tags --abbrev=0)\"..HEAD",
         "git commit -m \"$(cat <<'EOF'\nFix the thing\n\nCo-Authored-By: x\nEOF\n)\"",
         "git stash push -m \"$(date)\"",
+        "gh pr create --title Fix --body \"$(cat <<'EOF'\n## Summary\n- fix the parser\nEOF\n)\"",
         "x=$(cat f); grep -r \"$x\" src",
         "rg -l -- \"$(cat pattern)\" src",
         // Words xargs reads from the programs before it: the project's file names.

@@ -54,6 +54,10 @@ pub enum Expansion {
     Positional { at: Option<u32>, nested: bool },
     /// `$(...)`, backquotes: a command's output.
     Output,
+    /// `"$(cat <<'EOF' ... EOF)"`: the output of `cat` fed only a here-document or
+    /// here-string the line shows, which is that text without its trailing newlines (how
+    /// agents write a commit message or a pull request's body).
+    Printed(String),
     /// The words `xargs` reads from its input and appends to its command: the line's
     /// choice when the line prints the text it pipes (`printf ... | xargs`), else what the
     /// programs before it write (`find ... | xargs`): file names of the project.

@@ -840,6 +840,10 @@ const SHAPES: &[Shape] = &[
     s("P8 perl's -e after code, from a command's output", r#"x=$(printf -- '-esystem("%V %F")'); perl -e '1;' "$x""#),
     s("P3b find's -exec from a command's output", r#"o=$(printf -- -exec); find . -maxdepth 1 -name %C $o %V %F \;"#),
     s("P3b git's -c alias from a command's output", r#"x=$(printf -- '-c alias.x=!%V'); git $x x %F"#),
+    // What cat prints of a here-document is read as that text (the commit-message idiom),
+    // so it names the command as the text would.
+    s("P6 a command name cat prints from a here-document", "logsave /dev/null \"$(cat <<'E'\n%V\nE\n)\" %F"),
+    s("P8 an interpreter's -e cat prints from a here-string", r#"perl "$(cat <<< -e)" 'system("%V %F")'"#),
     // Builtins that evaluate a subscript in a name the shell builds (issue 41, round 4).
     s("P8 printf -v into a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); printf -v "$x" 1"#),
     s("P8 test -v of a name built at run time", r#"x=$(printf 'a[$(%0%s %F)]' %1%S); test -v "$x""#),
@@ -1061,6 +1065,7 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P8 perl's -e after code, from a command's output",
     "P3b find's -exec from a command's output",
     "P3b git's -c alias from a command's output",
+    "P6 a command name cat prints from a here-document",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):
@@ -1788,6 +1793,7 @@ const EVERYDAY: &[(&str, [&str; 3])] = &[
     (r#"git log "$(git describe --tags --abbrev=0)"..HEAD --oneline"#, ["allow", "ask", "deny"]),
     (r#"out=$(mktemp); python3 gen.py "$out""#, ["allow", "ask", "deny"]),
     ("git commit -m \"$(cat <<'EOF'\nFix the parser\n\nCo-Authored-By: A <a@b>\nEOF\n)\"", ["allow", "ask", "deny"]),
+    ("gh pr create --title Fix --body \"$(cat <<'EOF'\n## Summary\n- fix the parser\nEOF\n)\"", ["allow", "ask", "deny"]),
     (r#"grep -rn "$(cat word.txt)" src"#, ["allow", "ask", "allow"]),
     (r#"find . -name '*.py' | xargs sed -i 's/foo/bar/g'"#, ["allow", "ask", "deny"]),
     (r#"grep -rl foo src | xargs perl -i -pe 's/foo/bar/'"#, ["allow", "ask", "deny"]),

@@ -848,6 +848,22 @@ fn issue_41_a_value_the_line_sets_is_read_by_its_value() {
         );
     };
     assert_eq!(known("x=r; foo ${x}m", "foo ${x}m"), [["rm"]]);
+    // What `cat` prints of a here-document or here-string the line shows, quoted.
+    assert_eq!(
+        known(
+            "foo \"$(cat <<'E'\nr m\n\nE\n)\"",
+            "foo $(cat <<'E'\nr m\n\nE\n)"
+        ),
+        [["r m"]]
+    );
+    assert_eq!(
+        known("foo \"x$(cat <<< rm)\"", "foo x$(cat <<< rm)"),
+        [["xrm"]]
+    );
+    unknown("foo $(cat <<< rm)", "foo $(cat <<< rm)");
+    unknown("foo \"$(cat -n <<< rm)\"", "foo $(cat -n <<< rm)");
+    unknown("foo \"$(cat <<< \"$(id)\")\"", "foo $(cat <<< \"$(id)\")");
+    unknown("foo \"$(cat f <<< rm)\"", "foo $(cat f <<< rm)");
     // Unquoted, blanks split it into words; quoted, they do not.
     assert_eq!(known("x='a b'; foo $x", "foo $x"), [["a", "b"]]);
     assert_eq!(known("x='a b'; foo \"$x\"", "foo $x"), [["a b"]]);

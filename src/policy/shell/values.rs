@@ -254,6 +254,11 @@ impl LineSets {
         match kind {
             Expansion::Fixed => Held::Environment,
             Expansion::Output => Held::Unknown("it holds the output of a command".into()),
+            Expansion::Printed(text) => Held::Values(vec![Val {
+                text: text.clone(),
+                dynamic: false,
+                pattern: false,
+            }]),
             Expansion::Piped => Held::Unknown("it holds words piped to xargs".into()),
             Expansion::Names => Held::Unknown("it holds names the line chooses".into()),
             // A replacement the line chooses (`${HOME/*/rm}` is `rm`), an array's element.

@@ -645,8 +645,15 @@ impl Walker {
                 WordPiece::CommandSubstitution(body)
                 | WordPiece::BackquotedCommandSubstitution(body) => {
                     word.dynamic = true;
-                    push_expansion(word, source, Expansion::Output, quoted);
+                    let before = self.out.len();
                     self.line(body)?;
+                    // Quoted, its value is one word: the text when `cat` only prints a
+                    // here-document the line shows (unquoted, bash would split it).
+                    let kind = match printed_text(&self.out[before..]) {
+                        Some(text) if quoted => Expansion::Printed(text),
+                        _ => Expansion::Output,
+                    };
+                    push_expansion(word, source, kind, quoted);
                 }
                 WordPiece::EscapeSequence(escape) => push_text(word, unescape(escape)),
                 WordPiece::ArithmeticExpression(expr) => {
@@ -920,4 +927,20 @@ fn literal(stdin: Option<&Stdin>) -> Option<String> {
         Some(Stdin::Literal(text)) => Some(text.clone()),
         _ => None,
     }
+}
+
+/// The text a command substitution's `segments` print when they are one `cat` with no
+/// argument, no redirection out and no assignment, fed a here-document or here-string the
+/// line shows: that text, without the trailing newlines bash removes from the output.
+fn printed_text(segments: &[Segment]) -> Option<String> {
+    let [segment] = segments else {
+        return None;
+    };
+    let text = segment.stdin.as_ref()?;
+    (segment.words == ["cat"]
+        && segment.opaque.is_none()
+        && segment.writes.is_empty()
+        && segment.assigned.is_empty()
+        && !text.contains('\0'))
+    .then(|| text.trim_end_matches('\n').to_owned())
 }
