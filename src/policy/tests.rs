@@ -1165,6 +1165,9 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         "x=$(cat f); tar cf a.tar $x",
         "x=$(cat f); timeout 5 perl $x 'system q(rm c)'",
         "x=$(cat f); env perl $x 'system q(rm c)'",
+        // Unquoted, the value of an option may split into more options.
+        "x=$(cat f); python3 -W $x x.py",
+        "x=$(cat f); find . -name $x",
         // Words xargs reads from text the line prints.
         "printf '%s\\n' --pre=rm x c | xargs rg",
         "xargs rg <<< '--pre=rm x c'",
@@ -1183,7 +1186,7 @@ fn p8_p3b_an_unknown_value_where_a_row_reads_options_is_asked() {
         // after `--`, a test's value, a subcommand whose words are data, a data row.
         "x=$(cat f); python3 x.py $x",
         "x=$(cat f); python3 -- \"$x\"",
-        "x=$(cat f); python3 -W $x x.py",
+        "x=$(cat f); python3 -W \"$x\" x.py",
         "x=$(cat f); python3 -c 'import sys; print(sys.argv)' \"$x\"",
         "x=$(cat f); awk '{print}' $x",
         "x=$(cat f); perl x.pl \"$x\"",

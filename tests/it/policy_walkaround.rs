@@ -840,6 +840,7 @@ const SHAPES: &[Shape] = &[
     s("P8 perl's -e after code, from a command's output", r#"x=$(printf -- '-esystem("%V %F")'); perl -e '1;' "$x""#),
     s("P3b find's -exec from a command's output", r#"o=$(printf -- -exec); find . -maxdepth 1 -name %C $o %V %F \;"#),
     s("P3b git's -c alias from a command's output", r#"x=$(printf -- '-c alias.x=!%V'); git $x x %F"#),
+    s("P8 python3's -c split out of an option's value", r#"x=$(printf '%s' 'ignore -c__import__("os").system("%V\x20%F")'); python3 -W $x -c 1"#),
     // What cat prints of a here-document is read as that text (the commit-message idiom),
     // so it names the command as the text would.
     s("P6 a command name cat prints from a here-document", "logsave /dev/null \"$(cat <<'E'\n%V\nE\n)\" %F"),
@@ -1066,6 +1067,7 @@ const ISSUE_29_ASKED: &[&str] = &[
     "P3b find's -exec from a command's output",
     "P3b git's -c alias from a command's output",
     "P6 a command name cat prints from a here-document",
+    "P8 python3's -c split out of an option's value",
 ];
 
 /// What the judge promises an issue-29 shape in mode auto under `rm` -> deny (P3b, P8):

@@ -240,19 +240,29 @@ pub(super) const UNKNOWN_OPTION: &str = "-\u{1}";
 /// (and so perhaps as code) were the shell to make it one (issue 41: `x=$(cat f); perl $x
 /// 'system q(rm c)'`, where the file may hold `-e`): its code is not shown harmless once
 /// `UNKNOWN_OPTION` stands there. A word in a place for data (after the code, a value of
-/// an option, after `--`) leaves the reading as it was. Asked of a word whose value may
-/// begin with `-` ([`crate::policy::shell::LineValue::may_be_option`]).
-pub fn may_take_as_option(words: &[String], at: usize, stdin: Option<&str>) -> bool {
+/// an option, after `--`) leaves the reading as it was; a word bash may split is read too
+/// as a value and an option after it. Asked of a word whose value may begin with `-`
+/// ([`crate::policy::shell::LineValue::may_be_option`]).
+pub fn may_take_as_option(words: &[String], at: usize, splits: bool, stdin: Option<&str>) -> bool {
     // The command name is judged as a name, elsewhere.
     if at == 0 {
         return false;
     }
-    let mut probe = words.to_vec();
-    let Some(word) = probe.get_mut(at) else {
+    let Some((before, after)) = words.get(at).map(|_| (&words[..at], &words[at + 1..])) else {
         return false;
     };
-    *word = UNKNOWN_OPTION.to_owned();
-    inline_code(&probe, stdin).is_some_and(|code| matches!(code.reading, Reading::Opaque(_)))
+    let opaque_with = |standing: &[&str]| {
+        let probe: Vec<String> = before
+            .iter()
+            .map(String::as_str)
+            .chain(standing.iter().copied())
+            .chain(after.iter().map(String::as_str))
+            .map(str::to_owned)
+            .collect();
+        inline_code(&probe, stdin).is_some_and(|code| matches!(code.reading, Reading::Opaque(_)))
+    };
+    // Split, the word may be an option's value followed by more options.
+    opaque_with(&[UNKNOWN_OPTION]) || splits && opaque_with(&["dshvalue", UNKNOWN_OPTION])
 }
 
 /// Builtins that evaluate text as code (P8: judged alike in every mode): `let` and

@@ -33,7 +33,7 @@ impl Policy {
         // variable is exported, by the line or by the environment the line inherits.
         keep_standalone_assignments_that_may_be_exported(&mut segments);
         // Issue 41: what xargs reads is the line's choice only when the line prints it.
-        super::line_values::piped_words_of_the_project(command, &mut segments);
+        line_values::piped_words_of_the_project(command, &mut segments);
         if segments.is_empty() {
             return match self.tool_wide("bash").max_by_key(|r| r.action) {
                 Some(rule) => Judgement {

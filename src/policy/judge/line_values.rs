@@ -118,11 +118,11 @@ impl Policy {
                 return None;
             };
             let words = &segment.words;
-            let option = value.may_be_option;
-            let runs = option
-                && inline::may_take_as_option(words, value.index, segment.stdin.as_deref())
+            let (option, splits) = (value.may_be_option, value.splits);
+            let stdin = segment.stdin.as_deref();
+            let runs = option && inline::may_take_as_option(words, value.index, splits, stdin)
                 || embedded::may_run_from(words, value.index, option)
-                || wrappers::may_run_from(words, value.index);
+                || wrappers::may_run_from(words, value.index, splits);
             runs.then(|| {
                 let why = format!(
                     "its argument `{}` holds a value the line chooses that cannot be known before it runs ({why}), where `{program}` may read it as an option or a command it runs",

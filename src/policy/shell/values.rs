@@ -51,9 +51,12 @@ pub struct LineValue {
     pub index: usize,
     pub reading: ValueReading,
     /// Its value, or a word bash splits it into, may begin with `-` (it starts with an
-    /// expansion or a dash, or holds an unquoted one, which may split): a program that
-    /// finds options among its words may read it as one.
+    /// expansion or a dash, or [`LineValue::splits`]): a program that finds options among
+    /// its words may read it as one.
     pub may_be_option: bool,
+    /// It holds an unquoted expansion, which bash may split into several words: the value
+    /// of an option may be followed by more options (`python3 -W $x x.py`).
+    pub splits: bool,
     /// It holds words `xargs` reads from its input ([`Expansion::Piped`]).
     pub piped: bool,
 }
@@ -167,6 +170,7 @@ impl LineSets {
                     index: *index,
                     reading: self.word_values(word, 0, None)?,
                     may_be_option: may_be_option(word),
+                    splits: splits(word),
                     piped: word.pieces.iter().any(|p| {
                         matches!(
                             p,
@@ -559,6 +563,13 @@ fn is_number(value: &Word) -> bool {
     })
 }
 
+/// See [`LineValue::splits`].
+fn splits(word: &Word) -> bool {
+    word.pieces
+        .iter()
+        .any(|p| matches!(p, Piece::Expansion { quoted: false, .. }))
+}
+
 /// See [`LineValue::may_be_option`].
 fn may_be_option(word: &Word) -> bool {
     let starts_open = match word
@@ -570,11 +581,7 @@ fn may_be_option(word: &Word) -> bool {
         Some(Piece::Expansion { .. }) => true,
         None => false,
     };
-    starts_open
-        || word
-            .pieces
-            .iter()
-            .any(|p| matches!(p, Piece::Expansion { quoted: false, .. }))
+    starts_open || splits(word)
 }
 
 /// Appends text that is its own value to `word`.

@@ -94,9 +94,9 @@ pub fn is_wrapper(name: &str) -> bool {
 /// where it could be an option ([`argv::ArgvError::NotKnown`]), and its command's words
 /// are judged as that command's; find reads its own expression, where the word may be
 /// `-exec` (`readers::find_may_run_from`).
-pub fn may_run_from(words: &[String], at: usize) -> bool {
+pub fn may_run_from(words: &[String], at: usize, splits: bool) -> bool {
     words.first().map(|name| super::word::base_name(name)) == Some("find")
-        && readers::find_may_run_from(words, at)
+        && readers::find_may_run_from(words, at, splits)
 }
 
 /// What the command `words` runs through a wrapper, if it is one, given what its stdin

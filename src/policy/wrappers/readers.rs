@@ -615,12 +615,13 @@ const FIND_DATA_VALUES: &[&str] = &[
 /// Whether find may run what its word `words[at]` holds when the judge cannot know it
 /// (issue 41): anywhere in find's words it may be `-exec` or `-ok`, with the words after
 /// it (or its own, split) as the command, unless it is the value of a test that takes data
-/// (`find . -name "$pattern"`).
-pub(super) fn find_may_run_from(words: &[String], at: usize) -> bool {
+/// and cannot split (`find . -name "$pattern"`; `-name $x` may be `-name a -o -exec ...`).
+pub(super) fn find_may_run_from(words: &[String], at: usize, splits: bool) -> bool {
     at > 0
-        && !words
-            .get(at - 1)
-            .is_some_and(|before| FIND_DATA_VALUES.contains(&before.as_str()))
+        && (splits
+            || !words
+                .get(at - 1)
+                .is_some_and(|before| FIND_DATA_VALUES.contains(&before.as_str())))
 }
 
 /// `word`, made a word known only at run time when it holds `placeholder` (a value that

@@ -713,14 +713,14 @@ fn is_writer(segment: &Segment) -> bool {
     segment.writes_redirect() || segment.words.first().is_some_and(|w| base_name(w) == "tee")
 }
 
-/// Whether `segment` prints text the line shows to its stdout, which a pipe may hand to the
-/// writer after it (`echo ... | base64 -d > x.py`).
 /// Whether text the line shows may reach a pipe or a file anywhere on `command`: a
 /// segment prints it, or a here-document or a process substitution feeds something.
 pub(in crate::policy) fn line_prints_text(command: &str, segments: &[Segment]) -> bool {
     command.contains("<<") || command.contains(">(") || segments.iter().any(prints_line_text)
 }
 
+/// Whether `segment` prints text the line shows to its stdout, which a pipe may hand to the
+/// writer after it (`echo ... | base64 -d > x.py`).
 fn prints_line_text(segment: &Segment) -> bool {
     !segment.writes_redirect()
         && (segment.stdin.is_some()
