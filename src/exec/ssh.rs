@@ -88,18 +88,22 @@ server_env() {
 }
 # Read after the filter above, so the server's own variables are kept whatever
 # their names; they win over the defaults above (as locally), never over the marker.
+# They are exported only in the subshell that becomes the server, after it has taken
+# what it needs into its positional parameters: in this shell a server's `cmd`,
+# `mark`, `drain` or `IFS` would replace the wrapper's own (and `drain` is read as
+# arithmetic). A job started with & reads /dev/null unless its stdin is redirected: a
+# server's is the channel's own (0<&0).
 if [ "$stdin" = pipe ]; then
   server_env || { echo "dsh: the server's environment did not arrive whole over the ssh channel" >&2; exit 1; }
-  set -- "${_dsh_env[@]}"
-  unset _dsh_env
-  [ $# -gt 0 ] && export -- "$@"
-fi
-export DSH_REMOTE_MARK="$mark"
-# A job started with & reads /dev/null unless its stdin is redirected: a server's
-# is the channel's own (0<&0).
-if [ "$stdin" = pipe ]; then
-  setsid bash -c "$cmd" 0<&0 &
+  (
+    set -- "$cmd" "$mark" "$(command -v setsid)" "$BASH" "${_dsh_env[@]}"
+    unset _dsh_env
+    [ $# -gt 4 ] && export -- "${@:5}"
+    export DSH_REMOTE_MARK="$2"
+    exec "$3" "$4" -c "$1"
+  ) 0<&0 &
 else
+  export DSH_REMOTE_MARK="$mark"
   setsid bash -c "$cmd" </dev/null &
 fi
 sid=$!
@@ -919,7 +923,17 @@ mod tests {
         );
         // Longer than a pipe holds, and than one read of bash's takes.
         let big = "\u{e9}".repeat(50_000);
+        // The wrapper's own names: a server's variable of the same name must not
+        // replace the command, the marker or the input, nor be read as arithmetic.
+        let arithmetic = format!("a[$(touch {})]", canary.display());
         let env: Vec<(String, String)> = [
+            ("cmd", "echo not-the-command"),
+            ("mark", "not-the-mark"),
+            ("stdin", "null"),
+            ("drain", &arithmetic),
+            ("grace", &arithmetic),
+            ("sid", "1"),
+            ("status", "s"),
             ("SERVER_API_TOKEN", "tok-\u{e9}\u{e9}"),
             ("BIG", &big),
             ("NASTY", &nasty),
