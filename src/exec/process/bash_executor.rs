@@ -354,39 +354,38 @@ impl<L: Launcher> BashExecutor for ProcessExecutor<L> {
         let (mark, _) = inner.next_mark(spec.scope.as_ref());
         let launch = inner.launcher.service_command(&spec, &mark, &env)?;
         let mut child = inner.spawn_command(launch.command, &mark, true, launch.env)?;
-        if let Err(why) = inner.launcher.started(&mark, child.id()).await {
-            inner
-                .launcher
-                .stop(&mark, Some(child.id()), inner.grace)
-                .await;
-            let _ = child.wait().await;
-            return Err(ExecError::Spawn(why));
-        }
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(ExecError::Spawn("the server's pipes were not made".into()));
-        };
-        // Written whole before the stdin is handed over, so nothing the server's client
-        // writes can come first. A host process that is gone fails the write (EPIPE):
-        // the start fails, and what it left is ended as a stop would.
-        if !launch.stdin_preamble.is_empty() {
-            let written = async {
-                stdin.write_all(&launch.stdin_preamble).await?;
-                stdin.flush().await
+        // One fallible start, one cleanup: a host process that does not start, pipes
+        // that were not made, or an env the server cannot be handed (EPIPE: the host
+        // process is gone) fail the start, and what it left is ended as a stop would.
+        let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pid = child.id();
+        let ready = async {
+            inner.launcher.started(&mark, pid).await?;
+            let (Some(mut stdin), Some(stdout), Some(stderr)) = pipes else {
+                return Err("the server's pipes were not made".to_owned());
+            };
+            // Written whole before the stdin is handed over, so nothing the server's
+            // client writes can come first.
+            if !launch.stdin_preamble.is_empty() {
+                let written = async {
+                    stdin.write_all(&launch.stdin_preamble).await?;
+                    stdin.flush().await
+                };
+                written
+                    .await
+                    .map_err(|e| format!("cannot hand the server its environment: {e}"))?;
             }
-            .await;
-            if let Err(e) = written {
-                inner
-                    .launcher
-                    .stop(&mark, Some(child.id()), inner.grace)
-                    .await;
+            Ok((stdin, stdout, stderr))
+        }
+        .await;
+        let (stdin, stdout, stderr) = match ready {
+            Ok(pipes) => pipes,
+            Err(why) => {
+                inner.launcher.stop(&mark, Some(pid), inner.grace).await;
                 let _ = child.wait().await;
-                return Err(ExecError::Spawn(format!(
-                    "cannot hand the server its environment: {e}"
-                )));
+                return Err(ExecError::Spawn(why));
             }
-        }
+        };
         let stop = inner.shutdown.child_token();
         let ended = CancellationToken::new();
         inner.supervisors.spawn({
