@@ -11,13 +11,13 @@ use crate::store::{self, Event, Header, SessionLog, iso8601, now_ms};
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
 use std::path::Path;
+use std::sync::Arc;
 
 /// How long a `session/load` waits for the connection holding its session to end before
 /// calling it in use: an editor that quits and reconnects at once reaches the daemon
 /// before the end of its old connection is read (a few milliseconds on a busy machine).
 /// Only a load that would otherwise fail waits.
 const HOLDER_ENDING: std::time::Duration = std::time::Duration::from_secs(1);
-use std::sync::Arc;
 
 /// The session's config options: the model (from `[model] models`, else just the
 /// configured one) and the mode (category `mode`: with config options present Zed shows

@@ -304,7 +304,7 @@ fn watch_for_death(server: &Arc<Server>, report: ServerReport) {
 /// a command line is readable by every local user. The names are checked here.
 fn server_command(spec: &ServerSpec) -> Result<String, String> {
     for (name, _) in &spec.env {
-        if !crate::exec::valid_env_name(name) {
+        if !crate::config::valid_env_name(name) {
             return Err(format!("`{name}` is not a valid environment variable name"));
         }
     }

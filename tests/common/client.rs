@@ -129,6 +129,19 @@ impl Client {
         }
     }
 
+    /// Reads messages until the completion notice of background task `task` arrives: the
+    /// daemon has then read all the task wrote, which a signal from inside the command
+    /// does not promise.
+    pub async fn wait_task_finished(&mut self, task: &str) -> Value {
+        let notice = format!("background bash task {task} finished");
+        self.wait_update(|u| {
+            u["update"]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&notice))
+        })
+        .await
+    }
+
     /// Reads until a permission request arrives (only with `ignore_permissions`).
     pub async fn wait_permission_request(&mut self) -> Value {
         loop {

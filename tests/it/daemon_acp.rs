@@ -390,12 +390,7 @@ async fn t14_disconnect_reload_and_restart_keep_history_tasks_and_notices() {
     ready.wait().await;
     // Its completion notice, once the daemon has read all it wrote (the signal alone
     // can come before the daemon has read the output it follows).
-    b.wait_update(|u| {
-        u["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains(&format!("background bash task {task} finished")))
-    })
-    .await;
+    b.wait_task_finished(&task).await;
     let (out, is_error) = b
         .tool(Some(&s), "bash_output", json!({"task_id": task}))
         .await;
@@ -1031,6 +1026,21 @@ async fn t14_an_editor_reconnecting_at_once_loads_its_session() {
             .await;
         assert!(loaded.is_ok(), "round {round}: {loaded:?}");
     }
-    drop(c);
+    // A connection still open holds its session: another's load is refused once the
+    // wait for the holder's end (which does not come) is over.
+    let mut other = daemon.connect().await;
+    let refused = other
+        .request(
+            "session/load",
+            json!({"sessionId": s, "cwd": ws, "mcpServers": []}),
+        )
+        .await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in use by another connection"))),
+        "{refused:?}"
+    );
+    drop((c, other));
     daemon.stop().await;
 }

@@ -194,12 +194,7 @@ async fn state_files_are_private_and_planted_symlinks_are_not_followed() {
     // Its completion notice comes once the daemon has read all of its output (a signal
     // from inside the command came before that, and CI read the task still running
     // with nothing dropped yet).
-    c.wait_update(|u| {
-        u["update"]["content"]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("background bash task bash-1 finished"))
-    })
-    .await;
+    c.wait_task_finished(&task).await;
     let (read, _) = c
         .tool(Some(&s), "bash_output", json!({"task_id": task}))
         .await;
