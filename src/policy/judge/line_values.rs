@@ -151,31 +151,21 @@ impl Policy {
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
-        if !has_known_value(segment) {
-            return None;
-        }
-        by_value(|| {
-            let variants = match variants(segment) {
-                Ok(variants) => variants,
-                Err(why) if mode == Mode::Auto && self.guarded() => {
-                    return Some(Verdict::new(
-                        Decision::Ask,
-                        why.clone(),
-                        Cause::Opaque { why },
-                    ));
-                }
-                Err(_) => return None,
-            };
-            variants
+        match self.judge_variants(segment, mode, grants, globs)? {
+            Ok(verdicts) => verdicts
                 .into_iter()
-                .map(|(variant, shown)| self.judge_variant(&variant, &shown, mode, grants, globs))
                 .filter(|v| {
                     v.decision == Decision::Deny
                         || v.decision == Decision::Ask && mode == Mode::Auto
                 })
-                .max_by_key(|v| v.decision)
-        })
-        .flatten()
+                .max_by_key(|v| v.decision),
+            Err(why) if mode == Mode::Auto && self.guarded() => Some(Verdict::new(
+                Decision::Ask,
+                why.clone(),
+                Cause::Opaque { why },
+            )),
+            Err(_) => None,
+        }
     }
 
     /// A wrapper's command its grammar could not read for a word known only at run time
@@ -190,35 +180,47 @@ impl Policy {
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
     ) -> Option<Verdict> {
-        if !segment.unread_wrapper || !has_known_value(segment) {
+        if !segment.unread_wrapper {
             return None;
         }
-        by_value(|| {
-            variants(segment)
-                .ok()?
-                .into_iter()
-                .map(|(variant, shown)| self.judge_variant(&variant, &shown, mode, grants, globs))
-                .max_by_key(|v| v.decision)
-        })
-        .flatten()
+        let verdicts = self.judge_variants(segment, mode, grants, globs)?.ok()?;
+        verdicts.into_iter().max_by_key(|v| v.decision)
     }
 
-    /// The verdict on the line `variant` makes, written out, from the bash judge, with
-    /// `shown` (which values it holds) before its reason.
-    fn judge_variant(
+    /// The verdict of the bash judge on the line each combination of the known values of
+    /// `segment`'s words makes, written out, with which values it holds before its reason;
+    /// an error when there are too many to judge. None when no value is known (only a
+    /// known value changes the line) or when a reading by value is under way ([`by_value`]).
+    fn judge_variants(
         &self,
-        variant: &Segment,
-        shown: &str,
+        segment: &Segment,
         mode: Mode,
         grants: &[Grant],
         globs: Option<&dyn globs::Globs>,
-    ) -> Verdict {
-        let judged = self.judge_bash(&command_line(variant, 0), mode, grants, globs);
-        Verdict::new(
-            judged.decision,
-            format!("{shown}: {}", judged.reason),
-            judged.cause,
-        )
+    ) -> Option<Result<Vec<Verdict>, String>> {
+        let known = segment
+            .line_values
+            .iter()
+            .any(|v| matches!(v.reading, ValueReading::Known(_)));
+        if !known {
+            return None;
+        }
+        by_value(|| {
+            variants(segment).map(|variants| {
+                variants
+                    .into_iter()
+                    .map(|(variant, shown)| {
+                        let judged =
+                            self.judge_bash(&command_line(&variant, 0), mode, grants, globs);
+                        Verdict::new(
+                            judged.decision,
+                            format!("{shown}: {}", judged.reason),
+                            judged.cause,
+                        )
+                    })
+                    .collect()
+            })
+        })
     }
 }
 
@@ -238,15 +240,6 @@ pub(in crate::policy) fn piped_words_of_the_project(command: &str, segments: &mu
     {
         value.may_be_option = false;
     }
-}
-
-/// Whether the line gives a word of `segment` a value the judge knows: only such a value
-/// changes the line it judges.
-fn has_known_value(segment: &Segment) -> bool {
-    segment
-        .line_values
-        .iter()
-        .any(|v| matches!(v.reading, ValueReading::Known(_)))
 }
 
 /// `read` run as one judgement's reading by value; None when one is under way on this
